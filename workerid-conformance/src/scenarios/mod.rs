@@ -1,0 +1,61 @@
+//! The scenarios: one `pub async fn` per rule of the contract.
+//!
+//! Each takes the [`StoreFactory`] of the store under test, works in a fresh
+//! namespace of its own, panics with a message naming the broken rule, and
+//! returns [`Outcome::Passed`] or [`Outcome::Skipped`].
+
+mod contention;
+mod durability;
+mod grants;
+mod history;
+mod input;
+mod lifecycle;
+
+pub use contention::*;
+pub use durability::*;
+pub use grants::*;
+pub use history::*;
+pub use input::*;
+pub use lifecycle::*;
+
+use crate::{Scenario, ScenarioFuture, StoreFactory};
+
+macro_rules! registry {
+    ($($name:ident),+ $(,)?) => {
+        /// Every scenario, in the order [`run_all`](crate::run_all) runs them.
+        pub static ALL: &[Scenario] = &[$(
+            Scenario {
+                name: stringify!($name),
+                run: {
+                    fn run(f: &dyn StoreFactory) -> ScenarioFuture<'_> {
+                        Box::pin($name(f))
+                    }
+                    run
+                },
+            }
+        ),+];
+    };
+}
+
+registry!(
+    grants_distinct_ids_until_exhausted,
+    tokens_are_22_url_safe_characters,
+    smallest_and_largest_pools,
+    renew_extends_the_lease,
+    wrong_token_changes_nothing,
+    unassigned_ids_are_not_assigned,
+    expired_lease_is_token_expired,
+    release_frees_at_once,
+    expired_id_is_reclaimed,
+    expiry_has_millisecond_precision,
+    invalid_input_changes_nothing,
+    namespaces_are_isolated,
+    pool_size_mismatch_is_refused,
+    fence_rises_on_every_grant,
+    watermark_is_a_maximum_handed_over,
+    contention_gives_distinct_grants,
+    one_winner_on_an_expired_id,
+    concurrent_renewals_all_succeed,
+    release_races_renew_and_acquire,
+    survives_restart,
+);

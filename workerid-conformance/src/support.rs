@@ -1,0 +1,128 @@
+//! What the scenarios share: fresh namespaces, allocators, timings.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng;
+use workerid_core::{Allocator, Capabilities, Error, LeaseOptions, LeaseStore, Namespace};
+
+use crate::StoreFactory;
+
+/// One scenario's view of the store under test.
+pub(crate) struct Ctx<'a> {
+    pub f: &'a dyn StoreFactory,
+    pub caps: Capabilities,
+    /// A lease length that expires within a scenario (about 1.5 s, more if the
+    /// store's minimum asks for it).
+    pub short: Duration,
+    /// A lease length that never expires within a scenario.
+    pub long: Duration,
+    scenario: &'static str,
+}
+
+impl<'a> Ctx<'a> {
+    pub async fn new(f: &'a dyn StoreFactory, scenario: &'static str) -> Ctx<'a> {
+        let caps = f.connect().await.capabilities();
+        let short = round_up(
+            caps.min_ttl.max(Duration::from_millis(1500)),
+            caps.ttl_granularity,
+        );
+        let long = round_up(
+            caps.min_ttl.max(Duration::from_secs(120)),
+            caps.ttl_granularity,
+        );
+        Ctx {
+            f,
+            caps,
+            short,
+            long,
+            scenario,
+        }
+    }
+
+    /// A namespace no other scenario or run uses.
+    pub fn namespace(&self) -> String {
+        let suffix: u64 = rand::rng().random();
+        format!("conformance.{}.{suffix:016x}", self.scenario)
+    }
+
+    /// An allocator on a new handle, in `namespace`, for `0..=max_worker_id`,
+    /// leasing for `ttl`.
+    pub async fn allocator(&self, namespace: &str, max_worker_id: u32, ttl: Duration) -> Allocator {
+        let options = self.options(max_worker_id, ttl);
+        Allocator::from_arc(self.f.connect().await, namespace, options)
+            .expect("valid options must make an allocator")
+    }
+
+    pub fn options(&self, max_worker_id: u32, ttl: Duration) -> LeaseOptions {
+        LeaseOptions::new()
+            .max_worker_id(max_worker_id)
+            .max_lease_time(self.long)
+            .ttl(ttl)
+    }
+
+    pub async fn store(&self) -> Arc<dyn LeaseStore> {
+        self.f.connect().await
+    }
+
+    /// Lets a lease of `short` ttl, granted or renewed before this call, expire.
+    pub async fn let_short_expire(&self) {
+        self.f.advance(self.short + self.short / 2).await;
+    }
+
+    /// Lets `fraction` of `short` pass.
+    pub async fn advance_short(&self, fraction: f64) {
+        self.f.advance(self.short.mul_f64(fraction)).await;
+    }
+}
+
+pub(crate) fn ns(name: &str) -> Namespace {
+    Namespace::new(name).expect("the suite makes valid namespaces")
+}
+
+fn round_up(ttl: Duration, granularity: Duration) -> Duration {
+    let g = granularity.as_nanos().max(1);
+    let n = ttl.as_nanos().div_ceil(g) * g;
+    Duration::from_nanos(u64::try_from(n).unwrap_or(u64::MAX))
+}
+
+/// Panics unless `result` is the error `expected` describes.
+#[track_caller]
+pub(crate) fn expect_err<T: Debug>(
+    result: Result<T, Error>,
+    expected: fn(&Error) -> bool,
+    what: &str,
+) {
+    match result {
+        Err(ref e) if expected(e) => {}
+        other => panic!("{what}: got {other:?}"),
+    }
+}
+
+/// Matchers for [`expect_err`].
+pub(crate) mod is {
+    use workerid_core::Error;
+
+    pub fn no_available_id(e: &Error) -> bool {
+        matches!(e, Error::NoAvailableId { .. })
+    }
+    pub fn token_mismatch(e: &Error) -> bool {
+        matches!(e, Error::TokenMismatch { .. })
+    }
+    pub fn token_expired(e: &Error) -> bool {
+        matches!(e, Error::TokenExpired { .. })
+    }
+    pub fn not_assigned(e: &Error) -> bool {
+        matches!(e, Error::NotAssigned { .. })
+    }
+    pub fn invalid_config(e: &Error) -> bool {
+        matches!(e, Error::InvalidConfig { .. })
+    }
+    pub fn invalid_worker_id(e: &Error) -> bool {
+        matches!(e, Error::InvalidWorkerId { .. })
+    }
+    pub fn invalid_token(e: &Error) -> bool {
+        matches!(e, Error::InvalidToken { .. })
+    }
+}

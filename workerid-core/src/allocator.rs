@@ -1,0 +1,263 @@
+//! The API users call: acquire, renew and release worker IDs of one namespace.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::{
+    Capabilities, Error, Grant, Lease, LeaseOptions, LeaseStore, Namespace, Result, Token, WorkerId,
+};
+
+/// Leases worker IDs of one namespace from a [`LeaseStore`] (the seed's `Generator`).
+///
+/// Every input is checked before any I/O; tokens are generated here; the local
+/// deadline of a lease counts from the instant its request was sent. Cheap to
+/// clone. Needs a Tokio runtime (for the request timeout).
+///
+/// Two styles, same semantics:
+/// - with a [`Lease`] handle: [`acquire`](Self::acquire), [`renew`](Self::renew),
+///   [`release`](Self::release);
+/// - the seed's, with the ID and the token string: [`get_id`](Self::get_id),
+///   [`renew_id`](Self::renew_id), [`release_id`](Self::release_id).
+///
+/// ```
+/// use workerid_core::{Allocator, LeaseOptions, LeaseStore};
+///
+/// async fn demo(store: impl LeaseStore) -> workerid_core::Result<()> {
+///
+///     let allocator = Allocator::new(store, "orders", LeaseOptions::new().worker_bits(4))?;
+///     let mut lease = allocator.acquire().await?;
+///     allocator.renew(&mut lease).await?;
+///     allocator.release(&lease).await?;
+///
+///     let (id, token) = allocator.get_id().await?;
+///     allocator.renew_id(u64::from(id), &token).await?;
+///     allocator.release_id(u64::from(id), &token).await?;
+///     Ok(())
+/// }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Allocator {
+    store: Arc<dyn LeaseStore>,
+    namespace: Namespace,
+    max_worker_id: u32,
+    options: LeaseOptions,
+    capabilities: Capabilities,
+}
+
+impl Allocator {
+    /// An allocator for `namespace` on `store`.
+    ///
+    /// No I/O: the pool size is recorded (or checked) by the store on the
+    /// first acquire.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a bad namespace or options, or options
+    /// beyond the store's [`Capabilities`].
+    pub fn new(store: impl LeaseStore, namespace: &str, options: LeaseOptions) -> Result<Self> {
+        Self::from_arc(Arc::new(store), namespace, options)
+    }
+
+    /// Like [`Allocator::new`], for a store already shared as `Arc<dyn LeaseStore>`.
+    ///
+    /// # Errors
+    /// As [`Allocator::new`].
+    pub fn from_arc(
+        store: Arc<dyn LeaseStore>,
+        namespace: &str,
+        options: LeaseOptions,
+    ) -> Result<Self> {
+        let namespace = Namespace::new(namespace)?;
+        let capabilities = store.capabilities();
+        options.validate(&capabilities)?;
+        Ok(Allocator {
+            max_worker_id: options.pool_max_worker_id()?,
+            store,
+            namespace,
+            options,
+            capabilities,
+        })
+    }
+
+    /// The namespace.
+    pub fn namespace(&self) -> &Namespace {
+        &self.namespace
+    }
+
+    /// The largest worker ID of the pool.
+    pub fn max_worker_id(&self) -> u32 {
+        self.max_worker_id
+    }
+
+    /// The options.
+    pub fn options(&self) -> &LeaseOptions {
+        &self.options
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn LeaseStore> {
+        &self.store
+    }
+
+    /// Leases a free worker ID for the default ttl.
+    ///
+    /// # Errors
+    /// [`Error::NoAvailableId`] when every ID is held;
+    /// [`Error::ConfigMismatch`] when the namespace was created with another pool
+    /// size; [`Error::Unavailable`] when the store cannot answer.
+    pub async fn acquire(&self) -> Result<Lease> {
+        self.acquire_with_ttl(self.options.default_ttl()).await
+    }
+
+    /// Leases a free worker ID for `ttl`.
+    ///
+    /// # Errors
+    /// As [`Allocator::acquire`], and [`Error::InvalidConfig`] for a ttl out of
+    /// bounds (checked before any I/O).
+    pub async fn acquire_with_ttl(&self, ttl: Duration) -> Result<Lease> {
+        self.options.check_ttl(ttl, &self.capabilities)?;
+        let token = Token::generate();
+        let sent = Instant::now();
+        let grant: Grant = self
+            .call(
+                self.store
+                    .acquire(&self.namespace, self.max_worker_id, &token, ttl),
+            )
+            .await?;
+        if grant.id.get() > self.max_worker_id || grant.fence == 0 {
+            return Err(Error::unavailable(
+                "lease store",
+                format!(
+                    "the store answered nonsense: {grant:?} for a pool of 0..={}",
+                    self.max_worker_id
+                ),
+            ));
+        }
+        tracing::debug!(namespace = %self.namespace, id = %grant.id, fence = grant.fence, "acquired");
+        Ok(Lease {
+            namespace: self.namespace.clone(),
+            id: grant.id,
+            token,
+            fence: grant.fence,
+            ttl,
+            deadline: self.deadline(sent, ttl),
+            previous_watermark: grant.previous_watermark,
+        })
+    }
+
+    /// Renews `lease` for its ttl and moves its local deadline.
+    ///
+    /// Returns the new deadline. On error the deadline is left as it was.
+    ///
+    /// # Errors
+    /// [`Error::TokenExpired`], [`Error::TokenMismatch`], [`Error::NotAssigned`]
+    /// when the lease is lost (see [`Error::is_lease_lost`]);
+    /// [`Error::InvalidConfig`] for a lease of another namespace;
+    /// [`Error::Unavailable`] when the store cannot answer.
+    pub async fn renew(&self, lease: &mut Lease) -> Result<Instant> {
+        self.renew_with_watermark(lease, 0).await
+    }
+
+    /// Renews `lease` and raises the stored watermark to at least `watermark`.
+    ///
+    /// # Errors
+    /// As [`Allocator::renew`].
+    pub async fn renew_with_watermark(&self, lease: &mut Lease, watermark: u64) -> Result<Instant> {
+        self.check_own(lease)?;
+        let sent = Instant::now();
+        self.call(self.store.renew(
+            &self.namespace,
+            lease.id,
+            &lease.token,
+            lease.ttl,
+            watermark,
+        ))
+        .await?;
+        lease.deadline = self.deadline(sent, lease.ttl);
+        Ok(lease.deadline)
+    }
+
+    /// Releases `lease`: the ID is free at once.
+    ///
+    /// # Errors
+    /// As [`Allocator::renew`].
+    pub async fn release(&self, lease: &Lease) -> Result<()> {
+        self.release_with_watermark(lease, 0).await
+    }
+
+    /// Releases `lease`, raising the stored watermark to at least `watermark`
+    /// for the next holder.
+    ///
+    /// # Errors
+    /// As [`Allocator::renew`].
+    pub async fn release_with_watermark(&self, lease: &Lease, watermark: u64) -> Result<()> {
+        self.check_own(lease)?;
+        self.call(
+            self.store
+                .release(&self.namespace, lease.id, &lease.token, watermark),
+        )
+        .await?;
+        tracing::debug!(namespace = %self.namespace, id = %lease.id, "released");
+        Ok(())
+    }
+
+    /// The seed's `GetID`: leases a worker ID and returns it with its token text.
+    ///
+    /// # Errors
+    /// As [`Allocator::acquire`].
+    pub async fn get_id(&self) -> Result<(u32, String)> {
+        let lease = self.acquire().await?;
+        Ok((lease.id.get(), lease.token.to_string()))
+    }
+
+    /// The seed's `Renew(workerID, token)`, with the default ttl.
+    ///
+    /// # Errors
+    /// [`Error::InvalidWorkerId`] and [`Error::InvalidToken`] before any I/O;
+    /// otherwise as [`Allocator::renew`].
+    pub async fn renew_id(&self, id: u64, token: &str) -> Result<()> {
+        let (id, token) = self.parse(id, token)?;
+        let ttl = self.options.default_ttl();
+        self.call(self.store.renew(&self.namespace, id, &token, ttl, 0))
+            .await
+    }
+
+    /// The seed's `Release(workerID, token)`.
+    ///
+    /// # Errors
+    /// As [`Allocator::renew_id`].
+    pub async fn release_id(&self, id: u64, token: &str) -> Result<()> {
+        let (id, token) = self.parse(id, token)?;
+        self.call(self.store.release(&self.namespace, id, &token, 0))
+            .await
+    }
+
+    fn parse(&self, id: u64, token: &str) -> Result<(WorkerId, Token)> {
+        let id = WorkerId::checked(id, self.max_worker_id)?;
+        Ok((id, Token::parse(token)?))
+    }
+
+    fn check_own(&self, lease: &Lease) -> Result<()> {
+        if lease.namespace != self.namespace {
+            return Err(Error::invalid_config(format!(
+                "the lease belongs to namespace {:?}, this allocator to {:?}",
+                lease.namespace.as_str(),
+                self.namespace.as_str()
+            )));
+        }
+        WorkerId::checked(u64::from(lease.id), self.max_worker_id)?;
+        Ok(())
+    }
+
+    fn deadline(&self, sent: Instant, ttl: Duration) -> Instant {
+        sent + ttl - self.options.drift_margin(ttl)
+    }
+
+    async fn call<T>(&self, request: impl Future<Output = Result<T>>) -> Result<T> {
+        let timeout = self.options.get_request_timeout();
+        match tokio::time::timeout(timeout, request).await {
+            Ok(answer) => answer,
+            Err(_) => Err(Error::timed_out("lease store", timeout)),
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! The store trait every backend implements, and what a store declares about itself.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::{Namespace, Result, Token, WorkerId, MAX_WORKER_BITS};
+
+/// What a store can and cannot do, so shared tests adapt instead of failing.
+///
+/// Fill it in as `Capabilities { durable: true, ..Capabilities::default() }`.
+///
+/// ```
+/// use std::time::Duration;
+/// use workerid_core::Capabilities;
+/// let etcd_like = Capabilities {
+///     min_ttl: Duration::from_secs(2),
+///     ttl_granularity: Duration::from_secs(1),
+///     durable: true,
+///     ..Capabilities::default()
+/// };
+/// assert_eq!(etcd_like.max_worker_bits, 22);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// The shortest ttl the store can keep (default 1 ms).
+    pub min_ttl: Duration,
+    /// Every ttl must be a whole multiple of this (default 1 ms). A store whose
+    /// leases count whole seconds says 1 s; other ttls are refused, never rounded.
+    pub ttl_granularity: Duration,
+    /// The largest `worker_bits` the store handles (default 22, the contract's maximum).
+    pub max_worker_bits: u8,
+    /// Whether live leases, fences and watermarks survive a restart of the store
+    /// (default false: say true only when it is so).
+    pub durable: bool,
+}
+
+impl Default for Capabilities {
+    fn default() -> Self {
+        Capabilities {
+            min_ttl: Duration::from_millis(1),
+            ttl_granularity: Duration::from_millis(1),
+            max_worker_bits: MAX_WORKER_BITS,
+            durable: false,
+        }
+    }
+}
+
+/// What a store answers to a successful [`LeaseStore::acquire`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// The worker ID granted, in `0..=max_worker_id`.
+    pub id: WorkerId,
+    /// The fencing token of this grant: higher than every earlier grant's fence
+    /// on the same (namespace, ID).
+    pub fence: u64,
+    /// The highest watermark any earlier holder of this (namespace, ID) stored
+    /// (0 if none).
+    pub previous_watermark: u64,
+}
+
+/// A store of worker-ID leases: the one trait a backend implements.
+///
+/// # Contract
+///
+/// This is `CONTRACT.md` where the implementer reads it; the
+/// `workerid-conformance` crate checks every line of it.
+///
+/// - Namespaces are independent: nothing done in one is visible in another.
+/// - Expiry is decided on the **store's clock** only (a server's time inside
+///   the atomic operation, a server-side lease, an embedded store's monotonic
+///   clock), with at least millisecond precision; never on the client's clock.
+/// - **Mutual exclusion**: at no instant of the store's clock are there two
+///   live leases on one (namespace, ID).
+/// - Each operation is atomic and takes a constant number of round trips
+///   whatever the pool size; acquire costs O(log n) or better in the store
+///   where the store allows it (no scan of all IDs per call).
+/// - The **fence** of a (namespace, ID) rises by at least one on every grant and
+///   never falls, not even after expiry, release, or a restart that keeps data.
+/// - The **watermark** of a (namespace, ID) only rises: renew and release keep
+///   the maximum of the stored value and the one given, in the same atomic step
+///   that checks the token; acquire hands it to the next holder.
+/// - A store that cannot be reached, times out, or answers nonsense returns
+///   [`Error::Unavailable`](crate::Error::Unavailable), never a false success.
+/// - Failed operations change nothing.
+///
+/// Inputs are checked by the caller ([`Allocator`](crate::Allocator)) before a
+/// store sees them: the namespace is valid, the ID is within the pool, the token
+/// is well formed, the ttl is within bounds and the [`Capabilities`].
+///
+/// Tokens are made by the core ([`Token::generate`]), never by a store.
+///
+/// A store handle is cheap to share (`Arc<dyn LeaseStore>`); `Arc<S>` and
+/// `Box<S>` implement the trait by forwarding.
+#[async_trait]
+pub trait LeaseStore: Debug + Send + Sync + 'static {
+    /// What this store can do; the allocator checks options against it.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Grants a free worker ID of `namespace` to `token` for `ttl`.
+    ///
+    /// # Behavior
+    /// - The first acquire in a namespace records `max_worker_id`; an acquire
+    ///   with another value returns `ConfigMismatch { stored, requested }` and
+    ///   changes nothing.
+    /// - Free means never granted, released, or expired (store clock). When
+    ///   some ID of `0..=max_worker_id` is free, one of them is granted: it is
+    ///   held by `token` until store-now + `ttl`; its fence rises; the answer
+    ///   carries the stored watermark as `previous_watermark`.
+    /// - When every ID is held by a live lease: `NoAvailableId`.
+    /// - Concurrent acquirers never get the same ID while it is live; racing
+    ///   acquirers on one expired ID: exactly one wins.
+    async fn acquire(
+        &self,
+        namespace: &Namespace,
+        max_worker_id: u32,
+        token: &Token,
+        ttl: Duration,
+    ) -> Result<Grant>;
+
+    /// Extends the lease `token` holds on `id` to store-now + `ttl`.
+    ///
+    /// # Behavior
+    /// - Held by `token` and live: extended; watermark = max(stored, `watermark`).
+    /// - Held by `token` but expired (and not granted again): `TokenExpired`;
+    ///   nothing changes.
+    /// - Held (live or expired) by another token: `TokenMismatch`; nothing changes.
+    /// - Never granted, or released: `NotAssigned`.
+    async fn renew(
+        &self,
+        namespace: &Namespace,
+        id: WorkerId,
+        token: &Token,
+        ttl: Duration,
+        watermark: u64,
+    ) -> Result<()>;
+
+    /// Ends the lease `token` holds on `id`, freeing the ID at once.
+    ///
+    /// # Behavior
+    /// - Held by `token` and live: freed; watermark = max(stored, `watermark`);
+    ///   the fence is kept (the next grant raises it).
+    /// - Held by `token` but expired (and not granted again): `TokenExpired`
+    ///   (the ID is free anyway).
+    /// - Held (live or expired) by another token: `TokenMismatch`; nothing changes.
+    /// - Never granted, or already released: `NotAssigned`.
+    async fn release(
+        &self,
+        namespace: &Namespace,
+        id: WorkerId,
+        token: &Token,
+        watermark: u64,
+    ) -> Result<()>;
+}
+
+macro_rules! forward_lease_store {
+    ($($wrapper:ty),+) => {$(
+        #[async_trait]
+        impl<S: LeaseStore + ?Sized> LeaseStore for $wrapper {
+            fn capabilities(&self) -> Capabilities {
+                (**self).capabilities()
+            }
+            async fn acquire(
+                &self,
+                namespace: &Namespace,
+                max_worker_id: u32,
+                token: &Token,
+                ttl: Duration,
+            ) -> Result<Grant> {
+                (**self).acquire(namespace, max_worker_id, token, ttl).await
+            }
+            async fn renew(
+                &self,
+                namespace: &Namespace,
+                id: WorkerId,
+                token: &Token,
+                ttl: Duration,
+                watermark: u64,
+            ) -> Result<()> {
+                (**self).renew(namespace, id, token, ttl, watermark).await
+            }
+            async fn release(
+                &self,
+                namespace: &Namespace,
+                id: WorkerId,
+                token: &Token,
+                watermark: u64,
+            ) -> Result<()> {
+                (**self).release(namespace, id, token, watermark).await
+            }
+        }
+    )+};
+}
+
+forward_lease_store!(Arc<S>, Box<S>);
