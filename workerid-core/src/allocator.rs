@@ -261,3 +261,156 @@ impl Allocator {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use async_trait::async_trait;
+
+    use super::*;
+
+    /// Answers every call with a fixed grant after `delay`, counting calls.
+    #[derive(Debug)]
+    struct Scripted {
+        delay: Duration,
+        grant: Grant,
+        calls: Arc<AtomicUsize>,
+    }
+
+    impl Scripted {
+        fn new(delay: Duration, id: u32, fence: u64) -> (Self, Arc<AtomicUsize>) {
+            let calls = Arc::new(AtomicUsize::new(0));
+            let store = Scripted {
+                delay,
+                grant: Grant {
+                    id: WorkerId::from(id),
+                    fence,
+                    previous_watermark: 7,
+                },
+                calls: calls.clone(),
+            };
+            (store, calls)
+        }
+
+        async fn answer(&self) {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(self.delay).await;
+        }
+    }
+
+    #[async_trait]
+    impl LeaseStore for Scripted {
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::default()
+        }
+        async fn acquire(&self, _: &Namespace, _: u32, _: &Token, _: Duration) -> Result<Grant> {
+            self.answer().await;
+            Ok(self.grant)
+        }
+        async fn renew(
+            &self,
+            _: &Namespace,
+            _: WorkerId,
+            _: &Token,
+            _: Duration,
+            _: u64,
+        ) -> Result<()> {
+            self.answer().await;
+            Ok(())
+        }
+        async fn release(&self, _: &Namespace, _: WorkerId, _: &Token, _: u64) -> Result<()> {
+            self.answer().await;
+            Ok(())
+        }
+    }
+
+    const TTL: Duration = Duration::from_secs(10);
+
+    fn allocator(store: Scripted) -> Allocator {
+        let options = LeaseOptions::new().worker_bits(4).max_lease_time(TTL);
+        Allocator::new(store, "test", options).unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_deadline_counts_from_the_send_instant_minus_the_drift_margin() {
+        let delay = Duration::from_millis(300);
+        let (store, _) = Scripted::new(delay, 3, 1);
+        let allocator = allocator(store);
+        let before = Instant::now();
+        let mut lease = allocator.acquire().await.unwrap();
+        let after = Instant::now();
+        let margin = TTL / 100;
+        assert!(lease.deadline() >= before + TTL - margin);
+        assert!(lease.deadline() <= after - delay + TTL - margin);
+        assert_eq!(lease.previous_watermark(), 7);
+        assert_eq!(lease.token().to_string().len(), 22);
+
+        let before = Instant::now();
+        let deadline = allocator.renew(&mut lease).await.unwrap();
+        assert!(deadline >= before + TTL - margin);
+        assert!(deadline <= Instant::now() - delay + TTL - margin);
+        assert_eq!(deadline, lease.deadline());
+    }
+
+    #[tokio::test]
+    async fn a_slow_store_is_unavailable_after_the_request_timeout() {
+        let (store, _) = Scripted::new(Duration::from_secs(3600), 0, 1);
+        let options = LeaseOptions::new().request_timeout(Duration::from_millis(50));
+        let allocator = Allocator::new(store, "test", options).unwrap();
+        let err = allocator.acquire().await.unwrap_err();
+        assert!(err.is_retryable(), "{err}");
+    }
+
+    #[tokio::test]
+    async fn nonsense_grants_are_unavailable_not_success() {
+        for (id, fence) in [(16, 1), (0, 0)] {
+            let (store, _) = Scripted::new(Duration::ZERO, id, fence);
+            let err = allocator(store).acquire().await.unwrap_err();
+            assert!(matches!(err, Error::Unavailable { .. }), "{err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn bad_input_never_reaches_the_store() {
+        let (store, calls) = Scripted::new(Duration::ZERO, 0, 1);
+        let allocator = allocator(store);
+        let token = Token::generate().to_string();
+        assert!(matches!(
+            allocator.renew_id(16, &token).await,
+            Err(Error::InvalidWorkerId {
+                id: 16,
+                max_worker_id: 15
+            })
+        ));
+        assert!(matches!(
+            allocator.release_id(0, "bad").await,
+            Err(Error::InvalidToken { .. })
+        ));
+        assert!(matches!(
+            allocator
+                .acquire_with_ttl(TTL + Duration::from_millis(1))
+                .await,
+            Err(Error::InvalidConfig { .. })
+        ));
+        let mut foreign = allocator.acquire().await.unwrap();
+        foreign.namespace = Namespace::new("other").unwrap();
+        assert!(matches!(
+            allocator.renew(&mut foreign).await,
+            Err(Error::InvalidConfig { .. })
+        ));
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            1,
+            "only the good acquire was sent"
+        );
+    }
+
+    #[test]
+    fn bad_namespace_or_options_make_no_allocator() {
+        let (store, _) = Scripted::new(Duration::ZERO, 0, 1);
+        let store: Arc<dyn LeaseStore> = Arc::new(store);
+        assert!(Allocator::from_arc(store.clone(), "no spaces", LeaseOptions::new()).is_err());
+        assert!(Allocator::from_arc(store, "ok", LeaseOptions::new().worker_bits(0)).is_err());
+    }
+}

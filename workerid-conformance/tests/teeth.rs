@@ -1,0 +1,318 @@
+//! The suite has teeth: a simple reference store passes it, and every
+//! deliberately broken variant of that store fails it, in the scenario that
+//! guards the broken rule.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use workerid_conformance::{run_all, Report, StoreFactory};
+use workerid_core::{Capabilities, Error, Grant, LeaseStore, Namespace, Result, Token, WorkerId};
+use workerid_memory::{ManualClock, MonotonicClock};
+
+/// One way to break the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flaw {
+    /// Renew extends whatever token is given.
+    RenewIgnoresToken,
+    /// Release frees the ID whatever token is given.
+    ReleaseIgnoresToken,
+    /// Acquire reads a free ID, awaits, then writes: racers share IDs.
+    RacyAcquire,
+    /// Every grant gets fence 1.
+    FenceNeverRises,
+    /// Renew and release overwrite the watermark instead of keeping the maximum.
+    WatermarkOverwritten,
+    /// Acquire always reports a previous watermark of 0.
+    WatermarkNotHandedOver,
+    /// The watermark is kept as an f64 (as a naive Lua script would).
+    WatermarkAsFloat,
+    /// Leases never expire.
+    NeverExpires,
+    /// Renew revives an expired lease.
+    RenewRevivesExpired,
+    /// Lease lengths are rounded up to whole seconds.
+    TtlRoundedUpToSeconds,
+    /// All namespaces share one pool.
+    NamespacesShared,
+    /// A namespace does not remember its pool size.
+    PoolSizeForgotten,
+    /// Release answers Ok but leaves the ID held.
+    ReleaseKeepsTheId,
+    /// Release of an expired lease answers Ok instead of TokenExpired.
+    ExpiredReleaseIsOk,
+    /// A released ID still accepts its old token.
+    ReleasedStillRenewable,
+    /// Acquire grants an ID one past the end of the pool.
+    GrantsOutsideThePool,
+}
+
+#[derive(Debug)]
+struct Slot {
+    holder: Option<Token>,
+    expires_at: Duration,
+    fence: u64,
+    watermark: u64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    pool_sizes: HashMap<String, u32>,
+    slots: HashMap<(String, u32), Slot>,
+}
+
+/// A deliberately simple store (a scan per acquire): correct unless `flaw` is set.
+#[derive(Debug, Clone)]
+struct ReferenceStore {
+    flaw: Option<Flaw>,
+    clock: Arc<ManualClock>,
+    state: Arc<Mutex<State>>,
+}
+
+impl ReferenceStore {
+    fn has(&self, flaw: Flaw) -> bool {
+        self.flaw == Some(flaw)
+    }
+
+    fn key(&self, namespace: &Namespace, id: u32) -> (String, u32) {
+        let ns = if self.has(Flaw::NamespacesShared) {
+            ""
+        } else {
+            namespace.as_str()
+        };
+        (ns.to_string(), id)
+    }
+
+    fn expires_at(&self, ttl: Duration) -> Duration {
+        let ttl = if self.has(Flaw::TtlRoundedUpToSeconds) {
+            Duration::from_secs(ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0))
+        } else {
+            ttl
+        };
+        self.clock.now() + ttl
+    }
+
+    fn is_live(&self, slot: &Slot) -> bool {
+        slot.holder.is_some()
+            && (self.has(Flaw::NeverExpires) || self.clock.now() < slot.expires_at)
+    }
+
+    fn raise(&self, slot: &mut Slot, watermark: u64) {
+        slot.watermark = if self.has(Flaw::WatermarkOverwritten) {
+            watermark
+        } else if self.has(Flaw::WatermarkAsFloat) {
+            (slot.watermark as f64).max(watermark as f64) as u64
+        } else {
+            slot.watermark.max(watermark)
+        };
+    }
+
+    fn find_free(&self, state: &State, namespace: &Namespace, max: u32) -> Option<u32> {
+        let end = if self.has(Flaw::GrantsOutsideThePool) {
+            max + 1
+        } else {
+            max
+        };
+        (0..=end).find(|&id| {
+            state
+                .slots
+                .get(&self.key(namespace, id))
+                .is_none_or(|slot| !self.is_live(slot))
+        })
+    }
+
+    /// Checks the token as the contract says, except where a flaw skips a check.
+    fn check(
+        &self,
+        slot: Option<&Slot>,
+        id: WorkerId,
+        token: &Token,
+        ignore_token: bool,
+    ) -> Result<()> {
+        let slot = slot.ok_or(Error::NotAssigned { id })?;
+        match slot.holder {
+            None if self.has(Flaw::ReleasedStillRenewable) => Ok(()),
+            None => Err(Error::NotAssigned { id }),
+            Some(holder) if holder != *token && !ignore_token => Err(Error::TokenMismatch { id }),
+            Some(_) if !self.is_live(slot) => Err(Error::TokenExpired { id }),
+            Some(_) => Ok(()),
+        }
+    }
+}
+
+#[async_trait]
+impl LeaseStore for ReferenceStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    async fn acquire(
+        &self,
+        namespace: &Namespace,
+        max: u32,
+        token: &Token,
+        ttl: Duration,
+    ) -> Result<Grant> {
+        let id = {
+            let mut state = self.state.lock().unwrap();
+            let stored = *state.pool_sizes.entry(namespace.to_string()).or_insert(max);
+            if stored != max && !self.has(Flaw::PoolSizeForgotten) {
+                return Err(Error::ConfigMismatch {
+                    namespace: namespace.to_string(),
+                    stored,
+                    requested: max,
+                });
+            }
+            self.find_free(&state, namespace, max)
+                .ok_or(Error::NoAvailableId { max_worker_id: max })?
+        };
+        if self.has(Flaw::RacyAcquire) {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let mut state = self.state.lock().unwrap();
+        let slot = state.slots.entry(self.key(namespace, id)).or_insert(Slot {
+            holder: None,
+            expires_at: Duration::ZERO,
+            fence: 0,
+            watermark: 0,
+        });
+        slot.holder = Some(*token);
+        slot.expires_at = self.expires_at(ttl);
+        slot.fence = if self.has(Flaw::FenceNeverRises) {
+            1
+        } else {
+            slot.fence + 1
+        };
+        let previous_watermark = if self.has(Flaw::WatermarkNotHandedOver) {
+            0
+        } else {
+            slot.watermark
+        };
+        Ok(Grant {
+            id: WorkerId::from(id),
+            fence: slot.fence,
+            previous_watermark,
+        })
+    }
+
+    async fn renew(
+        &self,
+        namespace: &Namespace,
+        id: WorkerId,
+        token: &Token,
+        ttl: Duration,
+        watermark: u64,
+    ) -> Result<()> {
+        let mut state = self.state.lock().unwrap();
+        let key = self.key(namespace, id.get());
+        let slot = state.slots.get_mut(&key);
+        let revive = self.has(Flaw::RenewRevivesExpired)
+            && slot.as_ref().is_some_and(|s| s.holder == Some(*token));
+        if !revive {
+            self.check(
+                slot.as_deref(),
+                id,
+                token,
+                self.has(Flaw::RenewIgnoresToken),
+            )?;
+        }
+        let slot = state.slots.get_mut(&key).ok_or(Error::NotAssigned { id })?;
+        slot.expires_at = self.expires_at(ttl);
+        self.raise(slot, watermark);
+        Ok(())
+    }
+
+    async fn release(
+        &self,
+        namespace: &Namespace,
+        id: WorkerId,
+        token: &Token,
+        watermark: u64,
+    ) -> Result<()> {
+        let mut state = self.state.lock().unwrap();
+        let key = self.key(namespace, id.get());
+        let slot = state.slots.get_mut(&key);
+        match self.check(
+            slot.as_deref(),
+            id,
+            token,
+            self.has(Flaw::ReleaseIgnoresToken),
+        ) {
+            Err(Error::TokenExpired { .. }) if self.has(Flaw::ExpiredReleaseIsOk) => {}
+            other => other?,
+        }
+        let slot = state.slots.get_mut(&key).ok_or(Error::NotAssigned { id })?;
+        self.raise(slot, watermark);
+        if !self.has(Flaw::ReleaseKeepsTheId) {
+            slot.holder = None;
+        }
+        Ok(())
+    }
+}
+
+struct Factory(ReferenceStore);
+
+#[async_trait]
+impl StoreFactory for Factory {
+    async fn connect(&self) -> Arc<dyn LeaseStore> {
+        Arc::new(self.0.clone())
+    }
+    async fn advance(&self, duration: Duration) {
+        self.0.clock.advance(duration);
+    }
+    fn virtual_time(&self) -> bool {
+        true
+    }
+}
+
+async fn report(flaw: Option<Flaw>) -> Report {
+    let store = ReferenceStore {
+        flaw,
+        clock: Arc::new(ManualClock::new()),
+        state: Arc::default(),
+    };
+    run_all(&Factory(store)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_flawless_reference_store_passes() {
+    report(None).await.assert_passed();
+}
+
+/// One test per flaw: the suite must fail, and in the scenario named.
+macro_rules! caught {
+    ($($test:ident: $flaw:ident by $scenario:ident;)+) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $test() {
+            let report = report(Some(Flaw::$flaw)).await;
+            let failed = report.failed();
+            assert!(
+                failed.contains(&stringify!($scenario)),
+                "the suite must catch {:?} in {}; failed: {failed:?}",
+                Flaw::$flaw,
+                stringify!($scenario),
+            );
+        }
+    )+};
+}
+
+caught! {
+    catches_renew_ignoring_the_token: RenewIgnoresToken by wrong_token_changes_nothing;
+    catches_release_ignoring_the_token: ReleaseIgnoresToken by wrong_token_changes_nothing;
+    catches_a_racy_acquire: RacyAcquire by contention_gives_distinct_grants;
+    catches_a_racy_acquire_on_one_expired_id: RacyAcquire by one_winner_on_an_expired_id;
+    catches_a_fence_that_never_rises: FenceNeverRises by fence_rises_on_every_grant;
+    catches_an_overwritten_watermark: WatermarkOverwritten by watermark_is_a_maximum_handed_over;
+    catches_a_watermark_not_handed_over: WatermarkNotHandedOver by watermark_is_a_maximum_handed_over;
+    catches_a_float_watermark: WatermarkAsFloat by watermark_is_a_maximum_handed_over;
+    catches_leases_that_never_expire: NeverExpires by expired_id_is_reclaimed;
+    catches_renew_reviving_an_expired_lease: RenewRevivesExpired by expired_lease_is_token_expired;
+    catches_ttls_rounded_to_seconds: TtlRoundedUpToSeconds by expiry_has_millisecond_precision;
+    catches_shared_namespaces: NamespacesShared by namespaces_are_isolated;
+    catches_a_forgotten_pool_size: PoolSizeForgotten by pool_size_mismatch_is_refused;
+    catches_a_release_that_keeps_the_id: ReleaseKeepsTheId by release_frees_at_once;
+    catches_ok_for_an_expired_release: ExpiredReleaseIsOk by expired_lease_is_token_expired;
+    catches_a_released_id_still_renewable: ReleasedStillRenewable by unassigned_ids_are_not_assigned;
+    catches_grants_outside_the_pool: GrantsOutsideThePool by grants_distinct_ids_until_exhausted;
+}
