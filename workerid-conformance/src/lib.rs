@@ -181,8 +181,10 @@ where
     runtime.block_on(async {
         let factory = make_factory().await;
         if let Outcome::Skipped(reason) = (scenario.run)(&factory).await {
-            // Test output, on purpose: a skip must say so where it is seen.
-            eprintln!("SKIPPED {name}: {reason}");
+            // Written to the real stderr, past the test harness's capture: a
+            // skip must say so where it is seen, even when the test passes.
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "SKIPPED {name}: {reason}");
         }
     });
 }

@@ -1,0 +1,72 @@
+//! Key names. Every key of a namespace carries the hash tag `{namespace}`, so
+//! one script touches one slot and the store works on a Redis Cluster.
+
+use workerid_core::{Error, Namespace, Result};
+
+/// The default key prefix.
+pub const DEFAULT_PREFIX: &str = "workerid";
+
+/// Checks a key prefix: 1 to 64 bytes of `[A-Za-z0-9._:-]` (no braces, which
+/// would change the hash tag).
+pub(crate) fn check_prefix(prefix: &str) -> Result<()> {
+    let ok = (1..=64).contains(&prefix.len())
+        && prefix
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid_config(format!(
+            "key prefix {prefix:?} must be 1 to 64 bytes of [A-Za-z0-9._:-]"
+        )))
+    }
+}
+
+/// The keys of one namespace.
+pub(crate) struct Keys {
+    pub meta: String,
+    pub expiry: String,
+    pub holder: String,
+    pub fence: String,
+    pub watermark: String,
+}
+
+impl Keys {
+    pub(crate) fn new(prefix: &str, namespace: &Namespace) -> Keys {
+        let key = |part: &str| format!("{prefix}:{{{namespace}}}:{part}");
+        Keys {
+            meta: key("meta"),
+            expiry: key("expiry"),
+            holder: key("holder"),
+            fence: key("fence"),
+            watermark: key("watermark"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_the_namespace_hash_tag() {
+        let keys = Keys::new("workerid", &Namespace::new("orders").unwrap());
+        for key in [
+            &keys.meta,
+            &keys.expiry,
+            &keys.holder,
+            &keys.fence,
+            &keys.watermark,
+        ] {
+            assert!(key.starts_with("workerid:{orders}:"), "{key}");
+        }
+    }
+
+    #[test]
+    fn prefixes_are_checked() {
+        assert!(check_prefix("app.ids:v1").is_ok());
+        for bad in ["", "a{b", "a}b", "has space", &"p".repeat(65)] {
+            assert!(check_prefix(bad).is_err(), "{bad:?}");
+        }
+    }
+}

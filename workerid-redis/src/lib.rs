@@ -1,0 +1,224 @@
+//! # workerid-redis
+//!
+//! [`RedisStore`]: a [`LeaseStore`] on Redis, a single server or a Redis
+//! Cluster. Every operation is **one Lua script call** (EVALSHA), atomic on the
+//! server, with expiry judged on the server's clock (`TIME` inside the script),
+//! never the client's.
+//!
+//! Data of a namespace, all under the hash tag `{namespace}` (one cluster slot):
+//! a sorted set of the IDs ever granted ordered by the instant each is (or
+//! became) free, a counter of IDs never granted (no pre-filling of 2^bits
+//! entries), and hashes of holders' tokens, fences and watermarks. Acquire
+//! looks at the head of the sorted set only: O(log n) in the pool size.
+//!
+//! ```no_run
+//! # async fn demo() -> workerid_core::Result<()> {
+//! use workerid_core::{Allocator, LeaseOptions};
+//! use workerid_redis::RedisStore;
+//!
+//! let store = RedisStore::connect("redis://127.0.0.1:6379/").await?;
+//! let allocator = Allocator::new(store, "mycluster", LeaseOptions::new().worker_bits(8))?;
+//! let (id, token) = allocator.get_id().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! **Durability and failover.** Without `appendonly yes` + `appendfsync
+//! always` a restart forgets every lease, fence and watermark (the store then
+//! declares `durable = false`). Replication is asynchronous: a failover to a
+//! replica can lose a grant that was acknowledged, and two processes can then
+//! hold the same worker ID. Where that matters, use a single durable server,
+//! or etcd or PostgreSQL.
+#![deny(missing_docs)]
+
+mod builder;
+mod connection;
+mod keys;
+mod script;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::Value;
+use workerid_core::{Capabilities, Error, Grant, LeaseStore, Namespace, Result, Token, WorkerId};
+
+pub use builder::RedisStoreBuilder;
+use connection::Connection;
+use keys::Keys;
+pub use keys::DEFAULT_PREFIX;
+use script::{ACQUIRE, RELEASE, RENEW};
+
+/// A lease store on Redis. Cheap to clone: clones share one multiplexed,
+/// self-reconnecting connection.
+///
+/// Capabilities: 1 ms minimum ttl and granularity, 22 worker bits, durable
+/// only as declared with [`RedisStoreBuilder::durable`].
+#[derive(Clone)]
+pub struct RedisStore {
+    connection: Connection,
+    prefix: Arc<str>,
+    durable: bool,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.connection {
+            Connection::Single(_) => "single",
+            Connection::Cluster(_) => "cluster",
+        };
+        f.debug_struct("RedisStore")
+            .field("connection", &kind)
+            .field("prefix", &self.prefix)
+            .field("durable", &self.durable)
+            .finish()
+    }
+}
+
+impl RedisStore {
+    /// Options: key prefix, durability, timeouts; then connect.
+    pub fn builder() -> RedisStoreBuilder {
+        RedisStoreBuilder::default()
+    }
+
+    /// Connects to the server at `url` with the default options.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a bad URL; [`Error::Unavailable`] when the
+    /// server cannot be reached.
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::builder().connect(url).await
+    }
+
+    /// Connects to a Redis Cluster with the default options.
+    ///
+    /// # Errors
+    /// As [`RedisStore::connect`].
+    pub async fn connect_cluster<S: AsRef<str>>(urls: &[S]) -> Result<Self> {
+        Self::builder().connect_cluster(urls).await
+    }
+
+    async fn call(
+        &self,
+        script: &script::LuaScript,
+        keys: &[String],
+        args: &[String],
+    ) -> Result<Value> {
+        let mut connection = self.connection.clone();
+        script
+            .call(&mut connection, keys, args)
+            .await
+            .map_err(|e| Error::unavailable("redis", e))
+    }
+}
+
+fn micros(ttl: Duration) -> String {
+    ttl.as_micros().to_string()
+}
+
+fn nonsense(what: &str, answer: &Value) -> Error {
+    Error::unavailable("redis", format!("unexpected answer to {what}: {answer:?}"))
+}
+
+fn text(value: &Value) -> Option<&str> {
+    match value {
+        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok(),
+        Value::SimpleString(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// Maps a renew or release answer to the contract's outcome.
+fn outcome(what: &str, id: WorkerId, answer: Value) -> Result<()> {
+    match text(&answer) {
+        Some("ok") => Ok(()),
+        Some("not_assigned") => Err(Error::NotAssigned { id }),
+        Some("mismatch") => Err(Error::TokenMismatch { id }),
+        Some("expired") => Err(Error::TokenExpired { id }),
+        _ => Err(nonsense(what, &answer)),
+    }
+}
+
+#[async_trait]
+impl LeaseStore for RedisStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            durable: self.durable,
+            ..Capabilities::default()
+        }
+    }
+
+    async fn acquire(
+        &self,
+        namespace: &Namespace,
+        max_worker_id: u32,
+        token: &Token,
+        ttl: Duration,
+    ) -> Result<Grant> {
+        let k = Keys::new(&self.prefix, namespace);
+        let keys = [k.meta, k.expiry, k.holder, k.fence, k.watermark];
+        let args = [max_worker_id.to_string(), token.to_string(), micros(ttl)];
+        let answer = self.call(&ACQUIRE, &keys, &args).await?;
+        let parts = match &answer {
+            Value::Array(parts) => parts.as_slice(),
+            _ => return Err(nonsense("acquire", &answer)),
+        };
+        match parts {
+            [status, id, Value::Int(fence), watermark] if text(status) == Some("ok") => {
+                let id = text(id).and_then(|s| s.parse::<u32>().ok());
+                let watermark = text(watermark).and_then(|s| s.parse::<u64>().ok());
+                match (id, watermark, u64::try_from(*fence)) {
+                    (Some(id), Some(previous_watermark), Ok(fence)) => Ok(Grant {
+                        id: WorkerId::from(id),
+                        fence,
+                        previous_watermark,
+                    }),
+                    _ => Err(nonsense("acquire", &answer)),
+                }
+            }
+            [status] if text(status) == Some("full") => Err(Error::NoAvailableId { max_worker_id }),
+            [status, stored] if text(status) == Some("mismatch") => {
+                match text(stored).and_then(|s| s.parse().ok()) {
+                    Some(stored) => Err(Error::ConfigMismatch {
+                        namespace: namespace.to_string(),
+                        stored,
+                        requested: max_worker_id,
+                    }),
+                    None => Err(nonsense("acquire", &answer)),
+                }
+            }
+            _ => Err(nonsense("acquire", &answer)),
+        }
+    }
+
+    async fn renew(
+        &self,
+        namespace: &Namespace,
+        id: WorkerId,
+        token: &Token,
+        ttl: Duration,
+        watermark: u64,
+    ) -> Result<()> {
+        let k = Keys::new(&self.prefix, namespace);
+        let keys = [k.expiry, k.holder, k.watermark];
+        let args = [
+            id.to_string(),
+            token.to_string(),
+            micros(ttl),
+            watermark.to_string(),
+        ];
+        outcome("renew", id, self.call(&RENEW, &keys, &args).await?)
+    }
+
+    async fn release(
+        &self,
+        namespace: &Namespace,
+        id: WorkerId,
+        token: &Token,
+        watermark: u64,
+    ) -> Result<()> {
+        let k = Keys::new(&self.prefix, namespace);
+        let keys = [k.expiry, k.holder, k.watermark];
+        let args = [id.to_string(), token.to_string(), watermark.to_string()];
+        outcome("release", id, self.call(&RELEASE, &keys, &args).await?)
+    }
+}

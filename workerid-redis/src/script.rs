@@ -1,0 +1,50 @@
+//! The Lua scripts, and calling one in a single round trip.
+
+use std::sync::LazyLock;
+
+use redis::aio::ConnectionLike;
+use redis::{cmd, ErrorKind, RedisResult, ServerErrorKind, Value};
+
+/// A Lua script with its SHA1, called with EVALSHA.
+pub(crate) struct LuaScript {
+    source: String,
+    sha: String,
+}
+
+impl LuaScript {
+    fn new(body: &str) -> Self {
+        let source = format!("{}\n{}", include_str!("lua/prelude.lua"), body);
+        let sha = redis::Script::new(&source).get_hash().to_string();
+        LuaScript { source, sha }
+    }
+
+    /// EVALSHA; on NOSCRIPT (a server that has not seen the script since it
+    /// started), EVAL, which also caches it. EVAL is routed by key like
+    /// EVALSHA, so on a cluster the script reaches the node that owns the
+    /// namespace's slot. One round trip once the script is cached.
+    pub(crate) async fn call<C: ConnectionLike>(
+        &self,
+        connection: &mut C,
+        keys: &[String],
+        args: &[String],
+    ) -> RedisResult<Value> {
+        let mut evalsha = cmd("EVALSHA");
+        evalsha.arg(&self.sha).arg(keys.len()).arg(keys).arg(args);
+        match evalsha.query_async(connection).await {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                tracing::debug!("script not cached on the server: sending it with EVAL");
+                let mut eval = cmd("EVAL");
+                eval.arg(&self.source).arg(keys.len()).arg(keys).arg(args);
+                eval.query_async(connection).await
+            }
+            answer => answer,
+        }
+    }
+}
+
+pub(crate) static ACQUIRE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("lua/acquire.lua")));
+pub(crate) static RENEW: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("lua/renew.lua")));
+pub(crate) static RELEASE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("lua/release.lua")));

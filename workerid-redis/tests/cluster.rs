@@ -1,0 +1,25 @@
+//! The conformance suite on a real 3-master Redis Cluster (started once for
+//! this test binary, or the one `WORKERID_REDIS_CLUSTER_URLS` names).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use workerid_conformance::StoreFactory;
+use workerid_core::LeaseStore;
+use workerid_redis::RedisStore;
+
+struct SharedCluster(Vec<String>);
+
+#[async_trait]
+impl StoreFactory for SharedCluster {
+    async fn connect(&self) -> Arc<dyn LeaseStore> {
+        let store = RedisStore::connect_cluster(&self.0)
+            .await
+            .unwrap_or_else(|e| panic!("connect to the Redis Cluster at {:?}: {e}", self.0));
+        Arc::new(store)
+    }
+}
+
+workerid_conformance::lease_store_tests!(SharedCluster(
+    workerid_servers::redis::shared_cluster_urls()
+));

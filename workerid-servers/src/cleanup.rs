@@ -1,0 +1,97 @@
+//! Making sure no server outlives the test process.
+//!
+//! - Every child is spawned from one long-lived thread with the Linux
+//!   parent-death signal set to SIGKILL, so it dies when the test process
+//!   dies, however it dies (the signal fires when the spawning *thread* exits,
+//!   hence the dedicated thread).
+//! - Live servers are registered; an `atexit` hook kills them and removes
+//!   their directories when the test binary exits, also after failed tests
+//!   (statics are never dropped in Rust, so shared servers need this).
+
+use std::collections::HashMap;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::sync::mpsc;
+use std::sync::{Mutex, Once};
+
+type Job = (Command, mpsc::Sender<io::Result<Child>>);
+
+static SPAWNER: Mutex<Option<mpsc::Sender<Job>>> = Mutex::new(None);
+static LIVE: Mutex<Option<HashMap<u64, (Option<u32>, PathBuf)>>> = Mutex::new(None);
+static HOOK: Once = Once::new();
+
+/// Spawns `command` so that it is killed when this process dies.
+pub(crate) fn spawn(mut command: Command) -> io::Result<Child> {
+    // SAFETY: prctl is async-signal-safe; the closure touches no memory of the parent.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let sender = {
+        let mut spawner = SPAWNER.lock().unwrap_or_else(|e| e.into_inner());
+        spawner
+            .get_or_insert_with(|| {
+                let (tx, rx) = mpsc::channel::<Job>();
+                std::thread::Builder::new()
+                    .name("workerid-servers-spawner".into())
+                    .spawn(move || {
+                        for (mut command, reply) in rx {
+                            let _ = reply.send(command.spawn());
+                        }
+                    })
+                    .expect("start the spawner thread");
+                tx
+            })
+            .clone()
+    };
+    let (reply, answer) = mpsc::channel();
+    sender
+        .send((command, reply))
+        .map_err(|_| io::Error::other("spawner thread is gone"))?;
+    answer
+        .recv()
+        .map_err(|_| io::Error::other("spawner thread is gone"))?
+}
+
+/// Records a server (its current pid and its directory) for the exit hook.
+pub(crate) fn register(key: u64, pid: Option<u32>, dir: PathBuf) {
+    HOOK.call_once(|| {
+        // SAFETY: registering a plain extern "C" function.
+        unsafe {
+            libc::atexit(kill_all_at_exit);
+        }
+    });
+    LIVE.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .insert(key, (pid, dir));
+}
+
+pub(crate) fn unregister(key: u64) {
+    if let Some(live) = LIVE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        live.remove(&key);
+    }
+}
+
+extern "C" fn kill_all_at_exit() {
+    let live = match LIVE.lock() {
+        Ok(mut live) => live.take(),
+        Err(_) => None,
+    };
+    for (pid, dir) in live.unwrap_or_default().into_values() {
+        if let Some(pid) = pid {
+            // SAFETY: plain syscalls on a pid we spawned.
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGKILL);
+                libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0);
+            }
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -1,0 +1,60 @@
+//! # workerid-servers
+//!
+//! The test harness: real server processes for tests and benchmarks, never
+//! mocks. Each server runs on free loopback ports (never a default port), in a
+//! fresh temporary directory, and is waited on until it answers. A server is
+//! stopped, and its directory removed, when its handle is dropped or, for the
+//! servers shared by a whole test binary, when the binary exits (also after a
+//! failed test); a server also dies with the test process if that is killed
+//! (Linux parent-death signal).
+//!
+//! Servers can be stopped, killed, restarted and paused (SIGSTOP / SIGCONT),
+//! so fault tests can use them.
+//!
+//! ```no_run
+//! // The Redis server shared by every test of this binary (or the one
+//! // WORKERID_REDIS_URL points at):
+//! let url = workerid_servers::redis::shared_url();
+//! // A server of one's own, for a test that kills it:
+//! let own = workerid_servers::redis::RedisServer::start(workerid_servers::redis::RedisConfig::default());
+//! own.process().kill();
+//! own.process().start();
+//! ```
+//!
+//! A missing server program is a test failure with a message that says how to
+//! install it (`bash scripts/test.sh` does), never a silent skip.
+#![deny(missing_docs)]
+
+mod cleanup;
+mod ports;
+mod process;
+pub mod redis;
+
+pub use ports::free_port;
+pub use process::{ServerProcess, ServerSpec};
+
+/// Panics with an install hint unless `program` is on the PATH (or is a path
+/// that exists). Returns its full path.
+pub fn require_program(program: &str, debian_package: &str) -> std::path::PathBuf {
+    let candidate = std::path::Path::new(program);
+    if candidate.is_absolute() {
+        if candidate.exists() {
+            return candidate.to_path_buf();
+        }
+    } else if let Some(paths) = std::env::var_os("PATH") {
+        let extra = [
+            std::path::PathBuf::from("/usr/sbin"),
+            std::path::PathBuf::from("/sbin"),
+        ];
+        for dir in std::env::split_paths(&paths).chain(extra) {
+            let full = dir.join(program);
+            if full.is_file() {
+                return full;
+            }
+        }
+    }
+    panic!(
+        "`{program}` is not installed: the tests need a real server. Install the Debian \
+         package `{debian_package}` (bash scripts/test.sh does it for you)."
+    );
+}

@@ -1,0 +1,256 @@
+//! One server process: start, wait until it answers, stop, kill, restart, pause.
+
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::cleanup;
+
+static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
+
+/// How to run a server: its program, arguments and readiness probe.
+pub struct ServerSpec {
+    program: PathBuf,
+    args: Vec<OsString>,
+    ready: Arc<dyn Fn() -> bool + Send + Sync>,
+    ready_timeout: Duration,
+    user: Option<(u32, u32)>,
+}
+
+impl ServerSpec {
+    /// Runs `program`; ready as soon as it is spawned unless [`ready`](Self::ready) says otherwise.
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        ServerSpec {
+            program: program.into(),
+            args: Vec::new(),
+            ready: Arc::new(|| true),
+            ready_timeout: Duration::from_secs(60),
+            user: None,
+        }
+    }
+
+    /// Adds arguments.
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// The probe that says the server answers (polled every 50 ms).
+    pub fn ready(mut self, probe: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+        self.ready = Arc::new(probe);
+        self
+    }
+
+    /// How long to wait for the probe (default 60 s).
+    pub fn ready_timeout(mut self, timeout: Duration) -> Self {
+        self.ready_timeout = timeout;
+        self
+    }
+
+    /// Runs the server as this (uid, gid), e.g. PostgreSQL, which refuses root.
+    pub fn user(mut self, uid: u32, gid: u32) -> Self {
+        self.user = Some((uid, gid));
+        self
+    }
+}
+
+/// A running (or stopped) server process with a temporary directory of its own.
+///
+/// Dropping it kills the process and removes the directory.
+pub struct ServerProcess {
+    name: String,
+    key: u64,
+    spec: ServerSpec,
+    dir: tempfile::TempDir,
+    child: Mutex<Option<Child>>,
+}
+
+impl ServerProcess {
+    /// Makes a fresh temporary directory, asks `build` for the spec (which may
+    /// put files and data in the directory), starts the server and waits until
+    /// it answers.
+    ///
+    /// Panics, with the end of the server's log, if it does not start.
+    pub fn launch(name: &str, build: impl FnOnce(&Path) -> ServerSpec) -> ServerProcess {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("workerid-{name}-"))
+            .tempdir()
+            .expect("create a temporary directory");
+        let spec = build(dir.path());
+        let server = ServerProcess {
+            name: name.to_string(),
+            key: NEXT_KEY.fetch_add(1, Ordering::Relaxed),
+            spec,
+            dir,
+            child: Mutex::new(None),
+        };
+        cleanup::register(server.key, None, server.dir.path().to_path_buf());
+        server.start();
+        server
+    }
+
+    /// The server's temporary directory.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The process ID while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child().as_ref().map(Child::id)
+    }
+
+    /// Whether the process is alive (running or paused).
+    pub fn is_running(&self) -> bool {
+        let mut child = self.child();
+        match child.as_mut() {
+            Some(c) => matches!(c.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// Starts the server (again) with the same directory, ports and arguments,
+    /// and waits until it answers. Does nothing if it already runs.
+    pub fn start(&self) {
+        if self.is_running() {
+            return;
+        }
+        let log = self.log_file();
+        let mut command = Command::new(&self.spec.program);
+        command
+            .args(&self.spec.args)
+            .current_dir(self.dir())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("clone the log file"))
+            .stderr(log);
+        if let Some((uid, gid)) = self.spec.user {
+            std::os::unix::process::CommandExt::uid(&mut command, uid);
+            std::os::unix::process::CommandExt::gid(&mut command, gid);
+        }
+        let child = cleanup::spawn(command).unwrap_or_else(|e| {
+            panic!("cannot start {} ({:?}): {e}", self.name, self.spec.program)
+        });
+        cleanup::register(self.key, Some(child.id()), self.dir().to_path_buf());
+        *self.child() = Some(child);
+        self.wait_ready();
+    }
+
+    /// Stops the server gracefully (SIGTERM; SIGKILL after 20 s) and waits for it.
+    pub fn stop(&self) {
+        self.signal(libc::SIGCONT);
+        self.signal(libc::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.is_running() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.kill();
+    }
+
+    /// Kills the server at once (SIGKILL), as a crash would, and waits for it.
+    pub fn kill(&self) {
+        let mut child = self.child();
+        if let Some(mut c) = child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        cleanup::register(self.key, None, self.dir().to_path_buf());
+    }
+
+    /// Stops and starts the server, keeping its data.
+    pub fn restart(&self) {
+        self.stop();
+        self.start();
+    }
+
+    /// Freezes the server (SIGSTOP): it keeps its sockets but answers nothing.
+    pub fn pause(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// Thaws a paused server (SIGCONT).
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    /// The last `lines` lines of the server's log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(self.dir().join("server.log")).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        if let Some(pid) = self.pid() {
+            // SAFETY: a plain syscall on a child we own.
+            unsafe {
+                libc::kill(pid as libc::pid_t, signal);
+            }
+        }
+    }
+
+    fn child(&self) -> MutexGuard<'_, Option<Child>> {
+        self.child.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn log_file(&self) -> File {
+        let path = self.dir().join("server.log");
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .expect("open the server log");
+        if let Some((uid, gid)) = self.spec.user {
+            let _ = std::os::unix::fs::chown(&path, Some(uid), Some(gid));
+        }
+        file
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + self.spec.ready_timeout;
+        loop {
+            if (self.spec.ready)() {
+                return;
+            }
+            if !self.is_running() {
+                panic!(
+                    "{} exited while starting; its log ends with:\n{}",
+                    self.name,
+                    self.log_tail(30)
+                );
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "{} did not answer within {:?}; its log ends with:\n{}",
+                    self.name,
+                    self.spec.ready_timeout,
+                    self.log_tail(30)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        self.kill();
+        cleanup::unregister(self.key);
+    }
+}
+
+impl std::fmt::Debug for ServerProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerProcess")
+            .field("name", &self.name)
+            .field("pid", &self.pid())
+            .field("dir", &self.dir())
+            .finish()
+    }
+}
