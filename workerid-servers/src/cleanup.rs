@@ -19,7 +19,10 @@ use std::sync::{Mutex, Once};
 type Job = (Command, mpsc::Sender<io::Result<Child>>);
 
 static SPAWNER: Mutex<Option<mpsc::Sender<Job>>> = Mutex::new(None);
-static LIVE: Mutex<Option<HashMap<u64, (Option<u32>, PathBuf)>>> = Mutex::new(None);
+/// Each live server: its pid while it runs, and its directory.
+type Registry = HashMap<u64, (Option<u32>, PathBuf)>;
+
+static LIVE: Mutex<Option<Registry>> = Mutex::new(None);
 static HOOK: Once = Once::new();
 
 /// Spawns `command` so that it is killed when this process dies.
