@@ -44,6 +44,8 @@ enum Flaw {
     ExpiredReleaseIsOk,
     /// A released ID still accepts its old token.
     ReleasedStillRenewable,
+    /// A released ID answers TokenMismatch to a token other than its last holder's.
+    ReleasedIdIsMismatch,
     /// Acquire grants an ID one past the end of the pool.
     GrantsOutsideThePool,
 }
@@ -51,6 +53,7 @@ enum Flaw {
 #[derive(Debug)]
 struct Slot {
     holder: Option<Token>,
+    last_holder: Option<Token>,
     expires_at: Duration,
     fence: u64,
     watermark: u64,
@@ -122,6 +125,56 @@ impl ReferenceStore {
         })
     }
 
+    /// Checks the pool size and finds a free ID.
+    fn pick(&self, state: &mut State, namespace: &Namespace, max: u32) -> Result<u32> {
+        let stored = *state.pool_sizes.entry(namespace.to_string()).or_insert(max);
+        if stored != max && !self.has(Flaw::PoolSizeForgotten) {
+            return Err(Error::ConfigMismatch {
+                namespace: namespace.to_string(),
+                stored,
+                requested: max,
+            });
+        }
+        self.find_free(state, namespace, max)
+            .ok_or(Error::NoAvailableId { max_worker_id: max })
+    }
+
+    /// Grants `id` to `token`.
+    fn grant(
+        &self,
+        state: &mut State,
+        namespace: &Namespace,
+        id: u32,
+        token: &Token,
+        ttl: Duration,
+    ) -> Grant {
+        let slot = state.slots.entry(self.key(namespace, id)).or_insert(Slot {
+            holder: None,
+            last_holder: None,
+            expires_at: Duration::ZERO,
+            fence: 0,
+            watermark: 0,
+        });
+        slot.holder = Some(*token);
+        slot.last_holder = Some(*token);
+        slot.expires_at = self.expires_at(ttl);
+        slot.fence = if self.has(Flaw::FenceNeverRises) {
+            1
+        } else {
+            slot.fence + 1
+        };
+        let previous_watermark = if self.has(Flaw::WatermarkNotHandedOver) {
+            0
+        } else {
+            slot.watermark
+        };
+        Grant {
+            id: WorkerId::from(id),
+            fence: slot.fence,
+            previous_watermark,
+        }
+    }
+
     /// Checks the token as the contract says, except where a flaw skips a check.
     fn check(
         &self,
@@ -133,6 +186,9 @@ impl ReferenceStore {
         let slot = slot.ok_or(Error::NotAssigned { id })?;
         match slot.holder {
             None if self.has(Flaw::ReleasedStillRenewable) => Ok(()),
+            None if self.has(Flaw::ReleasedIdIsMismatch) && slot.last_holder != Some(*token) => {
+                Err(Error::TokenMismatch { id })
+            }
             None => Err(Error::NotAssigned { id }),
             Some(holder) if holder != *token && !ignore_token => Err(Error::TokenMismatch { id }),
             Some(_) if !self.is_live(slot) => Err(Error::TokenExpired { id }),
@@ -154,46 +210,16 @@ impl LeaseStore for ReferenceStore {
         token: &Token,
         ttl: Duration,
     ) -> Result<Grant> {
-        let id = {
-            let mut state = self.state.lock().unwrap();
-            let stored = *state.pool_sizes.entry(namespace.to_string()).or_insert(max);
-            if stored != max && !self.has(Flaw::PoolSizeForgotten) {
-                return Err(Error::ConfigMismatch {
-                    namespace: namespace.to_string(),
-                    stored,
-                    requested: max,
-                });
-            }
-            self.find_free(&state, namespace, max)
-                .ok_or(Error::NoAvailableId { max_worker_id: max })?
-        };
         if self.has(Flaw::RacyAcquire) {
+            // Check, then act in a second critical section: racers in
+            // between see the same free ID.
+            let id = self.pick(&mut self.state.lock().unwrap(), namespace, max)?;
             tokio::time::sleep(Duration::from_millis(2)).await;
+            return Ok(self.grant(&mut self.state.lock().unwrap(), namespace, id, token, ttl));
         }
         let mut state = self.state.lock().unwrap();
-        let slot = state.slots.entry(self.key(namespace, id)).or_insert(Slot {
-            holder: None,
-            expires_at: Duration::ZERO,
-            fence: 0,
-            watermark: 0,
-        });
-        slot.holder = Some(*token);
-        slot.expires_at = self.expires_at(ttl);
-        slot.fence = if self.has(Flaw::FenceNeverRises) {
-            1
-        } else {
-            slot.fence + 1
-        };
-        let previous_watermark = if self.has(Flaw::WatermarkNotHandedOver) {
-            0
-        } else {
-            slot.watermark
-        };
-        Ok(Grant {
-            id: WorkerId::from(id),
-            fence: slot.fence,
-            previous_watermark,
-        })
+        let id = self.pick(&mut state, namespace, max)?;
+        Ok(self.grant(&mut state, namespace, id, token, ttl))
     }
 
     async fn renew(
@@ -315,4 +341,5 @@ caught! {
     catches_ok_for_an_expired_release: ExpiredReleaseIsOk by expired_lease_is_token_expired;
     catches_a_released_id_still_renewable: ReleasedStillRenewable by unassigned_ids_are_not_assigned;
     catches_grants_outside_the_pool: GrantsOutsideThePool by grants_distinct_ids_until_exhausted;
+    catches_mismatch_for_a_released_id: ReleasedIdIsMismatch by unassigned_ids_are_not_assigned;
 }

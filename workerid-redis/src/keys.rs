@@ -22,26 +22,14 @@ pub(crate) fn check_prefix(prefix: &str) -> Result<()> {
     }
 }
 
-/// The keys of one namespace.
-pub(crate) struct Keys {
-    pub meta: String,
-    pub expiry: String,
-    pub holder: String,
-    pub fence: String,
-    pub watermark: String,
-}
-
-impl Keys {
-    pub(crate) fn new(prefix: &str, namespace: &Namespace) -> Keys {
-        let key = |part: &str| format!("{prefix}:{{{namespace}}}:{part}");
-        Keys {
-            meta: key("meta"),
-            expiry: key("expiry"),
-            holder: key("holder"),
-            fence: key("fence"),
-            watermark: key("watermark"),
-        }
-    }
+/// The two keys of a namespace, in the order the scripts take them: the
+/// hash of its IDs' state, and the sorted set of IDs by the instant each is
+/// free.
+pub(crate) fn keys(prefix: &str, namespace: &Namespace) -> [String; 2] {
+    [
+        format!("{prefix}:{{{namespace}}}"),
+        format!("{prefix}:{{{namespace}}}:free"),
+    ]
 }
 
 #[cfg(test)]
@@ -50,15 +38,8 @@ mod tests {
 
     #[test]
     fn keys_share_the_namespace_hash_tag() {
-        let keys = Keys::new("workerid", &Namespace::new("orders").unwrap());
-        for key in [
-            &keys.meta,
-            &keys.expiry,
-            &keys.holder,
-            &keys.fence,
-            &keys.watermark,
-        ] {
-            assert!(key.starts_with("workerid:{orders}:"), "{key}");
+        for key in keys("workerid", &Namespace::new("orders").unwrap()) {
+            assert!(key.starts_with("workerid:{orders}"), "{key}");
         }
     }
 

@@ -5,11 +5,13 @@
 //! server, with expiry judged on the server's clock (`TIME` inside the script),
 //! never the client's.
 //!
-//! Data of a namespace, all under the hash tag `{namespace}` (one cluster slot):
-//! a sorted set of the IDs ever granted ordered by the instant each is (or
-//! became) free, a counter of IDs never granted (no pre-filling of 2^bits
-//! entries), and hashes of holders' tokens, fences and watermarks. Acquire
-//! looks at the head of the sorted set only: O(log n) in the pool size.
+//! A namespace is two keys under the hash tag `{namespace}` (one cluster
+//! slot): a hash with the pool size, a counter of IDs never granted (no
+//! pre-filling of 2^bits entries) and each granted ID's holder, expiry, fence
+//! and watermark; and a sorted set of the IDs ever granted, ordered by the
+//! instant each is (or became) free. Acquire looks at the head of the sorted
+//! set only: O(log n) in the pool size. Each script makes at most six
+//! `redis.call`s.
 //!
 //! ```no_run
 //! # async fn demo() -> workerid_core::Result<()> {
@@ -44,7 +46,7 @@ use workerid_core::{Capabilities, Error, Grant, LeaseStore, Namespace, Result, T
 
 pub use builder::RedisStoreBuilder;
 use connection::Connection;
-use keys::Keys;
+use keys::keys;
 pub use keys::DEFAULT_PREFIX;
 use script::{ACQUIRE, RELEASE, RENEW};
 
@@ -154,8 +156,7 @@ impl LeaseStore for RedisStore {
         token: &Token,
         ttl: Duration,
     ) -> Result<Grant> {
-        let k = Keys::new(&self.prefix, namespace);
-        let keys = [k.meta, k.expiry, k.holder, k.fence, k.watermark];
+        let keys = keys(&self.prefix, namespace);
         let args = [max_worker_id.to_string(), token.to_string(), micros(ttl)];
         let answer = self.call(&ACQUIRE, &keys, &args).await?;
         let parts = match &answer {
@@ -198,8 +199,7 @@ impl LeaseStore for RedisStore {
         ttl: Duration,
         watermark: u64,
     ) -> Result<()> {
-        let k = Keys::new(&self.prefix, namespace);
-        let keys = [k.expiry, k.holder, k.watermark];
+        let keys = keys(&self.prefix, namespace);
         let args = [
             id.to_string(),
             token.to_string(),
@@ -216,8 +216,7 @@ impl LeaseStore for RedisStore {
         token: &Token,
         watermark: u64,
     ) -> Result<()> {
-        let k = Keys::new(&self.prefix, namespace);
-        let keys = [k.expiry, k.holder, k.watermark];
+        let keys = keys(&self.prefix, namespace);
         let args = [id.to_string(), token.to_string(), watermark.to_string()];
         outcome("release", id, self.call(&RELEASE, &keys, &args).await?)
     }

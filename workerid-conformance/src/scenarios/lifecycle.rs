@@ -98,7 +98,8 @@ pub async fn wrong_token_changes_nothing(f: &dyn StoreFactory) -> Outcome {
     Outcome::Passed
 }
 
-/// An ID never granted, or released, is `NotAssigned` for renew and release.
+/// An ID never granted, or released, is `NotAssigned` for renew and release,
+/// whatever the token.
 pub async fn unassigned_ids_are_not_assigned(f: &dyn StoreFactory) -> Outcome {
     let ctx = Ctx::new(f, "unassigned_ids_are_not_assigned").await;
     let name = ctx.namespace();
@@ -136,6 +137,18 @@ pub async fn unassigned_ids_are_not_assigned(f: &dyn StoreFactory) -> Outcome {
         "renew after release",
     );
     expect_err(a.release(&lease).await, is::not_assigned, "second release");
+    let stranger = Token::generate().to_string();
+    let id = u64::from(lease.id());
+    expect_err(
+        a.renew_id(id, &stranger).await,
+        is::not_assigned,
+        "renew of a released ID with another token",
+    );
+    expect_err(
+        a.release_id(id, &stranger).await,
+        is::not_assigned,
+        "release of a released ID with another token",
+    );
     Outcome::Passed
 }
 

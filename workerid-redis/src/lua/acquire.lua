@@ -1,31 +1,31 @@
 -- acquire: grant a free worker ID.
--- KEYS[1] meta hash (max, next)   KEYS[2] expiry zset (id -> free-at us)
--- KEYS[3] holder hash (id -> token)   KEYS[4] fence hash   KEYS[5] watermark hash
+-- KEYS[1] namespace hash   KEYS[2] lease-end sorted set
 -- ARGV[1] max_worker_id   ARGV[2] token   ARGV[3] ttl in us
 -- Returns {'ok', id, fence, watermark} | {'mismatch', stored max} | {'full'}
-local stored = redis.call('HGET', KEYS[1], 'max')
-if not stored then
-  redis.call('HSET', KEYS[1], 'max', ARGV[1])
-elseif stored ~= ARGV[1] then
-  return {'mismatch', stored}
+local meta = redis.call('HMGET', KEYS[1], 'max', 'next')
+if meta[1] and meta[1] ~= ARGV[1] then
+  return {'mismatch', meta[1]}
 end
 local now = server_now_us()
-local id
--- Every ID granted once sits in the zset, ordered by the instant it is (or
--- became) free; the head is the only candidate: O(log n).
+local id, fence, watermark
+local fields = {}
 local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 if head[1] and tonumber(head[2]) <= now then
+  -- Released (score 0) or expired: the ID is free.
   id = head[1]
+  local _, old_fence, old_watermark = parse(redis.call('HGET', KEYS[1], id))
+  fence = tonumber(old_fence) + 1
+  watermark = old_watermark
 else
-  -- IDs never granted are next..max: no pre-filling.
-  local next_id = tonumber(redis.call('HGET', KEYS[1], 'next') or '0')
+  local next_id = tonumber(meta[2] or '0')
   if next_id > tonumber(ARGV[1]) then
     return {'full'}
   end
-  id = tostring(next_id)
-  redis.call('HSET', KEYS[1], 'next', next_id + 1)
+  id = fmt(next_id)
+  fence = 1
+  watermark = '0'
+  fields = {'next', fmt(next_id + 1), 'max', ARGV[1]}
 end
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), id)
-redis.call('HSET', KEYS[3], id, ARGV[2])
-local fence = redis.call('HINCRBY', KEYS[4], id, 1)
-return {'ok', id, fence, redis.call('HGET', KEYS[5], id) or '0'}
+redis.call('HSET', KEYS[1], id, ARGV[2] .. ' ' .. fmt(fence) .. ' ' .. watermark, unpack(fields))
+return {'ok', id, fence, watermark}

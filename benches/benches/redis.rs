@@ -1,0 +1,226 @@
+//! Redis: acquire, renew and release through the Allocator, beside a raw
+//! EVALSHA of a trivial script on the same kind of connection (the physical
+//! limit: one round trip); and acquire in an empty pool vs a 99%-full 2^16 pool.
+//!
+//! `cargo bench -p benches --bench redis` (starts its own redis-server).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use benches::Op;
+
+use criterion::{criterion_group, Criterion};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::runtime::Runtime;
+use workerid_core::{Allocator, Lease, LeaseOptions};
+use workerid_redis::RedisStore;
+use workerid_servers::redis::{RedisConfig, RedisServer};
+
+const GROUP: &str = "redis";
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn allocator(rt: &Runtime, url: &str, namespace: &str, bits: u8) -> Allocator {
+    let store = rt.block_on(RedisStore::connect(url)).expect("connect");
+    let options = LeaseOptions::new()
+        .worker_bits(bits)
+        .max_lease_time(Duration::from_secs(3600));
+    Allocator::new(store, namespace, options).expect("allocator")
+}
+
+/// Fills a 2^16 pool, then frees 1% of it: acquire must find one of 656 free
+/// IDs among 65 536.
+fn ninety_nine_percent_full(rt: &Runtime, url: &str) -> Allocator {
+    let full = allocator(rt, url, "bench-full", 16);
+    rt.block_on(async {
+        let mut leases = Vec::with_capacity(1 << 16);
+        for _ in 0..(1 << 16) {
+            leases.push(full.acquire().await.expect("fill the pool"));
+        }
+        for lease in leases.iter().step_by(100) {
+            full.release(lease).await.expect("free 1%");
+        }
+    });
+    full
+}
+
+/// `iters` acquire + release cycles (the pool never changes), timing only
+/// the acquires or only the releases.
+async fn cycles(a: &Allocator, iters: u64, time_acquire: bool) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        let started = Instant::now();
+        let lease = a.acquire().await.expect("acquire");
+        let acquired = started.elapsed();
+        let started = Instant::now();
+        a.release(&lease).await.expect("release");
+        total += if time_acquire {
+            acquired
+        } else {
+            started.elapsed()
+        };
+    }
+    total
+}
+
+fn lease_ops(c: &mut Criterion) {
+    let server = RedisServer::start(RedisConfig::default());
+    let url = server.url();
+    let rt = runtime();
+    let mut group = c.benchmark_group(GROUP);
+    group
+        .measurement_time(Duration::from_secs(4))
+        .warm_up_time(Duration::from_secs(1));
+
+    let config = ConnectionManagerConfig::new();
+    let client = redis::Client::open(url.as_str()).expect("client");
+    let raw = rt
+        .block_on(ConnectionManager::new_with_config(client, config))
+        .expect("connect");
+    let trivial = redis::Script::new("return 1");
+    rt.block_on(
+        trivial
+            .prepare_invoke()
+            .invoke_async::<i64>(&mut raw.clone()),
+    )
+    .expect("load");
+    group.bench_function("raw_evalsha", |b| {
+        b.to_async(&rt).iter(|| {
+            let mut conn = raw.clone();
+            let sha = trivial.get_hash().to_string();
+            async move {
+                redis::cmd("EVALSHA")
+                    .arg(sha)
+                    .arg(0)
+                    .query_async::<i64>(&mut conn)
+                    .await
+                    .expect("evalsha")
+            }
+        })
+    });
+
+    let empty = allocator(&rt, &url, "bench-empty", 16);
+    group.bench_function("acquire", |b| {
+        b.to_async(&rt).iter_custom(|iters| {
+            let a = empty.clone();
+            async move { cycles(&a, iters, true).await }
+        })
+    });
+    let mut held = rt.block_on(empty.acquire()).expect("acquire");
+    group.bench_function("renew", |b| {
+        b.to_async(&rt).iter(|| {
+            let (a, mut lease) = (empty.clone(), held.clone());
+            async move { a.renew(&mut lease).await.expect("renew") }
+        })
+    });
+    rt.block_on(empty.renew(&mut held)).expect("renew");
+    group.bench_function("release", |b| {
+        b.to_async(&rt).iter_custom(|iters| {
+            let a = empty.clone();
+            async move { cycles(&a, iters, false).await }
+        })
+    });
+
+    let full = ninety_nine_percent_full(&rt, &url);
+    group.bench_function("acquire_99pct_full_2pow16", |b| {
+        b.to_async(&rt).iter_custom(|iters| {
+            let a = full.clone();
+            async move { cycles(&a, iters, true).await }
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, lease_ops);
+
+/// Hands a lease from the op that acquires it to the op that releases it.
+type Slot = Rc<RefCell<Option<Lease>>>;
+
+fn acquire_op<'a>(allocator: &'a Allocator, slot: &Slot) -> Op<'a> {
+    let slot = slot.clone();
+    Box::new(move || {
+        let slot = slot.clone();
+        Box::pin(async move {
+            let lease = allocator.acquire().await.expect("acquire");
+            *slot.borrow_mut() = Some(lease);
+        })
+    })
+}
+
+fn release_op<'a>(allocator: &'a Allocator, slot: &Slot) -> Op<'a> {
+    let slot = slot.clone();
+    Box::new(move || {
+        let lease = slot.borrow_mut().take().expect("acquired in this round");
+        Box::pin(async move { allocator.release(&lease).await.expect("release") })
+    })
+}
+
+/// The ratio table: lease ops and the raw round trip, interleaved in one loop.
+fn ratios() {
+    let server = RedisServer::start(RedisConfig::default());
+    let url = server.url();
+    let rt = runtime();
+    let client = redis::Client::open(url.as_str()).expect("client");
+    let raw = rt
+        .block_on(ConnectionManager::new_with_config(
+            client,
+            ConnectionManagerConfig::new(),
+        ))
+        .expect("connect");
+    let trivial = redis::Script::new("return 1");
+    let empty = allocator(&rt, &url, "ratio-empty", 16);
+    let full = ninety_nine_percent_full(&rt, &url);
+    let held = rt.block_on(empty.acquire()).expect("acquire");
+    let (slot, full_slot): (Slot, Slot) = (Rc::default(), Rc::default());
+    let raw_op: Op = Box::new(|| {
+        let (mut conn, script) = (raw.clone(), &trivial);
+        Box::pin(async move {
+            script
+                .prepare_invoke()
+                .invoke_async::<i64>(&mut conn)
+                .await
+                .expect("evalsha");
+        })
+    });
+    let renew_op: Op = Box::new(|| {
+        let (allocator, mut lease) = (&empty, held.clone());
+        Box::pin(async move {
+            allocator.renew(&mut lease).await.expect("renew");
+        })
+    });
+    const RAW: &str = "raw EVALSHA (one round trip)";
+    const FULL: &str = "acquire, 99% full 2^16 pool";
+    let results = rt.block_on(benches::interleaved(
+        3000,
+        vec![
+            (RAW, raw_op),
+            ("acquire", acquire_op(&empty, &slot)),
+            ("release", release_op(&empty, &slot)),
+            ("renew", renew_op),
+            (FULL, acquire_op(&full, &full_slot)),
+            ("release, 99% full 2^16 pool", release_op(&full, &full_slot)),
+        ],
+    ));
+    benches::print_table(
+        "redis, interleaved (3000 rounds)",
+        &results,
+        &[
+            ("acquire", RAW, 1.2),
+            ("renew", RAW, 1.2),
+            ("release", RAW, 1.2),
+            (FULL, "acquire", 1.5),
+        ],
+    );
+}
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    ratios();
+}

@@ -1,0 +1,82 @@
+//! Helpers shared by the benchmarks.
+//!
+//! Criterion measures each operation on its own, one after the other; on a
+//! small shared machine the load drifts between those runs, so ratios between
+//! them are noisy. [`interleaved`] measures several operations round-robin in
+//! one loop, so drift hits all of them alike: the ratio tables use it.
+#![deny(missing_docs)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+/// One operation to time: an async closure called once per round.
+pub type Op<'a> = Box<dyn FnMut() -> Pin<Box<dyn Future<Output = ()> + 'a>> + 'a>;
+
+/// Latencies of one operation.
+#[derive(Debug, Clone)]
+pub struct Latency {
+    /// Its name.
+    pub name: String,
+    /// Median.
+    pub p50: Duration,
+    /// 99th percentile.
+    pub p99: Duration,
+}
+
+/// Runs every op once per round, round-robin, for `rounds` rounds (after
+/// `rounds / 10` unmeasured warm-up rounds), and returns each op's latencies.
+pub async fn interleaved(rounds: usize, mut ops: Vec<(&str, Op<'_>)>) -> Vec<Latency> {
+    let mut samples: Vec<Vec<Duration>> = vec![Vec::with_capacity(rounds); ops.len()];
+    for round in 0..rounds + rounds / 10 {
+        for (i, (_, op)) in ops.iter_mut().enumerate() {
+            let started = Instant::now();
+            op().await;
+            if round >= rounds / 10 {
+                samples[i].push(started.elapsed());
+            }
+        }
+    }
+    ops.iter()
+        .zip(samples)
+        .map(|((name, _), mut s)| {
+            s.sort();
+            Latency {
+                name: name.to_string(),
+                p50: s[s.len() / 2],
+                p99: s[(s.len() * 99 / 100).min(s.len() - 1)],
+            }
+        })
+        .collect()
+}
+
+/// Prints a markdown table: each op's p50 and p99, and its p50 ratio to the
+/// op named in `against` with the goal it must meet.
+pub fn print_table(title: &str, results: &[Latency], against: &[(&str, &str, f64)]) {
+    let find = |name: &str| results.iter().find(|l| l.name == name);
+    println!("\n| {title} | p50 | p99 | ratio of p50 | goal |");
+    println!("| --- | --- | --- | --- | --- |");
+    for latency in results {
+        let ratio = against
+            .iter()
+            .find(|(op, _, _)| *op == latency.name)
+            .and_then(|(_, base, goal)| find(base).map(|b| (b, goal)));
+        let (ratio, goal) = match ratio {
+            Some((base, goal)) => {
+                let r = latency.p50.as_secs_f64() / base.p50.as_secs_f64();
+                let verdict = if r <= *goal { "met" } else { "MISSED" };
+                (
+                    format!("{r:.2}x {}", base.name),
+                    format!("≤ {goal}x {verdict}"),
+                )
+            }
+            None => (String::new(), String::new()),
+        };
+        println!(
+            "| {} | {:.1} µs | {:.1} µs | {ratio} | {goal} |",
+            latency.name,
+            latency.p50.as_secs_f64() * 1e6,
+            latency.p99.as_secs_f64() * 1e6,
+        );
+    }
+}
