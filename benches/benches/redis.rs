@@ -177,6 +177,7 @@ fn ratios() {
     let empty = allocator(&rt, &url, "ratio-empty", 16);
     let full = ninety_nine_percent_full(&rt, &url);
     let held = rt.block_on(empty.acquire()).expect("acquire");
+    let store = empty.store().clone();
     let (slot, full_slot): (Slot, Slot) = (Rc::default(), Rc::default());
     let raw_op: Op = Box::new(|| {
         let (mut conn, script) = (raw.clone(), &trivial);
@@ -194,6 +195,15 @@ fn ratios() {
             allocator.renew(&mut lease).await.expect("renew");
         })
     });
+    let store_renew_op: Op = Box::new(|| {
+        let (store, lease, ttl) = (&store, &held, empty.options().default_ttl());
+        Box::pin(async move {
+            store
+                .renew(lease.namespace(), lease.id(), lease.token(), ttl, 0)
+                .await
+                .expect("renew");
+        })
+    });
     const RAW: &str = "raw EVALSHA (one round trip)";
     const FULL: &str = "acquire, 99% full 2^16 pool";
     let results = rt.block_on(benches::interleaved(
@@ -203,6 +213,7 @@ fn ratios() {
             ("acquire", acquire_op(&empty, &slot)),
             ("release", release_op(&empty, &slot)),
             ("renew", renew_op),
+            ("renew, store alone (no Allocator)", store_renew_op),
             (FULL, acquire_op(&full, &full_slot)),
             ("release, 99% full 2^16 pool", release_op(&full, &full_slot)),
         ],
