@@ -26,12 +26,27 @@
 #![deny(missing_docs)]
 
 mod cleanup;
+pub mod mariadb;
 mod ports;
+pub mod postgres;
 mod process;
 pub mod redis;
 
 pub use ports::free_port;
 pub use process::{ServerProcess, ServerSpec};
+
+/// Runs a helper program to completion; panics with its output if it fails.
+pub(crate) fn run(command: &mut std::process::Command, what: &str) {
+    let out = command
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
 
 /// Panics with an install hint unless `program` is on the PATH (or is a path
 /// that exists). Returns its full path.

@@ -19,6 +19,7 @@ pub struct ServerSpec {
     ready: Arc<dyn Fn() -> bool + Send + Sync>,
     ready_timeout: Duration,
     user: Option<(u32, u32)>,
+    stop_signal: libc::c_int,
 }
 
 impl ServerSpec {
@@ -30,6 +31,7 @@ impl ServerSpec {
             ready: Arc::new(|| true),
             ready_timeout: Duration::from_secs(60),
             user: None,
+            stop_signal: libc::SIGTERM,
         }
     }
 
@@ -43,6 +45,15 @@ impl ServerSpec {
         self
     }
 
+    /// Adds `flag value` pairs.
+    pub fn arg_pairs(mut self, pairs: &[(&str, String)]) -> Self {
+        for (flag, value) in pairs {
+            self.args.push(flag.into());
+            self.args.push(value.into());
+        }
+        self
+    }
+
     /// The probe that says the server answers (polled every 50 ms).
     pub fn ready(mut self, probe: impl Fn() -> bool + Send + Sync + 'static) -> Self {
         self.ready = Arc::new(probe);
@@ -52,6 +63,13 @@ impl ServerSpec {
     /// How long to wait for the probe (default 60 s).
     pub fn ready_timeout(mut self, timeout: Duration) -> Self {
         self.ready_timeout = timeout;
+        self
+    }
+
+    /// The signal for a graceful stop (default SIGTERM; PostgreSQL's fast
+    /// shutdown is SIGINT).
+    pub fn stop_signal(mut self, signal: libc::c_int) -> Self {
+        self.stop_signal = signal;
         self
     }
 
@@ -142,10 +160,11 @@ impl ServerProcess {
         self.wait_ready();
     }
 
-    /// Stops the server gracefully (SIGTERM; SIGKILL after 20 s) and waits for it.
+    /// Stops the server gracefully (its stop signal; SIGKILL after 20 s) and
+    /// waits for it.
     pub fn stop(&self) {
         self.signal(libc::SIGCONT);
-        self.signal(libc::SIGTERM);
+        self.signal(self.spec.stop_signal);
         let deadline = Instant::now() + Duration::from_secs(20);
         while self.is_running() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
