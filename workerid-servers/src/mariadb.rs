@@ -68,6 +68,8 @@ impl MariaDbServer {
                             "--silent",
                             "ping",
                         ])
+                        .stdout(std::process::Stdio::null())
+                        .stderr(std::process::Stdio::null())
                         .status()
                         .is_ok_and(|s| s.success())
                 })
