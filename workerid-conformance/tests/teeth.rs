@@ -44,6 +44,10 @@ enum Flaw {
     ExpiredReleaseIsOk,
     /// A released ID still accepts its old token.
     ReleasedStillRenewable,
+    /// Namespaces that differ only in case share a pool (a case-insensitive collation).
+    NamespacesIgnoreCase,
+    /// Tokens are compared without regard to case.
+    TokensIgnoreCase,
     /// A released ID answers TokenMismatch to a token other than its last holder's.
     ReleasedIdIsMismatch,
     /// Acquire grants an ID one past the end of the pool.
@@ -80,11 +84,13 @@ impl ReferenceStore {
 
     fn key(&self, namespace: &Namespace, id: u32) -> (String, u32) {
         let ns = if self.has(Flaw::NamespacesShared) {
-            ""
+            String::new()
+        } else if self.has(Flaw::NamespacesIgnoreCase) {
+            namespace.as_str().to_lowercase()
         } else {
-            namespace.as_str()
+            namespace.to_string()
         };
-        (ns.to_string(), id)
+        (ns, id)
     }
 
     fn expires_at(&self, ttl: Duration) -> Duration {
@@ -175,6 +181,14 @@ impl ReferenceStore {
         }
     }
 
+    fn same_token(&self, a: &Token, b: &Token) -> bool {
+        if self.has(Flaw::TokensIgnoreCase) {
+            a.to_string().eq_ignore_ascii_case(&b.to_string())
+        } else {
+            a == b
+        }
+    }
+
     /// Checks the token as the contract says, except where a flaw skips a check.
     fn check(
         &self,
@@ -190,7 +204,9 @@ impl ReferenceStore {
                 Err(Error::TokenMismatch { id })
             }
             None => Err(Error::NotAssigned { id }),
-            Some(holder) if holder != *token && !ignore_token => Err(Error::TokenMismatch { id }),
+            Some(holder) if !self.same_token(&holder, token) && !ignore_token => {
+                Err(Error::TokenMismatch { id })
+            }
             Some(_) if !self.is_live(slot) => Err(Error::TokenExpired { id }),
             Some(_) => Ok(()),
         }
@@ -342,4 +358,6 @@ caught! {
     catches_a_released_id_still_renewable: ReleasedStillRenewable by unassigned_ids_are_not_assigned;
     catches_grants_outside_the_pool: GrantsOutsideThePool by grants_distinct_ids_until_exhausted;
     catches_mismatch_for_a_released_id: ReleasedIdIsMismatch by unassigned_ids_are_not_assigned;
+    catches_case_insensitive_namespaces: NamespacesIgnoreCase by namespaces_are_isolated;
+    catches_case_insensitive_tokens: TokensIgnoreCase by wrong_token_changes_nothing;
 }

@@ -187,7 +187,7 @@ impl LeaseOptions {
             )));
         }
         let granularity = caps.ttl_granularity.as_nanos().max(1);
-        if ttl.as_nanos() % granularity != 0 {
+        if !ttl.as_nanos().is_multiple_of(granularity) {
             return Err(Error::invalid_config(format!(
                 "ttl {ttl:?} is not a whole multiple of this store's granularity {:?}",
                 caps.ttl_granularity

@@ -110,10 +110,12 @@ pub async fn invalid_input_changes_nothing(f: &dyn StoreFactory) -> Outcome {
     Outcome::Passed
 }
 
-/// Namespaces never see each other's leases.
+/// Namespaces never see each other's leases, even names that differ only in case.
 pub async fn namespaces_are_isolated(f: &dyn StoreFactory) -> Outcome {
     let ctx = Ctx::new(f, "namespaces_are_isolated").await;
-    let (one, two) = (ctx.namespace(), ctx.namespace());
+    // Names that differ only in case are different namespaces.
+    let base = ctx.namespace();
+    let (one, two) = (format!("{base}.A"), format!("{base}.a"));
     let a1 = ctx.allocator(&one, 0, ctx.long).await;
     let a2 = ctx.allocator(&two, 0, ctx.long).await;
     let l1 = a1.acquire().await.expect("acquire in the first namespace");

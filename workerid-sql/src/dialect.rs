@@ -1,0 +1,251 @@
+//! The SQL each database speaks: clock, upsert, locking, placeholders.
+//!
+//! Every statement is built once per store from a validated table name (so it
+//! cannot inject SQL) and kept; values always go through bind parameters.
+
+use workerid_core::{Error, Result};
+
+/// Which database a store talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// PostgreSQL.
+    Postgres,
+    /// MySQL or MariaDB.
+    MySql,
+    /// SQLite (an embedded database: its clock is the local clock).
+    Sqlite,
+}
+
+impl Dialect {
+    /// The dialect of a sqlx `Any` backend name.
+    pub(crate) fn from_backend(name: &str) -> Result<Dialect> {
+        match name {
+            "PostgreSQL" => Ok(Dialect::Postgres),
+            "MySQL" => Ok(Dialect::MySql),
+            "SQLite" => Ok(Dialect::Sqlite),
+            other => Err(Error::invalid_config(format!(
+                "unsupported database {other:?}"
+            ))),
+        }
+    }
+
+    /// The database's clock, in microseconds since the Unix epoch, fixed for
+    /// the statement.
+    fn now_us(self) -> &'static str {
+        match self {
+            Dialect::Postgres => {
+                "CAST(EXTRACT(EPOCH FROM statement_timestamp()) * 1000000 AS BIGINT)"
+            }
+            Dialect::MySql => "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)",
+            Dialect::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)",
+        }
+    }
+
+    fn greatest(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "MAX",
+            _ => "GREATEST",
+        }
+    }
+
+    /// A case-sensitive ASCII text column (MySQL compares case-insensitively
+    /// by default, which would merge namespaces `A` and `a`).
+    fn ascii(self, len: u32) -> String {
+        match self {
+            Dialect::MySql => format!("VARCHAR({len}) CHARACTER SET ascii COLLATE ascii_bin"),
+            _ => format!("VARCHAR({len})"),
+        }
+    }
+
+    /// Rewrites `?` placeholders as `$1, $2, ...` for PostgreSQL.
+    fn placeholders(self, sql: &str) -> String {
+        if self != Dialect::Postgres {
+            return sql.to_string();
+        }
+        let mut out = String::with_capacity(sql.len() + 8);
+        let mut n = 0;
+        for c in sql.chars() {
+            if c == '?' {
+                n += 1;
+                out.push_str(&format!("${n}"));
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+}
+
+/// Checks a table name: 1 to 48 bytes of `[A-Za-z_][A-Za-z0-9_]*`, so it can
+/// be written into SQL as it is.
+pub(crate) fn check_table(name: &str) -> Result<()> {
+    let mut chars = name.chars();
+    let ok = (1..=48).contains(&name.len())
+        && chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid_config(format!(
+            "table name {name:?} must be 1 to 48 bytes of [A-Za-z_][A-Za-z0-9_]*"
+        )))
+    }
+}
+
+/// Every statement a store runs.
+#[derive(Debug)]
+pub(crate) struct Statements {
+    /// Schema, in order (idempotent).
+    pub schema: Vec<String>,
+    /// Acquire, step 1: create the namespace row if missing and lock it;
+    /// returns `max_worker_id, next_id` (MySQL: `lock_namespace` does the
+    /// returning). Binds: namespace, max_worker_id.
+    pub upsert_namespace: String,
+    /// MySQL only: `SELECT max_worker_id, next_id ... FOR UPDATE`. Binds: namespace.
+    pub lock_namespace: Option<String>,
+    /// The free ID that has been free longest. Binds: namespace.
+    /// Returns `worker_id, fence, watermark`.
+    pub free_head: String,
+    /// Grants a free ID again. Binds: token, ttl_us, fence, namespace, worker_id.
+    pub regrant: String,
+    /// Grants a never-used ID. Binds: namespace, worker_id, token, ttl_us, watermark zero.
+    pub grant_new: String,
+    /// Binds: namespace.
+    pub bump_next: String,
+    /// Binds: ttl_us, watermark, namespace, worker_id, token.
+    pub renew: String,
+    /// Binds: watermark, namespace, worker_id, token.
+    pub release: String,
+    /// Why a renew or release matched nothing. Binds: namespace, worker_id.
+    /// Returns `token, expires_at, now`.
+    pub inspect: String,
+}
+
+impl Statements {
+    pub(crate) fn new(dialect: Dialect, table: &str) -> Statements {
+        let d = dialect;
+        let ns_table = format!("{table}_namespaces");
+        let now = d.now_us();
+        let greatest = d.greatest();
+        let lock = if d == Dialect::Sqlite {
+            ""
+        } else {
+            " FOR UPDATE"
+        };
+        let namespace_col = d.ascii(128);
+        let token_col = d.ascii(22);
+        let mut schema = vec![
+            format!(
+                "CREATE TABLE IF NOT EXISTS {ns_table} (\
+                 namespace {namespace_col} NOT NULL PRIMARY KEY, \
+                 max_worker_id BIGINT NOT NULL, \
+                 next_id BIGINT NOT NULL)"
+            ),
+            format!(
+                "CREATE TABLE IF NOT EXISTS {table} (\
+                 namespace {namespace_col} NOT NULL, \
+                 worker_id BIGINT NOT NULL, \
+                 token {token_col} NULL, \
+                 expires_at BIGINT NOT NULL, \
+                 fence BIGINT NOT NULL, \
+                 watermark BIGINT NOT NULL, \
+                 PRIMARY KEY (namespace, worker_id){})",
+                if d == Dialect::MySql {
+                    format!(", INDEX {table}_free (namespace, expires_at)")
+                } else {
+                    String::new()
+                }
+            ),
+        ];
+        if d != Dialect::MySql {
+            schema.push(format!(
+                "CREATE INDEX IF NOT EXISTS {table}_free ON {table} (namespace, expires_at)"
+            ));
+        }
+        let (upsert_namespace, lock_namespace) = match d {
+            Dialect::MySql => (
+                format!(
+                    "INSERT INTO {ns_table} (namespace, max_worker_id, next_id) VALUES (?, ?, 0) \
+                     ON DUPLICATE KEY UPDATE next_id = next_id"
+                ),
+                Some(format!(
+                    "SELECT max_worker_id, next_id FROM {ns_table} WHERE namespace = ? FOR UPDATE"
+                )),
+            ),
+            _ => (
+                format!(
+                    "INSERT INTO {ns_table} (namespace, max_worker_id, next_id) VALUES (?, ?, 0) \
+                     ON CONFLICT (namespace) DO UPDATE SET next_id = {ns_table}.next_id \
+                     RETURNING max_worker_id, next_id"
+                ),
+                None,
+            ),
+        };
+        let p = |sql: String| d.placeholders(&sql);
+        Statements {
+            schema,
+            upsert_namespace: p(upsert_namespace),
+            lock_namespace: lock_namespace.map(p),
+            free_head: p(format!(
+                "SELECT worker_id, fence, watermark FROM {table} \
+                 WHERE namespace = ? AND expires_at <= {now} \
+                 ORDER BY expires_at LIMIT 1{lock}"
+            )),
+            regrant: p(format!(
+                "UPDATE {table} SET token = ?, expires_at = {now} + ?, fence = ? \
+                 WHERE namespace = ? AND worker_id = ?"
+            )),
+            grant_new: p(format!(
+                "INSERT INTO {table} (namespace, worker_id, token, expires_at, fence, watermark) \
+                 VALUES (?, ?, ?, {now} + ?, 1, ?)"
+            )),
+            bump_next: p(format!(
+                "UPDATE {ns_table} SET next_id = next_id + 1 WHERE namespace = ?"
+            )),
+            renew: p(format!(
+                "UPDATE {table} SET expires_at = {now} + ?, watermark = {greatest}(watermark, ?) \
+                 WHERE namespace = ? AND worker_id = ? AND token = ? AND expires_at > {now}"
+            )),
+            release: p(format!(
+                "UPDATE {table} SET token = NULL, expires_at = {now}, \
+                 watermark = {greatest}(watermark, ?) \
+                 WHERE namespace = ? AND worker_id = ? AND token = ? AND expires_at > {now}"
+            )),
+            inspect: p(format!(
+                "SELECT token, expires_at, {now} FROM {table} WHERE namespace = ? AND worker_id = ?"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postgres_gets_numbered_placeholders() {
+        let s = Statements::new(Dialect::Postgres, "leases");
+        assert!(s.renew.contains("$1") && s.renew.contains("$5") && !s.renew.contains('?'));
+        let m = Statements::new(Dialect::MySql, "leases");
+        assert!(m.renew.contains('?') && !m.renew.contains("$1"));
+    }
+
+    #[test]
+    fn table_names_cannot_inject() {
+        assert!(check_table("workerid_leases").is_ok());
+        assert!(check_table("_t1").is_ok());
+        for bad in [
+            "",
+            "1t",
+            "t;DROP TABLE x",
+            "t t",
+            "t\"",
+            "schema.t",
+            &"t".repeat(49),
+        ] {
+            assert!(check_table(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,422 @@
+//! The store: connecting, the schema, and the three operations.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, AssertSqlSafe, Row};
+use workerid_core::{Capabilities, Error, Grant, LeaseStore, Namespace, Result, Token, WorkerId};
+
+use crate::dialect::{check_table, Dialect, Statements};
+
+/// The default table name (the namespace table adds `_namespaces`).
+pub const DEFAULT_TABLE: &str = "workerid_leases";
+
+/// u64 watermarks live in signed BIGINT columns with the top bit flipped,
+/// which keeps their order, so `GREATEST` works.
+fn watermark_to_sql(watermark: u64) -> i64 {
+    (watermark ^ (1 << 63)) as i64
+}
+
+fn watermark_from_sql(stored: i64) -> u64 {
+    (stored as u64) ^ (1 << 63)
+}
+
+fn micros(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// Options of a [`SqlStore`]; made by [`SqlStore::builder`].
+#[derive(Debug, Clone)]
+pub struct SqlStoreBuilder {
+    table: String,
+    max_connections: u32,
+    acquire_timeout: Duration,
+}
+
+impl Default for SqlStoreBuilder {
+    fn default() -> Self {
+        SqlStoreBuilder {
+            table: DEFAULT_TABLE.to_string(),
+            max_connections: 10,
+            acquire_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl SqlStoreBuilder {
+    /// The lease table (default `workerid_leases`; the namespace table is
+    /// `<table>_namespaces`): 1 to 48 bytes of `[A-Za-z_][A-Za-z0-9_]*`.
+    pub fn table(mut self, table: impl Into<String>) -> Self {
+        self.table = table.into();
+        self
+    }
+
+    /// The pool's largest number of connections (default 10).
+    pub fn max_connections(mut self, max: u32) -> Self {
+        self.max_connections = max;
+        self
+    }
+
+    /// How long to wait for a connection from the pool (default 5 s); past
+    /// it, `Unavailable`.
+    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
+        self.acquire_timeout = timeout;
+        self
+    }
+
+    /// Connects to `url` (`postgres://`, `mysql://`, `mariadb://` or
+    /// `sqlite://`) and creates the tables if they are missing.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a bad URL or table name;
+    /// [`Error::Unavailable`] when the database cannot be reached.
+    pub async fn connect(self, url: &str) -> Result<SqlStore> {
+        check_table(&self.table)?;
+        sqlx::any::install_default_drivers();
+        let url = url.replacen("mariadb://", "mysql://", 1);
+        let pool = AnyPoolOptions::new()
+            .max_connections(self.max_connections)
+            .acquire_timeout(self.acquire_timeout)
+            .connect(&url)
+            .await
+            .map_err(|e| match e {
+                sqlx::Error::Configuration(_) => {
+                    Error::invalid_config(format!("bad database URL {url:?}: {e}"))
+                }
+                e => Error::unavailable("sql", e),
+            })?;
+        let durable = !(url.contains(":memory:") || url.contains("mode=memory"));
+        SqlStore::open(pool, &self.table, durable).await
+    }
+
+    /// Uses an existing pool (its URL scheme tells the database) and creates
+    /// the tables if they are missing.
+    ///
+    /// # Errors
+    /// As [`SqlStoreBuilder::connect`].
+    pub async fn from_pool(self, pool: AnyPool) -> Result<SqlStore> {
+        check_table(&self.table)?;
+        let url = pool.connect_options().database_url.to_string();
+        let durable = !(url.contains(":memory:") || url.contains("mode=memory"));
+        SqlStore::open(pool, &self.table, durable).await
+    }
+}
+
+/// A lease store on a SQL database. Cheap to clone: clones share the pool.
+///
+/// Capabilities: 1 ms minimum ttl and granularity, 22 worker bits, durable
+/// (except an in-memory SQLite database).
+#[derive(Debug, Clone)]
+pub struct SqlStore {
+    pool: AnyPool,
+    dialect: Dialect,
+    sql: Arc<Statements>,
+    durable: bool,
+}
+
+fn q(sql: &str) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
+    // Every statement is built from a validated table name; values are bound.
+    sqlx::query(AssertSqlSafe(sql.to_string()))
+}
+
+impl SqlStore {
+    /// Options: table name, pool size, timeouts; then connect.
+    pub fn builder() -> SqlStoreBuilder {
+        SqlStoreBuilder::default()
+    }
+
+    /// Connects to `url` with the default options and creates the tables if
+    /// they are missing.
+    ///
+    /// # Errors
+    /// As [`SqlStoreBuilder::connect`].
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::builder().connect(url).await
+    }
+
+    /// The database this store talks to.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    async fn open(pool: AnyPool, table: &str, durable: bool) -> Result<SqlStore> {
+        let backend = pool
+            .acquire()
+            .await
+            .map_err(|e| Error::unavailable("sql", e))?
+            .backend_name()
+            .to_string();
+        let dialect = Dialect::from_backend(&backend)?;
+        let store = SqlStore {
+            sql: Arc::new(Statements::new(dialect, table)),
+            pool,
+            dialect,
+            durable,
+        };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Creates the tables and index if missing. Idempotent, and safe from many
+    /// processes at once (PostgreSQL: an advisory lock; MySQL: `GET_LOCK`;
+    /// SQLite: the database lock).
+    async fn migrate(&self) -> Result<()> {
+        let fail = |e| Error::unavailable("sql", e);
+        let mut conn = self.pool.acquire().await.map_err(fail)?;
+        match self.dialect {
+            Dialect::Postgres => {
+                q("BEGIN").execute(&mut *conn).await.map_err(fail)?;
+                q("SELECT pg_advisory_xact_lock(7166162633377437778)")
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(fail)?;
+            }
+            Dialect::MySql => {
+                q("SELECT GET_LOCK('workerid_schema', 60)")
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(fail)?;
+            }
+            Dialect::Sqlite => {
+                q("PRAGMA journal_mode=WAL")
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(fail)?;
+            }
+        }
+        for statement in &self.sql.schema {
+            q(statement).execute(&mut *conn).await.map_err(fail)?;
+        }
+        match self.dialect {
+            Dialect::Postgres => q("COMMIT").execute(&mut *conn).await.map_err(fail)?,
+            Dialect::MySql => q("SELECT RELEASE_LOCK('workerid_schema')")
+                .execute(&mut *conn)
+                .await
+                .map_err(fail)?,
+            Dialect::Sqlite => Default::default(),
+        };
+        Ok(())
+    }
+
+    fn unavailable(&self, e: sqlx::Error) -> Error {
+        let store = match self.dialect {
+            Dialect::Postgres => "postgres",
+            Dialect::MySql => "mysql",
+            Dialect::Sqlite => "sqlite",
+        };
+        Error::unavailable(store, e)
+    }
+
+    /// The acquire transaction. The outer error is the database's; the inner
+    /// one the contract's answer (after which the transaction rolled back).
+    async fn acquire_tx(
+        &self,
+        namespace: &str,
+        max_worker_id: u32,
+        token: &str,
+        ttl_us: i64,
+    ) -> sqlx::Result<Result<Grant>> {
+        let s = &self.sql;
+        let max = i64::from(max_worker_id);
+        let mut tx = self.pool.begin().await?;
+        let upsert = q(&s.upsert_namespace).bind(namespace.to_string()).bind(max);
+        let row: AnyRow = match &s.lock_namespace {
+            Some(lock) => {
+                upsert.execute(&mut *tx).await?;
+                q(lock)
+                    .bind(namespace.to_string())
+                    .fetch_one(&mut *tx)
+                    .await?
+            }
+            None => upsert.fetch_one(&mut *tx).await?,
+        };
+        let (stored, next_id): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
+        if stored != max {
+            tx.rollback().await?;
+            return Ok(Err(Error::ConfigMismatch {
+                namespace: namespace.to_string(),
+                stored: u32::try_from(stored).unwrap_or(u32::MAX),
+                requested: max_worker_id,
+            }));
+        }
+        let head = q(&s.free_head)
+            .bind(namespace.to_string())
+            .fetch_optional(&mut *tx)
+            .await?;
+        let grant = match head {
+            Some(row) => {
+                let (id, fence, watermark): (i64, i64, i64) =
+                    (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+                q(&s.regrant)
+                    .bind(token.to_string())
+                    .bind(ttl_us)
+                    .bind(fence + 1)
+                    .bind(namespace.to_string())
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+                (id, fence + 1, watermark_from_sql(watermark))
+            }
+            None if next_id <= max => {
+                q(&s.grant_new)
+                    .bind(namespace.to_string())
+                    .bind(next_id)
+                    .bind(token.to_string())
+                    .bind(ttl_us)
+                    .bind(watermark_to_sql(0))
+                    .execute(&mut *tx)
+                    .await?;
+                q(&s.bump_next)
+                    .bind(namespace.to_string())
+                    .execute(&mut *tx)
+                    .await?;
+                (next_id, 1, 0)
+            }
+            None => {
+                tx.rollback().await?;
+                return Ok(Err(Error::NoAvailableId { max_worker_id }));
+            }
+        };
+        tx.commit().await?;
+        let (id, fence, previous_watermark) = grant;
+        match (u32::try_from(id), u64::try_from(fence)) {
+            (Ok(id), Ok(fence)) => Ok(Ok(Grant {
+                id: WorkerId::from(id),
+                fence,
+                previous_watermark,
+            })),
+            _ => Ok(Err(Error::unavailable(
+                "sql",
+                format!("corrupt row: id {id} fence {fence}"),
+            ))),
+        }
+    }
+
+    /// Why a guarded renew or release matched nothing.
+    async fn diagnose(&self, namespace: &str, id: WorkerId, token: &str) -> Result<()> {
+        let row = q(&self.sql.inspect)
+            .bind(namespace.to_string())
+            .bind(i64::from(id.get()))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        let Some(row) = row else {
+            return Err(Error::NotAssigned { id });
+        };
+        let read = |row: &AnyRow| -> sqlx::Result<(Option<String>, i64, i64)> {
+            Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?))
+        };
+        match read(&row).map_err(|e| self.unavailable(e))? {
+            (None, _, _) => Err(Error::NotAssigned { id }),
+            (Some(holder), _, _) if holder != token => Err(Error::TokenMismatch { id }),
+            (Some(_), expires_at, now) if expires_at <= now => Err(Error::TokenExpired { id }),
+            // Live and ours, yet the guarded UPDATE matched nothing: only a
+            // database clock that went back explains it. Never a false
+            // success: the caller may retry.
+            (Some(_), _, _) => Err(Error::unavailable(
+                "sql",
+                "the lease is live but the guarded update matched nothing (database clock went back?)",
+            )),
+        }
+    }
+}
+
+#[async_trait]
+impl LeaseStore for SqlStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            durable: self.durable,
+            ..Capabilities::default()
+        }
+    }
+
+    async fn acquire(
+        &self,
+        namespace: &Namespace,
+        max_worker_id: u32,
+        token: &Token,
+        ttl: Duration,
+    ) -> Result<Grant> {
+        let token = token.to_string();
+        self.acquire_tx(namespace.as_str(), max_worker_id, &token, micros(ttl))
+            .await
+            .map_err(|e| self.unavailable(e))?
+    }
+
+    async fn renew(
+        &self,
+        namespace: &Namespace,
+        id: WorkerId,
+        token: &Token,
+        ttl: Duration,
+        watermark: u64,
+    ) -> Result<()> {
+        let token = token.to_string();
+        let done = q(&self.sql.renew)
+            .bind(micros(ttl))
+            .bind(watermark_to_sql(watermark))
+            .bind(namespace.to_string())
+            .bind(i64::from(id.get()))
+            .bind(token.clone())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        match done.rows_affected() {
+            1 => Ok(()),
+            _ => self.diagnose(namespace.as_str(), id, &token).await,
+        }
+    }
+
+    async fn release(
+        &self,
+        namespace: &Namespace,
+        id: WorkerId,
+        token: &Token,
+        watermark: u64,
+    ) -> Result<()> {
+        let token = token.to_string();
+        let done = q(&self.sql.release)
+            .bind(watermark_to_sql(watermark))
+            .bind(namespace.to_string())
+            .bind(i64::from(id.get()))
+            .bind(token.clone())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        match done.rows_affected() {
+            1 => Ok(()),
+            _ => self.diagnose(namespace.as_str(), id, &token).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watermarks_keep_their_order_in_signed_columns() {
+        let values = [
+            0,
+            1,
+            1 << 53,
+            (1 << 53) + 1,
+            (1 << 63) - 1,
+            1 << 63,
+            u64::MAX,
+        ];
+        for w in values.windows(2) {
+            assert!(watermark_to_sql(w[0]) < watermark_to_sql(w[1]), "{w:?}");
+        }
+        for v in values {
+            assert_eq!(watermark_from_sql(watermark_to_sql(v)), v);
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! The conformance suite on a real MariaDB server (started once for this test
+//! binary, or the MySQL/MariaDB server `WORKERID_MYSQL_URL` names).
+
+mod support;
+
+workerid_conformance::lease_store_tests!(support::Database {
+    url: workerid_servers::mariadb::shared_url()
+});
