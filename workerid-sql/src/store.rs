@@ -76,19 +76,26 @@ impl SqlStoreBuilder {
         check_table(&self.table)?;
         sqlx::any::install_default_drivers();
         let url = url.replacen("mariadb://", "mysql://", 1);
-        let pool = AnyPoolOptions::new()
+        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+        let mut options = AnyPoolOptions::new()
             .max_connections(self.max_connections)
-            .acquire_timeout(self.acquire_timeout)
-            .connect(&url)
-            .await
-            .map_err(|e| match e {
-                sqlx::Error::Configuration(_) => {
-                    Error::invalid_config(format!("bad database URL {url:?}: {e}"))
-                }
-                e => Error::unavailable("sql", e),
-            })?;
-        let durable = !(url.contains(":memory:") || url.contains("mode=memory"));
-        SqlStore::open(pool, &self.table, durable).await
+            .acquire_timeout(self.acquire_timeout);
+        if in_memory {
+            // Each connection to an in-memory SQLite database is a database of
+            // its own: keep exactly one, for ever.
+            options = options
+                .max_connections(1)
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None);
+        }
+        let pool = options.connect(&url).await.map_err(|e| match e {
+            sqlx::Error::Configuration(_) => {
+                Error::invalid_config(format!("bad database URL {url:?}: {e}"))
+            }
+            e => Error::unavailable("sql", e),
+        })?;
+        SqlStore::open(pool, &self.table, !in_memory).await
     }
 
     /// Uses an existing pool (its URL scheme tells the database) and creates
