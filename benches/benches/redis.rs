@@ -4,16 +4,14 @@
 //!
 //! `cargo bench -p benches --bench redis` (starts its own redis-server).
 
-use std::cell::RefCell;
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use benches::Op;
+use benches::{acquire_op, release_op, Op, Slot};
 
 use criterion::{criterion_group, Criterion};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::runtime::Runtime;
-use workerid_core::{Allocator, Lease, LeaseOptions};
+use workerid_core::Allocator;
 use workerid_redis::RedisStore;
 use workerid_servers::redis::{RedisConfig, RedisServer};
 
@@ -28,10 +26,7 @@ fn runtime() -> Runtime {
 
 fn allocator(rt: &Runtime, url: &str, namespace: &str, bits: u8) -> Allocator {
     let store = rt.block_on(RedisStore::connect(url)).expect("connect");
-    let options = LeaseOptions::new()
-        .worker_bits(bits)
-        .max_lease_time(Duration::from_secs(3600));
-    Allocator::new(store, namespace, options).expect("allocator")
+    benches::allocator(store, namespace, bits)
 }
 
 /// Fills a 2^16 pool, then frees 1% of it: acquire must find one of 656 free
@@ -139,28 +134,6 @@ fn lease_ops(c: &mut Criterion) {
 
 criterion_group!(benches, lease_ops);
 
-/// Hands a lease from the op that acquires it to the op that releases it.
-type Slot = Rc<RefCell<Option<Lease>>>;
-
-fn acquire_op<'a>(allocator: &'a Allocator, slot: &Slot) -> Op<'a> {
-    let slot = slot.clone();
-    Box::new(move || {
-        let slot = slot.clone();
-        Box::pin(async move {
-            let lease = allocator.acquire().await.expect("acquire");
-            *slot.borrow_mut() = Some(lease);
-        })
-    })
-}
-
-fn release_op<'a>(allocator: &'a Allocator, slot: &Slot) -> Op<'a> {
-    let slot = slot.clone();
-    Box::new(move || {
-        let lease = slot.borrow_mut().take().expect("acquired in this round");
-        Box::pin(async move { allocator.release(&lease).await.expect("release") })
-    })
-}
-
 /// The ratio table: lease ops and the raw round trip, interleaved in one loop.
 fn ratios() {
     let server = RedisServer::start(RedisConfig::default());
@@ -178,7 +151,7 @@ fn ratios() {
     let full = ninety_nine_percent_full(&rt, &url);
     let held = rt.block_on(empty.acquire()).expect("acquire");
     let store = empty.store().clone();
-    let (slot, full_slot): (Slot, Slot) = (Rc::default(), Rc::default());
+    let (slot, full_slot) = (Slot::default(), Slot::default());
     let raw_op: Op = Box::new(|| {
         let (mut conn, script) = (raw.clone(), &trivial);
         Box::pin(async move {
@@ -187,12 +160,6 @@ fn ratios() {
                 .invoke_async::<i64>(&mut conn)
                 .await
                 .expect("evalsha");
-        })
-    });
-    let renew_op: Op = Box::new(|| {
-        let (allocator, mut lease) = (&empty, held.clone());
-        Box::pin(async move {
-            allocator.renew(&mut lease).await.expect("renew");
         })
     });
     let store_renew_op: Op = Box::new(|| {
@@ -212,7 +179,7 @@ fn ratios() {
             (RAW, raw_op),
             ("acquire", acquire_op(&empty, &slot)),
             ("release", release_op(&empty, &slot)),
-            ("renew", renew_op),
+            ("renew", benches::renew_op(&empty, &held)),
             ("renew, store alone (no Allocator)", store_renew_op),
             (FULL, acquire_op(&full, &full_slot)),
             ("release, 99% full 2^16 pool", release_op(&full, &full_slot)),

@@ -6,9 +6,13 @@
 //! one loop, so drift hits all of them alike: the ratio tables use it.
 #![deny(missing_docs)]
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
+
+use workerid_core::{Allocator, Lease, LeaseOptions, LeaseStore};
 
 /// One operation to time: an async closure called once per round.
 pub type Op<'a> = Box<dyn FnMut() -> Pin<Box<dyn Future<Output = ()> + 'a>> + 'a>;
@@ -79,4 +83,46 @@ pub fn print_table(title: &str, results: &[Latency], against: &[(&str, &str, f64
             latency.p99.as_secs_f64() * 1e6,
         );
     }
+}
+
+/// Hands a lease from the op that acquires it to the op that releases it.
+pub type Slot = Rc<RefCell<Option<Lease>>>;
+
+/// An op that acquires with `allocator` and leaves the lease in `slot`.
+pub fn acquire_op<'a>(allocator: &'a Allocator, slot: &Slot) -> Op<'a> {
+    let slot = slot.clone();
+    Box::new(move || {
+        let slot = slot.clone();
+        Box::pin(async move {
+            let lease = allocator.acquire().await.expect("acquire");
+            *slot.borrow_mut() = Some(lease);
+        })
+    })
+}
+
+/// An op that releases the lease `acquire_op` left in `slot`.
+pub fn release_op<'a>(allocator: &'a Allocator, slot: &Slot) -> Op<'a> {
+    let slot = slot.clone();
+    Box::new(move || {
+        let lease = slot.borrow_mut().take().expect("acquired in this round");
+        Box::pin(async move { allocator.release(&lease).await.expect("release") })
+    })
+}
+
+/// An op that renews `lease` with `allocator`.
+pub fn renew_op<'a>(allocator: &'a Allocator, lease: &'a Lease) -> Op<'a> {
+    Box::new(move || {
+        let mut lease = lease.clone();
+        Box::pin(async move {
+            allocator.renew(&mut lease).await.expect("renew");
+        })
+    })
+}
+
+/// An allocator for a 2^`bits` pool on `store`, leasing for up to an hour.
+pub fn allocator(store: impl LeaseStore, namespace: &str, bits: u8) -> Allocator {
+    let options = LeaseOptions::new()
+        .worker_bits(bits)
+        .max_lease_time(Duration::from_secs(3600));
+    Allocator::new(store, namespace, options).expect("allocator")
 }
