@@ -168,10 +168,19 @@ async fn bad_urls_and_table_names_are_invalid_config() {
         !memory.capabilities().durable,
         "an in-memory database keeps nothing"
     );
+    // One connection holds the whole in-memory database: concurrent callers share it.
+    let options = LeaseOptions::new().worker_bits(3);
+    let allocator = Allocator::new(memory, "memory", options).unwrap();
+    assert_eq!(
+        granted_at_once(&allocator, 9).await,
+        8,
+        "all eight IDs of the in-memory pool, and no more"
+    );
 }
 
-async fn futures_join(allocator: &Allocator) -> usize {
-    let tasks: Vec<_> = (0..8)
+/// Runs `n` acquires at once; returns how many were granted.
+async fn granted_at_once(allocator: &Allocator, n: usize) -> usize {
+    let tasks: Vec<_> = (0..n)
         .map(|_| {
             let a = allocator.clone();
             tokio::spawn(async move { a.acquire().await })
