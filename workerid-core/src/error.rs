@@ -14,7 +14,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 ///
 /// The first six variants are the seed library's error list (`ErrNoAvailableID`,
 /// `ErrInvalidWorkerID`, `ErrTokenMismatch`, `ErrTokenExpired`, `ErrNotAssigned`,
-/// `ErrInvalidToken`). Only [`Error::Unavailable`] is worth retrying: see
+/// `ErrInvalidToken`), then the snowflake worker's. Which are worth retrying:
 /// [`Error::is_retryable`].
 ///
 /// Input errors ([`Error::InvalidWorkerId`], [`Error::InvalidToken`],
@@ -90,6 +90,33 @@ pub enum Error {
         requested: u32,
     },
 
+    /// The snowflake worker does not issue IDs now: it is starting, stopped,
+    /// lost its lease, or its reserved time window ran out (the seed's
+    /// `ErrNotReady`). Retrying on another worker can help.
+    #[error("worker not ready: {reason}")]
+    NotReady {
+        /// Why.
+        reason: String,
+    },
+
+    /// The wall clock went back by more than the worker blocks for, but not
+    /// so far that it gives up: try again later, preferably on another worker
+    /// (the seed's `ErrClockDriftTryLater`).
+    #[error("clock drift of {drift:?}: try later")]
+    ClockDriftTryLater {
+        /// How far the clock is behind the last timestamp used.
+        drift: std::time::Duration,
+    },
+
+    /// The wall clock is so far behind the timestamps already used (or the
+    /// previous holder's watermark) that the worker gives up and leaves,
+    /// releasing its worker ID (the seed's `ErrClockDriftTooLargeToRecover`).
+    #[error("clock drift of {drift:?} is too large to recover from")]
+    ClockDriftTooLarge {
+        /// How far the clock is behind.
+        drift: std::time::Duration,
+    },
+
     /// The store could not be reached, timed out, or answered nonsense.
     ///
     /// The operation may or may not have taken effect; retrying is safe
@@ -129,10 +156,13 @@ impl Error {
         Error::unavailable(store, format!("no answer within {after:?}"))
     }
 
-    /// Whether retrying the same call can succeed: true only for
-    /// [`Error::Unavailable`].
+    /// Whether retrying the same call can succeed: [`Error::Unavailable`],
+    /// [`Error::NotReady`] and [`Error::ClockDriftTryLater`].
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Unavailable { .. })
+        matches!(
+            self,
+            Error::Unavailable { .. } | Error::NotReady { .. } | Error::ClockDriftTryLater { .. }
+        )
     }
 
     /// Whether this error means the caller no longer holds the lease it

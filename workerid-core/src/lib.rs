@@ -12,6 +12,8 @@
 //! - [`Lease`], [`Token`], [`Namespace`], [`WorkerId`], [`LeaseOptions`],
 //!   [`Capabilities`], [`Error`].
 //!
+//! - [`snowflake`]: snowflake IDs on a leased worker ID ([`snowflake::Worker`]).
+//!
 //! The backends live in their own crates (`workerid-memory`, ...); the
 //! `workerid-conformance` crate checks that a store keeps the contract.
 #![deny(missing_docs)]
@@ -21,6 +23,7 @@ mod error;
 mod lease;
 mod namespace;
 mod options;
+pub mod snowflake;
 mod store;
 mod token;
 mod worker_id;

@@ -1,0 +1,382 @@
+//! The lock-free snowflake generator.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use super::{Clock, Layout, SystemClock};
+use crate::{Error, Result};
+
+/// What to do when the wall clock is behind the last timestamp used, in the
+/// seed's three buckets: below `block_below`, wait until it catches up and
+/// succeed; below `give_up_at`, [`Error::ClockDriftTryLater`] at once; from
+/// `give_up_at` on, [`Error::ClockDriftTooLarge`] (a worker then leaves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DriftPolicy {
+    /// Drifts shorter than this block (default 1 s, the seed recommends 1 to 2 s).
+    pub block_below: Duration,
+    /// Drifts from this on are beyond recovery (default 10 s).
+    pub give_up_at: Duration,
+}
+
+impl Default for DriftPolicy {
+    fn default() -> Self {
+        DriftPolicy {
+            block_below: Duration::from_secs(1),
+            give_up_at: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Issues snowflake IDs for one worker ID. Lock-free (one compare-and-swap per
+/// ID), shared freely across threads; never wraps its sequence (it waits for
+/// the next time unit), never goes back in time (see [`DriftPolicy`]).
+///
+/// A generator made with [`Generator::new`] is open: it issues IDs for as long
+/// as it lives. One inside a [`Worker`](super::Worker) issues IDs only while
+/// the worker's lease is live and only within the time window the worker has
+/// reserved in the store; both are checked on every call.
+///
+/// ```
+/// use std::sync::Arc;
+/// use workerid_core::snowflake::{Generator, Layout, SystemClock};
+/// let generator = Generator::new(Layout::classic(), 7, Arc::new(SystemClock::new())).unwrap();
+/// let a = generator.next_id().unwrap();
+/// let b = generator.next_id().unwrap();
+/// assert!(b > a);
+/// assert_eq!(Layout::classic().decompose(b).worker_id, 7);
+/// ```
+#[derive(Debug)]
+pub struct Generator {
+    layout: Layout,
+    worker_id: u32,
+    clock: Arc<dyn Clock>,
+    drift: DriftPolicy,
+    /// `(timestamp << sequence_bits) | sequence` of the last ID.
+    last: AtomicU64,
+    /// The largest timestamp that may be used (inclusive).
+    window_end: AtomicU64,
+    /// IDs only while the clock's monotonic time is below this (ns); 0: closed.
+    deadline_ns: AtomicU64,
+    /// Told when the drift is beyond recovery.
+    leave: Option<Arc<Notify>>,
+    left: AtomicBool,
+}
+
+impl Generator {
+    /// An open generator for `worker_id`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when the worker ID does not fit the layout's
+    /// worker field, or the layout is invalid.
+    pub fn new(layout: Layout, worker_id: u32, clock: Arc<dyn Clock>) -> Result<Self> {
+        Self::with_policy(layout, worker_id, clock, DriftPolicy::default())
+    }
+
+    /// Like [`Generator::new`], with a drift policy.
+    ///
+    /// # Errors
+    /// As [`Generator::new`], and for a policy whose `block_below` exceeds `give_up_at`.
+    pub fn with_policy(
+        layout: Layout,
+        worker_id: u32,
+        clock: Arc<dyn Clock>,
+        drift: DriftPolicy,
+    ) -> Result<Self> {
+        layout.validate(std::time::UNIX_EPOCH + clock.now().wall)?;
+        if worker_id > layout.max_worker_id() {
+            return Err(Error::invalid_config(format!(
+                "worker ID {worker_id} does not fit the layout's {} worker bits",
+                layout.worker_bits()
+            )));
+        }
+        if drift.block_below > drift.give_up_at {
+            return Err(Error::invalid_config(format!(
+                "drift policy: block_below {:?} exceeds give_up_at {:?}",
+                drift.block_below, drift.give_up_at
+            )));
+        }
+        Ok(Generator {
+            layout,
+            worker_id,
+            clock,
+            drift,
+            last: AtomicU64::new(0),
+            window_end: AtomicU64::new(layout.max_timestamp()),
+            deadline_ns: AtomicU64::new(u64::MAX),
+            leave: None,
+            left: AtomicBool::new(false),
+        })
+    }
+
+    /// A generator with the system clock (for tests and benchmarks of others).
+    ///
+    /// # Errors
+    /// As [`Generator::new`].
+    pub fn with_system_clock(layout: Layout, worker_id: u32) -> Result<Self> {
+        Self::new(layout, worker_id, Arc::new(SystemClock::new()))
+    }
+
+    pub(crate) fn closed(mut self, leave: Arc<Notify>) -> Self {
+        self.deadline_ns = AtomicU64::new(0);
+        self.leave = Some(leave);
+        self
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The worker ID in every ID.
+    pub fn worker_id(&self) -> u32 {
+        self.worker_id
+    }
+
+    /// The next ID (the seed's `Next`). Blocks the calling thread for at most
+    /// one time unit when the sequence is exhausted, and for at most
+    /// `block_below` when the clock went back a little.
+    ///
+    /// # Errors
+    /// [`Error::NotReady`] when closed, past the lease deadline, or past the
+    /// reserved window; [`Error::ClockDriftTryLater`] and
+    /// [`Error::ClockDriftTooLarge`] per the [`DriftPolicy`].
+    pub fn next_id(&self) -> Result<u64> {
+        let seq_bits = u32::from(self.layout.sequence_bits());
+        let max_seq = self.layout.max_sequence();
+        loop {
+            let now = self.clock.now();
+            if now.mono.as_nanos() >= u128::from(self.deadline_ns.load(Ordering::Acquire)) {
+                return Err(Error::NotReady {
+                    reason: "no live lease (starting, stopped, lost, or past its deadline)".into(),
+                });
+            }
+            let Some(now_ts) = self.layout.timestamp_at(now.wall) else {
+                return Err(
+                    self.too_large(Duration::from_nanos(1) + (self.layout.epoch() - now.wall))
+                );
+            };
+            let current = self.last.load(Ordering::Acquire);
+            let (last_ts, seq) = (current >> seq_bits, current & max_seq);
+            let (ts, next_seq) = if now_ts > last_ts {
+                (now_ts, 0)
+            } else if now_ts == last_ts && seq < max_seq {
+                (last_ts, seq + 1)
+            } else if now_ts == last_ts {
+                // Sequence exhausted: wait for the next unit, never wrap.
+                let next = self.layout.time_of(last_ts + 1);
+                self.clock
+                    .sleep(next.saturating_sub(now.wall).max(Duration::from_micros(1)));
+                continue;
+            } else {
+                let drift = self.layout.time_of(last_ts).saturating_sub(now.wall);
+                if drift >= self.drift.give_up_at {
+                    return Err(self.too_large(drift));
+                }
+                if drift >= self.drift.block_below {
+                    return Err(Error::ClockDriftTryLater { drift });
+                }
+                self.clock.sleep(drift);
+                continue;
+            };
+            if ts > self.window_end.load(Ordering::Acquire) {
+                return Err(Error::NotReady {
+                    reason: "the time window reserved in the store ran out (renewals are late)"
+                        .into(),
+                });
+            }
+            let next = (ts << seq_bits) | next_seq;
+            if self
+                .last
+                .compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Ok(self.layout.compose(ts, self.worker_id, next_seq));
+            }
+        }
+    }
+
+    fn too_large(&self, drift: Duration) -> Error {
+        if let Some(leave) = &self.leave {
+            if !self.left.swap(true, Ordering::AcqRel) {
+                leave.notify_one();
+            }
+        }
+        Error::ClockDriftTooLarge { drift }
+    }
+
+    /// The timestamp (in layout units) of the last ID (the seed's `LastUsedTimestamp`).
+    pub fn last_used_timestamp(&self) -> u64 {
+        self.last.load(Ordering::Acquire) >> self.layout.sequence_bits()
+    }
+
+    /// Raises the last used timestamp to `ts` (the seed's
+    /// `SetLastUsedTimestamp`): every later ID has a larger timestamp. Never
+    /// lowers it.
+    pub fn set_last_used_timestamp(&self, ts: u64) {
+        let floor = (ts << self.layout.sequence_bits()) | self.layout.max_sequence();
+        self.last.fetch_max(floor, Ordering::AcqRel);
+    }
+
+    /// Lets the generator issue IDs until the clock's monotonic time reaches
+    /// `deadline` and with timestamps up to `window_end` (inclusive).
+    pub(crate) fn open_until(&self, deadline: Duration, window_end: u64) {
+        self.window_end.store(window_end, Ordering::Release);
+        let deadline = u64::try_from(deadline.as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        self.deadline_ns.store(deadline, Ordering::Release);
+    }
+
+    /// Stops issuing IDs, at once.
+    pub(crate) fn close(&self) {
+        self.deadline_ns.store(0, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snowflake::FakeClock;
+
+    const T0: Duration = Duration::from_secs(1_800_000_000);
+
+    fn generator(clock: &Arc<FakeClock>) -> Generator {
+        Generator::new(Layout::classic(), 5, clock.clone()).unwrap()
+    }
+
+    #[test]
+    fn ids_rise_and_carry_the_worker_id() {
+        let clock = Arc::new(FakeClock::at(T0));
+        let g = generator(&clock);
+        let mut last = 0;
+        for _ in 0..10 {
+            let id = g.next_id().unwrap();
+            assert!(id > last);
+            last = id;
+            clock.advance(Duration::from_micros(300));
+        }
+        let parts = Layout::classic().decompose(last);
+        assert_eq!(parts.worker_id, 5);
+        assert_eq!(
+            parts.time,
+            std::time::UNIX_EPOCH + T0 + Duration::from_millis(2)
+        );
+    }
+
+    #[test]
+    fn an_exhausted_sequence_waits_for_the_next_unit_and_never_wraps() {
+        let clock = Arc::new(FakeClock::at(T0));
+        let g = generator(&clock);
+        let first = Layout::classic().decompose(g.next_id().unwrap());
+        for _ in 0..4095 {
+            g.next_id().unwrap();
+        }
+        assert_eq!(
+            clock.now().mono,
+            Duration::ZERO,
+            "4096 IDs fit one millisecond"
+        );
+        let next = Layout::classic().decompose(g.next_id().unwrap());
+        assert_eq!((next.timestamp, next.sequence), (first.timestamp + 1, 0));
+        assert_eq!(
+            clock.now().mono,
+            Duration::from_millis(1),
+            "it waited for the next millisecond"
+        );
+    }
+
+    #[test]
+    fn drift_buckets_block_try_later_and_give_up() {
+        let clock = Arc::new(FakeClock::at(T0));
+        let g = generator(&clock);
+        let before = g.next_id().unwrap();
+        // Small: blocks until caught up, then succeeds above the last ID.
+        clock.step_wall(-500);
+        let waited_from = clock.now().mono;
+        let after = g.next_id().unwrap();
+        assert!(after > before);
+        assert!(clock.now().mono - waited_from >= Duration::from_millis(500));
+        // Medium: at once, without waiting.
+        clock.step_wall(-3_000);
+        let at = clock.now().mono;
+        assert!(
+            matches!(g.next_id(), Err(Error::ClockDriftTryLater { drift }) if drift >= Duration::from_secs(3))
+        );
+        assert_eq!(clock.now().mono, at);
+        // Large: beyond recovery.
+        clock.step_wall(-30_000);
+        assert!(matches!(g.next_id(), Err(Error::ClockDriftTooLarge { .. })));
+        // Once the clock is right again, IDs resume above the old ones.
+        clock.step_wall(33_000);
+        assert!(g.next_id().unwrap() > after);
+    }
+
+    #[test]
+    fn the_last_used_timestamp_only_rises() {
+        let clock = Arc::new(FakeClock::at(T0));
+        let g = generator(&clock);
+        let id = g.next_id().unwrap();
+        let ts = Layout::classic().decompose(id).timestamp;
+        assert_eq!(g.last_used_timestamp(), ts);
+        g.set_last_used_timestamp(ts + 100);
+        g.set_last_used_timestamp(ts + 50);
+        assert_eq!(g.last_used_timestamp(), ts + 100);
+        clock.advance(Duration::from_millis(100));
+        let next = Layout::classic().decompose(g.next_id().unwrap());
+        assert_eq!(next.timestamp, ts + 101, "strictly above the timestamp set");
+    }
+
+    #[test]
+    fn a_closed_generator_or_a_passed_deadline_or_window_issues_nothing() {
+        let clock = Arc::new(FakeClock::at(T0));
+        let g = generator(&clock);
+        g.close();
+        assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+        let ts = Layout::classic().timestamp_at(T0).unwrap();
+        g.open_until(Duration::from_secs(1), ts + 10);
+        g.next_id().unwrap();
+        clock.advance(Duration::from_millis(20));
+        assert!(
+            matches!(g.next_id(), Err(Error::NotReady { reason }) if reason.contains("window"))
+        );
+        g.open_until(Duration::from_secs(1), ts + 10_000);
+        g.next_id().unwrap();
+        clock.advance(Duration::from_secs(1));
+        assert!(
+            matches!(g.next_id(), Err(Error::NotReady { reason }) if reason.contains("deadline"))
+        );
+    }
+
+    #[test]
+    fn many_threads_never_share_an_id() {
+        let g = Arc::new(Generator::with_system_clock(Layout::classic(), 1).unwrap());
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let g = g.clone();
+                std::thread::spawn(move || {
+                    (0..20_000)
+                        .map(|_| g.next_id().unwrap())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut all: Vec<u64> = threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "duplicate IDs across threads");
+    }
+
+    #[test]
+    fn worker_ids_must_fit_the_layout() {
+        let clock: Arc<dyn Clock> = Arc::new(FakeClock::at(T0));
+        assert!(Generator::new(Layout::classic(), 1024, clock.clone()).is_err());
+        assert!(Generator::new(Layout::classic(), 1023, clock).is_ok());
+    }
+}

@@ -1,0 +1,21 @@
+//! Snowflake IDs on a leased worker ID.
+//!
+//! - [`Layout`]: the bit layout (presets [`Layout::classic`] 41/10/12 ms and
+//!   [`Layout::sonyflake`]), with `compose` / `decompose`.
+//! - [`Generator`]: lock-free, one compare-and-swap per ID, the seed's clock
+//!   drift buckets ([`DriftPolicy`]).
+//! - [`Worker`]: a generator on a worker ID leased from any
+//!   [`LeaseStore`](crate::LeaseStore), kept alive in the background, failing
+//!   closed, with a timestamp watermark in the store so that a reused worker
+//!   ID never goes back in time.
+//! - [`Clock`]: [`SystemClock`] in production, [`FakeClock`] in tests.
+
+mod clock;
+mod generator;
+mod layout;
+mod worker;
+
+pub use clock::{Clock, FakeClock, OffsetClock, Reading, SystemClock};
+pub use generator::{DriftPolicy, Generator};
+pub use layout::{Layout, Parts, CLASSIC_EPOCH, SONYFLAKE_EPOCH};
+pub use worker::{Worker, WorkerOptions, WorkerState};
