@@ -191,11 +191,7 @@ mod tests {
         let clock = SystemClock::new();
         let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
         let read = clock.now().wall;
-        let diff = if read > wall {
-            read - wall
-        } else {
-            wall - read
-        };
+        let diff = read.abs_diff(wall);
         assert!(diff < Duration::from_millis(50), "{diff:?}");
         let a = clock.now().mono;
         clock.sleep(Duration::from_millis(1));

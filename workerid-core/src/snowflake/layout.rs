@@ -118,7 +118,7 @@ impl Layout {
                 crate::MAX_WORKER_BITS
             )));
         }
-        if self.unit.is_zero() || self.unit.subsec_nanos() % 1_000_000 != 0 {
+        if self.unit.is_zero() || !self.unit.subsec_nanos().is_multiple_of(1_000_000) {
             return Err(Error::invalid_config(format!(
                 "the time unit {:?} is not a whole number of milliseconds",
                 self.unit
