@@ -191,7 +191,7 @@ impl Worker {
         let mut lease = allocator.acquire().await?;
         let stop = Arc::new(Notify::new());
         let joined = async {
-            wait_past(&clock, lease.previous_watermark(), max_start_wait).await?;
+            wait_past(&allocator, &mut lease, &clock, renew_every, max_start_wait).await?;
             let generator =
                 Generator::with_policy(layout, lease.id().get(), clock.clone(), options.drift)?
                     .closed(stop.clone());
@@ -304,9 +304,17 @@ impl Drop for Worker {
     }
 }
 
-/// Waits until the clock's wall time is past `watermark_ms`.
-async fn wait_past(clock: &Arc<dyn Clock>, watermark_ms: u64, max_wait: Duration) -> Result<()> {
-    let watermark = Duration::from_millis(watermark_ms);
+/// Waits until the clock's wall time is past the previous holder's
+/// watermark, renewing the lease at least every `renew_every` meanwhile (the
+/// wait can be longer than the ttl).
+async fn wait_past(
+    allocator: &Allocator,
+    lease: &mut Lease,
+    clock: &Arc<dyn Clock>,
+    renew_every: Duration,
+    max_wait: Duration,
+) -> Result<()> {
+    let watermark = Duration::from_millis(lease.previous_watermark());
     loop {
         let wall = clock.now().wall;
         if wall > watermark {
@@ -317,10 +325,11 @@ async fn wait_past(clock: &Arc<dyn Clock>, watermark_ms: u64, max_wait: Duration
             return Err(Error::ClockDriftTooLarge { drift: behind });
         }
         tracing::info!("waiting {behind:?} for the clock to pass the previous holder's watermark");
-        let clock = clock.clone();
-        tokio::task::spawn_blocking(move || clock.sleep(behind))
+        let (clock, chunk) = (clock.clone(), behind.min(renew_every));
+        tokio::task::spawn_blocking(move || clock.sleep(chunk))
             .await
             .map_err(|e| Error::unavailable("clock", e))?;
+        allocator.renew(lease).await?;
     }
 }
 
