@@ -63,8 +63,10 @@ fn nanos(d: Duration) -> i64 {
 
 impl Clock for SystemClock {
     fn now(&self) -> Reading {
+        // On the path of every ID: u64 arithmetic only.
         let mono = self.origin.elapsed();
-        let wall = nanos(mono).saturating_add(self.offset.load(Ordering::Relaxed));
+        let mono_ns = mono.as_secs() * 1_000_000_000 + u64::from(mono.subsec_nanos());
+        let wall = (mono_ns as i64).wrapping_add(self.offset.load(Ordering::Relaxed));
         Reading {
             mono,
             wall: Duration::from_nanos(wall.max(0) as u64),

@@ -63,6 +63,20 @@ pub struct Generator {
     /// Told when the drift is beyond recovery.
     leave: Option<Arc<Notify>>,
     left: AtomicBool,
+    /// The layout's epoch and unit in milliseconds (units are whole
+    /// milliseconds), so the hot path divides u64s.
+    epoch_ms: u64,
+    unit_ms: u64,
+}
+
+/// Whole milliseconds of a duration, in a u64 (good for 584 million years).
+fn millis(d: Duration) -> u64 {
+    d.as_secs().saturating_mul(1_000) + u64::from(d.subsec_millis())
+}
+
+/// Nanoseconds of a duration, in a u64 (good for 584 years).
+fn nanos(d: Duration) -> u64 {
+    d.as_secs().saturating_mul(1_000_000_000) + u64::from(d.subsec_nanos())
 }
 
 impl Generator {
@@ -108,6 +122,8 @@ impl Generator {
             deadline_ns: AtomicU64::new(u64::MAX),
             leave: None,
             left: AtomicBool::new(false),
+            epoch_ms: millis(layout.epoch()),
+            unit_ms: millis(layout.unit()),
         })
     }
 
@@ -148,16 +164,16 @@ impl Generator {
         let max_seq = self.layout.max_sequence();
         loop {
             let now = self.clock.now();
-            if now.mono.as_nanos() >= u128::from(self.deadline_ns.load(Ordering::Acquire)) {
+            if nanos(now.mono) >= self.deadline_ns.load(Ordering::Acquire) {
                 return Err(Error::NotReady {
                     reason: "no live lease (starting, stopped, lost, or past its deadline)".into(),
                 });
             }
-            let Some(now_ts) = self.layout.timestamp_at(now.wall) else {
-                return Err(
-                    self.too_large(Duration::from_nanos(1) + (self.layout.epoch() - now.wall))
-                );
-            };
+            let wall_ms = millis(now.wall);
+            if wall_ms < self.epoch_ms {
+                return Err(self.too_large(self.layout.epoch() - now.wall));
+            }
+            let now_ts = (wall_ms - self.epoch_ms) / self.unit_ms;
             let current = self.last.load(Ordering::Acquire);
             let (last_ts, seq) = (current >> seq_bits, current & max_seq);
             let (ts, next_seq) = if now_ts > last_ts {
