@@ -38,6 +38,7 @@
 
 mod factory;
 pub mod scenarios;
+pub mod segments;
 mod support;
 
 use std::future::Future;
@@ -49,6 +50,7 @@ use futures::FutureExt;
 pub use workerid_core;
 
 pub use factory::StoreFactory;
+pub use segments::{SegmentFactory, SegmentScenario};
 
 /// How a scenario ended when it did not panic.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,10 +127,11 @@ pub async fn run_scenario(
     scenario: &Scenario,
     factory: &dyn StoreFactory,
 ) -> Result<Outcome, String> {
-    match AssertUnwindSafe((scenario.run)(factory))
-        .catch_unwind()
-        .await
-    {
+    catch((scenario.run)(factory)).await
+}
+
+async fn catch(scenario: ScenarioFuture<'_>) -> Result<Outcome, String> {
+    match AssertUnwindSafe(scenario).catch_unwind().await {
         Ok(outcome) => Ok(outcome),
         Err(panic) => Err(panic
             .downcast_ref::<String>()
@@ -136,6 +139,16 @@ pub async fn run_scenario(
             .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_else(|| "panicked".to_string())),
     }
+}
+
+/// Runs every segment scenario one after the other and reports each outcome.
+pub async fn run_all_segments(factory: &dyn SegmentFactory) -> Report {
+    let mut report = Report::default();
+    for scenario in segments::SEGMENT_SCENARIOS {
+        let result = catch((scenario.run)(factory)).await;
+        report.results.push((scenario.name, result));
+    }
+    report
 }
 
 /// Runs every scenario one after the other and reports each outcome.
@@ -173,20 +186,75 @@ where
         .iter()
         .find(|s| s.name == name)
         .unwrap_or_else(|| panic!("no conformance scenario is called {name:?}"));
+    in_runtime(name, async {
+        let factory = make_factory().await;
+        (scenario.run)(&factory).await
+    });
+}
+
+/// Like [`run_named`], for the segment scenarios ([`segment_store_tests!`]).
+pub fn run_named_segment<F, Fut>(name: &str, make_factory: F)
+where
+    F: FnOnce() -> Fut,
+    Fut: Future,
+    Fut::Output: SegmentFactory,
+{
+    let scenario = segments::SEGMENT_SCENARIOS
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no segment scenario is called {name:?}"));
+    in_runtime(name, async {
+        let factory = make_factory().await;
+        (scenario.run)(&factory).await
+    });
+}
+
+fn in_runtime(name: &str, scenario: impl Future<Output = Outcome>) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
         .enable_all()
         .build()
         .expect("a Tokio runtime");
-    runtime.block_on(async {
-        let factory = make_factory().await;
-        if let Outcome::Skipped(reason) = (scenario.run)(&factory).await {
-            // Written to the real stderr, past the test harness's capture: a
-            // skip must say so where it is seen, even when the test passes.
-            use std::io::Write;
-            let _ = writeln!(std::io::stderr(), "SKIPPED {name}: {reason}");
+    if let Outcome::Skipped(reason) = runtime.block_on(scenario) {
+        // Written to the real stderr, past the test harness's capture: a
+        // skip must say so where it is seen, even when the test passes.
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "SKIPPED {name}: {reason}");
+    }
+}
+
+/// Expands to a module `segment_conformance` with one `#[test]` per segment
+/// scenario; the argument makes a [`SegmentFactory`] (it may `.await`).
+#[macro_export]
+macro_rules! segment_store_tests {
+    ($factory:expr) => {
+        $crate::segment_store_tests!(@tests ($factory)
+            consecutive_ranges_without_holes
+            ranges_never_overlap_under_contention
+            unknown_tags_and_listing
+            bad_input_is_refused
+            give_back_only_when_untouched
+            allocator_hands_out_and_gives_back
+            ranges_survive_a_restart
+        );
+    };
+    (@tests ($factory:expr) $($name:ident)+) => {
+        #[allow(missing_docs)]
+        mod segment_conformance {
+            #[allow(unused_imports)]
+            use super::*;
+
+            /// The scenarios this module runs.
+            pub const SCENARIO_NAMES: &[&str] = &[$(stringify!($name)),+];
+
+            $(
+                #[test]
+                fn $name() {
+                    $crate::run_named_segment(stringify!($name), || async { $factory });
+                }
+            )+
         }
-    });
+    };
 }
 
 /// Expands to a module `conformance` with one `#[test]` per scenario.

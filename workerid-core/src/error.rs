@@ -117,6 +117,20 @@ pub enum Error {
         drift: std::time::Duration,
     },
 
+    /// No segment tag of that name exists.
+    #[error("unknown tag {tag:?}")]
+    UnknownTag {
+        /// The tag.
+        tag: String,
+    },
+
+    /// The tag's counter would pass the largest ID (2^63 - 1).
+    #[error("tag {tag:?} is exhausted: its next range would pass 2^63 - 1")]
+    TagExhausted {
+        /// The tag.
+        tag: String,
+    },
+
     /// The store could not be reached, timed out, or answered nonsense.
     ///
     /// The operation may or may not have taken effect; retrying is safe

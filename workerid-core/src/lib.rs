@@ -23,6 +23,7 @@ mod error;
 mod lease;
 mod namespace;
 mod options;
+pub mod segment;
 pub mod snowflake;
 mod store;
 mod token;

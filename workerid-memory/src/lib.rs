@@ -22,6 +22,7 @@
 
 mod clock;
 mod pool;
+mod segments;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -32,6 +33,8 @@ use workerid_core::{Capabilities, Error, Grant, LeaseStore, Namespace, Result, T
 
 pub use clock::{ManualClock, MonotonicClock, SystemClock};
 use pool::Pool;
+use segments::Counters;
+use workerid_core::segment::{Range, SegmentStore, Tag, TagInfo};
 
 /// An in-process lease store. Clones share the same leases.
 ///
@@ -51,6 +54,7 @@ use pool::Pool;
 pub struct MemoryStore {
     clock: Arc<dyn MonotonicClock>,
     namespaces: Arc<Mutex<HashMap<Namespace, Pool>>>,
+    segments: Arc<Mutex<Counters>>,
 }
 
 impl Default for MemoryStore {
@@ -70,6 +74,7 @@ impl MemoryStore {
         MemoryStore {
             clock,
             namespaces: Arc::new(Mutex::new(HashMap::new())),
+            segments: Arc::new(Mutex::new(Counters::default())),
         }
     }
 
@@ -146,5 +151,37 @@ impl LeaseStore for MemoryStore {
         self.with_pool(namespace, id, |pool, now| {
             pool.release(now, id, token, watermark)
         })
+    }
+}
+
+impl MemoryStore {
+    fn counters(&self) -> MutexGuard<'_, Counters> {
+        self.segments
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Segment counters in this process: not durable.
+#[async_trait]
+impl SegmentStore for MemoryStore {
+    fn segments_durable(&self) -> bool {
+        false
+    }
+
+    async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
+        Ok(self.counters().create(tag, first_id, step))
+    }
+
+    async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
+        self.counters().reserve(tag, step)
+    }
+
+    async fn give_back(&self, tag: &Tag, expected_max: u64, new_max: u64) -> Result<bool> {
+        self.counters().give_back(tag, expected_max, new_max)
+    }
+
+    async fn list_tags(&self) -> Result<Vec<TagInfo>> {
+        Ok(self.counters().list())
     }
 }

@@ -1,0 +1,391 @@
+//! Leaf's double buffer: IDs from memory, the next segment loaded in the
+//! background before the current one runs out.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+
+use super::{check_step, Range, SegmentStore, Tag};
+use crate::{Error, Result};
+
+/// How a [`SegmentAllocator`] buffers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SegmentOptions {
+    /// Load the next segment once this share of the current one is used
+    /// (Leaf: 0.1).
+    pub refill_at: f64,
+    /// Double the step when a segment lasted less than this (Leaf: 15 min).
+    pub grow_below: Duration,
+    /// Halve the step when a segment lasted more than this (Leaf: 30 min).
+    pub shrink_above: Duration,
+    /// The step never goes below this...
+    pub min_step: u64,
+    /// ...nor above this.
+    pub max_step: u64,
+}
+
+impl Default for SegmentOptions {
+    fn default() -> Self {
+        SegmentOptions {
+            refill_at: 0.1,
+            grow_below: Duration::from_secs(15 * 60),
+            shrink_above: Duration::from_secs(30 * 60),
+            min_step: 1_000,
+            max_step: 1_000_000,
+        }
+    }
+}
+
+/// One reserved range being handed out.
+#[derive(Debug)]
+struct Segment {
+    first: u64,
+    last: u64,
+    /// The next ID to hand out; past `last` once used up.
+    cursor: AtomicU64,
+    /// The ID whose taker starts loading the next segment.
+    refill_point: u64,
+    loaded_at: Instant,
+}
+
+impl Segment {
+    fn new(range: Range, refill_at: f64) -> Segment {
+        let used = ((range.len() as f64) * refill_at.clamp(0.0, 1.0)) as u64;
+        Segment {
+            first: range.first,
+            last: range.last,
+            cursor: AtomicU64::new(range.first),
+            refill_point: range.first + used.min(range.len() - 1),
+            loaded_at: Instant::now(),
+        }
+    }
+
+    fn empty() -> Segment {
+        Segment {
+            first: 1,
+            last: 0,
+            cursor: AtomicU64::new(1),
+            refill_point: 0,
+            loaded_at: Instant::now(),
+        }
+    }
+
+    fn left(&self) -> u64 {
+        (self.last + 1).saturating_sub(self.cursor.load(Ordering::Relaxed))
+    }
+}
+
+/// The buffers of one tag.
+#[derive(Debug)]
+struct Buffers {
+    tag: Tag,
+    store: Arc<dyn SegmentStore>,
+    options: SegmentOptions,
+    current: ArcSwap<Segment>,
+    prefetched: Mutex<Option<Segment>>,
+    /// Serialises switching segments (never held on the fast path).
+    switch: tokio::sync::Mutex<()>,
+    /// The step of the next reservation; 0 until the first one.
+    step: AtomicU64,
+    closed: AtomicBool,
+}
+
+/// A handle on one tag's buffers: the fastest way to take IDs of a tag.
+#[derive(Debug, Clone)]
+pub struct TagHandle(Arc<Buffers>);
+
+impl TagHandle {
+    /// The next ID of this tag. From memory, unless both buffers are empty.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when both buffers are empty and the store cannot
+    /// answer; [`Error::UnknownTag`]; [`Error::TagExhausted`];
+    /// [`Error::NotReady`] after [`SegmentAllocator::shutdown`].
+    pub async fn next_id(&self) -> Result<u64> {
+        match self.take() {
+            Some(id) => Ok(id),
+            None => self.switch_and_take().await,
+        }
+    }
+
+    /// IDs left in memory (current segment and the prefetched one).
+    pub fn left(&self) -> u64 {
+        let prefetched = self.lock_prefetched().as_ref().map_or(0, Segment::left);
+        self.0.current.load().left() + prefetched
+    }
+
+    /// The fast path: one atomic add on the current segment.
+    fn take(&self) -> Option<u64> {
+        let segment = self.0.current.load();
+        let id = segment.cursor.fetch_add(1, Ordering::Relaxed);
+        if id > segment.last {
+            return None;
+        }
+        if id == segment.refill_point {
+            self.prefetch(segment.loaded_at);
+        }
+        Some(id)
+    }
+
+    fn lock_prefetched(&self) -> std::sync::MutexGuard<'_, Option<Segment>> {
+        self.0.prefetched.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Loads the next segment in the background (once per segment, and not
+    /// while one is waiting already).
+    fn prefetch(&self, current_loaded_at: Instant) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if self.lock_prefetched().is_some() {
+            return;
+        }
+        let handle = self.clone();
+        runtime.spawn(async move {
+            match handle.load(current_loaded_at).await {
+                Ok(segment) => handle.keep_prefetched(segment).await,
+                Err(e) => {
+                    tracing::warn!(tag = %handle.0.tag, "prefetching the next segment failed: {e}")
+                }
+            }
+        });
+    }
+
+    /// Keeps `segment` as the next one or, if one is waiting already (the
+    /// switch path loaded one meanwhile), gives it back if nothing was
+    /// reserved since; otherwise its IDs are lost, never reused.
+    async fn keep_prefetched(&self, segment: Segment) {
+        let surplus = {
+            let mut slot = self.lock_prefetched();
+            if slot.is_none() {
+                *slot = Some(segment);
+                return;
+            }
+            segment
+        };
+        let b = &self.0;
+        if let Err(e) = b
+            .store
+            .give_back(&b.tag, surplus.last, surplus.first - 1)
+            .await
+        {
+            tracing::warn!(tag = %b.tag, "could not give a surplus segment back: {e}");
+        }
+    }
+
+    /// Reserves a segment with Leaf's dynamic step.
+    async fn load(&self, previous_loaded_at: Instant) -> Result<Segment> {
+        let b = &self.0;
+        let step = b.step.load(Ordering::Relaxed);
+        let range = b.store.reserve(&b.tag, (step > 0).then_some(step)).await?;
+        let used = range.len();
+        let lasted = previous_loaded_at.elapsed();
+        let next = if step == 0 {
+            used
+        } else if lasted < b.options.grow_below {
+            used.saturating_mul(2)
+        } else if lasted > b.options.shrink_above {
+            used / 2
+        } else {
+            used
+        };
+        b.step.store(
+            next.clamp(
+                b.options.min_step,
+                b.options.max_step.max(b.options.min_step),
+            ),
+            Ordering::Relaxed,
+        );
+        tracing::debug!(tag = %b.tag, first = range.first, last = range.last, "segment loaded");
+        Ok(Segment::new(range, b.options.refill_at))
+    }
+
+    async fn switch_and_take(&self) -> Result<u64> {
+        let b = &self.0;
+        loop {
+            if b.closed.load(Ordering::Acquire) {
+                return Err(Error::NotReady {
+                    reason: format!("the segment allocator of tag {} is shut down", b.tag),
+                });
+            }
+            let _switching = b.switch.lock().await;
+            if let Some(id) = self.take() {
+                return Ok(id);
+            }
+            let prefetched = self.lock_prefetched().take();
+            let segment = match prefetched {
+                Some(segment) => segment,
+                None => self.load(b.current.load().loaded_at).await?,
+            };
+            b.current.store(Arc::new(segment));
+            if let Some(id) = self.take() {
+                return Ok(id);
+            }
+        }
+    }
+
+    /// Stops handing out IDs and gives the unused tails back to the store
+    /// where nothing was reserved since.
+    async fn close(&self) {
+        let b = &self.0;
+        b.closed.store(true, Ordering::Release);
+        let _switching = b.switch.lock().await;
+        let current = b.current.swap(Arc::new(Segment::empty()));
+        // Claims every ID not handed out yet, atomically with the fast path.
+        let unused_from = current.cursor.fetch_add(u64::MAX / 2, Ordering::AcqRel);
+        let prefetched = self.lock_prefetched().take();
+        let mut top = current.last;
+        if let Some(next) = prefetched {
+            match b.store.give_back(&b.tag, next.last, next.first - 1).await {
+                Ok(true) => top = next.first - 1,
+                Ok(false) => return,
+                Err(e) => {
+                    tracing::warn!(tag = %b.tag, "could not give the prefetched segment back: {e}");
+                    return;
+                }
+            }
+        }
+        if unused_from <= current.last && top == current.last && current.first <= current.last {
+            match b
+                .store
+                .give_back(&b.tag, current.last, unused_from - 1)
+                .await
+            {
+                Ok(given) => tracing::debug!(tag = %b.tag, given, "tail given back"),
+                Err(e) => tracing::warn!(tag = %b.tag, "could not give the tail back: {e}"),
+            }
+        }
+    }
+}
+
+/// Segment IDs of many tags from one store (Leaf-segment), with a double
+/// buffer per tag.
+///
+/// ```
+/// use workerid_core::segment::{SegmentAllocator, SegmentOptions, SegmentStore};
+///
+/// async fn demo(store: impl SegmentStore) -> workerid_core::Result<()> {
+///     let ids = SegmentAllocator::new(store, SegmentOptions::default());
+///     ids.create_tag("orders", 1, 1_000).await?;
+///     let id = ids.next_id("orders").await?;
+///     let orders = ids.tag("orders")?; // a handle: the fast path for one tag
+///     let next = orders.next_id().await?;
+///     assert!(next > id);
+///     ids.shutdown().await; // gives unused IDs back
+///     Ok(())
+/// }
+/// ```
+#[derive(Debug)]
+pub struct SegmentAllocator {
+    store: Arc<dyn SegmentStore>,
+    options: SegmentOptions,
+    tags: Mutex<HashMap<Tag, TagHandle>>,
+}
+
+impl SegmentAllocator {
+    /// An allocator on `store`.
+    pub fn new(store: impl SegmentStore, options: SegmentOptions) -> Self {
+        SegmentAllocator {
+            store: Arc::new(store),
+            options,
+            tags: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Creates `tag` (first ID `first_id`, default step `step`) unless it
+    /// exists; returns whether it created it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a bad tag, a step outside `1..=2^40`, or
+    /// a first ID of 0 or above 2^63 - 1, before any I/O;
+    /// [`Error::Unavailable`].
+    pub async fn create_tag(&self, tag: &str, first_id: u64, step: u64) -> Result<bool> {
+        let tag = Tag::new(tag)?;
+        check_step(step)?;
+        if first_id == 0 || first_id > super::MAX_SEGMENT_ID {
+            return Err(Error::invalid_config(format!(
+                "first ID {first_id} must be in 1..={}",
+                super::MAX_SEGMENT_ID
+            )));
+        }
+        self.store.create_tag(&tag, first_id, step).await
+    }
+
+    /// A handle on `tag`'s buffers (made on first use; no I/O).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a bad tag.
+    pub fn tag(&self, tag: &str) -> Result<TagHandle> {
+        let tag = Tag::new(tag)?;
+        let mut tags = self.tags.lock().unwrap_or_else(|e| e.into_inner());
+        let handle = tags.entry(tag.clone()).or_insert_with(|| {
+            TagHandle(Arc::new(Buffers {
+                tag,
+                store: self.store.clone(),
+                options: self.options,
+                current: ArcSwap::from_pointee(Segment::empty()),
+                prefetched: Mutex::new(None),
+                switch: tokio::sync::Mutex::new(()),
+                step: AtomicU64::new(0),
+                closed: AtomicBool::new(false),
+            }))
+        });
+        Ok(handle.clone())
+    }
+
+    /// The next ID of `tag`.
+    ///
+    /// # Errors
+    /// As [`TagHandle::next_id`], and [`Error::InvalidConfig`] for a bad tag.
+    pub async fn next_id(&self, tag: &str) -> Result<u64> {
+        self.tag(tag)?.next_id().await
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn SegmentStore> {
+        &self.store
+    }
+
+    /// Stops handing out IDs and gives every unused tail back to the store
+    /// where nothing was reserved since (otherwise the tail is lost, never
+    /// reused).
+    pub async fn shutdown(&self) {
+        let handles: Vec<TagHandle> = self
+            .tags
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for handle in handles {
+            handle.close().await;
+        }
+    }
+}
+
+/// Gapless sequences (the etcd seed's use case): every ID is one atomic round
+/// trip to the store, consecutive, nothing cached, nothing lost on a crash.
+#[derive(Debug)]
+pub struct GaplessSequence {
+    store: Arc<dyn SegmentStore>,
+}
+
+impl GaplessSequence {
+    /// Sequences on `store`.
+    pub fn new(store: impl SegmentStore) -> Self {
+        GaplessSequence {
+            store: Arc::new(store),
+        }
+    }
+
+    /// The next number of `tag`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a bad tag; the store's errors.
+    pub async fn next_id(&self, tag: &str) -> Result<u64> {
+        Ok(self.store.reserve(&Tag::new(tag)?, Some(1)).await?.first)
+    }
+}

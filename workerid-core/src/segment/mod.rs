@@ -1,0 +1,11 @@
+//! Segment IDs (Leaf-segment): per-tag counters in a store hand out ranges of
+//! IDs, which an in-process [`SegmentAllocator`] serves from memory with a
+//! double buffer; [`GaplessSequence`] for consecutive numbers.
+
+mod allocator;
+mod store;
+
+pub use allocator::{GaplessSequence, SegmentAllocator, SegmentOptions, TagHandle};
+pub use store::{
+    check_step, Range, SegmentStore, Tag, TagInfo, MAX_SEGMENT_ID, MAX_STEP, MAX_TAG_LEN,
+};

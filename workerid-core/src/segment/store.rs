@@ -1,0 +1,166 @@
+//! The segment store: per-tag counters that hand out ranges of IDs.
+
+use std::fmt;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::{Error, Result};
+
+/// The longest tag, in bytes (the seed's `biz_tag varchar(32)`).
+pub const MAX_TAG_LEN: usize = 32;
+
+/// The largest ID a segment store hands out (IDs fit a signed 64-bit column).
+pub const MAX_SEGMENT_ID: u64 = i64::MAX as u64;
+
+/// A business tag (the seed's `biz_tag`): 1 to 32 bytes of `[A-Za-z0-9._:-]`.
+///
+/// ```
+/// use workerid_core::segment::Tag;
+/// assert!(Tag::new("orders").is_ok());
+/// assert!(Tag::new("no spaces").is_err());
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Tag(String);
+
+impl Tag {
+    /// Validates `name`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when it is empty, longer than 32 bytes, or has
+    /// a character outside `[A-Za-z0-9._:-]`.
+    pub fn new(name: impl Into<String>) -> Result<Tag> {
+        let name = name.into();
+        let ok = (1..=MAX_TAG_LEN).contains(&name.len())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'));
+        if ok {
+            Ok(Tag(name))
+        } else {
+            Err(Error::invalid_config(format!(
+                "tag {name:?} must be 1 to {MAX_TAG_LEN} bytes of [A-Za-z0-9._:-]"
+            )))
+        }
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Tag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Tag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Tag({:?})", self.0)
+    }
+}
+
+/// IDs `first..=last`, reserved for one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Range {
+    /// The first ID.
+    pub first: u64,
+    /// The last ID (inclusive): the tag's `max_id` after the reservation.
+    pub last: u64,
+}
+
+impl Range {
+    /// How many IDs.
+    pub fn len(&self) -> u64 {
+        self.last - self.first + 1
+    }
+
+    /// Never: a range holds at least one ID.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+/// A tag as a store lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagInfo {
+    /// The tag.
+    pub tag: Tag,
+    /// The last ID handed out in a range (the next range starts above it).
+    pub max_id: u64,
+    /// The tag's default step.
+    pub step: u64,
+}
+
+/// A store of per-tag counters (Leaf-segment's `segments` table).
+///
+/// # Contract
+/// - `reserve` is atomic: concurrent reservations on one tag, from any number
+///   of processes, get ranges that never overlap, and together have no holes.
+/// - A range handed out is never handed out again, not even after a restart
+///   of a durable store (only [`give_back`](SegmentStore::give_back) returns
+///   IDs, and only while nothing was reserved since).
+/// - Inputs are checked by the caller: the tag is valid, steps are in
+///   `1..=2^40`.
+#[async_trait]
+pub trait SegmentStore: Debug + Send + Sync + 'static {
+    /// Whether reserved ranges survive a restart of the store.
+    fn segments_durable(&self) -> bool;
+
+    /// Creates `tag` so that its first ID is `first_id` and its default step
+    /// `step`; returns false (and changes nothing) when it exists already.
+    async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool>;
+
+    /// Reserves the next `step` IDs of `tag` (`None`: the tag's default step).
+    ///
+    /// # Behavior
+    /// - Unknown tag: [`Error::UnknownTag`].
+    /// - When `max_id + step` would pass [`MAX_SEGMENT_ID`]: [`Error::TagExhausted`].
+    async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range>;
+
+    /// Sets `tag`'s `max_id` to `new_max` if it is still `expected_max`
+    /// (nothing was reserved since); returns whether it did.
+    async fn give_back(&self, tag: &Tag, expected_max: u64, new_max: u64) -> Result<bool>;
+
+    /// Every tag, ordered by name.
+    async fn list_tags(&self) -> Result<Vec<TagInfo>>;
+}
+
+#[async_trait]
+impl<S: SegmentStore + ?Sized> SegmentStore for Arc<S> {
+    fn segments_durable(&self) -> bool {
+        (**self).segments_durable()
+    }
+    async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
+        (**self).create_tag(tag, first_id, step).await
+    }
+    async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
+        (**self).reserve(tag, step).await
+    }
+    async fn give_back(&self, tag: &Tag, expected_max: u64, new_max: u64) -> Result<bool> {
+        (**self).give_back(tag, expected_max, new_max).await
+    }
+    async fn list_tags(&self) -> Result<Vec<TagInfo>> {
+        (**self).list_tags().await
+    }
+}
+
+/// The largest step: 2^40 IDs at once.
+pub const MAX_STEP: u64 = 1 << 40;
+
+/// Checks a step: `1..=2^40`.
+///
+/// # Errors
+/// [`Error::InvalidConfig`] otherwise.
+pub fn check_step(step: u64) -> Result<()> {
+    if (1..=MAX_STEP).contains(&step) {
+        Ok(())
+    } else {
+        Err(Error::invalid_config(format!(
+            "step {step} must be in 1..={MAX_STEP}"
+        )))
+    }
+}
