@@ -31,7 +31,7 @@ impl Dialect {
 
     /// The database's clock, in microseconds since the Unix epoch, fixed for
     /// the statement.
-    fn now_us(self) -> &'static str {
+    pub(crate) fn now_us(self) -> &'static str {
         match self {
             Dialect::Postgres => {
                 "CAST(EXTRACT(EPOCH FROM statement_timestamp()) * 1000000 AS BIGINT)"
@@ -50,7 +50,7 @@ impl Dialect {
 
     /// A case-sensitive ASCII text column (MySQL compares case-insensitively
     /// by default, which would merge namespaces `A` and `a`).
-    fn ascii(self, len: u32) -> String {
+    pub(crate) fn ascii(self, len: u32) -> String {
         match self {
             Dialect::MySql => format!("VARCHAR({len}) CHARACTER SET ascii COLLATE ascii_bin"),
             _ => format!("VARCHAR({len})"),
@@ -58,7 +58,7 @@ impl Dialect {
     }
 
     /// Rewrites `?` placeholders as `$1, $2, ...` for PostgreSQL.
-    fn placeholders(self, sql: &str) -> String {
+    pub(crate) fn placeholders(self, sql: &str) -> String {
         if self != Dialect::Postgres {
             return sql.to_string();
         }

@@ -46,7 +46,8 @@
 #![deny(missing_docs)]
 
 mod dialect;
+mod segments;
 mod store;
 
 pub use dialect::Dialect;
-pub use store::{SqlStore, SqlStoreBuilder, DEFAULT_TABLE};
+pub use store::{SqlStore, SqlStoreBuilder, DEFAULT_SEGMENTS_TABLE, DEFAULT_TABLE};

@@ -9,9 +9,13 @@ use sqlx::{AnyPool, AssertSqlSafe, Row};
 use workerid_core::{Capabilities, Error, Grant, LeaseStore, Namespace, Result, Token, WorkerId};
 
 use crate::dialect::{check_table, Dialect, Statements};
+use crate::segments::SegmentStatements;
 
 /// The default table name (the namespace table adds `_namespaces`).
 pub const DEFAULT_TABLE: &str = "workerid_leases";
+
+/// The default segment table (the seed's `segments`).
+pub const DEFAULT_SEGMENTS_TABLE: &str = "segments";
 
 /// u64 watermarks live in signed BIGINT columns with the top bit flipped,
 /// which keeps their order, so `GREATEST` works.
@@ -31,6 +35,7 @@ fn micros(ttl: Duration) -> i64 {
 #[derive(Debug, Clone)]
 pub struct SqlStoreBuilder {
     table: String,
+    segments_table: String,
     max_connections: u32,
     acquire_timeout: Duration,
 }
@@ -39,6 +44,7 @@ impl Default for SqlStoreBuilder {
     fn default() -> Self {
         SqlStoreBuilder {
             table: DEFAULT_TABLE.to_string(),
+            segments_table: DEFAULT_SEGMENTS_TABLE.to_string(),
             max_connections: 10,
             acquire_timeout: Duration::from_secs(5),
         }
@@ -50,6 +56,12 @@ impl SqlStoreBuilder {
     /// `<table>_namespaces`): 1 to 48 bytes of `[A-Za-z_][A-Za-z0-9_]*`.
     pub fn table(mut self, table: impl Into<String>) -> Self {
         self.table = table.into();
+        self
+    }
+
+    /// The segment table (default `segments`, the seed's name).
+    pub fn segments_table(mut self, table: impl Into<String>) -> Self {
+        self.segments_table = table.into();
         self
     }
 
@@ -74,6 +86,7 @@ impl SqlStoreBuilder {
     /// [`Error::Unavailable`] when the database cannot be reached.
     pub async fn connect(self, url: &str) -> Result<SqlStore> {
         check_table(&self.table)?;
+        check_table(&self.segments_table)?;
         sqlx::any::install_default_drivers();
         let url = url.replacen("mariadb://", "mysql://", 1);
         let in_memory = url.contains(":memory:") || url.contains("mode=memory");
@@ -95,7 +108,7 @@ impl SqlStoreBuilder {
             }
             e => Error::unavailable("sql", e),
         })?;
-        SqlStore::open(pool, &self.table, !in_memory).await
+        SqlStore::open(pool, &self.table, &self.segments_table, !in_memory).await
     }
 
     /// Uses an existing pool (its URL scheme tells the database) and creates
@@ -105,9 +118,10 @@ impl SqlStoreBuilder {
     /// As [`SqlStoreBuilder::connect`].
     pub async fn from_pool(self, pool: AnyPool) -> Result<SqlStore> {
         check_table(&self.table)?;
+        check_table(&self.segments_table)?;
         let url = pool.connect_options().database_url.to_string();
         let durable = !(url.contains(":memory:") || url.contains("mode=memory"));
-        SqlStore::open(pool, &self.table, durable).await
+        SqlStore::open(pool, &self.table, &self.segments_table, durable).await
     }
 }
 
@@ -120,10 +134,11 @@ pub struct SqlStore {
     pool: AnyPool,
     dialect: Dialect,
     sql: Arc<Statements>,
+    segments: Arc<SegmentStatements>,
     durable: bool,
 }
 
-fn q(sql: &str) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
+pub(crate) fn q(sql: &str) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
     // Every statement is built from a validated table name; values are bound.
     sqlx::query(AssertSqlSafe(sql.to_string()))
 }
@@ -153,7 +168,20 @@ impl SqlStore {
         &self.pool
     }
 
-    async fn open(pool: AnyPool, table: &str, durable: bool) -> Result<SqlStore> {
+    pub(crate) fn segments(&self) -> &SegmentStatements {
+        &self.segments
+    }
+
+    pub(crate) fn capabilities_durable(&self) -> bool {
+        self.durable
+    }
+
+    async fn open(
+        pool: AnyPool,
+        table: &str,
+        segments_table: &str,
+        durable: bool,
+    ) -> Result<SqlStore> {
         let backend = pool
             .acquire()
             .await
@@ -163,6 +191,7 @@ impl SqlStore {
         let dialect = Dialect::from_backend(&backend)?;
         let store = SqlStore {
             sql: Arc::new(Statements::new(dialect, table)),
+            segments: Arc::new(SegmentStatements::new(dialect, segments_table)),
             pool,
             dialect,
             durable,
@@ -198,7 +227,7 @@ impl SqlStore {
                     .map_err(fail)?;
             }
         }
-        for statement in &self.sql.schema {
+        for statement in self.sql.schema.iter().chain([&self.segments.schema]) {
             q(statement).execute(&mut *conn).await.map_err(fail)?;
         }
         match self.dialect {
@@ -212,7 +241,7 @@ impl SqlStore {
         Ok(())
     }
 
-    fn unavailable(&self, e: sqlx::Error) -> Error {
+    pub(crate) fn unavailable(&self, e: sqlx::Error) -> Error {
         let store = match self.dialect {
             Dialect::Postgres => "postgres",
             Dialect::MySql => "mysql",

@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use workerid_conformance::{scenarios, Outcome, StoreFactory};
+use workerid_conformance::{scenarios, segments, Outcome, SegmentFactory, StoreFactory};
+use workerid_core::segment::SegmentStore;
 use workerid_core::{Allocator, Error, LeaseOptions, LeaseStore};
 use workerid_servers::mariadb::MariaDbServer;
 use workerid_servers::postgres::PostgresServer;

@@ -6,3 +6,7 @@ mod support;
 workerid_conformance::lease_store_tests!(support::Database {
     url: workerid_servers::mariadb::shared_url()
 });
+
+workerid_conformance::segment_store_tests!(support::Database {
+    url: workerid_servers::mariadb::shared_url()
+});

@@ -15,3 +15,5 @@ fn url() -> String {
 }
 
 workerid_conformance::lease_store_tests!(support::Database { url: url() });
+
+workerid_conformance::segment_store_tests!(support::Database { url: url() });

@@ -88,6 +88,9 @@ struct Buffers {
     prefetched: Mutex<Option<Segment>>,
     /// Serialises switching segments (never held on the fast path).
     switch: tokio::sync::Mutex<()>,
+    /// Held by a background prefetch while it reserves, so that a shutdown
+    /// waits for it and can give its segment back.
+    prefetching: tokio::sync::Mutex<()>,
     /// The step of the next reservation; 0 until the first one.
     step: AtomicU64,
     closed: AtomicBool,
@@ -145,6 +148,10 @@ impl TagHandle {
         }
         let handle = self.clone();
         runtime.spawn(async move {
+            let _prefetching = handle.0.prefetching.lock().await;
+            if handle.0.closed.load(Ordering::Acquire) || handle.lock_prefetched().is_some() {
+                return;
+            }
             match handle.load(current_loaded_at).await {
                 Ok(segment) => handle.keep_prefetched(segment).await,
                 Err(e) => {
@@ -215,6 +222,9 @@ impl TagHandle {
             if let Some(id) = self.take() {
                 return Ok(id);
             }
+            // Waits for a prefetch in flight rather than reserving beside it:
+            // every reservation of a tag is serialised, so none is wasted.
+            let _prefetching = b.prefetching.lock().await;
             let prefetched = self.lock_prefetched().take();
             let segment = match prefetched {
                 Some(segment) => segment,
@@ -233,6 +243,7 @@ impl TagHandle {
         let b = &self.0;
         b.closed.store(true, Ordering::Release);
         let _switching = b.switch.lock().await;
+        let _prefetching = b.prefetching.lock().await;
         let current = b.current.swap(Arc::new(Segment::empty()));
         // Claims every ID not handed out yet, atomically with the fast path.
         let unused_from = current.cursor.fetch_add(u64::MAX / 2, Ordering::AcqRel);
@@ -329,6 +340,7 @@ impl SegmentAllocator {
                 current: ArcSwap::from_pointee(Segment::empty()),
                 prefetched: Mutex::new(None),
                 switch: tokio::sync::Mutex::new(()),
+                prefetching: tokio::sync::Mutex::new(()),
                 step: AtomicU64::new(0),
                 closed: AtomicBool::new(false),
             }))

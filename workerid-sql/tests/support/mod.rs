@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use workerid_conformance::StoreFactory;
+use workerid_conformance::{SegmentFactory, StoreFactory};
+use workerid_core::segment::SegmentStore;
 use workerid_core::LeaseStore;
 use workerid_sql::SqlStore;
 
@@ -12,14 +13,26 @@ pub struct Database {
     pub url: String,
 }
 
-#[async_trait]
-impl StoreFactory for Database {
-    async fn connect(&self) -> Arc<dyn LeaseStore> {
-        let store = SqlStore::builder()
+impl Database {
+    async fn open(&self) -> SqlStore {
+        SqlStore::builder()
             .max_connections(12)
             .connect(&self.url)
             .await
-            .unwrap_or_else(|e| panic!("connect to {}: {e}", self.url));
-        Arc::new(store)
+            .unwrap_or_else(|e| panic!("connect to {}: {e}", self.url))
+    }
+}
+
+#[async_trait]
+impl SegmentFactory for Database {
+    async fn connect(&self) -> Arc<dyn SegmentStore> {
+        Arc::new(self.open().await)
+    }
+}
+
+#[async_trait]
+impl StoreFactory for Database {
+    async fn connect(&self) -> Arc<dyn LeaseStore> {
+        Arc::new(self.open().await)
     }
 }
