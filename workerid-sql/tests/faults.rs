@@ -45,6 +45,19 @@ impl StoreFactory for Crashable<'_> {
     }
 }
 
+#[async_trait]
+impl SegmentFactory for Crashable<'_> {
+    async fn connect(&self) -> Arc<dyn SegmentStore> {
+        Arc::new(connect(&self.url).await)
+    }
+    fn supports_restart(&self) -> bool {
+        true
+    }
+    async fn restart(&self) {
+        StoreFactory::restart(self).await
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_keeps_leases_fences_and_watermarks_across_a_crash() {
     let server = PostgresServer::start();
@@ -53,6 +66,10 @@ async fn postgres_keeps_leases_fences_and_watermarks_across_a_crash() {
         process: server.process(),
     };
     assert_eq!(scenarios::survives_restart(&factory).await, Outcome::Passed);
+    assert_eq!(
+        segments::ranges_survive_a_restart(&factory).await,
+        Outcome::Passed
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -63,6 +80,10 @@ async fn mariadb_keeps_leases_fences_and_watermarks_across_a_crash() {
         process: server.process(),
     };
     assert_eq!(scenarios::survives_restart(&factory).await, Outcome::Passed);
+    assert_eq!(
+        segments::ranges_survive_a_restart(&factory).await,
+        Outcome::Passed
+    );
 }
 
 /// SQLite has no server: a restart closes every pool on the file, and the
