@@ -36,6 +36,7 @@ mod builder;
 mod connection;
 mod keys;
 mod script;
+mod segments;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -117,11 +118,11 @@ fn micros(ttl: Duration) -> String {
     ttl.as_micros().to_string()
 }
 
-fn nonsense(what: &str, answer: &Value) -> Error {
+pub(crate) fn nonsense(what: &str, answer: &Value) -> Error {
     Error::unavailable("redis", format!("unexpected answer to {what}: {answer:?}"))
 }
 
-fn text(value: &Value) -> Option<&str> {
+pub(crate) fn text(value: &Value) -> Option<&str> {
     match value {
         Value::BulkString(bytes) => std::str::from_utf8(bytes).ok(),
         Value::SimpleString(s) => Some(s),

@@ -48,3 +48,12 @@ pub(crate) static RENEW: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("lua/renew.lua")));
 pub(crate) static RELEASE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("lua/release.lua")));
+
+pub(crate) static SEGMENT_CREATE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("lua/segment_create.lua")));
+pub(crate) static SEGMENT_RESERVE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("lua/segment_reserve.lua")));
+pub(crate) static SEGMENT_GIVE_BACK: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("lua/segment_give_back.lua")));
+pub(crate) static SEGMENT_LIST: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("lua/segment_list.lua")));

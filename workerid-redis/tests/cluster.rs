@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use workerid_conformance::StoreFactory;
+use workerid_conformance::{SegmentFactory, StoreFactory};
+use workerid_core::segment::SegmentStore;
 use workerid_core::LeaseStore;
 use workerid_redis::RedisStore;
 
@@ -21,5 +22,20 @@ impl StoreFactory for SharedCluster {
 }
 
 workerid_conformance::lease_store_tests!(SharedCluster(
+    workerid_servers::redis::shared_cluster_urls()
+));
+
+#[async_trait]
+impl SegmentFactory for SharedCluster {
+    async fn connect(&self) -> Arc<dyn SegmentStore> {
+        Arc::new(
+            RedisStore::connect_cluster(&self.0)
+                .await
+                .expect("connect to Redis"),
+        )
+    }
+}
+
+workerid_conformance::segment_store_tests!(SharedCluster(
     workerid_servers::redis::shared_cluster_urls()
 ));

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use workerid_conformance::StoreFactory;
+use workerid_conformance::{SegmentFactory, StoreFactory};
+use workerid_core::segment::SegmentStore;
 use workerid_core::LeaseStore;
 use workerid_redis::RedisStore;
 
@@ -21,3 +22,16 @@ impl StoreFactory for SharedServer {
 }
 
 workerid_conformance::lease_store_tests!(SharedServer(workerid_servers::redis::shared_url()));
+
+#[async_trait]
+impl SegmentFactory for SharedServer {
+    async fn connect(&self) -> Arc<dyn SegmentStore> {
+        Arc::new(
+            RedisStore::connect(&self.0)
+                .await
+                .expect("connect to Redis"),
+        )
+    }
+}
+
+workerid_conformance::segment_store_tests!(SharedServer(workerid_servers::redis::shared_url()));

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use workerid_conformance::{scenarios, Outcome, StoreFactory};
+use workerid_conformance::{scenarios, segments, Outcome, SegmentFactory, StoreFactory};
+use workerid_core::segment::SegmentStore;
 use workerid_core::{Allocator, Error, LeaseOptions, LeaseStore, Result};
 use workerid_redis::RedisStore;
 use workerid_servers::redis::{RedisConfig, RedisServer};
@@ -125,6 +126,23 @@ impl StoreFactory for Persistent {
     }
 }
 
+#[async_trait]
+impl SegmentFactory for Persistent {
+    async fn connect(&self) -> Arc<dyn SegmentStore> {
+        let store = RedisStore::builder()
+            .durable(true)
+            .connect(&self.0.url())
+            .await;
+        Arc::new(store.expect("connect to the persistent server"))
+    }
+    fn supports_restart(&self) -> bool {
+        true
+    }
+    async fn restart(&self) {
+        StoreFactory::restart(self).await
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_persistence_leases_fences_and_watermarks_survive_a_crash() {
     let factory = Persistent(RedisServer::start(RedisConfig {
@@ -132,6 +150,10 @@ async fn with_persistence_leases_fences_and_watermarks_survive_a_crash() {
         ..RedisConfig::default()
     }));
     assert_eq!(scenarios::survives_restart(&factory).await, Outcome::Passed);
+    assert_eq!(
+        segments::ranges_survive_a_restart(&factory).await,
+        Outcome::Passed
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

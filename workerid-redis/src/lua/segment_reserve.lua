@@ -1,0 +1,18 @@
+-- reserve the next range of a tag: HINCRBY is exact int64 arithmetic and
+-- refuses to pass 2^63 - 1; values go back as strings, never as Lua doubles.
+-- KEYS[1] max hash   KEYS[2] step hash
+-- ARGV[1] tag   ARGV[2] step, or '' for the tag's own
+-- Returns {'ok', max, step used} | 'unknown' | 'exhausted'
+local step = redis.call('HGET', KEYS[2], ARGV[1])
+if not step then
+  return 'unknown'
+end
+local used = step
+if ARGV[2] ~= '' then
+  used = ARGV[2]
+end
+local result = redis.pcall('HINCRBY', KEYS[1], ARGV[1], used)
+if type(result) == 'table' and result.err then
+  return 'exhausted'
+end
+return {'ok', redis.call('HGET', KEYS[1], ARGV[1]), used}
