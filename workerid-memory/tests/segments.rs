@@ -167,3 +167,35 @@ async fn futures_collect(seq: &GaplessSequence) -> Vec<u64> {
     }
     got
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn batchers_on_many_tasks_never_share_an_id() {
+    let options = SegmentOptions {
+        min_step: 50,
+        max_step: 50,
+        ..SegmentOptions::default()
+    };
+    let ids = SegmentAllocator::new(MemoryStore::new(), options);
+    ids.create_tag("batched", 1, 50).await.unwrap();
+    let tag = ids.tag("batched").unwrap();
+    assert!(tag.local(0).is_err(), "a batch of 0 is refused");
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let mut local = tag.local(1 + i % 7).unwrap();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                for _ in 0..1_000 {
+                    got.push(local.next_id().await.unwrap());
+                }
+                got
+            })
+        })
+        .collect();
+    let mut all = std::collections::BTreeSet::new();
+    for task in tasks {
+        for id in task.await.unwrap() {
+            assert!(all.insert(id), "ID {id} handed out twice");
+        }
+    }
+    assert_eq!(all.len(), 8_000);
+}

@@ -114,6 +114,33 @@ impl TagHandle {
         }
     }
 
+    /// The next ID if the current segment has one, without waiting or I/O:
+    /// the synchronous fast path (`None` when a switch to the next segment is
+    /// due; [`next_id`](Self::next_id) does it).
+    pub fn try_next_id(&self) -> Option<u64> {
+        self.take()
+    }
+
+    /// A per-task batcher on this tag: it claims `batch` IDs at a time with
+    /// one atomic add and hands them out without touching shared memory,
+    /// for the highest rate (hundreds of millions of IDs per second on one
+    /// thread). IDs stay unique; across batchers they are not in order. A
+    /// batcher's unused IDs are lost when it is dropped (at most `batch - 1`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a batch of 0.
+    pub fn local(&self, batch: u64) -> Result<LocalIds> {
+        if batch == 0 {
+            return Err(Error::invalid_config("a batch of 0 IDs"));
+        }
+        Ok(LocalIds {
+            handle: self.clone(),
+            next: 0,
+            end: 0,
+            batch,
+        })
+    }
+
     /// IDs left in memory (current segment and the prefetched one).
     pub fn left(&self) -> u64 {
         let prefetched = self.lock_prefetched().as_ref().map_or(0, Segment::left);
@@ -269,6 +296,43 @@ impl TagHandle {
                 Err(e) => tracing::warn!(tag = %b.tag, "could not give the tail back: {e}"),
             }
         }
+    }
+}
+
+/// A batcher made by [`TagHandle::local`]: owned by one task, `&mut self`.
+#[derive(Debug)]
+pub struct LocalIds {
+    handle: TagHandle,
+    next: u64,
+    end: u64,
+    batch: u64,
+}
+
+impl LocalIds {
+    /// The next ID: from the local batch, else a new batch from the tag's
+    /// current segment, else as [`TagHandle::next_id`].
+    ///
+    /// # Errors
+    /// As [`TagHandle::next_id`].
+    pub async fn next_id(&mut self) -> Result<u64> {
+        if self.next < self.end {
+            let id = self.next;
+            self.next += 1;
+            return Ok(id);
+        }
+        let segment = self.handle.0.current.load();
+        let start = segment.cursor.fetch_add(self.batch, Ordering::Relaxed);
+        if start <= segment.last {
+            let end = start.saturating_add(self.batch).min(segment.last + 1);
+            if (start..end).contains(&segment.refill_point) {
+                self.handle.prefetch(segment.loaded_at);
+            }
+            self.next = start + 1;
+            self.end = end;
+            return Ok(start);
+        }
+        drop(segment);
+        self.handle.switch_and_take().await
     }
 }
 

@@ -5,7 +5,7 @@
 mod allocator;
 mod store;
 
-pub use allocator::{GaplessSequence, SegmentAllocator, SegmentOptions, TagHandle};
+pub use allocator::{GaplessSequence, LocalIds, SegmentAllocator, SegmentOptions, TagHandle};
 pub use store::{
     check_step, Range, SegmentStore, Tag, TagInfo, MAX_SEGMENT_ID, MAX_STEP, MAX_TAG_LEN,
 };
