@@ -1,0 +1,150 @@
+//! `workerid-server`: an HTTP ID service (go-id-alloc's and Leaf's APIs).
+//!
+//! ```text
+//! workerid-server [--config FILE] [--listen ADDR]
+//! ```
+//!
+//! With no config: a SQLite file `workerid.db` in the working directory, a
+//! tag `test`, and 127.0.0.1:8880 (go-id-alloc's port), so
+//! `curl 'localhost:8880/alloc?biz_tag=test'` works with no server at all.
+
+mod config;
+mod metrics;
+mod routes;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use config::Config;
+use metrics::{Counted, Metrics};
+use routes::App;
+use tokio::signal::unix::{signal, SignalKind};
+use workerid_core::segment::{SegmentAllocator, SegmentOptions, SegmentStore};
+use workerid_core::snowflake::{Worker, WorkerOptions};
+use workerid_core::{Allocator, LeaseOptions, LeaseStore};
+
+const USAGE: &str = "usage: workerid-server [--config FILE] [--listen ADDR]
+
+  --config FILE   TOML: store = \"sqlite://...|postgres://...|mysql://...|redis://...\",
+                  listen, [[tags]] name/first_id/step, [snowflake] enabled/namespace/ttl_secs
+  --listen ADDR   overrides the config's listen address (default 127.0.0.1:8880)";
+
+fn parse_args() -> Result<Config, String> {
+    let mut args = std::env::args().skip(1);
+    let mut config = Config::default();
+    let mut listen = None;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--config" => {
+                let path = args.next().ok_or("--config needs a file")?;
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("cannot read {path}: {e}"))?;
+                config = toml::from_str(&text).map_err(|e| format!("bad config {path}: {e}"))?;
+            }
+            "--listen" => listen = Some(args.next().ok_or("--listen needs an address")?),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other:?}\n\n{USAGE}")),
+        }
+    }
+    if let Some(listen) = listen {
+        config.listen = listen;
+    }
+    Ok(config)
+}
+
+/// The store named by the URL, as both kinds of store.
+async fn open_store(
+    url: &str,
+) -> workerid_core::Result<(Arc<dyn SegmentStore>, Arc<dyn LeaseStore>)> {
+    if url.starts_with("redis://") || url.starts_with("rediss://") {
+        let store = workerid_redis::RedisStore::connect(url).await?;
+        Ok((Arc::new(store.clone()), Arc::new(store)))
+    } else {
+        let store = workerid_sql::SqlStore::connect(url).await?;
+        Ok((Arc::new(store.clone()), Arc::new(store)))
+    }
+}
+
+async fn run(config: Config) -> Result<(), String> {
+    let (segment_store, lease_store) = open_store(&config.store)
+        .await
+        .map_err(|e| format!("store {}: {e}", config.store))?;
+    let metrics = Arc::new(Metrics::default());
+    let counted = Counted {
+        inner: segment_store,
+        metrics: metrics.clone(),
+    };
+    let segments = SegmentAllocator::new(counted, SegmentOptions::default());
+    for tag in &config.tags {
+        let created = segments
+            .create_tag(&tag.name, tag.first_id, tag.step)
+            .await
+            .map_err(|e| format!("tag {}: {e}", tag.name))?;
+        tracing::info!(tag = %tag.name, created, "tag ready");
+    }
+    let worker = if config.snowflake.enabled {
+        let ttl = Duration::from_secs(config.snowflake.ttl_secs);
+        let options = LeaseOptions::new().max_lease_time(ttl).ttl(ttl);
+        let allocator = Allocator::from_arc(lease_store, &config.snowflake.namespace, options)
+            .map_err(|e| format!("snowflake: {e}"))?;
+        match Worker::join(allocator, WorkerOptions::new()).await {
+            Ok(worker) => Some(worker),
+            Err(e) => {
+                tracing::error!("the snowflake worker did not start, serving segments only: {e}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let app = Arc::new(App {
+        segments,
+        worker,
+        metrics,
+    });
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    tracing::info!("listening on {}", config.listen);
+    let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+        tracing::info!("shutting down");
+    };
+    axum::serve(listener, routes::router(app.clone()))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| e.to_string())?;
+    app.segments.shutdown().await;
+    if let Some(worker) = &app.worker {
+        worker.stop().await;
+    }
+    tracing::info!("stopped: segment tails given back, worker ID released");
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let config = match parse_args() {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(config).await {
+        eprintln!("workerid-server: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,87 @@
+//! Counters for `GET /metrics` (Prometheus text format).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use workerid_core::segment::{Range, SegmentStore, Tag, TagInfo};
+use workerid_core::Result;
+
+/// The server's counters.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub segment_ids: AtomicU64,
+    pub snowflake_ids: AtomicU64,
+    pub request_errors: AtomicU64,
+    pub segment_loads: AtomicU64,
+    pub store_errors: AtomicU64,
+}
+
+impl Metrics {
+    pub fn render(&self, lease_ready: bool) -> String {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        format!(
+            "# HELP workerid_ids_served_total IDs served.\n\
+             # TYPE workerid_ids_served_total counter\n\
+             workerid_ids_served_total{{kind=\"segment\"}} {}\n\
+             workerid_ids_served_total{{kind=\"snowflake\"}} {}\n\
+             # HELP workerid_request_errors_total Requests answered with an error.\n\
+             # TYPE workerid_request_errors_total counter\n\
+             workerid_request_errors_total {}\n\
+             # HELP workerid_segment_loads_total Segments reserved from the store.\n\
+             # TYPE workerid_segment_loads_total counter\n\
+             workerid_segment_loads_total {}\n\
+             # HELP workerid_store_errors_total Store calls that failed.\n\
+             # TYPE workerid_store_errors_total counter\n\
+             workerid_store_errors_total {}\n\
+             # HELP workerid_lease_ready Whether the snowflake worker holds a live lease.\n\
+             # TYPE workerid_lease_ready gauge\n\
+             workerid_lease_ready {}\n",
+            get(&self.segment_ids),
+            get(&self.snowflake_ids),
+            get(&self.request_errors),
+            get(&self.segment_loads),
+            get(&self.store_errors),
+            u8::from(lease_ready),
+        )
+    }
+}
+
+/// A segment store that counts reservations and errors.
+#[derive(Debug)]
+pub struct Counted {
+    pub inner: Arc<dyn SegmentStore>,
+    pub metrics: Arc<Metrics>,
+}
+
+impl Counted {
+    fn count<T>(&self, result: Result<T>) -> Result<T> {
+        if result.is_err() {
+            self.metrics.store_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        result
+    }
+}
+
+#[async_trait::async_trait]
+impl SegmentStore for Counted {
+    fn segments_durable(&self) -> bool {
+        self.inner.segments_durable()
+    }
+    async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
+        let r = self.inner.create_tag(tag, first_id, step).await;
+        self.count(r)
+    }
+    async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
+        self.metrics.segment_loads.fetch_add(1, Ordering::Relaxed);
+        let r = self.inner.reserve(tag, step).await;
+        self.count(r)
+    }
+    async fn give_back(&self, tag: &Tag, expected: u64, new_max: u64) -> Result<bool> {
+        let r = self.inner.give_back(tag, expected, new_max).await;
+        self.count(r)
+    }
+    async fn list_tags(&self) -> Result<Vec<TagInfo>> {
+        let r = self.inner.list_tags().await;
+        self.count(r)
+    }
+}

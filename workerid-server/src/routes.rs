@@ -1,0 +1,156 @@
+//! The HTTP API: go-id-alloc's, Leaf's, and metrics.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+use workerid_core::segment::SegmentAllocator;
+use workerid_core::snowflake::{Worker, WorkerState};
+use workerid_core::Error;
+
+use crate::metrics::Metrics;
+
+/// What the handlers share.
+pub struct App {
+    pub segments: SegmentAllocator,
+    pub worker: Option<Worker>,
+    pub metrics: Arc<Metrics>,
+}
+
+/// go-id-alloc's answer, with its fields in its order.
+#[derive(Serialize)]
+pub struct Reply {
+    errno: i32,
+    msg: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    left: Option<u64>,
+}
+
+impl Reply {
+    fn ok(id: Option<u64>, left: Option<u64>) -> Json<Reply> {
+        Json(Reply {
+            errno: 0,
+            msg: "success".into(),
+            id,
+            left,
+        })
+    }
+}
+
+/// go-id-alloc's error numbers.
+const MISSING_TAG: i32 = 1;
+const FAILED: i32 = 2;
+
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/alloc", get(alloc))
+        .route("/health", get(health))
+        .route("/api/segment/get/{key}", get(leaf_segment))
+        .route("/api/snowflake/get/{key}", get(leaf_snowflake))
+        .route("/metrics", get(metrics))
+        .with_state(app)
+}
+
+fn failure(app: &App, errno: i32, msg: String) -> Json<Reply> {
+    app.metrics.request_errors.fetch_add(1, Ordering::Relaxed);
+    Json(Reply {
+        errno,
+        msg,
+        id: None,
+        left: None,
+    })
+}
+
+/// `GET /alloc?biz_tag=test` -> `{"errno":0,"msg":"success","id":201}`.
+async fn alloc(
+    State(app): State<Arc<App>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Json<Reply> {
+    let Some(tag) = q.get("biz_tag") else {
+        return failure(&app, MISSING_TAG, "missing parameter biz_tag".into());
+    };
+    match app.segments.next_id(tag).await {
+        Ok(id) => {
+            app.metrics.segment_ids.fetch_add(1, Ordering::Relaxed);
+            Reply::ok(Some(id), None)
+        }
+        Err(e) => failure(&app, FAILED, e.to_string()),
+    }
+}
+
+/// `GET /health?biz_tag=test` -> `{"errno":0,"msg":"success","left":N}`:
+/// IDs of the tag held in memory, after making sure the tag exists.
+async fn health(
+    State(app): State<Arc<App>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Json<Reply> {
+    let Some(tag) = q.get("biz_tag") else {
+        return failure(&app, MISSING_TAG, "missing parameter biz_tag".into());
+    };
+    let handle = match app.segments.tag(tag) {
+        Ok(handle) => handle,
+        Err(e) => return failure(&app, FAILED, e.to_string()),
+    };
+    if handle.left() == 0 {
+        match app.segments.store().list_tags().await {
+            Ok(tags) if tags.iter().any(|t| t.tag.as_str() == tag) => {}
+            Ok(_) => return failure(&app, FAILED, format!("unknown tag {tag:?}")),
+            Err(e) => return failure(&app, FAILED, e.to_string()),
+        }
+    }
+    Reply::ok(None, Some(handle.left()))
+}
+
+fn plain_error(app: &App, e: &Error) -> Response {
+    app.metrics.request_errors.fetch_add(1, Ordering::Relaxed);
+    let status = match e {
+        Error::UnknownTag { .. } | Error::InvalidConfig { .. } => StatusCode::NOT_FOUND,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    (status, e.to_string()).into_response()
+}
+
+/// Leaf's `GET /api/segment/get/{key}`: the ID as plain text.
+async fn leaf_segment(State(app): State<Arc<App>>, Path(key): Path<String>) -> Response {
+    match app.segments.next_id(&key).await {
+        Ok(id) => {
+            app.metrics.segment_ids.fetch_add(1, Ordering::Relaxed);
+            id.to_string().into_response()
+        }
+        Err(e) => plain_error(&app, &e),
+    }
+}
+
+/// Leaf's `GET /api/snowflake/get/{key}`: a snowflake ID as plain text (the
+/// key is ignored, as in Leaf).
+async fn leaf_snowflake(State(app): State<Arc<App>>, Path(_key): Path<String>) -> Response {
+    let Some(worker) = &app.worker else {
+        let e = Error::NotReady {
+            reason: "the snowflake worker is disabled or did not start".into(),
+        };
+        return plain_error(&app, &e);
+    };
+    match worker.next_id() {
+        Ok(id) => {
+            app.metrics.snowflake_ids.fetch_add(1, Ordering::Relaxed);
+            id.to_string().into_response()
+        }
+        Err(e) => plain_error(&app, &e),
+    }
+}
+
+async fn metrics(State(app): State<Arc<App>>) -> String {
+    let ready = app
+        .worker
+        .as_ref()
+        .is_some_and(|w| matches!(w.state(), WorkerState::Ready { .. }));
+    app.metrics.render(ready)
+}

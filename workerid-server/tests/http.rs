@@ -1,0 +1,175 @@
+//! The real `workerid-server` binary, driven over HTTP: go-id-alloc's and
+//! Leaf's APIs, metrics, bad configuration, and a graceful restart that burns
+//! no ID and releases the worker ID.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Server {
+    fn start(dir: &Path, port: u16) -> Server {
+        let config = dir.join("server.toml");
+        let db = dir.join("ids.db");
+        std::fs::write(
+            &config,
+            format!(
+                "store = \"sqlite://{}?mode=rwc\"\nlisten = \"127.0.0.1:{port}\"\n\
+                 [[tags]]\nname = \"test\"\nfirst_id = 1\nstep = 100\n\
+                 [[tags]]\nname = \"orders\"\nfirst_id = 5000\n",
+                db.display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_workerid-server"))
+            .arg("--config")
+            .arg(&config)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = Server { child, port };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "the server never listened");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        server
+    }
+
+    /// `GET path` -> (status, body).
+    fn get(&self, path: &str) -> (u16, String) {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        let status = text[9..12].parse().unwrap();
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        (status, body)
+    }
+
+    /// SIGTERM, then the exit status.
+    fn terminate(mut self) -> std::process::ExitStatus {
+        // SAFETY: a plain signal to our own child.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        self.child.wait().unwrap()
+    }
+}
+
+#[test]
+fn go_id_alloc_and_leaf_apis_and_a_graceful_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let server = Server::start(dir.path(), port);
+
+    assert_eq!(
+        server.get("/alloc?biz_tag=test"),
+        (200, r#"{"errno":0,"msg":"success","id":1}"#.into())
+    );
+    assert_eq!(
+        server.get("/alloc?biz_tag=test"),
+        (200, r#"{"errno":0,"msg":"success","id":2}"#.into())
+    );
+    assert_eq!(
+        server.get("/alloc?biz_tag=orders").1,
+        r#"{"errno":0,"msg":"success","id":5000}"#
+    );
+    assert_eq!(
+        server.get("/health?biz_tag=test").1,
+        r#"{"errno":0,"msg":"success","left":98}"#
+    );
+    let (_, missing) = server.get("/alloc");
+    assert!(missing.starts_with(r#"{"errno":1,"#), "{missing}");
+    let (_, unknown) = server.get("/alloc?biz_tag=nope");
+    assert!(
+        unknown.starts_with(r#"{"errno":2,"#) && unknown.contains("unknown tag"),
+        "{unknown}"
+    );
+    let (_, unknown) = server.get("/health?biz_tag=nope");
+    assert!(unknown.contains("unknown tag"), "{unknown}");
+
+    assert_eq!(server.get("/api/segment/get/test"), (200, "3".into()));
+    assert_eq!(server.get("/api/segment/get/nope").0, 404);
+    let (status, snowflake) = server.get("/api/snowflake/get/anything");
+    assert_eq!(status, 200);
+    let first_snowflake: u64 = snowflake.parse().unwrap();
+    let (_, metrics) = server.get("/metrics");
+    for line in [
+        "workerid_ids_served_total{kind=\"segment\"} 4",
+        "workerid_ids_served_total{kind=\"snowflake\"} 1",
+        "workerid_lease_ready 1",
+    ] {
+        assert!(metrics.contains(line), "metrics lack {line:?}:\n{metrics}");
+    }
+
+    assert!(server.terminate().success(), "SIGTERM is a clean exit");
+    let server = Server::start(dir.path(), port);
+    assert_eq!(
+        server.get("/alloc?biz_tag=test").1,
+        r#"{"errno":0,"msg":"success","id":4}"#,
+        "the unused tail was given back: no ID burnt across the restart"
+    );
+    let next: u64 = server.get("/api/snowflake/get/x").1.parse().unwrap();
+    assert!(
+        next > first_snowflake,
+        "snowflake IDs rise across the restart"
+    );
+    assert!(server.terminate().success());
+}
+
+#[test]
+fn bad_arguments_and_configs_exit_with_a_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "stor = \"typo\"\n").unwrap();
+    for args in [
+        vec!["--config", bad.to_str().unwrap()],
+        vec!["--frobnicate"],
+        vec!["--config"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_workerid-server"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(!out.stderr.is_empty(), "{args:?} says why");
+    }
+    let config = dir.path().join("tag.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "store = \"sqlite://{}/x.db?mode=rwc\"\n[[tags]]\nname = \"bad tag\"\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_workerid-server"))
+        .args(["--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad tag"));
+}
