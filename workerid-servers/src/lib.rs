@@ -35,6 +35,16 @@ pub mod redis;
 pub use ports::free_port;
 pub use process::{ServerProcess, ServerSpec};
 
+/// The value of the environment variable `env` when it is set and not empty,
+/// else `start()` (which starts a server that lives as long as the test
+/// binary and returns its address). Each call site keeps its own `OnceLock`.
+pub(crate) fn from_env_or(env: &str, start: impl FnOnce() -> String) -> String {
+    match std::env::var(env) {
+        Ok(value) if !value.is_empty() => value,
+        _ => start(),
+    }
+}
+
 /// Runs a helper program to completion; panics with its output if it fails.
 pub(crate) fn run(command: &mut std::process::Command, what: &str) {
     let out = command

@@ -113,9 +113,10 @@ impl PostgresServer {
 pub fn shared_url() -> String {
     static SHARED: OnceLock<String> = OnceLock::new();
     SHARED
-        .get_or_init(|| match std::env::var(URL_ENV) {
-            Ok(url) if !url.is_empty() => url,
-            _ => Box::leak(Box::new(PostgresServer::start())).url(),
+        .get_or_init(|| {
+            crate::from_env_or(URL_ENV, || {
+                Box::leak(Box::new(PostgresServer::start())).url()
+            })
         })
         .clone()
 }

@@ -161,12 +161,10 @@ impl RedisCluster {
 pub fn shared_url() -> String {
     static SHARED: OnceLock<String> = OnceLock::new();
     SHARED
-        .get_or_init(|| match std::env::var(URL_ENV) {
-            Ok(url) if !url.is_empty() => url,
-            _ => {
-                let server = Box::leak(Box::new(RedisServer::start(RedisConfig::default())));
-                server.url()
-            }
+        .get_or_init(|| {
+            crate::from_env_or(URL_ENV, || {
+                Box::leak(Box::new(RedisServer::start(RedisConfig::default()))).url()
+            })
         })
         .clone()
 }
@@ -176,9 +174,13 @@ pub fn shared_url() -> String {
 pub fn shared_cluster_urls() -> Vec<String> {
     static SHARED: OnceLock<Vec<String>> = OnceLock::new();
     SHARED
-        .get_or_init(|| match std::env::var(CLUSTER_URLS_ENV) {
-            Ok(urls) if !urls.is_empty() => urls.split(',').map(str::to_string).collect(),
-            _ => Box::leak(Box::new(RedisCluster::start(false))).urls(),
+        .get_or_init(|| {
+            let urls = crate::from_env_or(CLUSTER_URLS_ENV, || {
+                Box::leak(Box::new(RedisCluster::start(false)))
+                    .urls()
+                    .join(",")
+            });
+            urls.split(',').map(str::to_string).collect()
         })
         .clone()
 }

@@ -335,6 +335,32 @@ impl SqlStore {
         }
     }
 
+    /// Runs a guarded renew or release (its leading binds already made):
+    /// binds watermark, namespace, ID and token, and answers why it matched
+    /// nothing if it did.
+    async fn guarded(
+        &self,
+        update: sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments>,
+        namespace: &Namespace,
+        id: WorkerId,
+        token: &Token,
+        watermark: u64,
+    ) -> Result<()> {
+        let token = token.to_string();
+        let done = update
+            .bind(watermark_to_sql(watermark))
+            .bind(namespace.to_string())
+            .bind(i64::from(id.get()))
+            .bind(token.clone())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        match done.rows_affected() {
+            1 => Ok(()),
+            _ => self.diagnose(namespace.as_str(), id, &token).await,
+        }
+    }
+
     /// Why a guarded renew or release matched nothing.
     async fn diagnose(&self, namespace: &str, id: WorkerId, token: &str) -> Result<()> {
         let row = q(&self.sql.inspect)
@@ -394,20 +420,8 @@ impl LeaseStore for SqlStore {
         ttl: Duration,
         watermark: u64,
     ) -> Result<()> {
-        let token = token.to_string();
-        let done = q(&self.sql.renew)
-            .bind(micros(ttl))
-            .bind(watermark_to_sql(watermark))
-            .bind(namespace.to_string())
-            .bind(i64::from(id.get()))
-            .bind(token.clone())
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.unavailable(e))?;
-        match done.rows_affected() {
-            1 => Ok(()),
-            _ => self.diagnose(namespace.as_str(), id, &token).await,
-        }
+        let renew = q(&self.sql.renew).bind(micros(ttl));
+        self.guarded(renew, namespace, id, token, watermark).await
     }
 
     async fn release(
@@ -417,19 +431,8 @@ impl LeaseStore for SqlStore {
         token: &Token,
         watermark: u64,
     ) -> Result<()> {
-        let token = token.to_string();
-        let done = q(&self.sql.release)
-            .bind(watermark_to_sql(watermark))
-            .bind(namespace.to_string())
-            .bind(i64::from(id.get()))
-            .bind(token.clone())
-            .execute(&self.pool)
+        self.guarded(q(&self.sql.release), namespace, id, token, watermark)
             .await
-            .map_err(|e| self.unavailable(e))?;
-        match done.rows_affected() {
-            1 => Ok(()),
-            _ => self.diagnose(namespace.as_str(), id, &token).await,
-        }
     }
 }
 
