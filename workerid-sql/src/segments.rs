@@ -116,35 +116,42 @@ impl SegmentStore for SqlStore {
         let step = step.map(as_i64);
         let limit = as_i64(MAX_SEGMENT_ID);
         let (max, used): (i64, i64) = if self.dialect() == Dialect::MySql {
-            let mut tx = self.pool().begin().await.map_err(|e| self.unavailable(e))?;
-            let done = q(&s.reserve)
-                .bind(step)
-                .bind(tag.to_string())
-                .bind(limit)
-                .bind(step)
-                .execute(&mut *tx)
+            let tag_text = tag.to_string();
+            let reserved = self
+                .retrying(|| async {
+                    let mut conn = self.connection_for_transaction().await?;
+                    let mut tx = sqlx::Acquire::begin(&mut conn).await?;
+                    let done = q(&s.reserve)
+                        .bind(step)
+                        .bind(tag_text.clone())
+                        .bind(limit)
+                        .bind(step)
+                        .execute(&mut *tx)
+                        .await?;
+                    if done.rows_affected() != 1 {
+                        return Ok(None);
+                    }
+                    let row = q(&s.exists)
+                        .bind(tag_text.clone())
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    let max_row = q(&s.read_max)
+                        .bind(tag_text.clone())
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    tx.commit().await?;
+                    let default: i64 = row.try_get(0)?;
+                    Ok(Some((
+                        max_row.try_get::<i64, _>(0)?,
+                        step.unwrap_or(default),
+                    )))
+                })
                 .await
                 .map_err(|e| self.unavailable(e))?;
-            if done.rows_affected() != 1 {
-                drop(tx);
-                return Err(self.reserve_refused(tag).await);
+            match reserved {
+                Some(reserved) => reserved,
+                None => return Err(self.reserve_refused(tag).await),
             }
-            let row = q(&s.exists)
-                .bind(tag.to_string())
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(|e| self.unavailable(e))?;
-            let max_row = q(&s.read_max)
-                .bind(tag.to_string())
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(|e| self.unavailable(e))?;
-            tx.commit().await.map_err(|e| self.unavailable(e))?;
-            let default: i64 = row.try_get(0).map_err(|e| self.unavailable(e))?;
-            (
-                max_row.try_get(0).map_err(|e| self.unavailable(e))?,
-                step.unwrap_or(default),
-            )
         } else {
             let row = q(&s.reserve)
                 .bind(step)

@@ -261,7 +261,8 @@ impl SqlStore {
     ) -> sqlx::Result<Result<Grant>> {
         let s = &self.sql;
         let max = i64::from(max_worker_id);
-        let mut tx = self.pool.begin().await?;
+        let mut conn = self.connection_for_transaction().await?;
+        let mut tx = sqlx::Acquire::begin(&mut conn).await?;
         let upsert = q(&s.upsert_namespace).bind(namespace.to_string()).bind(max);
         let row: AnyRow = match &s.lock_namespace {
             Some(lock) => {
@@ -361,6 +362,44 @@ impl SqlStore {
         }
     }
 
+    /// A connection to begin a transaction on; on MySQL at READ COMMITTED, which takes no gap
+    /// locks (REPEATABLE READ's next-key locks on the expiry index span
+    /// neighbouring namespaces and deadlock concurrent acquirers).
+    pub(crate) async fn connection_for_transaction(
+        &self,
+    ) -> sqlx::Result<sqlx::pool::PoolConnection<sqlx::Any>> {
+        let mut conn = self.pool.acquire().await?;
+        if self.dialect == Dialect::MySql {
+            q("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                .execute(&mut *conn)
+                .await?;
+        }
+        Ok(conn)
+    }
+
+    /// Runs a transaction again when the database rolled it back for a
+    /// deadlock or a serialization failure (SQLSTATE 40001 / 40P01): the
+    /// whole transaction was undone, so running it again is safe.
+    pub(crate) async fn retrying<T, F, Fut>(&self, mut transaction: F) -> sqlx::Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = sqlx::Result<T>>,
+    {
+        let mut attempt = 0u32;
+        loop {
+            match transaction().await {
+                Err(sqlx::Error::Database(e))
+                    if attempt < 8 && matches!(e.code().as_deref(), Some("40001" | "40P01")) =>
+                {
+                    attempt += 1;
+                    tracing::debug!(attempt, "transaction rolled back ({e}); running it again");
+                    tokio::time::sleep(Duration::from_millis(u64::from(attempt) * 2)).await;
+                }
+                answer => return answer,
+            }
+        }
+    }
+
     /// Why a guarded renew or release matched nothing.
     async fn diagnose(&self, namespace: &str, id: WorkerId, token: &str) -> Result<()> {
         let row = q(&self.sql.inspect)
@@ -407,7 +446,7 @@ impl LeaseStore for SqlStore {
         ttl: Duration,
     ) -> Result<Grant> {
         let token = token.to_string();
-        self.acquire_tx(namespace.as_str(), max_worker_id, &token, micros(ttl))
+        self.retrying(|| self.acquire_tx(namespace.as_str(), max_worker_id, &token, micros(ttl)))
             .await
             .map_err(|e| self.unavailable(e))?
     }

@@ -1,0 +1,315 @@
+//! One command, one table: every store side by side, quickly (a few minutes
+//! on 2 cores). Starts its own servers.
+//!
+//! `cargo run -p benches --release --bin report`
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use benches::{acquire_op, release_op, renew_op, Latency, Op, Slot};
+use redis::aio::ConnectionLike;
+use sqlx::AssertSqlSafe;
+use workerid_core::segment::{SegmentStore, Tag};
+use workerid_core::snowflake::{Worker, WorkerOptions};
+use workerid_core::{Allocator, LeaseOptions, LeaseStore};
+use workerid_servers::mariadb::MariaDbServer;
+use workerid_servers::postgres::PostgresServer;
+use workerid_servers::redis::{RedisCluster, RedisConfig, RedisServer};
+use workerid_sql::SqlStore;
+
+/// A store that leases worker IDs and keeps segment counters.
+trait Store: LeaseStore + SegmentStore {}
+impl<T: LeaseStore + SegmentStore> Store for T {}
+
+/// One raw round trip of the store's own client.
+type Raw = Box<dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>>;
+
+const ROUNDS: usize = 400;
+
+struct Row {
+    name: &'static str,
+    lat: Vec<Latency>,
+    throughput: [f64; 3],
+    full_vs_empty: f64,
+    reserve: Duration,
+    worker_start: Duration,
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.0} µs", d.as_secs_f64() * 1e6)
+}
+
+fn options(bits: u8) -> LeaseOptions {
+    LeaseOptions::new()
+        .worker_bits(bits)
+        .max_lease_time(Duration::from_secs(600))
+        .ttl(Duration::from_secs(600))
+}
+
+async fn measure(name: &'static str, store: Arc<dyn Store>, raw: Option<Raw>) -> Row {
+    let leases: Arc<dyn LeaseStore> = store.clone();
+    let allocator = Allocator::from_arc(leases.clone(), "report", options(16)).expect("allocator");
+    let held = allocator.acquire().await.expect("acquire");
+    let slot = Slot::default();
+    let mut ops: Vec<(&str, Op)> = Vec::new();
+    if let Some(raw) = &raw {
+        ops.push(("raw", Box::new(move || raw())));
+    }
+    ops.push(("acquire", acquire_op(&allocator, &slot)));
+    ops.push(("release", release_op(&allocator, &slot)));
+    ops.push(("renew", renew_op(&allocator, &held)));
+    let lat = benches::interleaved(ROUNDS, ops).await;
+
+    let mut throughput = [0.0; 3];
+    for (i, clients) in [1usize, 8, 64].into_iter().enumerate() {
+        let window = Duration::from_millis(1500);
+        let tasks: Vec<_> = (0..clients)
+            .map(|c| {
+                let a =
+                    Allocator::from_arc(leases.clone(), &format!("report.tp{clients}"), options(7))
+                        .expect("allocator");
+                tokio::spawn(async move {
+                    let _ = c;
+                    let mut lease = a.acquire().await.expect("acquire");
+                    let until = Instant::now() + window;
+                    let mut n = 0u64;
+                    while Instant::now() < until {
+                        a.renew(&mut lease).await.expect("renew");
+                        n += 1;
+                    }
+                    a.release(&lease).await.expect("release");
+                    n
+                })
+            })
+            .collect();
+        let mut total = 0;
+        for t in tasks {
+            total += t.await.expect("client");
+        }
+        throughput[i] = total as f64 / window.as_secs_f64();
+    }
+
+    // 99 % of a 2^16 pool held, filled by 64 tasks at once.
+    let full = Arc::new(
+        Allocator::from_arc(leases.clone(), "report.full", options(16)).expect("allocator"),
+    );
+    let fillers: Vec<_> = (0..64)
+        .map(|_| {
+            let full = full.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                while let Ok(lease) = full.acquire().await {
+                    got.push(lease);
+                }
+                got
+            })
+        })
+        .collect();
+    let mut held_all = Vec::new();
+    for f in fillers {
+        held_all.extend(f.await.expect("filler"));
+    }
+    for lease in held_all.iter().step_by(100) {
+        full.release(lease).await.expect("release");
+    }
+    let (empty_slot, full_slot) = (Slot::default(), Slot::default());
+    let cmp = benches::interleaved(
+        ROUNDS / 2,
+        vec![
+            ("empty", acquire_op(&allocator, &empty_slot)),
+            ("empty release", release_op(&allocator, &empty_slot)),
+            ("full", acquire_op(&full, &full_slot)),
+            ("full release", release_op(&full, &full_slot)),
+        ],
+    )
+    .await;
+    let full_vs_empty = cmp[2].p50.as_secs_f64() / cmp[0].p50.as_secs_f64();
+
+    let tag = Tag::new(format!("report{}", name.len())).expect("tag");
+    store.create_tag(&tag, 1, 1000).await.expect("tag");
+    let mut reserves = Vec::new();
+    for _ in 0..200 {
+        let t = Instant::now();
+        store.reserve(&tag, None).await.expect("reserve");
+        reserves.push(t.elapsed());
+    }
+    reserves.sort();
+
+    let mut starts = Vec::new();
+    for i in 0..3 {
+        let a = Allocator::from_arc(
+            leases.clone(),
+            &format!("report.worker{i}"),
+            options(10).ttl(Duration::from_secs(30)),
+        )
+        .expect("allocator");
+        let t = Instant::now();
+        let worker = Worker::join(a, WorkerOptions::new()).await.expect("join");
+        worker.next_id().expect("first ID");
+        starts.push(t.elapsed());
+        worker.stop().await;
+    }
+    starts.sort();
+    Row {
+        name,
+        lat,
+        throughput,
+        full_vs_empty,
+        reserve: reserves[reserves.len() / 2],
+        worker_start: starts[1],
+    }
+}
+
+fn q(sql: &'static str) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
+    sqlx::query(AssertSqlSafe(sql))
+}
+
+async fn sql(name: &'static str, url: &str) -> Row {
+    let store = SqlStore::connect(url).await.expect("connect");
+    let pool = store.pool().clone();
+    q("CREATE TABLE IF NOT EXISTS bench_raw (k BIGINT PRIMARY KEY, v BIGINT NOT NULL)")
+        .execute(&pool)
+        .await
+        .expect("raw");
+    q("DELETE FROM bench_raw")
+        .execute(&pool)
+        .await
+        .expect("raw");
+    q("INSERT INTO bench_raw (k, v) VALUES (1, 0)")
+        .execute(&pool)
+        .await
+        .expect("raw");
+    let raw_sql = if store.dialect() == workerid_sql::Dialect::MySql {
+        "UPDATE bench_raw SET v = v + 1 WHERE k = 1 AND v >= 0"
+    } else {
+        "UPDATE bench_raw SET v = v + 1 WHERE k = 1 AND v >= 0 RETURNING v"
+    };
+    let raw: Raw = Box::new(move || {
+        let pool = pool.clone();
+        Box::pin(async move {
+            q(raw_sql).execute(&pool).await.expect("raw update");
+        })
+    });
+    measure(name, Arc::new(store), Some(raw)).await
+}
+
+async fn redis_row(
+    name: &'static str,
+    store: workerid_redis::RedisStore,
+    mut conn: impl ConnectionLike + Clone + 'static,
+) -> Row {
+    let script = redis::Script::new("return 1");
+    let _: i64 = script
+        .key("report{raw}")
+        .invoke_async(&mut conn)
+        .await
+        .expect("load");
+    let sha = script.get_hash().to_string();
+    let raw: Raw = Box::new(move || {
+        let (mut conn, sha) = (conn.clone(), sha.clone());
+        Box::pin(async move {
+            let _: i64 = redis::cmd("EVALSHA")
+                .arg(sha)
+                .arg(1)
+                .arg("report{raw}")
+                .query_async(&mut conn)
+                .await
+                .expect("evalsha");
+        })
+    });
+    measure(name, Arc::new(store), Some(raw)).await
+}
+
+fn print(rows: &[Row]) {
+    println!("\n| store | raw round trip p50 | acquire p50 / p99 | renew p50 / p99 | release p50 / p99 |");
+    println!("| --- | --- | --- | --- | --- |");
+    for r in rows {
+        let raw = r.lat.iter().find(|l| l.name == "raw");
+        let cell = |op: &str| {
+            let l = r.lat.iter().find(|l| l.name == op).expect("measured");
+            let ratio = raw
+                .map(|b| format!(" ({:.2}x)", l.p50.as_secs_f64() / b.p50.as_secs_f64()))
+                .unwrap_or_default();
+            format!("{} / {}{ratio}", ms(l.p50), ms(l.p99))
+        };
+        let raw = raw.map(|l| ms(l.p50)).unwrap_or_else(|| "n/a".into());
+        println!(
+            "| {} | {raw} | {} | {} | {} |",
+            r.name,
+            cell("acquire"),
+            cell("renew"),
+            cell("release")
+        );
+    }
+    println!("\n| store | renews/s, 1 client | 8 clients | 64 clients | 99%-full 2^16 acquire vs empty | segment reserve p50 | worker join to first ID |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for r in rows {
+        let [a, b, c] = r.throughput;
+        let falls = if c < b * 0.95 { " (falls)" } else { "" };
+        println!(
+            "| {} | {a:.0} | {b:.0} | {c:.0}{falls} | {:.2}x | {} | {} |",
+            r.name,
+            r.full_vs_empty,
+            ms(r.reserve),
+            ms(r.worker_start)
+        );
+    }
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let started = Instant::now();
+    let rows = rt.block_on(async {
+        let mut rows = Vec::new();
+        rows.push(
+            measure(
+                "memory",
+                Arc::new(workerid_memory::MemoryStore::new()),
+                None,
+            )
+            .await,
+        );
+        let server = RedisServer::start(RedisConfig::default());
+        let store = workerid_redis::RedisStore::connect(&server.url())
+            .await
+            .expect("redis");
+        let client = redis::Client::open(server.url()).expect("client");
+        let conn = redis::aio::ConnectionManager::new(client)
+            .await
+            .expect("connect");
+        rows.push(redis_row("Redis", store, conn).await);
+        drop(server);
+        let cluster = RedisCluster::start(false);
+        let store = workerid_redis::RedisStore::connect_cluster(&cluster.urls())
+            .await
+            .expect("cluster");
+        let client = redis::cluster::ClusterClient::new(cluster.urls()).expect("client");
+        let conn = client.get_async_connection().await.expect("connect");
+        rows.push(redis_row("Redis Cluster (3 masters)", store, conn).await);
+        drop(cluster);
+        let pg = PostgresServer::start();
+        rows.push(sql("PostgreSQL", &pg.url()).await);
+        drop(pg);
+        let maria = MariaDbServer::start();
+        rows.push(sql("MariaDB", &maria.url()).await);
+        drop(maria);
+        let dir = tempfile::tempdir().expect("temporary directory");
+        rows.push(
+            sql(
+                "SQLite (file, WAL)",
+                &format!("sqlite://{}?mode=rwc", dir.path().join("r.db").display()),
+            )
+            .await,
+        );
+        rows
+    });
+    print(&rows);
+    println!(
+        "\n(ran in {:.0} s; etcd: not built yet)",
+        started.elapsed().as_secs_f64()
+    );
+}
