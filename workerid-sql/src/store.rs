@@ -92,7 +92,20 @@ impl SqlStoreBuilder {
         let in_memory = url.contains(":memory:") || url.contains("mode=memory");
         let mut options = AnyPoolOptions::new()
             .max_connections(self.max_connections)
-            .acquire_timeout(self.acquire_timeout);
+            .acquire_timeout(self.acquire_timeout)
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    // MySQL's REPEATABLE READ takes next-key locks on rows an
+                    // UPDATE only scans: under load, renewals in one namespace
+                    // deadlock. READ COMMITTED locks only the rows it changes.
+                    if conn.backend_name() == "MySQL" {
+                        q("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                            .execute(&mut *conn)
+                            .await?;
+                    }
+                    Ok(())
+                })
+            });
         if in_memory {
             // Each connection to an in-memory SQLite database is a database of
             // its own: keep exactly one, for ever.
@@ -341,19 +354,23 @@ impl SqlStore {
     /// nothing if it did.
     async fn guarded(
         &self,
-        update: sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments>,
+        update: impl Fn() -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments>,
         namespace: &Namespace,
         id: WorkerId,
         token: &Token,
         watermark: u64,
     ) -> Result<()> {
         let token = token.to_string();
-        let done = update
-            .bind(watermark_to_sql(watermark))
-            .bind(namespace.to_string())
-            .bind(i64::from(id.get()))
-            .bind(token.clone())
-            .execute(&self.pool)
+        let statement = || {
+            update()
+                .bind(watermark_to_sql(watermark))
+                .bind(namespace.to_string())
+                .bind(i64::from(id.get()))
+                .bind(token.clone())
+        };
+        // A statement rolled back for a deadlock changed nothing: run it again.
+        let done = self
+            .retrying(|| statement().execute(&self.pool))
             .await
             .map_err(|e| self.unavailable(e))?;
         match done.rows_affected() {
@@ -459,7 +476,7 @@ impl LeaseStore for SqlStore {
         ttl: Duration,
         watermark: u64,
     ) -> Result<()> {
-        let renew = q(&self.sql.renew).bind(micros(ttl));
+        let renew = || q(&self.sql.renew).bind(micros(ttl));
         self.guarded(renew, namespace, id, token, watermark).await
     }
 
@@ -470,7 +487,7 @@ impl LeaseStore for SqlStore {
         token: &Token,
         watermark: u64,
     ) -> Result<()> {
-        self.guarded(q(&self.sql.release), namespace, id, token, watermark)
+        self.guarded(|| q(&self.sql.release), namespace, id, token, watermark)
             .await
     }
 }
