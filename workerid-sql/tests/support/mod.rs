@@ -40,6 +40,7 @@ impl StoreFactory for Database {
 /// 64 clients, each with its own lease in one namespace, renew as fast as
 /// they can for a second: every renewal must succeed (MySQL's REPEATABLE READ
 /// deadlocked here).
+#[allow(dead_code)] // not every test binary that shares this module runs it
 pub async fn renewal_storm(url: &str) {
     use std::time::{Duration, Instant};
     use workerid_core::{Allocator, LeaseOptions};
