@@ -91,7 +91,7 @@ extern "C" fn kill_all_at_exit() {
         if let Some(pid) = pid {
             // SAFETY: plain syscalls on a pid we spawned.
             unsafe {
-                libc::kill(pid as libc::pid_t, libc::SIGKILL);
+                libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
                 libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0);
             }
         }

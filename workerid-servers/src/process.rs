@@ -152,6 +152,9 @@ impl ServerProcess {
             std::os::unix::process::CommandExt::uid(&mut command, uid);
             std::os::unix::process::CommandExt::gid(&mut command, gid);
         }
+        // A process group of its own: a crash (kill) or a freeze (pause)
+        // reaches every process of the server, e.g. PostgreSQL's backends.
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
         let child = cleanup::spawn(command).unwrap_or_else(|e| {
             panic!("cannot start {} ({:?}): {e}", self.name, self.spec.program)
         });
@@ -163,7 +166,7 @@ impl ServerProcess {
     /// Stops the server gracefully (its stop signal; SIGKILL after 20 s) and
     /// waits for it.
     pub fn stop(&self) {
-        self.signal(libc::SIGCONT);
+        self.signal_group(libc::SIGCONT);
         self.signal(self.spec.stop_signal);
         let deadline = Instant::now() + Duration::from_secs(20);
         while self.is_running() && Instant::now() < deadline {
@@ -172,12 +175,22 @@ impl ServerProcess {
         self.kill();
     }
 
-    /// Kills the server at once (SIGKILL), as a crash would, and waits for it.
+    /// Kills the server at once (SIGKILL to its whole process group), as a
+    /// crash would, and waits until every process of it is gone.
     pub fn kill(&self) {
         let mut child = self.child();
         if let Some(mut c) = child.take() {
-            let _ = c.kill();
+            let group = c.id() as libc::pid_t;
+            // SAFETY: plain syscalls on the process group we created.
+            unsafe {
+                libc::kill(-group, libc::SIGKILL);
+            }
             let _ = c.wait();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            // SAFETY: signal 0 only asks whether any process of the group is left.
+            while unsafe { libc::kill(-group, 0) } == 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
         cleanup::register(self.key, None, self.dir().to_path_buf());
     }
@@ -188,14 +201,24 @@ impl ServerProcess {
         self.start();
     }
 
-    /// Freezes the server (SIGSTOP): it keeps its sockets but answers nothing.
+    /// Freezes the server, every process of it (SIGSTOP): it keeps its
+    /// sockets but answers nothing.
     pub fn pause(&self) {
-        self.signal(libc::SIGSTOP);
+        self.signal_group(libc::SIGSTOP);
     }
 
     /// Thaws a paused server (SIGCONT).
     pub fn resume(&self) {
-        self.signal(libc::SIGCONT);
+        self.signal_group(libc::SIGCONT);
+    }
+
+    fn signal_group(&self, signal: libc::c_int) {
+        if let Some(pid) = self.pid() {
+            // SAFETY: a plain syscall on the process group we created.
+            unsafe {
+                libc::kill(-(pid as libc::pid_t), signal);
+            }
+        }
     }
 
     /// The last `lines` lines of the server's log.

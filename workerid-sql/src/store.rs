@@ -218,6 +218,22 @@ impl SqlStore {
     /// SQLite: the database lock).
     async fn migrate(&self) -> Result<()> {
         let fail = |e| Error::unavailable("sql", e);
+        if self.dialect == Dialect::Sqlite {
+            // Switching modes needs the database to itself: only when needed,
+            // and again while another connection is busy.
+            let mode: String = self
+                .retrying(|| async {
+                    let row = q("PRAGMA journal_mode").fetch_one(&self.pool).await?;
+                    row.try_get(0)
+                })
+                .await
+                .map_err(fail)?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                self.retrying(|| q("PRAGMA journal_mode=WAL").execute(&self.pool))
+                    .await
+                    .map_err(fail)?;
+            }
+        }
         let mut conn = self.pool.acquire().await.map_err(fail)?;
         match self.dialect {
             Dialect::Postgres => {
@@ -233,12 +249,7 @@ impl SqlStore {
                     .await
                     .map_err(fail)?;
             }
-            Dialect::Sqlite => {
-                q("PRAGMA journal_mode=WAL")
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(fail)?;
-            }
+            Dialect::Sqlite => {}
         }
         for statement in self.sql.schema.iter().chain([&self.segments.schema]) {
             q(statement).execute(&mut *conn).await.map_err(fail)?;
@@ -395,8 +406,9 @@ impl SqlStore {
     }
 
     /// Runs a transaction again when the database rolled it back for a
-    /// deadlock or a serialization failure (SQLSTATE 40001 / 40P01): the
-    /// whole transaction was undone, so running it again is safe.
+    /// deadlock or a serialization failure (SQLSTATE 40001 / 40P01), or SQLite
+    /// was busy past its timeout (code 5): nothing took effect, so running it
+    /// again is safe.
     pub(crate) async fn retrying<T, F, Fut>(&self, mut transaction: F) -> sqlx::Result<T>
     where
         F: FnMut() -> Fut,
@@ -406,7 +418,8 @@ impl SqlStore {
         loop {
             match transaction().await {
                 Err(sqlx::Error::Database(e))
-                    if attempt < 8 && matches!(e.code().as_deref(), Some("40001" | "40P01")) =>
+                    if attempt < 8
+                        && matches!(e.code().as_deref(), Some("40001" | "40P01" | "5")) =>
                 {
                     attempt += 1;
                     tracing::debug!(attempt, "transaction rolled back ({e}); running it again");
