@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -357,7 +357,7 @@ impl LocalIds {
 pub struct SegmentAllocator {
     store: Arc<dyn SegmentStore>,
     options: SegmentOptions,
-    tags: Mutex<HashMap<Tag, TagHandle>>,
+    tags: RwLock<HashMap<Tag, TagHandle>>,
 }
 
 impl SegmentAllocator {
@@ -366,7 +366,7 @@ impl SegmentAllocator {
         SegmentAllocator {
             store: Arc::new(store),
             options,
-            tags: Mutex::new(HashMap::new()),
+            tags: RwLock::new(HashMap::new()),
         }
     }
 
@@ -395,7 +395,17 @@ impl SegmentAllocator {
     /// [`Error::InvalidConfig`] for a bad tag.
     pub fn tag(&self, tag: &str) -> Result<TagHandle> {
         let tag = Tag::new(tag)?;
-        let mut tags = self.tags.lock().unwrap_or_else(|e| e.into_inner());
+        // Read-mostly: a shared lock on the hot path, the exclusive one only
+        // the first time a tag is seen.
+        if let Some(handle) = self
+            .tags
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&tag)
+        {
+            return Ok(handle.clone());
+        }
+        let mut tags = self.tags.write().unwrap_or_else(|e| e.into_inner());
         let handle = tags.entry(tag.clone()).or_insert_with(|| {
             TagHandle(Arc::new(Buffers {
                 tag,
@@ -431,7 +441,7 @@ impl SegmentAllocator {
     pub async fn shutdown(&self) {
         let handles: Vec<TagHandle> = self
             .tags
-            .lock()
+            .read()
             .unwrap_or_else(|e| e.into_inner())
             .values()
             .cloned()
