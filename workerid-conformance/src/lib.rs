@@ -36,6 +36,25 @@
 //! against deliberately broken stores and check that each one fails.
 #![deny(missing_docs)]
 
+/// Defines a `static` list of scenarios from the names of their `pub async
+/// fn`s, each taking `&$factory`.
+macro_rules! registry {
+    ($(#[$doc:meta])* $list:ident: $factory:ty; $($name:ident),+ $(,)?) => {
+        $(#[$doc])*
+        pub static $list: &[$crate::Scenario<$factory>] = &[$(
+            $crate::Scenario {
+                name: stringify!($name),
+                run: {
+                    fn run(f: &$factory) -> $crate::ScenarioFuture<'_> {
+                        Box::pin($name(f))
+                    }
+                    run
+                },
+            }
+        ),+];
+    };
+}
+
 mod factory;
 pub mod scenarios;
 pub mod segments;
@@ -50,7 +69,7 @@ use futures::FutureExt;
 pub use workerid_core;
 
 pub use factory::StoreFactory;
-pub use segments::{SegmentFactory, SegmentScenario};
+pub use segments::SegmentFactory;
 
 /// How a scenario ended when it did not panic.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,16 +83,27 @@ pub enum Outcome {
 /// A scenario's future.
 pub type ScenarioFuture<'a> = Pin<Box<dyn Future<Output = Outcome> + Send + 'a>>;
 
-/// One named scenario of the suite.
-#[derive(Clone, Copy)]
-pub struct Scenario {
-    /// Its name (the function's name in [`scenarios`]).
+/// One named scenario: of the lease suite ([`scenarios`]) by default, or of
+/// the segment suite ([`SegmentScenario`]).
+pub struct Scenario<F: ?Sized + 'static = dyn StoreFactory> {
+    /// Its name (the function's name).
     pub name: &'static str,
     /// Runs it.
-    pub run: for<'a> fn(&'a dyn StoreFactory) -> ScenarioFuture<'a>,
+    pub run: for<'a> fn(&'a F) -> ScenarioFuture<'a>,
 }
 
-impl std::fmt::Debug for Scenario {
+/// One named scenario of the segment suite ([`segments`]).
+pub type SegmentScenario = Scenario<dyn SegmentFactory>;
+
+impl<F: ?Sized> Clone for Scenario<F> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<F: ?Sized> Copy for Scenario<F> {}
+
+impl<F: ?Sized> std::fmt::Debug for Scenario<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name)
     }
@@ -123,15 +153,14 @@ impl Report {
 }
 
 /// Runs one scenario, turning a panic into `Err(message)`.
-pub async fn run_scenario(
-    scenario: &Scenario,
-    factory: &dyn StoreFactory,
+pub async fn run_scenario<F: ?Sized>(
+    scenario: &Scenario<F>,
+    factory: &F,
 ) -> Result<Outcome, String> {
-    catch((scenario.run)(factory)).await
-}
-
-async fn catch(scenario: ScenarioFuture<'_>) -> Result<Outcome, String> {
-    match AssertUnwindSafe(scenario).catch_unwind().await {
+    match AssertUnwindSafe((scenario.run)(factory))
+        .catch_unwind()
+        .await
+    {
         Ok(outcome) => Ok(outcome),
         Err(panic) => Err(panic
             .downcast_ref::<String>()
@@ -141,30 +170,30 @@ async fn catch(scenario: ScenarioFuture<'_>) -> Result<Outcome, String> {
     }
 }
 
-/// Runs every segment scenario one after the other and reports each outcome.
-pub async fn run_all_segments(factory: &dyn SegmentFactory) -> Report {
+async fn run_list<F: ?Sized>(list: &[Scenario<F>], factory: &F) -> Report {
     let mut report = Report::default();
-    for scenario in segments::SEGMENT_SCENARIOS {
-        let result = catch((scenario.run)(factory)).await;
+    for scenario in list {
+        let result = run_scenario(scenario, factory).await;
         report.results.push((scenario.name, result));
     }
     report
 }
 
-/// Runs every scenario one after the other and reports each outcome.
+/// Runs every scenario one after the other and reports each outcome. (The
+/// factory's type owns its state: `'static`.)
 ///
 /// ```no_run
-/// # async fn demo(factory: impl workerid_conformance::StoreFactory) {
+/// # async fn demo(factory: impl workerid_conformance::StoreFactory + 'static) {
 /// workerid_conformance::run_all(&factory).await.assert_passed();
 /// # }
 /// ```
-pub async fn run_all(factory: &dyn StoreFactory) -> Report {
-    let mut report = Report::default();
-    for scenario in scenarios::ALL {
-        let result = run_scenario(scenario, factory).await;
-        report.results.push((scenario.name, result));
-    }
-    report
+pub async fn run_all(factory: &(dyn StoreFactory + 'static)) -> Report {
+    run_list(scenarios::ALL, factory).await
+}
+
+/// Runs every segment scenario one after the other and reports each outcome.
+pub async fn run_all_segments(factory: &(dyn SegmentFactory + 'static)) -> Report {
+    run_list(segments::SEGMENT_SCENARIOS, factory).await
 }
 
 /// The names of all scenarios, in run order.
@@ -180,12 +209,9 @@ pub fn run_named<F, Fut>(name: &str, make_factory: F)
 where
     F: FnOnce() -> Fut,
     Fut: Future,
-    Fut::Output: StoreFactory,
+    Fut::Output: StoreFactory + 'static,
 {
-    let scenario = scenarios::ALL
-        .iter()
-        .find(|s| s.name == name)
-        .unwrap_or_else(|| panic!("no conformance scenario is called {name:?}"));
+    let scenario = find(scenarios::ALL, name);
     in_runtime(name, async {
         let factory = make_factory().await;
         (scenario.run)(&factory).await
@@ -197,16 +223,19 @@ pub fn run_named_segment<F, Fut>(name: &str, make_factory: F)
 where
     F: FnOnce() -> Fut,
     Fut: Future,
-    Fut::Output: SegmentFactory,
+    Fut::Output: SegmentFactory + 'static,
 {
-    let scenario = segments::SEGMENT_SCENARIOS
-        .iter()
-        .find(|s| s.name == name)
-        .unwrap_or_else(|| panic!("no segment scenario is called {name:?}"));
+    let scenario = find(segments::SEGMENT_SCENARIOS, name);
     in_runtime(name, async {
         let factory = make_factory().await;
         (scenario.run)(&factory).await
     });
+}
+
+fn find<F: ?Sized>(list: &'static [Scenario<F>], name: &str) -> &'static Scenario<F> {
+    list.iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no conformance scenario is called {name:?}"))
 }
 
 fn in_runtime(name: &str, scenario: impl Future<Output = Outcome>) {

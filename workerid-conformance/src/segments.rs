@@ -10,7 +10,7 @@ use tokio::sync::Barrier;
 use workerid_core::segment::{Range, SegmentAllocator, SegmentOptions, SegmentStore, Tag};
 use workerid_core::Error;
 
-use crate::{Outcome, ScenarioFuture};
+use crate::Outcome;
 
 /// Makes handles on the segment store under test (like [`StoreFactory`](crate::StoreFactory)).
 #[async_trait]
@@ -27,15 +27,6 @@ pub trait SegmentFactory: Send + Sync {
     async fn restart(&self) {
         panic!("this SegmentFactory does not support restart");
     }
-}
-
-/// One named segment scenario.
-#[derive(Clone, Copy)]
-pub struct SegmentScenario {
-    /// Its name.
-    pub name: &'static str,
-    /// Runs it.
-    pub run: for<'a> fn(&'a dyn SegmentFactory) -> ScenarioFuture<'a>,
 }
 
 fn fresh_tag() -> Tag {
@@ -290,24 +281,9 @@ pub async fn ranges_survive_a_restart(f: &dyn SegmentFactory) -> Outcome {
     Outcome::Passed
 }
 
-macro_rules! registry {
-    ($($name:ident),+ $(,)?) => {
-        /// Every segment scenario, in run order.
-        pub static SEGMENT_SCENARIOS: &[SegmentScenario] = &[$(
-            SegmentScenario {
-                name: stringify!($name),
-                run: {
-                    fn run(f: &dyn SegmentFactory) -> ScenarioFuture<'_> {
-                        Box::pin($name(f))
-                    }
-                    run
-                },
-            }
-        ),+];
-    };
-}
-
 registry!(
+    /// Every segment scenario, in run order.
+    SEGMENT_SCENARIOS: dyn SegmentFactory;
     consecutive_ranges_without_holes,
     ranges_never_overlap_under_contention,
     unknown_tags_and_listing,

@@ -12,8 +12,14 @@ pub(crate) struct LuaScript {
 }
 
 impl LuaScript {
+    /// A lease script: the shared prelude, then `body`.
     fn new(body: &str) -> Self {
-        let source = format!("{}\n{}", include_str!("lua/prelude.lua"), body);
+        Self::plain(format!("{}\n{}", include_str!("lua/prelude.lua"), body))
+    }
+
+    /// A script that needs no prelude (the segment scripts): nothing extra
+    /// to run on every call.
+    fn plain(source: String) -> Self {
         let sha = redis::Script::new(&source).get_hash().to_string();
         LuaScript { source, sha }
     }
@@ -50,10 +56,10 @@ pub(crate) static RELEASE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("lua/release.lua")));
 
 pub(crate) static SEGMENT_CREATE: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("lua/segment_create.lua")));
+    LazyLock::new(|| LuaScript::plain(include_str!("lua/segment_create.lua").into()));
 pub(crate) static SEGMENT_RESERVE: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("lua/segment_reserve.lua")));
+    LazyLock::new(|| LuaScript::plain(include_str!("lua/segment_reserve.lua").into()));
 pub(crate) static SEGMENT_GIVE_BACK: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("lua/segment_give_back.lua")));
+    LazyLock::new(|| LuaScript::plain(include_str!("lua/segment_give_back.lua").into()));
 pub(crate) static SEGMENT_LIST: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("lua/segment_list.lua")));
+    LazyLock::new(|| LuaScript::plain(include_str!("lua/segment_list.lua").into()));

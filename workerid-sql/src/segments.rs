@@ -18,7 +18,7 @@ pub(crate) struct SegmentStatements {
     /// Binds: step?, limit, step?, tag. Returns `max_id, used step` where the
     /// database has RETURNING.
     pub reserve: String,
-    /// MySQL: `SELECT max_id` after the update, in the same transaction. Binds: tag.
+    /// MySQL: `SELECT max_id, step` after the update, in the same transaction. Binds: tag.
     pub read_max: String,
     /// Binds: new_max, tag, expected.
     pub give_back: String,
@@ -60,7 +60,9 @@ impl SegmentStatements {
                 "UPDATE {table} SET max_id = max_id + COALESCE(?, step), update_time = {now} \
                  WHERE biz_tag = ? AND max_id <= ? - COALESCE(?, step){returning}"
             )),
-            read_max: p(format!("SELECT max_id FROM {table} WHERE biz_tag = ?")),
+            read_max: p(format!(
+                "SELECT max_id, step FROM {table} WHERE biz_tag = ?"
+            )),
             give_back: p(format!(
                 "UPDATE {table} SET max_id = ? WHERE biz_tag = ? AND max_id = ?"
             )),
@@ -96,7 +98,7 @@ impl SqlStore {
 #[async_trait]
 impl SegmentStore for SqlStore {
     fn segments_durable(&self) -> bool {
-        self.capabilities_durable()
+        workerid_core::LeaseStore::capabilities(self).durable
     }
 
     async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
@@ -131,20 +133,13 @@ impl SegmentStore for SqlStore {
                     if done.rows_affected() != 1 {
                         return Ok(None);
                     }
-                    let row = q(&s.exists)
-                        .bind(tag_text.clone())
-                        .fetch_one(&mut *tx)
-                        .await?;
-                    let max_row = q(&s.read_max)
+                    let row = q(&s.read_max)
                         .bind(tag_text.clone())
                         .fetch_one(&mut *tx)
                         .await?;
                     tx.commit().await?;
-                    let default: i64 = row.try_get(0)?;
-                    Ok(Some((
-                        max_row.try_get::<i64, _>(0)?,
-                        step.unwrap_or(default),
-                    )))
+                    let default: i64 = row.try_get(1)?;
+                    Ok(Some((row.try_get::<i64, _>(0)?, step.unwrap_or(default))))
                 })
                 .await
                 .map_err(|e| self.unavailable(e))?;

@@ -185,10 +185,6 @@ impl SqlStore {
         &self.segments
     }
 
-    pub(crate) fn capabilities_durable(&self) -> bool {
-        self.durable
-    }
-
     async fn open(
         pool: AnyPool,
         table: &str,

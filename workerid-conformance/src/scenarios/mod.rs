@@ -18,26 +18,11 @@ pub use history::*;
 pub use input::*;
 pub use lifecycle::*;
 
-use crate::{Scenario, ScenarioFuture, StoreFactory};
-
-macro_rules! registry {
-    ($($name:ident),+ $(,)?) => {
-        /// Every scenario, in the order [`run_all`](crate::run_all) runs them.
-        pub static ALL: &[Scenario] = &[$(
-            Scenario {
-                name: stringify!($name),
-                run: {
-                    fn run(f: &dyn StoreFactory) -> ScenarioFuture<'_> {
-                        Box::pin($name(f))
-                    }
-                    run
-                },
-            }
-        ),+];
-    };
-}
+use crate::StoreFactory;
 
 registry!(
+    /// Every scenario, in the order [`run_all`](crate::run_all) runs them.
+    ALL: dyn StoreFactory;
     grants_distinct_ids_until_exhausted,
     tokens_are_22_url_safe_characters,
     smallest_and_largest_pools,
