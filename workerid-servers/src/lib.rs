@@ -26,6 +26,7 @@
 #![deny(missing_docs)]
 
 mod cleanup;
+pub mod etcd;
 pub mod mariadb;
 mod ports;
 pub mod postgres;

@@ -2,7 +2,9 @@
 //! (process and directory) once dropped.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
+use workerid_servers::etcd::{EtcdCluster, EtcdServer};
 use workerid_servers::mariadb::MariaDbServer;
 use workerid_servers::postgres::PostgresServer;
 use workerid_servers::redis::{RedisConfig, RedisServer};
@@ -56,4 +58,37 @@ fn mariadb_starts_restarts_and_cleans_up() {
     let left = exercise(server.process());
     drop(server);
     assert_gone(left);
+}
+
+#[test]
+fn etcd_starts_restarts_and_cleans_up() {
+    let server = EtcdServer::start();
+    let left = exercise(server.process());
+    drop(server);
+    assert_gone(left);
+}
+
+#[test]
+fn an_etcd_cluster_elects_a_new_leader_and_takes_a_member_back() {
+    let cluster = EtcdCluster::start();
+    let leader = cluster.leader().expect("a leader").name().to_string();
+    let old = cluster
+        .nodes()
+        .iter()
+        .find(|n| n.name() == leader)
+        .expect("the leader is a member");
+    old.process().kill();
+    cluster.wait_healthy(Duration::from_secs(30));
+    let new = cluster.leader().expect("a new leader");
+    assert_ne!(new.name(), leader, "a killed member cannot lead");
+    old.process().start();
+    cluster.wait_healthy(Duration::from_secs(30));
+    assert!(cluster.nodes().iter().all(|n| n.healthy()));
+    let dirs: Vec<PathBuf> = cluster
+        .nodes()
+        .iter()
+        .map(|n| n.process().dir().to_path_buf())
+        .collect();
+    drop(cluster);
+    assert!(dirs.iter().all(|d| !d.exists()));
 }
