@@ -1,0 +1,212 @@
+//! Connecting: endpoints, credentials, prefix, timeouts.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use etcd_client::{ConnectOptions, GetOptions};
+use workerid_core::{Error, Result};
+
+use crate::cluster::Cluster;
+use crate::keys::{check_prefix, DEFAULT_PREFIX};
+use crate::{EtcdStore, Inner};
+
+/// Options of an [`EtcdStore`]; made by [`EtcdStore::builder`].
+///
+/// ```no_run
+/// # async fn demo() -> workerid_core::Result<()> {
+/// use std::time::Duration;
+/// let store = workerid_etcd::EtcdStore::builder()
+///     .key_prefix("myapp/ids")
+///     .credentials("root", "secret")
+///     .request_timeout(Duration::from_millis(500))
+///     .operation_timeout(Duration::from_secs(3))
+///     .connect(["http://10.0.0.1:2379", "http://10.0.0.2:2379", "http://10.0.0.3:2379"])
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct EtcdStoreBuilder {
+    prefix: String,
+    credentials: Option<(String, String)>,
+    connect_timeout: Duration,
+    request_timeout: Duration,
+    operation_timeout: Duration,
+    min_ttl: Duration,
+}
+
+impl Default for EtcdStoreBuilder {
+    fn default() -> Self {
+        EtcdStoreBuilder {
+            prefix: DEFAULT_PREFIX.to_string(),
+            credentials: None,
+            connect_timeout: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(1),
+            operation_timeout: Duration::from_secs(5),
+            min_ttl: Duration::from_secs(2),
+        }
+    }
+}
+
+impl EtcdStoreBuilder {
+    /// The first part of every key (default `workerid`): `<prefix>/ns/<namespace>/...`.
+    /// 1 to 64 bytes of `[A-Za-z0-9._:-]` parts separated by `/`.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// A user and password, for a cluster with authentication enabled.
+    pub fn credentials(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.credentials = Some((user.into(), password.into()));
+        self
+    }
+
+    /// How long to wait for a TCP connection to one member (default 1 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long one request to one member may take (default 1 s); past it,
+    /// the store tries the next member.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// How long an operation may take in all, retries on other members
+    /// included (default 5 s); past it, `Unavailable`.
+    pub fn operation_timeout(mut self, timeout: Duration) -> Self {
+        self.operation_timeout = timeout;
+        self
+    }
+
+    /// The shortest ttl the servers grant (default 2 s: etcd's minimum with
+    /// the default heartbeat of 100 ms and election timeout of 1 s is
+    /// 1.5 × election timeout, rounded up to a second). Shorter ttls are
+    /// refused with `InvalidConfig`; etcd itself would silently lengthen them.
+    pub fn min_ttl(mut self, ttl: Duration) -> Self {
+        self.min_ttl = ttl;
+        self
+    }
+
+    /// Connects to the members at `endpoints` and checks that the cluster
+    /// answers a linearizable read.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for no endpoint, a bad endpoint, prefix, or
+    /// minimum ttl; [`Error::Unavailable`] when no member answers within the
+    /// operation timeout.
+    pub async fn connect<E: AsRef<str>>(
+        self,
+        endpoints: impl IntoIterator<Item = E>,
+    ) -> Result<EtcdStore> {
+        check_prefix(&self.prefix)?;
+        let urls: Vec<String> = endpoints
+            .into_iter()
+            .map(|e| e.as_ref().trim().to_string())
+            .collect();
+        if urls.is_empty() {
+            return Err(Error::invalid_config("etcd: no endpoint given"));
+        }
+        for url in &urls {
+            check_endpoint(url)?;
+        }
+        if self.min_ttl < Duration::from_secs(1) || self.min_ttl.subsec_nanos() != 0 {
+            return Err(Error::invalid_config(format!(
+                "etcd: min_ttl {:?} must be a whole number of seconds, at least 1 s",
+                self.min_ttl
+            )));
+        }
+        if self.request_timeout.is_zero() || self.operation_timeout < self.request_timeout {
+            return Err(Error::invalid_config(format!(
+                "etcd: the request timeout ({:?}) must be positive and at most the operation \
+                 timeout ({:?})",
+                self.request_timeout, self.operation_timeout
+            )));
+        }
+        let mut options = ConnectOptions::new()
+            .with_connect_timeout(self.connect_timeout)
+            .with_timeout(self.request_timeout)
+            .with_keep_alive(Duration::from_secs(5), self.request_timeout)
+            .with_require_leader(true);
+        if let Some((user, password)) = &self.credentials {
+            options = options.with_user(user.clone(), password.clone());
+        }
+        let cluster = Arc::new(Cluster::new(urls, options, self.operation_timeout));
+        let probe = format!("{}/", self.prefix);
+        cluster
+            .call("connect", |mut c| {
+                let probe = probe.clone();
+                async move {
+                    c.get(
+                        probe,
+                        Some(GetOptions::new().with_prefix().with_count_only()),
+                    )
+                    .await
+                }
+            })
+            .await?;
+        Ok(EtcdStore {
+            inner: Arc::new(Inner {
+                cluster,
+                prefix: self.prefix,
+                min_ttl: self.min_ttl,
+                candidates: 8,
+                mirrors: Mutex::new(HashMap::new()),
+                held: Mutex::new(HashMap::new()),
+                tags: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+}
+
+/// `http://host:port`, `https://host:port` or `host:port`.
+fn check_endpoint(url: &str) -> Result<()> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .unwrap_or(url);
+    let ok = match rest.rsplit_once(':') {
+        Some((host, port)) => {
+            !host.is_empty()
+                && !host.contains('/')
+                && port.trim_end_matches('/').parse::<u16>().is_ok()
+        }
+        None => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid_config(format!(
+            "etcd endpoint {url:?} is not http://host:port"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_checked() {
+        for good in [
+            "http://127.0.0.1:2379",
+            "https://etcd.local:2379/",
+            "etcd:2379",
+        ] {
+            assert!(check_endpoint(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "http://",
+            "etcd",
+            "http://etcd:port",
+            "http://a/b:1",
+            ":2379",
+        ] {
+            assert!(check_endpoint(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! Key names and value encodings.
+//!
+//! A namespace lives under `<prefix>/ns/<namespace>/`:
+//!
+//! | key | value | lease | meaning |
+//! | --- | --- | --- | --- |
+//! | `config` | `max_worker_id` | none | the pool size the namespace was first used with |
+//! | `owner/<id>` | token | the holder's | the ID is live; deleted by etcd at expiry |
+//! | `token/<token>` | id | the holder's | which ID a token holds (makes a retried acquire safe) |
+//! | `holder/<id>` | token, or `released:<token>` | none | the last grant, to tell expired from released |
+//! | `mark/<id>` | watermark, 20 digits | none | the highest watermark ever stored |
+//!
+//! IDs are written with 7 digits so that keys sort by ID; watermarks with 20
+//! so that etcd's byte-wise value comparison is numeric comparison. The fence
+//! of a grant is the revision of the transaction that made it: etcd's
+//! revision only rises, across restarts too.
+//!
+//! Segment counters live under `<prefix>/seg/<tag>` as `<max_id> <step>`.
+
+use workerid_core::segment::Tag;
+use workerid_core::{Error, Namespace, Result, Token, WorkerId};
+
+/// The default key prefix.
+pub const DEFAULT_PREFIX: &str = "workerid";
+
+/// Checks a key prefix: 1 to 64 bytes of `[A-Za-z0-9._:-]`, optionally with
+/// `/` between non-empty parts.
+pub(crate) fn check_prefix(prefix: &str) -> Result<()> {
+    let ok = (1..=64).contains(&prefix.len())
+        && prefix.split('/').all(|part| {
+            !part.is_empty()
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'))
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid_config(format!(
+            "key prefix {prefix:?} must be 1 to 64 bytes of [A-Za-z0-9._:-] parts separated by '/'"
+        )))
+    }
+}
+
+/// The marker `holder/<id>` gets on release.
+const RELEASED: &str = "released:";
+
+/// The keys of one namespace.
+#[derive(Debug, Clone)]
+pub(crate) struct Keys {
+    base: String,
+}
+
+impl Keys {
+    pub fn new(prefix: &str, namespace: &Namespace) -> Keys {
+        Keys {
+            base: format!("{prefix}/ns/{namespace}/"),
+        }
+    }
+
+    pub fn config(&self) -> String {
+        format!("{}config", self.base)
+    }
+
+    pub fn owners(&self) -> String {
+        format!("{}owner/", self.base)
+    }
+
+    pub fn owner(&self, id: u32) -> String {
+        format!("{}owner/{id:07}", self.base)
+    }
+
+    pub fn token(&self, token: &Token) -> String {
+        format!("{}token/{token}", self.base)
+    }
+
+    pub fn holder(&self, id: u32) -> String {
+        format!("{}holder/{id:07}", self.base)
+    }
+
+    pub fn mark(&self, id: u32) -> String {
+        format!("{}mark/{id:07}", self.base)
+    }
+
+    /// The ID an `owner/<id>` key names.
+    pub fn owner_id(&self, key: &[u8]) -> Option<u32> {
+        let key = std::str::from_utf8(key).ok()?;
+        key.strip_prefix(&self.owners())?.parse().ok()
+    }
+}
+
+/// The key of a segment tag.
+pub(crate) fn segment(prefix: &str, tag: &Tag) -> String {
+    format!("{prefix}/seg/{tag}")
+}
+
+/// The prefix of every segment tag.
+pub(crate) fn segments(prefix: &str) -> String {
+    format!("{prefix}/seg/")
+}
+
+pub(crate) fn watermark(value: u64) -> String {
+    format!("{value:020}")
+}
+
+pub(crate) fn released(token: &Token) -> String {
+    format!("{RELEASED}{token}")
+}
+
+/// Parses a decimal number stored by this crate.
+pub(crate) fn number<T: std::str::FromStr>(bytes: &[u8]) -> Option<T> {
+    std::str::from_utf8(bytes).ok()?.parse().ok()
+}
+
+/// What `holder/<id>` says about the last grant of an ID.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Holder<'a> {
+    Never,
+    Held(&'a str),
+    Released(&'a str),
+}
+
+impl<'a> Holder<'a> {
+    pub fn parse(value: Option<&'a [u8]>) -> Holder<'a> {
+        match value.and_then(|v| std::str::from_utf8(v).ok()) {
+            None => Holder::Never,
+            Some(v) => match v.strip_prefix(RELEASED) {
+                Some(token) => Holder::Released(token),
+                None => Holder::Held(v),
+            },
+        }
+    }
+
+    /// The contract's error for a renew or release by `token` that found no
+    /// live `owner/<id>` held by it; `owner` is the live holder's token, if any.
+    pub fn refusal(&self, owner: Option<&[u8]>, token: &Token, id: WorkerId) -> Error {
+        if owner.is_some() {
+            return Error::TokenMismatch { id };
+        }
+        match self {
+            Holder::Held(t) if *t == token.to_string() => Error::TokenExpired { id },
+            Holder::Held(_) => Error::TokenMismatch { id },
+            Holder::Never | Holder::Released(_) => Error::NotAssigned { id },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_and_watermarks_sort_as_numbers() {
+        let keys = Keys::new("p", &Namespace::new("ns").unwrap());
+        assert!(keys.owner(9) < keys.owner(10));
+        assert!(keys.owner(4_194_303).len() == keys.owner(0).len());
+        assert!(watermark(9) < watermark(10));
+        assert!(watermark(u64::MAX - 1) < watermark(u64::MAX));
+        assert_eq!(keys.owner_id(keys.owner(42).as_bytes()), Some(42));
+        assert_eq!(keys.owner_id(b"p/ns/other/owner/0000001"), None);
+    }
+
+    #[test]
+    fn namespaces_do_not_share_keys() {
+        let a = Keys::new("p", &Namespace::new("a").unwrap());
+        let ab = Keys::new("p", &Namespace::new("a.b").unwrap());
+        assert!(!ab.owner(1).starts_with(&a.owners()));
+    }
+
+    #[test]
+    fn prefixes_are_checked() {
+        for good in ["workerid", "app/ids", "a.b:c-d_e"] {
+            assert!(check_prefix(good).is_ok(), "{good:?}");
+        }
+        for bad in ["", "/a", "a/", "a//b", "has space", &"p".repeat(65)] {
+            assert!(check_prefix(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn refusals_follow_the_contract() {
+        let mine = Token::generate();
+        let other = Token::generate();
+        let id = WorkerId::from(3);
+        let held_by_me = mine.to_string();
+        let is = |e: Error| format!("{e:?}");
+        assert_eq!(
+            is(Holder::parse(Some(held_by_me.as_bytes())).refusal(None, &mine, id)),
+            is(Error::TokenExpired { id })
+        );
+        assert_eq!(
+            is(Holder::parse(Some(held_by_me.as_bytes())).refusal(
+                Some(other.to_string().as_bytes()),
+                &mine,
+                id
+            )),
+            is(Error::TokenMismatch { id })
+        );
+        assert_eq!(
+            is(Holder::parse(Some(released(&mine).as_bytes())).refusal(None, &mine, id)),
+            is(Error::NotAssigned { id })
+        );
+        assert_eq!(
+            is(Holder::parse(None).refusal(None, &mine, id)),
+            is(Error::NotAssigned { id })
+        );
+        assert_eq!(
+            is(Holder::parse(Some(other.to_string().as_bytes())).refusal(None, &mine, id)),
+            is(Error::TokenMismatch { id })
+        );
+    }
+}

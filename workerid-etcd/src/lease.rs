@@ -1,0 +1,546 @@
+//! The lease contract on etcd: acquire, renew and release as guarded
+//! transactions.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use etcd_client::{
+    Compare, CompareOp, DeleteOptions, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
+    TxnResponse,
+};
+use workerid_core::{Capabilities, Error, Grant, LeaseStore, Namespace, Result, Token, WorkerId};
+
+use crate::keys::{number, released, watermark, Holder, Keys};
+use crate::mirror::{scan, Mirror};
+use crate::{lock, EtcdStore, HeldLease};
+
+/// How many transactions one acquire may lose to other acquirers before it
+/// gives up with `Unavailable` (each lost round means other processes got IDs).
+const ROUNDS: usize = 32;
+
+fn nonsense(what: &str, answer: &impl std::fmt::Debug) -> Error {
+    Error::unavailable("etcd", format!("unexpected answer to {what}: {answer:?}"))
+}
+
+/// etcd counts lease ttls in whole seconds (the allocator only lets whole
+/// seconds through: the granularity is declared).
+fn ttl_secs(ttl: Duration) -> i64 {
+    let secs = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
+    i64::try_from(secs.max(1)).unwrap_or(i64::MAX)
+}
+
+/// The `n`th response of a transaction, if it is a get: its first value.
+fn got(responses: &[TxnOpResponse], n: usize) -> Option<Option<Vec<u8>>> {
+    match responses.get(n) {
+        Some(TxnOpResponse::Get(get)) => Some(get.kvs().first().map(|kv| kv.value().to_vec())),
+        _ => None,
+    }
+}
+
+/// Raises `mark/<id>` to `value` unless it is higher already (creating it if
+/// absent): a value comparison, exact because the values are fixed-width.
+fn raise_mark(keys: &Keys, id: u32, value: u64) -> TxnOp {
+    let key = keys.mark(id);
+    let value = watermark(value);
+    let create = Txn::new()
+        .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+        .and_then([TxnOp::put(key.clone(), value.clone(), None)]);
+    TxnOp::txn(
+        Txn::new()
+            .when([Compare::value(key.clone(), CompareOp::Less, value.clone())])
+            .and_then([TxnOp::put(key, value, None)])
+            .or_else([TxnOp::txn(create)]),
+    )
+}
+
+/// If `owner/<id>` is held by `token`, `then`; else read the owner and the
+/// holder, to tell which refusal it is.
+fn guarded(keys: &Keys, id: u32, token: &Token, then: Vec<TxnOp>) -> Txn {
+    Txn::new()
+        .when([Compare::value(
+            keys.owner(id),
+            CompareOp::Equal,
+            token.to_string(),
+        )])
+        .and_then(then)
+        .or_else([
+            TxnOp::get(keys.owner(id), None),
+            TxnOp::get(keys.holder(id), None),
+        ])
+}
+
+/// The contract's refusal, from the else branch of [`guarded`].
+fn refusal(what: &str, answer: &TxnResponse, token: &Token, id: WorkerId) -> Result<Error> {
+    let responses = answer.op_responses();
+    match (got(&responses, 0), got(&responses, 1)) {
+        (Some(owner), Some(holder)) => {
+            Ok(Holder::parse(holder.as_deref()).refusal(owner.as_deref(), token, id))
+        }
+        _ => Err(nonsense(what, answer)),
+    }
+}
+
+/// The acquire transaction: if the namespace has this pool size and the token
+/// holds nothing yet, take the first absent candidate (nested branches);
+/// else read the config and the token's ID.
+fn acquire_txn(keys: &Keys, max: u32, token: &Token, lease: i64, candidates: &[u32]) -> Txn {
+    let mut chain: Option<Txn> = None;
+    for &id in candidates.iter().rev() {
+        let with_lease = || Some(PutOptions::new().with_lease(lease));
+        let mut level = Txn::new()
+            .when([Compare::create_revision(
+                keys.owner(id),
+                CompareOp::Equal,
+                0,
+            )])
+            .and_then([
+                TxnOp::put(keys.owner(id), token.to_string(), with_lease()),
+                TxnOp::put(keys.token(token), id.to_string(), with_lease()),
+                TxnOp::put(keys.holder(id), token.to_string(), None),
+                TxnOp::get(keys.mark(id), None),
+            ]);
+        if let Some(next) = chain.take() {
+            level = level.or_else([TxnOp::txn(next)]);
+        }
+        chain = Some(level);
+    }
+    let mut txn = Txn::new().when([
+        Compare::value(keys.config(), CompareOp::Equal, max.to_string()),
+        Compare::create_revision(keys.token(token), CompareOp::Equal, 0),
+    ]);
+    if let Some(chain) = chain {
+        txn = txn.and_then([TxnOp::txn(chain)]);
+    }
+    txn.or_else([
+        TxnOp::get(keys.config(), None),
+        TxnOp::get(keys.token(token), None),
+    ])
+}
+
+enum Acquired {
+    Won { id: u32, fence: u64, mark: u64 },
+    AllTaken,
+    NoConfig,
+    Mismatch(u32),
+    AlreadyGranted(u32),
+}
+
+fn parse_acquire(answer: &TxnResponse, max: u32, candidates: &[u32]) -> Result<Acquired> {
+    let bad = || nonsense("acquire", answer);
+    let responses = answer.op_responses();
+    if !answer.succeeded() {
+        let (Some(config), Some(owned)) = (got(&responses, 0), got(&responses, 1)) else {
+            return Err(bad());
+        };
+        let Some(config) = config else {
+            return Ok(Acquired::NoConfig);
+        };
+        let stored: u32 = number(&config).ok_or_else(bad)?;
+        if stored != max {
+            return Ok(Acquired::Mismatch(stored));
+        }
+        return match owned {
+            Some(id) => Ok(Acquired::AlreadyGranted(number(&id).ok_or_else(bad)?)),
+            None => Err(bad()),
+        };
+    }
+    let fence = answer
+        .header()
+        .and_then(|h| u64::try_from(h.revision()).ok())
+        .ok_or_else(bad)?;
+    let mut level = match responses.first() {
+        Some(TxnOpResponse::Txn(level)) => level.clone(),
+        _ => return Err(bad()),
+    };
+    for &id in candidates {
+        let ops = level.op_responses();
+        if level.succeeded() {
+            let mark = match got(&ops, 3) {
+                Some(None) => 0,
+                Some(Some(value)) => number(&value).ok_or_else(bad)?,
+                None => return Err(bad()),
+            };
+            return Ok(Acquired::Won { id, fence, mark });
+        }
+        level = match ops.first() {
+            Some(TxnOpResponse::Txn(next)) => next.clone(),
+            None => return Ok(Acquired::AllTaken),
+            _ => return Err(bad()),
+        };
+    }
+    Ok(Acquired::AllTaken)
+}
+
+impl EtcdStore {
+    async fn txn(
+        &self,
+        what: &'static str,
+        txn: Txn,
+    ) -> Result<crate::cluster::Answer<TxnResponse>> {
+        self.inner
+            .cluster
+            .call(what, |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await
+    }
+
+    /// A new etcd lease of `ttl`: (lease ID, ttl in seconds).
+    async fn grant(&self, ttl: Duration) -> Result<(i64, i64)> {
+        let secs = ttl_secs(ttl);
+        let answer = self
+            .inner
+            .cluster
+            .call("lease grant", |mut c| async move {
+                c.lease_grant(secs, None).await
+            })
+            .await?
+            .value;
+        if answer.ttl() <= 0 || !answer.error().is_empty() {
+            return Err(nonsense("lease grant", &answer));
+        }
+        Ok((answer.id(), secs))
+    }
+
+    /// Sends one keep-alive for `lease`; false when etcd no longer has it.
+    async fn keep_alive(&self, lease: i64) -> Result<bool> {
+        self.inner
+            .cluster
+            .call("lease keep-alive", |mut c| async move {
+                match c.lease_keep_alive(lease).await {
+                    Ok(_) => Ok(true),
+                    Err(etcd_client::Error::LeaseKeepAliveError(_)) => Ok(false),
+                    Err(etcd_client::Error::GRpcStatus(s)) if s.code() == tonic::Code::NotFound => {
+                        Ok(false)
+                    }
+                    Err(e) => Err(e),
+                }
+            })
+            .await
+            .map(|a| a.value)
+    }
+
+    /// Whether etcd counts `max_worker_id + 1` live owners: the authoritative
+    /// "no ID is free".
+    async fn full(&self, keys: &Keys, max_worker_id: u32) -> Result<bool> {
+        let prefix = keys.owners();
+        let answer = self
+            .inner
+            .cluster
+            .call("count", |mut c| {
+                let prefix = prefix.clone();
+                async move {
+                    c.get(
+                        prefix,
+                        Some(GetOptions::new().with_prefix().with_count_only()),
+                    )
+                    .await
+                }
+            })
+            .await?
+            .value;
+        Ok(answer.count() > i64::from(max_worker_id))
+    }
+
+    /// Fresh candidates from etcd itself (and a fresh mirror); empty when
+    /// the pool is full.
+    async fn candidates_from_etcd(
+        &self,
+        keys: &Keys,
+        mirror: &std::sync::Arc<Mirror>,
+    ) -> Result<Vec<u32>> {
+        if self.full(keys, mirror.max_worker_id()).await? {
+            return Ok(Vec::new());
+        }
+        let (held, revision) = scan(&self.inner.cluster, keys).await?;
+        mirror.install(&held, revision);
+        mirror.follow(self.inner.cluster.clone());
+        Ok(mirror.candidates(self.inner.candidates))
+    }
+
+    async fn take(
+        &self,
+        namespace: &Namespace,
+        keys: &Keys,
+        max_worker_id: u32,
+        token: &Token,
+        lease: i64,
+    ) -> Result<(Grant, i64)> {
+        let mirror = self.mirror(namespace, keys, max_worker_id);
+        let mut trust_mirror = mirror.watching();
+        let mut rounds = 0;
+        while rounds < ROUNDS {
+            let mut candidates = if trust_mirror {
+                mirror.candidates(self.inner.candidates)
+            } else {
+                Vec::new()
+            };
+            if candidates.is_empty() {
+                candidates = self.candidates_from_etcd(keys, &mirror).await?;
+                if candidates.is_empty() {
+                    return Err(Error::NoAvailableId { max_worker_id });
+                }
+            }
+            let txn = acquire_txn(keys, max_worker_id, token, lease, &candidates);
+            let answer = self.txn("acquire", txn).await?.value;
+            match parse_acquire(&answer, max_worker_id, &candidates)? {
+                Acquired::Won { id, fence, mark } => {
+                    mirror.mark_held(&[id]);
+                    let grant = Grant {
+                        id: WorkerId::from(id),
+                        fence,
+                        previous_watermark: mark,
+                    };
+                    return Ok((grant, lease));
+                }
+                Acquired::AllTaken => {
+                    mirror.mark_held(&candidates);
+                    trust_mirror = false;
+                    rounds += 1;
+                }
+                Acquired::NoConfig => self.init_config(keys, max_worker_id).await?,
+                Acquired::Mismatch(stored) => {
+                    return Err(Error::ConfigMismatch {
+                        namespace: namespace.to_string(),
+                        stored,
+                        requested: max_worker_id,
+                    })
+                }
+                Acquired::AlreadyGranted(id) => return self.own_grant(keys, id, token).await,
+            }
+        }
+        Err(Error::unavailable(
+            "etcd",
+            format!("acquire lost {ROUNDS} races in a row to other acquirers; try again"),
+        ))
+    }
+
+    /// Records the pool size of a namespace used for the first time.
+    async fn init_config(&self, keys: &Keys, max_worker_id: u32) -> Result<()> {
+        let txn = Txn::new()
+            .when([Compare::create_revision(keys.config(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(keys.config(), max_worker_id.to_string(), None)]);
+        self.txn("create namespace", txn).await.map(|_| ())
+    }
+
+    /// The grant an earlier attempt of this same acquire made (its answer was
+    /// lost and the transaction was sent again).
+    async fn own_grant(&self, keys: &Keys, id: u32, token: &Token) -> Result<(Grant, i64)> {
+        let txn = Txn::new().and_then([
+            TxnOp::get(keys.owner(id), None),
+            TxnOp::get(keys.mark(id), None),
+        ]);
+        let answer = self.txn("acquire", txn).await?.value;
+        let responses = answer.op_responses();
+        let owner = match responses.first() {
+            Some(TxnOpResponse::Get(get)) => get.kvs().first().cloned(),
+            _ => None,
+        };
+        let mark = got(&responses, 1).flatten();
+        match owner {
+            Some(kv) if kv.value() == token.to_string().as_bytes() => {
+                let previous_watermark = match mark {
+                    Some(value) => number(&value).ok_or_else(|| nonsense("acquire", &answer))?,
+                    None => 0,
+                };
+                let fence = u64::try_from(kv.create_revision())
+                    .map_err(|_| nonsense("acquire", &answer))?;
+                let grant = Grant {
+                    id: WorkerId::from(id),
+                    fence,
+                    previous_watermark,
+                };
+                Ok((grant, kv.lease()))
+            }
+            _ => Err(Error::unavailable(
+                "etcd",
+                "an acquire whose answer was lost granted an ID that is gone already",
+            )),
+        }
+    }
+
+    fn remember(&self, namespace: &Namespace, id: WorkerId, held: HeldLease) -> Option<HeldLease> {
+        lock(&self.inner.held).insert((namespace.to_string(), id.get()), held)
+    }
+
+    fn forget(&self, namespace: &Namespace, id: WorkerId, token: &Token) -> Option<HeldLease> {
+        let mut held = lock(&self.inner.held);
+        let key = (namespace.to_string(), id.get());
+        match held.get(&key) {
+            Some(h) if h.token == *token => held.remove(&key),
+            _ => None,
+        }
+    }
+
+    fn recall(&self, namespace: &Namespace, id: WorkerId, token: &Token) -> Option<HeldLease> {
+        lock(&self.inner.held)
+            .get(&(namespace.to_string(), id.get()))
+            .filter(|h| h.token == *token)
+            .cloned()
+    }
+}
+
+#[async_trait]
+impl LeaseStore for EtcdStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            min_ttl: self.inner.min_ttl,
+            ttl_granularity: Duration::from_secs(1),
+            durable: true,
+            ..Capabilities::default()
+        }
+    }
+
+    async fn acquire(
+        &self,
+        namespace: &Namespace,
+        max_worker_id: u32,
+        token: &Token,
+        ttl: Duration,
+    ) -> Result<Grant> {
+        let keys = Keys::new(&self.inner.prefix, namespace);
+        let (lease, ttl_secs) = self.grant(ttl).await?;
+        match self
+            .take(namespace, &keys, max_worker_id, token, lease)
+            .await
+        {
+            Ok((grant, used)) => {
+                if used != lease {
+                    self.revoke_later(lease);
+                }
+                let held = HeldLease {
+                    token: *token,
+                    lease: used,
+                    ttl_secs,
+                };
+                if let Some(old) = self.remember(namespace, grant.id, held) {
+                    if old.lease != used {
+                        self.revoke_later(old.lease);
+                    }
+                }
+                Ok(grant)
+            }
+            Err(e) => {
+                self.revoke_later(lease);
+                Err(e)
+            }
+        }
+    }
+
+    async fn renew(
+        &self,
+        namespace: &Namespace,
+        id: WorkerId,
+        token: &Token,
+        ttl: Duration,
+        watermark: u64,
+    ) -> Result<()> {
+        let keys = Keys::new(&self.inner.prefix, namespace);
+        let n = id.get();
+        let secs = ttl_secs(ttl);
+        match self.recall(namespace, id, token) {
+            // Same ttl as the etcd lease: a keep-alive and the guarded
+            // transaction (which raises the watermark) go out together.
+            Some(held) if held.ttl_secs == secs => {
+                let txn = guarded(&keys, n, token, vec![raise_mark(&keys, n, watermark)]);
+                let (alive, answer) =
+                    tokio::join!(self.keep_alive(held.lease), self.txn("renew", txn));
+                let answer = answer?.value;
+                if !answer.succeeded() {
+                    self.forget(namespace, id, token);
+                    return Err(refusal("renew", &answer, token, id)?);
+                }
+                if alive? {
+                    Ok(())
+                } else {
+                    self.forget(namespace, id, token);
+                    Err(Error::TokenExpired { id })
+                }
+            }
+            // Another ttl, or a lease acquired elsewhere: move the keys to a
+            // new etcd lease of the new ttl.
+            known => {
+                let (lease, secs) = self.grant(ttl).await?;
+                let with_lease = || Some(PutOptions::new().with_lease(lease));
+                let then = vec![
+                    TxnOp::put(keys.owner(n), token.to_string(), with_lease()),
+                    TxnOp::put(keys.token(token), n.to_string(), with_lease()),
+                    raise_mark(&keys, n, watermark),
+                ];
+                let answer = self
+                    .txn("renew", guarded(&keys, n, token, then))
+                    .await?
+                    .value;
+                if !answer.succeeded() {
+                    self.revoke_later(lease);
+                    self.forget(namespace, id, token);
+                    return Err(refusal("renew", &answer, token, id)?);
+                }
+                let held = HeldLease {
+                    token: *token,
+                    lease,
+                    ttl_secs: secs,
+                };
+                self.remember(namespace, id, held);
+                if let Some(old) = known {
+                    self.revoke_later(old.lease);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn release(
+        &self,
+        namespace: &Namespace,
+        id: WorkerId,
+        token: &Token,
+        watermark: u64,
+    ) -> Result<()> {
+        let keys = Keys::new(&self.inner.prefix, namespace);
+        let n = id.get();
+        let then = vec![
+            TxnOp::delete(keys.owner(n), Some(DeleteOptions::new().with_prev_key())),
+            TxnOp::delete(keys.token(token), None),
+            TxnOp::put(keys.holder(n), released(token), None),
+            raise_mark(&keys, n, watermark),
+        ];
+        let answer = self.txn("release", guarded(&keys, n, token, then)).await?;
+        let retried = answer.retried;
+        let answer = answer.value;
+        self.forget(namespace, id, token);
+        if answer.succeeded() {
+            let lease = match answer.op_responses().first() {
+                Some(TxnOpResponse::Delete(d)) => d.prev_kvs().first().map(|kv| kv.lease()),
+                _ => None,
+            };
+            if let Some(lease) = lease.filter(|l| *l != 0) {
+                self.revoke_later(lease);
+            }
+            return Ok(());
+        }
+        // A release sent again after its answer was lost finds its own marker.
+        if retried {
+            let responses = answer.op_responses();
+            if let (Some(None), Some(Some(holder))) = (got(&responses, 0), got(&responses, 1)) {
+                if Holder::parse(Some(&holder)) == Holder::Released(&token.to_string()) {
+                    return Ok(());
+                }
+            }
+        }
+        Err(refusal("release", &answer, token, id)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttls_are_whole_seconds_rounded_up() {
+        assert_eq!(ttl_secs(Duration::from_secs(2)), 2);
+        assert_eq!(ttl_secs(Duration::from_millis(2001)), 3);
+        assert_eq!(ttl_secs(Duration::from_millis(1)), 1);
+    }
+}
