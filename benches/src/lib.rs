@@ -126,3 +126,29 @@ pub fn allocator(store: impl LeaseStore, namespace: &str, bits: u8) -> Allocator
         .max_lease_time(Duration::from_secs(3600));
     Allocator::new(store, namespace, options).expect("allocator")
 }
+
+/// One raw round trip of a store's own client, called once per round.
+pub type Raw = Box<dyn Fn() -> Pin<Box<dyn Future<Output = ()>>>>;
+
+/// etcd's physical limit for a lease operation: one guarded transaction
+/// (compare a key's value, then put it) on the client the store uses.
+pub async fn etcd_raw_txn(store: &workerid_etcd::EtcdStore) -> Raw {
+    use etcd_client::{Compare, CompareOp, Txn, TxnOp};
+    let client = store.client().await.expect("the store's etcd client");
+    let key = "bench/raw";
+    client
+        .kv_client()
+        .put(key, "v", None)
+        .await
+        .expect("raw key");
+    Box::new(move || {
+        let mut kv = client.kv_client();
+        Box::pin(async move {
+            let txn = Txn::new()
+                .when([Compare::value(key, CompareOp::Equal, "v")])
+                .and_then([TxnOp::put(key, "v", None)]);
+            let answer = kv.txn(txn).await.expect("raw txn");
+            assert!(answer.succeeded(), "the raw guard holds");
+        })
+    })
+}

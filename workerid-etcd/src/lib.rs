@@ -115,6 +115,16 @@ impl EtcdStore {
         Self::builder().connect(endpoints).await
     }
 
+    /// The etcd client of the member the store talks to now, for raw etcd
+    /// requests beside the store's (a benchmark's baseline, a health check).
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`](workerid_core::Error::Unavailable) when the
+    /// member cannot be connected to.
+    pub async fn client(&self) -> Result<etcd_client::Client> {
+        self.inner.cluster.current().await.map(|(_, client)| client)
+    }
+
     /// The mirror of `namespace`'s held IDs, made on first use.
     fn mirror(&self, namespace: &Namespace, keys: &Keys, max_worker_id: u32) -> Arc<Mirror> {
         let mut mirrors = lock(&self.inner.mirrors);
