@@ -66,9 +66,19 @@ impl<'a> Ctx<'a> {
         self.f.connect().await
     }
 
-    /// Lets a lease of `short` ttl, granted or renewed before this call, expire.
+    /// Lets a lease of `short` ttl, granted or renewed before this call, expire
+    /// (and the store's declared expiry lag pass).
     pub async fn let_short_expire(&self) {
-        self.f.advance(self.short + self.short / 2).await;
+        self.f
+            .advance(self.short + self.short / 2 + self.caps.expiry_lag)
+            .await;
+    }
+
+    /// Lets the store's declared expiry lag pass.
+    pub async fn let_expiry_lag_pass(&self) {
+        if !self.caps.expiry_lag.is_zero() {
+            self.f.advance(self.caps.expiry_lag).await;
+        }
     }
 
     /// Lets `fraction` of `short` pass.

@@ -35,6 +35,10 @@ pub struct Capabilities {
     /// Whether live leases, fences and watermarks survive a restart of the store
     /// (default false: say true only when it is so).
     pub durable: bool,
+    /// How long after its end a lease may still hold its ID (default 0). Only
+    /// ever late, never early: etcd, for one, revokes expired leases in a loop
+    /// that runs every 500 ms and then commits the revocation through Raft.
+    pub expiry_lag: Duration,
 }
 
 impl Default for Capabilities {
@@ -44,6 +48,7 @@ impl Default for Capabilities {
             ttl_granularity: Duration::from_millis(1),
             max_worker_bits: MAX_WORKER_BITS,
             durable: false,
+            expiry_lag: Duration::ZERO,
         }
     }
 }

@@ -157,6 +157,7 @@ impl EtcdStoreBuilder {
                 mirrors: Mutex::new(HashMap::new()),
                 held: Mutex::new(HashMap::new()),
                 tags: Mutex::new(HashMap::new()),
+                spares: Default::default(),
             }),
         })
     }

@@ -360,6 +360,61 @@ impl EtcdStore {
         }
     }
 
+    /// Moves the keys of the lease `token` holds on `id` to a new etcd lease
+    /// of `ttl`, raising the watermark to at least `watermark`; returns the
+    /// new lease.
+    ///
+    /// # Errors
+    /// The contract's refusals for renew; `Unavailable`.
+    async fn reattach(
+        &self,
+        keys: &Keys,
+        id: WorkerId,
+        token: &Token,
+        ttl: Duration,
+        watermark: u64,
+    ) -> Result<i64> {
+        let n = id.get();
+        let (lease, _) = self.grant(ttl).await?;
+        let with_lease = || Some(PutOptions::new().with_lease(lease));
+        let then = vec![
+            TxnOp::put(keys.owner(n), token.to_string(), with_lease()),
+            TxnOp::put(keys.token(token), n.to_string(), with_lease()),
+            raise_mark(keys, n, watermark),
+        ];
+        let answer = self
+            .txn("renew", guarded(keys, n, token, then))
+            .await?
+            .value;
+        if answer.succeeded() {
+            return Ok(lease);
+        }
+        self.revoke_later(lease);
+        Err(refusal("renew", &answer, token, id)?)
+    }
+
+    /// A spare lease of `ttl_secs` if a fresh one is ready; asks for another
+    /// in the background.
+    fn spare_lease(&self, ttl_secs: i64) -> Option<i64> {
+        let mut stale = Vec::new();
+        let (lease, refill) = self.inner.spares.take(ttl_secs, &mut stale);
+        for old in stale {
+            self.revoke_later(old);
+        }
+        if refill {
+            let store = self.clone();
+            tokio::spawn(async move {
+                let sent = std::time::Instant::now();
+                let ttl = Duration::from_secs(ttl_secs.unsigned_abs());
+                match store.grant(ttl).await {
+                    Ok((lease, _)) => store.inner.spares.put(ttl_secs, lease, sent),
+                    Err(_) => store.inner.spares.gave_up(ttl_secs),
+                }
+            });
+        }
+        lease
+    }
+
     fn remember(&self, namespace: &Namespace, id: WorkerId, held: HeldLease) -> Option<HeldLease> {
         lock(&self.inner.held).insert((namespace.to_string(), id.get()), held)
     }
@@ -388,6 +443,9 @@ impl LeaseStore for EtcdStore {
             min_ttl: self.inner.min_ttl,
             ttl_granularity: Duration::from_secs(1),
             durable: true,
+            // The leader's lessor looks for expired leases every 500 ms, then
+            // commits each revocation through Raft.
+            expiry_lag: Duration::from_secs(1),
             ..Capabilities::default()
         }
     }
@@ -400,32 +458,45 @@ impl LeaseStore for EtcdStore {
         ttl: Duration,
     ) -> Result<Grant> {
         let keys = Keys::new(&self.inner.prefix, namespace);
-        let (lease, ttl_secs) = self.grant(ttl).await?;
-        match self
-            .take(namespace, &keys, max_worker_id, token, lease)
-            .await
-        {
-            Ok((grant, used)) => {
-                if used != lease {
-                    self.revoke_later(lease);
-                }
-                let held = HeldLease {
-                    token: *token,
-                    lease: used,
-                    ttl_secs,
-                };
-                if let Some(old) = self.remember(namespace, grant.id, held) {
-                    if old.lease != used {
-                        self.revoke_later(old.lease);
-                    }
-                }
-                Ok(grant)
-            }
+        let secs = ttl_secs(ttl);
+        let (lease, spare) = match self.spare_lease(secs) {
+            Some(lease) => (lease, true),
+            None => (self.grant(ttl).await?.0, false),
+        };
+        let taking = self.take(namespace, &keys, max_worker_id, token, lease);
+        let (taken, extended) = if spare {
+            // The keep-alive brings the spare lease's end to at least now + ttl.
+            let (taken, alive) = tokio::join!(taking, self.keep_alive(lease));
+            (taken, matches!(alive, Ok(true)))
+        } else {
+            (taking.await, true)
+        };
+        let (grant, mut used) = match taken {
+            Ok(taken) => taken,
             Err(e) => {
                 self.revoke_later(lease);
-                Err(e)
+                return Err(e);
+            }
+        };
+        if used == lease && !extended {
+            // The grant rides on a lease that may end before now + ttl: move
+            // it to a new one before answering.
+            used = self.reattach(&keys, grant.id, token, ttl, 0).await?;
+        }
+        if used != lease {
+            self.revoke_later(lease);
+        }
+        let held = HeldLease {
+            token: *token,
+            lease: used,
+            ttl_secs: secs,
+        };
+        if let Some(old) = self.remember(namespace, grant.id, held) {
+            if old.lease != used {
+                self.revoke_later(old.lease);
             }
         }
+        Ok(grant)
     }
 
     async fn renew(
@@ -461,22 +532,15 @@ impl LeaseStore for EtcdStore {
             // Another ttl, or a lease acquired elsewhere: move the keys to a
             // new etcd lease of the new ttl.
             known => {
-                let (lease, secs) = self.grant(ttl).await?;
-                let with_lease = || Some(PutOptions::new().with_lease(lease));
-                let then = vec![
-                    TxnOp::put(keys.owner(n), token.to_string(), with_lease()),
-                    TxnOp::put(keys.token(token), n.to_string(), with_lease()),
-                    raise_mark(&keys, n, watermark),
-                ];
-                let answer = self
-                    .txn("renew", guarded(&keys, n, token, then))
-                    .await?
-                    .value;
-                if !answer.succeeded() {
-                    self.revoke_later(lease);
-                    self.forget(namespace, id, token);
-                    return Err(refusal("renew", &answer, token, id)?);
-                }
+                let lease = match self.reattach(&keys, id, token, ttl, watermark).await {
+                    Ok(lease) => lease,
+                    Err(e) => {
+                        if e.is_lease_lost() {
+                            self.forget(namespace, id, token);
+                        }
+                        return Err(e);
+                    }
+                };
                 let held = HeldLease {
                     token: *token,
                     lease,

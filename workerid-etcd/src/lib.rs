@@ -52,6 +52,7 @@ mod keys;
 mod lease;
 mod mirror;
 mod segments;
+mod spare;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -95,6 +96,8 @@ struct Inner {
     /// Each tag's last seen counter and its revision, to reserve in one
     /// round trip when nobody else reserved since.
     tags: Mutex<HashMap<String, segments::Seen>>,
+    /// etcd leases granted ahead of the acquires that will use them.
+    spares: spare::Spares,
 }
 
 impl EtcdStore {

@@ -257,8 +257,11 @@ fn split(endpoints: &str) -> Vec<String> {
 }
 
 fn health(port: u16) -> bool {
-    http(port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .is_some_and(|answer| answer.contains("\"health\":\"true\""))
+    http(
+        port,
+        "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+    )
+    .is_some_and(|answer| answer.contains("\"health\":\"true\""))
 }
 
 fn http_post(port: u16, path: &str, body: &str) -> Option<String> {

@@ -1,0 +1,95 @@
+//! etcd leases granted ahead of need, so that acquire sends its transaction
+//! and a keep-alive together instead of waiting for a grant first.
+//!
+//! A spare lease is only used while at least half its ttl is left (judged on
+//! the local monotonic clock from the instant its grant was *sent*), and the
+//! keep-alive sent with the acquire transaction extends it to at least
+//! send instant + ttl, which the caller's deadline assumes. If that keep-alive
+//! fails, acquire moves the new grant to a freshly granted lease before it
+//! answers (see `EtcdStore::acquire`).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::lock;
+
+/// Spare leases kept per ttl.
+const KEEP: usize = 2;
+
+#[derive(Debug, Default)]
+struct Pool {
+    leases: Vec<(i64, Instant)>,
+    pending: usize,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Spares {
+    by_ttl: Mutex<HashMap<i64, Pool>>,
+}
+
+impl Spares {
+    /// A spare lease of `ttl_secs` with at least half of it left, and whether
+    /// the caller should grant one more (then it must call [`Spares::put`]
+    /// or [`Spares::gave_up`]). Spares too old to use are returned in `stale`
+    /// for revocation.
+    pub fn take(&self, ttl_secs: i64, stale: &mut Vec<i64>) -> (Option<i64>, bool) {
+        let mut by_ttl = lock(&self.by_ttl);
+        let pool = by_ttl.entry(ttl_secs).or_default();
+        let fresh_for = Duration::from_secs(ttl_secs.unsigned_abs()) / 2;
+        let mut found = None;
+        while let Some((lease, sent)) = pool.leases.pop() {
+            if sent.elapsed() < fresh_for {
+                found = Some(lease);
+                break;
+            }
+            stale.push(lease);
+        }
+        let refill = pool.leases.len() + pool.pending < KEEP;
+        if refill {
+            pool.pending += 1;
+        }
+        (found, refill)
+    }
+
+    /// Adds a lease whose grant was sent at `sent`.
+    pub fn put(&self, ttl_secs: i64, lease: i64, sent: Instant) {
+        let mut by_ttl = lock(&self.by_ttl);
+        let pool = by_ttl.entry(ttl_secs).or_default();
+        pool.pending = pool.pending.saturating_sub(1);
+        pool.leases.push((lease, sent));
+    }
+
+    /// A refill [`Spares::take`] asked for failed.
+    pub fn gave_up(&self, ttl_secs: i64) {
+        let mut by_ttl = lock(&self.by_ttl);
+        let pool = by_ttl.entry(ttl_secs).or_default();
+        pool.pending = pool.pending.saturating_sub(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spares_are_used_fresh_and_refilled_up_to_two() {
+        let spares = Spares::default();
+        let mut stale = Vec::new();
+        assert_eq!(spares.take(10, &mut stale), (None, true));
+        assert_eq!(spares.take(10, &mut stale), (None, true));
+        assert_eq!(
+            spares.take(10, &mut stale),
+            (None, false),
+            "two refills pending"
+        );
+        spares.put(10, 1, Instant::now());
+        spares.put(10, 2, Instant::now() - Duration::from_secs(6));
+        // 2 is older than half the ttl: set aside for revocation.
+        assert_eq!(spares.take(10, &mut stale), (Some(1), true));
+        assert_eq!(stale, vec![2]);
+        spares.gave_up(10);
+        assert_eq!(spares.take(10, &mut stale), (None, true));
+        assert_eq!(spares.take(5, &mut stale), (None, true), "per ttl");
+    }
+}
