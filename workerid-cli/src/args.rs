@@ -15,7 +15,7 @@ use clap::{Args, Parser, Subcommand};
          Examples:\n  \
          workerid leases --store redis://127.0.0.1:6379/ --namespace orders\n  \
          workerid release --store postgres://ops@db/ids --namespace orders --id 17 --force\n  \
-         workerid decode 1864871418957090816\n  \
+         workerid decode 264905529753669637\n  \
          workerid segments --store sqlite:///var/lib/ids.db\n  \
          workerid bench --store redis://127.0.0.1:6379/\n\n",
         "Exit codes:\n  \
@@ -74,8 +74,9 @@ pub enum Command {
          custom:TIMESTAMP_BITS,WORKER_BITS,SEQUENCE_BITS,UNIT_MS,EPOCH with EPOCH a date\n\
          (YYYY-MM-DD) or milliseconds since 1970. IDs in decimal or 0x hex.\n\n\
          Examples:\n  \
-         workerid decode 1864871418957090816\n  \
-         workerid decode 0x19e1a8a2d8401003 --layout sonyflake\n  \
+         workerid decode 264905529753669637\n  \
+         workerid decode 0x3ad222d00011005 --json\n  \
+         workerid decode 1864957138074341379 --layout sonyflake\n  \
          workerid decode 123456789012 --layout custom:41,10,12,1,2020-01-01 --json\n\n",
         "Exit codes: 0 ok, 2 bad ID or layout."
     ))]
