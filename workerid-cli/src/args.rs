@@ -173,7 +173,9 @@ pub struct SegmentsArgs {
 pub enum SegmentsCommand {
     /// Creates a tag; refuses (exit 5) if it exists.
     #[command(after_help = "Example:\n  \
-        workerid segments create orders --start 1 --step 1000 --store redis://127.0.0.1:6379/")]
+        workerid segments create orders --start 1 --step 1000 --store redis://127.0.0.1:6379/\n\n\
+        Exit codes: 0 created, 2 bad tag, start or step, 3 store unreachable,\n\
+        5 the tag exists already (unchanged).")]
     Create {
         /// The tag: 1 to 32 bytes of [A-Za-z0-9._:-].
         tag: String,
