@@ -1,6 +1,7 @@
-//! The real binary against real stores: Redis and PostgreSQL from the test
-//! harness, SQLite on a temporary file. Leases are made with the library; the
-//! binary lists them, force-releases one, and manages segment tags.
+//! The real binary against real stores: Redis, PostgreSQL and MariaDB from
+//! the test harness, SQLite on a temporary file. Leases are made with the
+//! library; the binary lists them, force-releases one, manages segment tags
+//! and measures latency.
 
 mod support;
 
@@ -215,6 +216,11 @@ async fn on_redis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_postgres() {
     exercise(&workerid_servers::postgres::shared_url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_mariadb() {
+    exercise(&workerid_servers::mariadb::shared_url()).await;
 }
 
 fn sqlite_url() -> String {
