@@ -331,6 +331,8 @@ macro_rules! lease_store_tests {
             concurrent_renewals_all_succeed
             release_races_renew_and_acquire
             survives_restart
+            listing_shows_every_granted_id
+            force_release_frees_a_live_id
         );
     };
     (@tests ($factory:expr) $($name:ident)+) => {

@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use workerid_conformance::{run_all, Report, StoreFactory};
-use workerid_core::{Capabilities, Error, Grant, LeaseStore, Namespace, Result, Token, WorkerId};
+use workerid_core::{
+    Capabilities, Error, Grant, LeaseInfo, LeaseState, LeaseStore, Listing, Namespace, Result,
+    Token, WorkerId,
+};
 use workerid_memory::{ManualClock, MonotonicClock};
 
 /// One way to break the contract.
@@ -52,6 +55,14 @@ enum Flaw {
     ReleasedIdIsMismatch,
     /// Acquire grants an ID one past the end of the pool.
     GrantsOutsideThePool,
+    /// A listing shows an expired lease as live (a stale entry).
+    ListsExpiredAsLive,
+    /// A listing leaves released IDs out.
+    ListOmitsReleased,
+    /// A forced release resets the watermark to 0.
+    ForceReleaseLowersWatermark,
+    /// A forced release answers true but leaves the holder's lease in place.
+    ForceReleaseKeepsTheHolder,
 }
 
 #[derive(Debug)]
@@ -216,7 +227,10 @@ impl ReferenceStore {
 #[async_trait]
 impl LeaseStore for ReferenceStore {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default()
+        Capabilities {
+            list: true,
+            ..Capabilities::default()
+        }
     }
 
     async fn acquire(
@@ -291,6 +305,52 @@ impl LeaseStore for ReferenceStore {
         }
         Ok(())
     }
+
+    async fn list(&self, namespace: &Namespace) -> Result<Listing> {
+        let state = self.state.lock().unwrap();
+        let Some(&max) = state.pool_sizes.get(namespace.as_str()) else {
+            return Ok(Listing::unknown());
+        };
+        let now = self.clock.now();
+        let leases = (0..=max)
+            .filter_map(|id| {
+                let slot = state.slots.get(&self.key(namespace, id))?;
+                let state = match LeaseState::judge(slot.holder.is_some(), slot.expires_at, now) {
+                    LeaseState::Expired if self.has(Flaw::ListsExpiredAsLive) => LeaseState::Live {
+                        remaining: Duration::from_secs(1),
+                    },
+                    LeaseState::Free if self.has(Flaw::ListOmitsReleased) => return None,
+                    state => state,
+                };
+                Some(LeaseInfo {
+                    id: WorkerId::from(id),
+                    state,
+                    fence: slot.fence,
+                    watermark: slot.watermark,
+                })
+            })
+            .collect();
+        Ok(Listing {
+            max_worker_id: Some(max),
+            leases,
+        })
+    }
+
+    async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
+        let mut state = self.state.lock().unwrap();
+        let key = self.key(namespace, id.get());
+        let live = state.slots.get(&key).is_some_and(|s| self.is_live(s));
+        let Some(slot) = state.slots.get_mut(&key).filter(|_| live) else {
+            return Ok(false);
+        };
+        if self.has(Flaw::ForceReleaseLowersWatermark) {
+            slot.watermark = 0;
+        }
+        if !self.has(Flaw::ForceReleaseKeepsTheHolder) {
+            slot.holder = None;
+        }
+        Ok(true)
+    }
 }
 
 struct Factory(ReferenceStore);
@@ -360,132 +420,8 @@ caught! {
     catches_mismatch_for_a_released_id: ReleasedIdIsMismatch by unassigned_ids_are_not_assigned;
     catches_case_insensitive_namespaces: NamespacesIgnoreCase by namespaces_are_isolated;
     catches_case_insensitive_tokens: TokensIgnoreCase by wrong_token_changes_nothing;
-}
-
-/// Segment stores with one flaw each must fail the segment scenarios.
-mod segment_teeth {
-    use std::collections::BTreeMap;
-    use std::sync::{Arc, Mutex};
-    use std::time::Duration;
-
-    use async_trait::async_trait;
-    use workerid_conformance::{run_all_segments, SegmentFactory};
-    use workerid_core::segment::{Range, SegmentStore, Tag, TagInfo};
-    use workerid_core::{Error, Result};
-
-    #[derive(Debug, Clone, Copy, PartialEq)]
-    enum Flaw {
-        RacyReserve,
-        GiveBackIgnoresExpected,
-    }
-
-    #[derive(Debug, Clone)]
-    struct Counters {
-        flaw: Option<Flaw>,
-        tags: Arc<Mutex<BTreeMap<String, (u64, u64)>>>,
-    }
-
-    #[async_trait]
-    impl SegmentStore for Counters {
-        fn segments_durable(&self) -> bool {
-            false
-        }
-        async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
-            let mut tags = self.tags.lock().unwrap();
-            if tags.contains_key(tag.as_str()) {
-                return Ok(false);
-            }
-            tags.insert(tag.to_string(), (first_id - 1, step));
-            Ok(true)
-        }
-        async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
-            let unknown = || Error::UnknownTag {
-                tag: tag.to_string(),
-            };
-            let (max, default) = *self
-                .tags
-                .lock()
-                .unwrap()
-                .get(tag.as_str())
-                .ok_or_else(unknown)?;
-            if self.flaw == Some(Flaw::RacyReserve) {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            let last = max + step.unwrap_or(default);
-            let mut tags = self.tags.lock().unwrap();
-            let entry = tags.get_mut(tag.as_str()).ok_or_else(unknown)?;
-            let first = if self.flaw == Some(Flaw::RacyReserve) {
-                max + 1
-            } else {
-                entry.0 + 1
-            };
-            let last = if self.flaw == Some(Flaw::RacyReserve) {
-                last
-            } else {
-                entry.0 + step.unwrap_or(default)
-            };
-            entry.0 = last;
-            Ok(Range { first, last })
-        }
-        async fn give_back(&self, tag: &Tag, expected: u64, new_max: u64) -> Result<bool> {
-            let mut tags = self.tags.lock().unwrap();
-            let entry = tags
-                .get_mut(tag.as_str())
-                .ok_or_else(|| Error::UnknownTag {
-                    tag: tag.to_string(),
-                })?;
-            if entry.0 != expected && self.flaw != Some(Flaw::GiveBackIgnoresExpected) {
-                return Ok(false);
-            }
-            entry.0 = new_max;
-            Ok(true)
-        }
-        async fn list_tags(&self) -> Result<Vec<TagInfo>> {
-            let tags = self.tags.lock().unwrap();
-            Ok(tags
-                .iter()
-                .map(|(t, (max_id, step))| TagInfo {
-                    tag: Tag::new(t.clone()).unwrap(),
-                    max_id: *max_id,
-                    step: *step,
-                })
-                .collect())
-        }
-    }
-
-    struct Factory(Counters);
-
-    #[async_trait]
-    impl SegmentFactory for Factory {
-        async fn connect(&self) -> Arc<dyn SegmentStore> {
-            Arc::new(self.0.clone())
-        }
-    }
-
-    async fn failed(flaw: Option<Flaw>) -> Vec<&'static str> {
-        let store = Counters {
-            flaw,
-            tags: Arc::default(),
-        };
-        run_all_segments(&Factory(store)).await.failed()
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn the_flawless_counters_pass() {
-        assert_eq!(failed(None).await, Vec::<&str>::new());
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn catches_a_racy_reserve() {
-        assert!(failed(Some(Flaw::RacyReserve))
-            .await
-            .contains(&"ranges_never_overlap_under_contention"));
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn catches_a_give_back_that_ignores_the_expected_max() {
-        assert!(failed(Some(Flaw::GiveBackIgnoresExpected))
-            .await
-            .contains(&"give_back_only_when_untouched"));
-    }
+    catches_an_expired_lease_listed_as_live: ListsExpiredAsLive by listing_shows_every_granted_id;
+    catches_a_listing_without_released_ids: ListOmitsReleased by listing_shows_every_granted_id;
+    catches_a_forced_release_that_lowers_the_watermark: ForceReleaseLowersWatermark by force_release_frees_a_live_id;
+    catches_a_forced_release_that_keeps_the_holder: ForceReleaseKeepsTheHolder by force_release_frees_a_live_id;
 }

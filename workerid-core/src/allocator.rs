@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::{
-    Capabilities, Error, Grant, Lease, LeaseOptions, LeaseStore, Namespace, Result, Token, WorkerId,
+    Capabilities, Error, Grant, Lease, LeaseOptions, LeaseStore, Listing, Namespace, Result, Token,
+    WorkerId,
 };
 
 /// Leases worker IDs of one namespace from a [`LeaseStore`] (the seed's `Generator`).
@@ -232,6 +233,52 @@ impl Allocator {
             .await
     }
 
+    /// Every worker ID of the namespace ever granted, with its state, fence
+    /// and watermark (see [`LeaseStore::list`]).
+    ///
+    /// ```
+    /// # async fn demo(allocator: workerid_core::Allocator) -> workerid_core::Result<()> {
+    /// let listing = allocator.list().await?;
+    /// for lease in listing.live() {
+    ///     println!("worker {} fence {} {:?}", lease.id, lease.fence, lease.state);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] before any I/O when the store does not declare
+    /// [`Capabilities::list`]; [`Error::Unavailable`] when the store cannot
+    /// answer.
+    pub async fn list(&self) -> Result<Listing> {
+        self.check_listing("list")?;
+        self.call(self.store.list(&self.namespace)).await
+    }
+
+    /// An operator's forced release of worker ID `id`, whatever token holds
+    /// it; true if a live lease held it (see [`LeaseStore::force_release`]).
+    /// Its holder's next renew or release answers [`Error::NotAssigned`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidWorkerId`] and [`Error::Unsupported`] before any I/O;
+    /// [`Error::Unavailable`] when the store cannot answer.
+    pub async fn force_release(&self, id: u64) -> Result<bool> {
+        let id = WorkerId::checked(id, self.max_worker_id)?;
+        self.check_listing("force_release")?;
+        let freed = self
+            .call(self.store.force_release(&self.namespace, id))
+            .await?;
+        tracing::info!(namespace = %self.namespace, %id, freed, "forced release");
+        Ok(freed)
+    }
+
+    fn check_listing(&self, operation: &'static str) -> Result<()> {
+        if self.capabilities.list {
+            Ok(())
+        } else {
+            Err(Error::Unsupported { operation })
+        }
+    }
+
     fn parse(&self, id: u64, token: &str) -> Result<(WorkerId, Token)> {
         let id = WorkerId::checked(id, self.max_worker_id)?;
         Ok((id, Token::parse(token)?))
@@ -404,6 +451,36 @@ mod tests {
             1,
             "only the good acquire was sent"
         );
+    }
+
+    #[tokio::test]
+    async fn listing_is_refused_before_io_without_the_capability() {
+        let (store, calls) = Scripted::new(Duration::ZERO, 0, 1);
+        let allocator = allocator(store);
+        assert!(matches!(
+            allocator.list().await,
+            Err(Error::Unsupported { operation: "list" })
+        ));
+        assert!(matches!(
+            allocator.force_release(16).await,
+            Err(Error::InvalidWorkerId { id: 16, .. })
+        ));
+        let err = allocator.force_release(3).await.unwrap_err();
+        assert!(matches!(err, Error::Unsupported { .. }) && !err.is_retryable());
+        assert_eq!(calls.load(Ordering::SeqCst), 0);
+        // The trait's defaults say the same to a caller that skips the Allocator.
+        let store = allocator.store();
+        let ns = Namespace::new("test").unwrap();
+        assert!(matches!(
+            store.list(&ns).await,
+            Err(Error::Unsupported { operation: "list" })
+        ));
+        assert!(matches!(
+            store.force_release(&ns, WorkerId::from(0)).await,
+            Err(Error::Unsupported {
+                operation: "force_release"
+            })
+        ));
     }
 
     #[test]

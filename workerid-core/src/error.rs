@@ -131,6 +131,14 @@ pub enum Error {
         tag: String,
     },
 
+    /// The store does not implement this optional operation (see
+    /// [`Capabilities`](crate::Capabilities)). Not retryable.
+    #[error("the store does not support {operation}")]
+    Unsupported {
+        /// The operation, e.g. `"list"`.
+        operation: &'static str,
+    },
+
     /// The store could not be reached, timed out, or answered nonsense.
     ///
     /// The operation may or may not have taken effect; retrying is safe

@@ -11,6 +11,9 @@
 //!   any I/O.
 //! - [`Lease`], [`Token`], [`Namespace`], [`WorkerId`], [`LeaseOptions`],
 //!   [`Capabilities`], [`Error`].
+//! - [`Listing`], [`LeaseInfo`], [`LeaseState`]: an operator's view of a
+//!   namespace ([`LeaseStore::list`], optional, as is
+//!   [`LeaseStore::force_release`]).
 //!
 //! - [`snowflake`]: snowflake IDs on a leased worker ID ([`snowflake::Worker`]).
 //!
@@ -21,6 +24,7 @@
 mod allocator;
 mod error;
 mod lease;
+mod listing;
 mod namespace;
 mod options;
 pub mod segment;
@@ -32,6 +36,7 @@ mod worker_id;
 pub use allocator::Allocator;
 pub use error::{BoxError, Error, Result};
 pub use lease::Lease;
+pub use listing::{LeaseInfo, LeaseState, Listing};
 pub use namespace::{Namespace, MAX_NAMESPACE_LEN};
 pub use options::{
     LeaseOptions, DEFAULT_DRIFT_ALLOWANCE_PPM, DEFAULT_MAX_LEASE_TIME, DEFAULT_REQUEST_TIMEOUT,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{Namespace, Result, Token, WorkerId, MAX_WORKER_BITS};
+use crate::{Error, Listing, Namespace, Result, Token, WorkerId, MAX_WORKER_BITS};
 
 /// What a store can and cannot do, so shared tests adapt instead of failing.
 ///
@@ -39,6 +39,10 @@ pub struct Capabilities {
     /// ever late, never early: etcd, for one, revokes expired leases in a loop
     /// that runs every 500 ms and then commits the revocation through Raft.
     pub expiry_lag: Duration,
+    /// Whether the store implements the operator's methods
+    /// [`LeaseStore::list`] and [`LeaseStore::force_release`] (default false:
+    /// they answer [`Error::Unsupported`](crate::Error::Unsupported)).
+    pub list: bool,
 }
 
 impl Default for Capabilities {
@@ -49,6 +53,7 @@ impl Default for Capabilities {
             max_worker_bits: MAX_WORKER_BITS,
             durable: false,
             expiry_lag: Duration::ZERO,
+            list: false,
         }
     }
 }
@@ -96,6 +101,11 @@ pub struct Grant {
 /// is well formed, the ttl is within bounds and the [`Capabilities`].
 ///
 /// Tokens are made by the core ([`Token::generate`]), never by a store.
+///
+/// Two more methods, for operators, are optional: [`list`](Self::list) and
+/// [`force_release`](Self::force_release). A store that implements them says
+/// so with [`Capabilities::list`]; by default they answer
+/// [`Error::Unsupported`].
 ///
 /// A store handle is cheap to share (`Arc<dyn LeaseStore>`); `Arc<S>` and
 /// `Box<S>` implement the trait by forwarding.
@@ -158,6 +168,45 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
         token: &Token,
         watermark: u64,
     ) -> Result<()>;
+
+    /// Every worker ID of `namespace` ever granted, with its state, fence and
+    /// watermark: what an operator looks at. Optional: only when
+    /// [`Capabilities::list`] is true.
+    ///
+    /// # Behavior
+    /// - A namespace never used: `max_worker_id` is `None` and no leases.
+    /// - Otherwise the stored `max_worker_id`, and exactly one entry per ID
+    ///   ever granted, ordered by ID: [`LeaseState::Live`](crate::LeaseState::Live)
+    ///   with the time left on the store's clock, `Expired`, or `Free`
+    ///   (released); its latest fence and its stored watermark. IDs never
+    ///   granted are not listed.
+    /// - One consistent read where the store allows it (one script, one
+    ///   statement); it changes nothing.
+    /// - Default: [`Error::Unsupported`] (not retryable).
+    async fn list(&self, namespace: &Namespace) -> Result<Listing> {
+        let _ = namespace;
+        Err(Error::Unsupported { operation: "list" })
+    }
+
+    /// An operator's forced release of `id`, whatever token holds it.
+    /// Optional: only when [`Capabilities::list`] is true.
+    ///
+    /// # Behavior
+    /// - Held by a live lease: freed at once, as if its holder had released
+    ///   it; the watermark and the fence are kept (the next grant's fence is
+    ///   higher than every earlier one). Returns true.
+    /// - The former holder's later renew or release answers
+    ///   [`Error::NotAssigned`] (a released ID), never success.
+    /// - Expired, released, never granted, or a namespace never used: nothing
+    ///   changes (the ID is free already). Returns false.
+    /// - One atomic step; the caller checks `id` against the pool beforehand.
+    /// - Default: [`Error::Unsupported`] (not retryable).
+    async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
+        let _ = (namespace, id);
+        Err(Error::Unsupported {
+            operation: "force_release",
+        })
+    }
 }
 
 macro_rules! forward_lease_store {
@@ -194,6 +243,12 @@ macro_rules! forward_lease_store {
                 watermark: u64,
             ) -> Result<()> {
                 (**self).release(namespace, id, token, watermark).await
+            }
+            async fn list(&self, namespace: &Namespace) -> Result<Listing> {
+                (**self).list(namespace).await
+            }
+            async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
+                (**self).force_release(namespace, id).await
             }
         }
     )+};

@@ -7,7 +7,8 @@
 //! | `config` | `max_worker_id` | none | the pool size the namespace was first used with |
 //! | `owner/<id>` | token | the holder's | the ID is live; deleted by etcd at expiry |
 //! | `token/<token>` | id | the holder's | which ID a token holds (makes a retried acquire safe) |
-//! | `holder/<id>` | token, or `released:<token>` | none | the last grant, to tell expired from released |
+//! | `holder/<id>` | token | none | the last grant; written by grants only, so its mod revision is that grant's fence |
+//! | `freed/<id>` | token, or `forced` | none | the last grant was released (by its holder, or by an operator) |
 //! | `mark/<id>` | watermark, 20 digits | none | the highest watermark ever stored |
 //!
 //! IDs are written with 7 digits so that keys sort by ID; watermarks with 20
@@ -15,7 +16,7 @@
 //! of a grant is the revision of the transaction that made it: etcd's
 //! revision only rises, across restarts too.
 //!
-//! Segment counters live under `<prefix>/seg/<tag>` as `<max_id> <step>`.
+//! Segment counters live under `<prefix>/seg/<tag>` as `<max_id> <step> <nonce>`.
 
 use workerid_core::segment::Tag;
 use workerid_core::{Error, Namespace, Result, Token, WorkerId};
@@ -42,9 +43,6 @@ pub(crate) fn check_prefix(prefix: &str) -> Result<()> {
     }
 }
 
-/// The marker `holder/<id>` gets on release.
-const RELEASED: &str = "released:";
-
 /// The keys of one namespace.
 #[derive(Debug, Clone)]
 pub(crate) struct Keys {
@@ -63,7 +61,7 @@ impl Keys {
     }
 
     pub fn owners(&self) -> String {
-        format!("{}owner/", self.base)
+        self.all("owner")
     }
 
     pub fn owner(&self, id: u32) -> String {
@@ -78,14 +76,28 @@ impl Keys {
         format!("{}holder/{id:07}", self.base)
     }
 
+    pub fn freed(&self, id: u32) -> String {
+        format!("{}freed/{id:07}", self.base)
+    }
+
+    /// The prefix of every `<kind>/` key: `owner`, `holder`, `mark`, `freed`.
+    pub fn all(&self, kind: &str) -> String {
+        format!("{}{kind}/", self.base)
+    }
+
+    /// The ID a `<kind>/<id>` key names.
+    pub fn id_of(&self, kind: &str, key: &[u8]) -> Option<u32> {
+        let key = std::str::from_utf8(key).ok()?;
+        key.strip_prefix(&self.all(kind))?.parse().ok()
+    }
+
     pub fn mark(&self, id: u32) -> String {
         format!("{}mark/{id:07}", self.base)
     }
 
     /// The ID an `owner/<id>` key names.
     pub fn owner_id(&self, key: &[u8]) -> Option<u32> {
-        let key = std::str::from_utf8(key).ok()?;
-        key.strip_prefix(&self.owners())?.parse().ok()
+        self.id_of("owner", key)
     }
 }
 
@@ -103,45 +115,33 @@ pub(crate) fn watermark(value: u64) -> String {
     format!("{value:020}")
 }
 
-pub(crate) fn released(token: &Token) -> String {
-    format!("{RELEASED}{token}")
-}
+/// The value `freed/<id>` gets from an operator's forced release (a holder's
+/// release writes its token).
+pub(crate) const FORCED: &str = "forced";
 
 /// Parses a decimal number stored by this crate.
 pub(crate) fn number<T: std::str::FromStr>(bytes: &[u8]) -> Option<T> {
     std::str::from_utf8(bytes).ok()?.parse().ok()
 }
 
-/// What `holder/<id>` says about the last grant of an ID.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Holder<'a> {
-    Never,
-    Held(&'a str),
-    Released(&'a str),
-}
-
-impl<'a> Holder<'a> {
-    pub fn parse(value: Option<&'a [u8]>) -> Holder<'a> {
-        match value.and_then(|v| std::str::from_utf8(v).ok()) {
-            None => Holder::Never,
-            Some(v) => match v.strip_prefix(RELEASED) {
-                Some(token) => Holder::Released(token),
-                None => Holder::Held(v),
-            },
-        }
-    }
-
-    /// The contract's error for a renew or release by `token` that found no
-    /// live `owner/<id>` held by it; `owner` is the live holder's token, if any.
-    pub fn refusal(&self, owner: Option<&[u8]>, token: &Token, id: WorkerId) -> Error {
-        if owner.is_some() {
-            return Error::TokenMismatch { id };
-        }
-        match self {
-            Holder::Held(t) if *t == token.to_string() => Error::TokenExpired { id },
-            Holder::Held(_) => Error::TokenMismatch { id },
-            Holder::Never | Holder::Released(_) => Error::NotAssigned { id },
-        }
+/// The contract's error for a renew or release by `token` that found no live
+/// `owner/<id>` held by it, from what the keys of the ID say: the live owner's
+/// token (if any), the last grant's token (`holder/<id>`), and whether that
+/// grant was released (`freed/<id>` exists).
+pub(crate) fn refusal(
+    owner: Option<&[u8]>,
+    holder: Option<&[u8]>,
+    freed: bool,
+    token: &Token,
+    id: WorkerId,
+) -> Error {
+    let mine = token.to_string();
+    match (owner, holder) {
+        (Some(_), _) => Error::TokenMismatch { id },
+        (None, None) => Error::NotAssigned { id },
+        (None, Some(_)) if freed => Error::NotAssigned { id },
+        (None, Some(last)) if last == mine.as_bytes() => Error::TokenExpired { id },
+        (None, Some(_)) => Error::TokenMismatch { id },
     }
 }
 
@@ -181,32 +181,28 @@ mod tests {
     fn refusals_follow_the_contract() {
         let mine = Token::generate();
         let other = Token::generate();
+        let (m, o) = (mine.to_string(), other.to_string());
         let id = WorkerId::from(3);
-        let held_by_me = mine.to_string();
         let is = |e: Error| format!("{e:?}");
-        assert_eq!(
-            is(Holder::parse(Some(held_by_me.as_bytes())).refusal(None, &mine, id)),
-            is(Error::TokenExpired { id })
-        );
-        assert_eq!(
-            is(Holder::parse(Some(held_by_me.as_bytes())).refusal(
-                Some(other.to_string().as_bytes()),
-                &mine,
-                id
-            )),
-            is(Error::TokenMismatch { id })
-        );
-        assert_eq!(
-            is(Holder::parse(Some(released(&mine).as_bytes())).refusal(None, &mine, id)),
-            is(Error::NotAssigned { id })
-        );
-        assert_eq!(
-            is(Holder::parse(None).refusal(None, &mine, id)),
-            is(Error::NotAssigned { id })
-        );
-        assert_eq!(
-            is(Holder::parse(Some(other.to_string().as_bytes())).refusal(None, &mine, id)),
-            is(Error::TokenMismatch { id })
-        );
+        let cases = [
+            (None, Some(m.as_bytes()), false, Error::TokenExpired { id }),
+            (
+                Some(o.as_bytes()),
+                Some(o.as_bytes()),
+                false,
+                Error::TokenMismatch { id },
+            ),
+            (None, Some(m.as_bytes()), true, Error::NotAssigned { id }),
+            (None, None, false, Error::NotAssigned { id }),
+            (None, Some(o.as_bytes()), false, Error::TokenMismatch { id }),
+            (None, Some(o.as_bytes()), true, Error::NotAssigned { id }),
+        ];
+        for (owner, holder, freed, expected) in cases {
+            assert_eq!(
+                is(refusal(owner, holder, freed, &mine, id)),
+                is(expected),
+                "{owner:?} {holder:?} {freed}"
+            );
+        }
     }
 }

@@ -8,9 +8,11 @@ use etcd_client::{
     Compare, CompareOp, DeleteOptions, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
     TxnResponse,
 };
-use workerid_core::{Capabilities, Error, Grant, LeaseStore, Namespace, Result, Token, WorkerId};
+use workerid_core::{
+    Capabilities, Error, Grant, LeaseStore, Listing, Namespace, Result, Token, WorkerId,
+};
 
-use crate::keys::{number, released, watermark, Holder, Keys};
+use crate::keys::{number, refusal as refused, watermark, Keys};
 use crate::mirror::{scan, Mirror};
 use crate::{lock, EtcdStore, HeldLease};
 
@@ -66,16 +68,21 @@ fn guarded(keys: &Keys, id: u32, token: &Token, then: Vec<TxnOp>) -> Txn {
         .or_else([
             TxnOp::get(keys.owner(id), None),
             TxnOp::get(keys.holder(id), None),
+            TxnOp::get(keys.freed(id), None),
         ])
 }
 
 /// The contract's refusal, from the else branch of [`guarded`].
 fn refusal(what: &str, answer: &TxnResponse, token: &Token, id: WorkerId) -> Result<Error> {
     let responses = answer.op_responses();
-    match (got(&responses, 0), got(&responses, 1)) {
-        (Some(owner), Some(holder)) => {
-            Ok(Holder::parse(holder.as_deref()).refusal(owner.as_deref(), token, id))
-        }
+    match (got(&responses, 0), got(&responses, 1), got(&responses, 2)) {
+        (Some(owner), Some(holder), Some(freed)) => Ok(refused(
+            owner.as_deref(),
+            holder.as_deref(),
+            freed.is_some(),
+            token,
+            id,
+        )),
         _ => Err(nonsense(what, answer)),
     }
 }
@@ -98,6 +105,7 @@ fn acquire_txn(keys: &Keys, max: u32, token: &Token, lease: i64, candidates: &[u
                 TxnOp::put(keys.token(token), id.to_string(), with_lease()),
                 TxnOp::put(keys.holder(id), token.to_string(), None),
                 TxnOp::get(keys.mark(id), None),
+                TxnOp::delete(keys.freed(id), None),
             ]);
         if let Some(next) = chain.take() {
             level = level.or_else([TxnOp::txn(next)]);
@@ -172,7 +180,7 @@ fn parse_acquire(answer: &TxnResponse, max: u32, candidates: &[u32]) -> Result<A
 }
 
 impl EtcdStore {
-    async fn txn(
+    pub(crate) async fn txn(
         &self,
         what: &'static str,
         txn: Txn,
@@ -446,6 +454,7 @@ impl LeaseStore for EtcdStore {
             // The leader's lessor looks for expired leases every 500 ms, then
             // commits each revocation through Raft.
             expiry_lag: Duration::from_secs(1),
+            list: true,
             ..Capabilities::default()
         }
     }
@@ -567,7 +576,7 @@ impl LeaseStore for EtcdStore {
         let then = vec![
             TxnOp::delete(keys.owner(n), Some(DeleteOptions::new().with_prev_key())),
             TxnOp::delete(keys.token(token), None),
-            TxnOp::put(keys.holder(n), released(token), None),
+            TxnOp::put(keys.freed(n), token.to_string(), None),
             raise_mark(&keys, n, watermark),
         ];
         let answer = self.txn("release", guarded(&keys, n, token, then)).await?;
@@ -587,13 +596,21 @@ impl LeaseStore for EtcdStore {
         // A release sent again after its answer was lost finds its own marker.
         if retried {
             let responses = answer.op_responses();
-            if let (Some(None), Some(Some(holder))) = (got(&responses, 0), got(&responses, 1)) {
-                if Holder::parse(Some(&holder)) == Holder::Released(&token.to_string()) {
+            if let (Some(None), Some(Some(freed))) = (got(&responses, 0), got(&responses, 2)) {
+                if freed == token.to_string().as_bytes() {
                     return Ok(());
                 }
             }
         }
         Err(refusal("release", &answer, token, id)?)
+    }
+
+    async fn list(&self, namespace: &Namespace) -> Result<Listing> {
+        self.list_namespace(namespace).await
+    }
+
+    async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
+        self.force_release_id(namespace, id).await
     }
 }
 

@@ -25,7 +25,7 @@
 //!   the next when a request fails for a reason another member may not have.
 //!   Every request is safe to send twice (a retried acquire finds its own
 //!   grant through a `token/` key; a retried release recognises its own
-//!   `released:` marker), so retries never double-grant or misreport. Without
+//!   `freed/` marker), so retries never double-grant or misreport. Without
 //!   a quorum every operation ends in `Unavailable` after the configured
 //!   operation timeout, never in a false success.
 //!
@@ -50,6 +50,7 @@ mod builder;
 mod cluster;
 mod keys;
 mod lease;
+mod listing;
 mod mirror;
 mod segments;
 mod spare;

@@ -29,7 +29,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use workerid_core::{Capabilities, Error, Grant, LeaseStore, Namespace, Result, Token, WorkerId};
+use workerid_core::{
+    Capabilities, Error, Grant, LeaseStore, Listing, Namespace, Result, Token, WorkerId,
+};
 
 pub use clock::{ManualClock, MonotonicClock, SystemClock};
 use pool::Pool;
@@ -38,7 +40,8 @@ use workerid_core::segment::{Range, SegmentStore, Tag, TagInfo};
 
 /// An in-process lease store. Clones share the same leases.
 ///
-/// Capabilities: 1 ms minimum ttl and granularity, 22 worker bits, not durable.
+/// Capabilities: 1 ms minimum ttl and granularity, 22 worker bits, not
+/// durable, lists and force-releases.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -103,7 +106,10 @@ impl MemoryStore {
 #[async_trait]
 impl LeaseStore for MemoryStore {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default()
+        Capabilities {
+            list: true,
+            ..Capabilities::default()
+        }
     }
 
     async fn acquire(
@@ -151,6 +157,25 @@ impl LeaseStore for MemoryStore {
         self.with_pool(namespace, id, |pool, now| {
             pool.release(now, id, token, watermark)
         })
+    }
+
+    async fn list(&self, namespace: &Namespace) -> Result<Listing> {
+        let now = self.clock.now();
+        Ok(match self.namespaces().get(namespace) {
+            Some(pool) => Listing {
+                max_worker_id: Some(pool.max_worker_id),
+                leases: pool.list(now),
+            },
+            None => Listing::unknown(),
+        })
+    }
+
+    async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
+        let now = self.clock.now();
+        Ok(self
+            .namespaces()
+            .get_mut(namespace)
+            .is_some_and(|pool| pool.force_release(now, id)))
     }
 }
 

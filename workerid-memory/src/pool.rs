@@ -3,7 +3,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
-use workerid_core::{Error, Grant, Result, Token, WorkerId};
+use workerid_core::{Error, Grant, LeaseInfo, LeaseState, Result, Token, WorkerId};
 
 /// The state of one worker ID that has been granted at least once.
 #[derive(Debug)]
@@ -121,6 +121,37 @@ impl Pool {
         watermark: u64,
     ) -> Result<()> {
         self.update_held(now, id, token, watermark, now + ttl, false)
+    }
+
+    /// Every ID granted at least once, ordered by ID.
+    pub(crate) fn list(&self, now: Duration) -> Vec<LeaseInfo> {
+        let mut leases: Vec<LeaseInfo> = self
+            .slots
+            .iter()
+            .map(|(&id, slot)| LeaseInfo {
+                id: WorkerId::from(id),
+                state: LeaseState::judge(slot.holder.is_some(), slot.expires_at, now),
+                fence: slot.fence,
+                watermark: slot.watermark,
+            })
+            .collect();
+        leases.sort_unstable_by_key(|l| l.id);
+        leases
+    }
+
+    /// Frees `id` if a live lease holds it, keeping fence and watermark.
+    pub(crate) fn force_release(&mut self, now: Duration, id: WorkerId) -> bool {
+        let Some(slot) = self.slots.get_mut(&id.get()) else {
+            return false;
+        };
+        if slot.holder.is_none() || slot.expires_at <= now {
+            return false;
+        }
+        self.by_free_at.remove(&(slot.expires_at, id.get()));
+        slot.holder = None;
+        slot.expires_at = now;
+        self.by_free_at.insert((now, id.get()));
+        true
     }
 
     pub(crate) fn release(

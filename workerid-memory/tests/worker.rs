@@ -282,3 +282,41 @@ async fn renewals_keep_a_worker_issuing_and_dropping_it_releases() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_release_makes_the_worker_leave_and_the_next_holder_go_on_higher() {
+    let store = MemoryStore::new();
+    let ttl = Duration::from_secs(30);
+    let clock = Arc::new(FakeClock::at(T0));
+    let first = Worker::join(
+        allocator(store.clone(), ttl),
+        WorkerOptions::new()
+            .clock(clock.clone())
+            .renew_every(Duration::from_millis(50)),
+    )
+    .await
+    .unwrap();
+    let before = ids(&first, &clock, 1_000);
+
+    // An operator frees the stuck worker ID (what `workerid release --force` does).
+    let operator = allocator(store.clone(), ttl);
+    assert!(operator.force_release(0).await.unwrap(), "it was held live");
+    let state = tokio::time::timeout(Duration::from_secs(10), first.stopped())
+        .await
+        .expect("the worker notices at its next renewal");
+    assert!(matches!(state, WorkerState::Lost { .. }), "{state:?}");
+    assert!(first.next_id().is_err(), "no IDs once the lease is lost");
+
+    let second = Worker::join(
+        allocator(store, ttl),
+        WorkerOptions::new().clock(clock.clone()),
+    )
+    .await
+    .unwrap();
+    let after = ids(&second, &clock, 1_000);
+    let highest_before = *before.iter().max().unwrap();
+    assert!(
+        after.iter().all(|id| *id > highest_before),
+        "IDs went back in time after a forced release"
+    );
+}

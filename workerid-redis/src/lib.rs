@@ -35,6 +35,7 @@
 mod builder;
 mod connection;
 mod keys;
+mod listing;
 mod script;
 mod segments;
 
@@ -43,7 +44,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use redis::Value;
-use workerid_core::{Capabilities, Error, Grant, LeaseStore, Namespace, Result, Token, WorkerId};
+use workerid_core::{
+    Capabilities, Error, Grant, LeaseStore, Listing, Namespace, Result, Token, WorkerId,
+};
 
 pub use builder::RedisStoreBuilder;
 use connection::Connection;
@@ -55,7 +58,8 @@ use script::{ACQUIRE, RELEASE, RENEW};
 /// self-reconnecting connection.
 ///
 /// Capabilities: 1 ms minimum ttl and granularity, 22 worker bits, durable
-/// only as declared with [`RedisStoreBuilder::durable`].
+/// only as declared with [`RedisStoreBuilder::durable`], lists and
+/// force-releases (one script each; a listing reads the whole namespace).
 #[derive(Clone)]
 pub struct RedisStore {
     connection: Connection,
@@ -146,6 +150,7 @@ impl LeaseStore for RedisStore {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             durable: self.durable,
+            list: true,
             ..Capabilities::default()
         }
     }
@@ -220,5 +225,13 @@ impl LeaseStore for RedisStore {
         let keys = keys(&self.prefix, namespace);
         let args = [id.to_string(), token.to_string(), watermark.to_string()];
         outcome("release", id, self.call(&RELEASE, &keys, &args).await?)
+    }
+
+    async fn list(&self, namespace: &Namespace) -> Result<Listing> {
+        self.list_namespace(namespace).await
+    }
+
+    async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
+        self.force_release_id(namespace, id).await
     }
 }

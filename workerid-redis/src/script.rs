@@ -55,6 +55,11 @@ pub(crate) static RENEW: LazyLock<LuaScript> =
 pub(crate) static RELEASE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("lua/release.lua")));
 
+pub(crate) static LIST: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("lua/list.lua")));
+pub(crate) static FORCE_RELEASE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("lua/force_release.lua")));
+
 pub(crate) static SEGMENT_CREATE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::plain(include_str!("lua/segment_create.lua").into()));
 pub(crate) static SEGMENT_RESERVE: LazyLock<LuaScript> =

@@ -121,6 +121,14 @@ pub(crate) struct Statements {
     /// Why a renew or release matched nothing. Binds: namespace, worker_id.
     /// Returns `token, expires_at, now`.
     pub inspect: String,
+    /// A namespace's pool size and every lease, in one statement. Binds:
+    /// namespace. Returns `max_worker_id, worker_id, token, expires_at,
+    /// fence, watermark, now` per ID (the lease columns NULL for a namespace
+    /// without leases), no row for a namespace never used.
+    pub list: String,
+    /// Frees a live lease whatever its token. Binds: namespace, worker_id.
+    /// Affects 1 row when it did.
+    pub force_release: String,
 }
 
 impl Statements {
@@ -215,6 +223,16 @@ impl Statements {
             )),
             inspect: p(format!(
                 "SELECT token, expires_at, {now} FROM {table} WHERE namespace = ? AND worker_id = ?"
+            )),
+            list: p(format!(
+                "SELECT n.max_worker_id, l.worker_id, l.token, l.expires_at, l.fence, \
+                 l.watermark, {now} FROM {ns_table} n \
+                 LEFT JOIN {table} l ON l.namespace = n.namespace \
+                 WHERE n.namespace = ? ORDER BY l.worker_id"
+            )),
+            force_release: p(format!(
+                "UPDATE {table} SET token = NULL, expires_at = {now} \
+                 WHERE namespace = ? AND worker_id = ? AND token IS NOT NULL AND expires_at > {now}"
             )),
         }
     }

@@ -46,6 +46,7 @@
 #![deny(missing_docs)]
 
 mod dialect;
+mod listing;
 mod segments;
 mod store;
 

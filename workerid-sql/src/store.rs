@@ -6,7 +6,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, AssertSqlSafe, Row};
-use workerid_core::{Capabilities, Error, Grant, LeaseStore, Namespace, Result, Token, WorkerId};
+use workerid_core::{
+    Capabilities, Error, Grant, LeaseStore, Listing, Namespace, Result, Token, WorkerId,
+};
 
 use crate::dialect::{check_table, Dialect, Statements};
 use crate::segments::SegmentStatements;
@@ -19,11 +21,11 @@ pub const DEFAULT_SEGMENTS_TABLE: &str = "segments";
 
 /// u64 watermarks live in signed BIGINT columns with the top bit flipped,
 /// which keeps their order, so `GREATEST` works.
-fn watermark_to_sql(watermark: u64) -> i64 {
+pub(crate) fn watermark_to_sql(watermark: u64) -> i64 {
     (watermark ^ (1 << 63)) as i64
 }
 
-fn watermark_from_sql(stored: i64) -> u64 {
+pub(crate) fn watermark_from_sql(stored: i64) -> u64 {
     (stored as u64) ^ (1 << 63)
 }
 
@@ -141,7 +143,7 @@ impl SqlStoreBuilder {
 /// A lease store on a SQL database. Cheap to clone: clones share the pool.
 ///
 /// Capabilities: 1 ms minimum ttl and granularity, 22 worker bits, durable
-/// (except an in-memory SQLite database).
+/// (except an in-memory SQLite database), lists and force-releases.
 #[derive(Debug, Clone)]
 pub struct SqlStore {
     pool: AnyPool,
@@ -179,6 +181,10 @@ impl SqlStore {
     /// The pool.
     pub fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    pub(crate) fn statements(&self) -> &Statements {
+        &self.sql
     }
 
     pub(crate) fn segments(&self) -> &SegmentStatements {
@@ -460,6 +466,7 @@ impl LeaseStore for SqlStore {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             durable: self.durable,
+            list: true,
             ..Capabilities::default()
         }
     }
@@ -498,6 +505,14 @@ impl LeaseStore for SqlStore {
     ) -> Result<()> {
         self.guarded(|| q(&self.sql.release), namespace, id, token, watermark)
             .await
+    }
+
+    async fn list(&self, namespace: &Namespace) -> Result<Listing> {
+        self.list_namespace(namespace).await
+    }
+
+    async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
+        self.force_release_id(namespace, id).await
     }
 }
 

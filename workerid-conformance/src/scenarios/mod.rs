@@ -10,6 +10,7 @@ mod grants;
 mod history;
 mod input;
 mod lifecycle;
+mod listing;
 
 pub use contention::*;
 pub use durability::*;
@@ -17,6 +18,7 @@ pub use grants::*;
 pub use history::*;
 pub use input::*;
 pub use lifecycle::*;
+pub use listing::*;
 
 use crate::StoreFactory;
 
@@ -43,4 +45,6 @@ registry!(
     concurrent_renewals_all_succeed,
     release_races_renew_and_acquire,
     survives_restart,
+    listing_shows_every_granted_id,
+    force_release_frees_a_live_id,
 );

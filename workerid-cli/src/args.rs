@@ -1,0 +1,203 @@
+//! The command line: every command, its flags, and its help with examples.
+
+use clap::{Args, Parser, Subcommand};
+
+/// See and manage worker-ID leases, decode snowflake IDs, manage segment tags.
+#[derive(Debug, Parser)]
+#[command(
+    name = "workerid",
+    version,
+    arg_required_else_help = true,
+    after_help = concat!(
+        "Stores by URL: redis://host:port/db, postgres://user:pass@host/db, mysql://..., mariadb://...,\n\
+         sqlite://PATH (add ?mode=rwc to create the file), etcd://[user:pass@]host:port,host:port[/prefix].\n\
+         The URL may also come from WORKERID_STORE, the namespace from WORKERID_NAMESPACE.\n\n\
+         Examples:\n  \
+         workerid leases --store redis://127.0.0.1:6379/ --namespace orders\n  \
+         workerid release --store postgres://ops@db/ids --namespace orders --id 17 --force\n  \
+         workerid decode 264905529753669637\n  \
+         workerid segments --store sqlite:///var/lib/ids.db\n  \
+         workerid bench --store redis://127.0.0.1:6379/\n\n",
+        "Exit codes:\n  \
+         0  success\n  \
+         1  any other failure\n  \
+         2  bad usage: flag, URL, namespace, worker ID, tag or layout (nothing changed)\n  \
+         3  the store cannot be reached, timed out, or answered nonsense\n  \
+         4  unknown namespace (no worker ID ever granted in it) or unknown tag\n  \
+         5  refused, nothing changed (release without --force, a tag that exists)\n  \
+         6  the store cannot do this (a store without listing)"
+    )
+)]
+pub struct Cli {
+    /// Print JSON for scripts instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// A table of a namespace's worker IDs: live / expired / free, fence, time left, watermark.
+    #[command(after_help = concat!(
+        "Every worker ID ever granted in the namespace is listed; IDs never granted are not.\n\
+         Time left is judged on the store's clock. The watermark is the highest timestamp\n\
+         (ms since 1970) a holder reserved, shown as a UTC date.\n\n\
+         Examples:\n  \
+         workerid leases --store redis://127.0.0.1:6379/ --namespace orders\n  \
+         workerid leases -s sqlite:///var/lib/ids.db -n orders --json | jq '.leases[] | select(.state == \"live\")'\n\n",
+        "Exit codes: 0 ok, 2 bad usage, 3 store unreachable, 4 unknown namespace, 6 store cannot list."
+    ))]
+    Leases(LeasesArgs),
+
+    /// An operator's forced release of a stuck worker ID (needs --force).
+    #[command(after_help = concat!(
+        "Frees the ID whatever token holds it, as if its holder had released it: the fence\n\
+         and the watermark are kept, so the next holder gets a higher fence and never goes\n\
+         back in time. The former holder's next renewal fails with NotAssigned and a\n\
+         snowflake worker then stops issuing IDs. Without --force nothing is done.\n\n\
+         Examples:\n  \
+         workerid release --store redis://127.0.0.1:6379/ --namespace orders --id 17 --force\n  \
+         WORKERID_STORE=postgres://ops@db/ids workerid release -n orders --id 17 --force --json\n\n",
+        "Exit codes: 0 ok (released, or not held live), 2 bad usage or ID outside the pool,\n\
+         3 store unreachable, 4 unknown namespace, 5 refused without --force, 6 store cannot release."
+    ))]
+    Release(ReleaseArgs),
+
+    /// A snowflake ID's time (UTC), worker ID and sequence.
+    #[command(after_help = concat!(
+        "Layouts: classic (41 bits of ms since 2024-01-01, 10 worker bits, 12 sequence bits),\n\
+         sonyflake (39 bits of 10 ms since 2014-09-01, 16, 8), or\n\
+         custom:TIMESTAMP_BITS,WORKER_BITS,SEQUENCE_BITS,UNIT_MS,EPOCH with EPOCH a date\n\
+         (YYYY-MM-DD) or milliseconds since 1970. IDs in decimal or 0x hex.\n\n\
+         Examples:\n  \
+         workerid decode 264905529753669637\n  \
+         workerid decode 0x3ad222d00011005 --json\n  \
+         workerid decode 1864957138074341379 --layout sonyflake\n  \
+         workerid decode 123456789012 --layout custom:41,10,12,1,2020-01-01 --json\n\n",
+        "Exit codes: 0 ok, 2 bad ID or layout."
+    ))]
+    Decode(DecodeArgs),
+
+    /// Segment tags: their max_id and step; `segments create` makes one.
+    #[command(after_help = concat!(
+        "Examples:\n  \
+         workerid segments --store sqlite:///var/lib/ids.db\n  \
+         workerid segments create orders --start 1 --step 1000 --store redis://127.0.0.1:6379/\n\n",
+        "Exit codes: 0 ok, 2 bad usage, 3 store unreachable, 5 the tag exists already (unchanged)."
+    ))]
+    Segments(SegmentsArgs),
+
+    /// A quick latency check of the store from here: acquire / renew / release, p50 / p99.
+    #[command(after_help = concat!(
+        "Runs ROUNDS cycles of acquire, renew and release in a scratch namespace (pool of\n\
+         1024 IDs; each cycle frees its ID), after one warm-up cycle, and prints each\n\
+         operation's median, 99th percentile and slowest time.\n\n\
+         Examples:\n  \
+         workerid bench --store redis://127.0.0.1:6379/\n  \
+         workerid bench --store postgres://ops@db/ids --rounds 500 --json\n\n",
+        "Exit codes: 0 ok, 2 bad usage, 3 store unreachable."
+    ))]
+    Bench(BenchArgs),
+}
+
+/// Where the store is.
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// The store's URL (redis://, etcd://, postgres://, mysql://, mariadb://, sqlite://).
+    #[arg(long, short = 's', env = "WORKERID_STORE", value_name = "URL")]
+    pub store: String,
+}
+
+/// `leases`.
+#[derive(Debug, Args)]
+pub struct LeasesArgs {
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The namespace (the pool of worker IDs).
+    #[arg(long, short = 'n', env = "WORKERID_NAMESPACE")]
+    pub namespace: String,
+}
+
+/// `release`.
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The namespace (the pool of worker IDs).
+    #[arg(long, short = 'n', env = "WORKERID_NAMESPACE")]
+    pub namespace: String,
+    /// The worker ID to free.
+    #[arg(long)]
+    pub id: u64,
+    /// Yes, free it even if a live process holds it.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `decode`.
+#[derive(Debug, Args)]
+pub struct DecodeArgs {
+    /// The snowflake ID (decimal, or hex with 0x).
+    pub id: String,
+    /// classic, sonyflake, or custom:TS_BITS,WORKER_BITS,SEQ_BITS,UNIT_MS,EPOCH.
+    #[arg(long, default_value = "classic")]
+    pub layout: String,
+}
+
+/// `segments`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = false)]
+pub struct SegmentsArgs {
+    /// The store's URL (redis://, postgres://, mysql://, mariadb://, sqlite://).
+    #[arg(
+        long,
+        short = 's',
+        env = "WORKERID_STORE",
+        value_name = "URL",
+        global = true
+    )]
+    pub store: Option<String>,
+    /// `create`, or nothing to list the tags.
+    #[command(subcommand)]
+    pub action: Option<SegmentsCommand>,
+}
+
+/// `segments create`.
+#[derive(Debug, Subcommand)]
+pub enum SegmentsCommand {
+    /// Creates a tag; refuses (exit 5) if it exists.
+    #[command(after_help = "Example:\n  \
+        workerid segments create orders --start 1 --step 1000 --store redis://127.0.0.1:6379/\n\n\
+        Exit codes: 0 created, 2 bad tag, start or step, 3 store unreachable,\n\
+        5 the tag exists already (unchanged).")]
+    Create {
+        /// The tag: 1 to 32 bytes of [A-Za-z0-9._:-].
+        tag: String,
+        /// The tag's first ID.
+        #[arg(long, default_value_t = 1)]
+        start: u64,
+        /// How many IDs a process reserves at once (its default step).
+        #[arg(long, default_value_t = 1000)]
+        step: u64,
+    },
+}
+
+/// `bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The scratch namespace (pool of 1024 IDs).
+    #[arg(long, short = 'n', default_value = "workerid-bench")]
+    pub namespace: String,
+    /// How many acquire / renew / release cycles.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub rounds: u32,
+}

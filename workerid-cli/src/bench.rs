@@ -1,0 +1,132 @@
+//! `bench`: acquire / renew / release latency from where the operator sits.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use workerid_cli::error::CliError;
+use workerid_cli::open::open;
+use workerid_core::{Allocator, LeaseOptions, Namespace};
+
+use crate::args::BenchArgs;
+use crate::render::{latency, table};
+
+/// The lease length the bench asks for: long enough never to expire mid-cycle.
+const TTL: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Serialize)]
+struct Stats {
+    p50_us: f64,
+    p99_us: f64,
+    max_us: f64,
+}
+
+/// Percentiles of `samples` (sorted here), nearest-rank.
+fn stats(samples: &mut [Duration]) -> (Duration, Duration, Duration) {
+    samples.sort_unstable();
+    let rank = |p: usize| {
+        let n = samples.len();
+        let i = (n * p).div_ceil(100).clamp(1, n) - 1;
+        samples[i]
+    };
+    (rank(50), rank(99), samples[samples.len() - 1])
+}
+
+fn us(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e7).round() / 10.0
+}
+
+#[derive(Debug, Serialize)]
+struct BenchJson {
+    store: &'static str,
+    namespace: String,
+    rounds: u32,
+    acquire: Stats,
+    renew: Stats,
+    release: Stats,
+}
+
+/// `workerid bench`.
+pub async fn bench(args: &BenchArgs, json: bool) -> Result<String, CliError> {
+    Namespace::new(args.namespace.as_str())?;
+    let stores = open(&args.store.store).await?;
+    let options = LeaseOptions::new()
+        .worker_bits(10)
+        .max_lease_time(TTL)
+        .ttl(TTL);
+    let allocator = Allocator::from_arc(stores.leases, &args.namespace, options)?;
+    let rounds = args.rounds as usize;
+    let mut times = [
+        Vec::with_capacity(rounds),
+        Vec::with_capacity(rounds),
+        Vec::with_capacity(rounds),
+    ];
+    // One warm-up cycle: connections, server-side script caches.
+    for round in 0..=rounds {
+        let start = Instant::now();
+        let mut lease = allocator.acquire().await?;
+        let acquired = Instant::now();
+        allocator.renew(&mut lease).await?;
+        let renewed = Instant::now();
+        allocator.release(&lease).await?;
+        let released = Instant::now();
+        if round > 0 {
+            times[0].push(acquired - start);
+            times[1].push(renewed - acquired);
+            times[2].push(released - renewed);
+        }
+    }
+    let [acquire, renew, release] = times.map(|mut samples| stats(&mut samples));
+    let scheme = stores.scheme.name();
+    if json {
+        let to_json = |(p50, p99, max): (Duration, Duration, Duration)| Stats {
+            p50_us: us(p50),
+            p99_us: us(p99),
+            max_us: us(max),
+        };
+        let out = BenchJson {
+            store: scheme,
+            namespace: args.namespace.clone(),
+            rounds: args.rounds,
+            acquire: to_json(acquire),
+            renew: to_json(renew),
+            release: to_json(release),
+        };
+        return Ok(serde_json::to_string_pretty(&out)? + "\n");
+    }
+    let mut rows = vec![vec![
+        "OPERATION".to_string(),
+        "P50".into(),
+        "P99".into(),
+        "MAX".into(),
+    ]];
+    for (name, (p50, p99, max)) in [("acquire", acquire), ("renew", renew), ("release", release)] {
+        rows.push(vec![name.into(), latency(p50), latency(p99), latency(max)]);
+    }
+    Ok(format!(
+        "{} rounds on {scheme}, namespace {}:\n{}",
+        args.rounds,
+        args.namespace,
+        table(&rows)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let mut samples: Vec<Duration> = (1..=100).rev().map(Duration::from_micros).collect();
+        let (p50, p99, max) = stats(&mut samples);
+        assert_eq!(
+            (p50, p99, max),
+            (
+                Duration::from_micros(50),
+                Duration::from_micros(99),
+                Duration::from_micros(100)
+            )
+        );
+        let mut one = vec![Duration::from_micros(7)];
+        assert_eq!(stats(&mut one).1, Duration::from_micros(7));
+    }
+}

@@ -1,0 +1,188 @@
+//! `decode`: a snowflake ID taken apart by a layout.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use serde::Serialize;
+use workerid_cli::error::CliError;
+use workerid_core::snowflake::Layout;
+
+use crate::args::DecodeArgs;
+use crate::render::{days_from_civil, utc};
+
+fn usage(message: String) -> CliError {
+    CliError::Usage(message)
+}
+
+/// `classic`, `sonyflake`, or `custom:TS,WORKER,SEQ,UNIT_MS,EPOCH`.
+pub fn parse_layout(spec: &str) -> Result<Layout, CliError> {
+    match spec {
+        "classic" => return Ok(Layout::classic()),
+        "sonyflake" => return Ok(Layout::sonyflake()),
+        _ => {}
+    }
+    let custom = spec.strip_prefix("custom:").ok_or_else(|| {
+        usage(format!(
+            "unknown layout {spec:?}: classic, sonyflake, or custom:TS_BITS,WORKER_BITS,SEQ_BITS,UNIT_MS,EPOCH"
+        ))
+    })?;
+    let fields: Vec<&str> = custom.split(',').map(str::trim).collect();
+    let [ts, worker, seq, unit, epoch] = fields.as_slice() else {
+        return Err(usage(format!(
+            "layout {spec:?} needs five fields: custom:TS_BITS,WORKER_BITS,SEQ_BITS,UNIT_MS,EPOCH \
+             (e.g. custom:41,10,12,1,2024-01-01)"
+        )));
+    };
+    let bits = |name: &str, v: &str| {
+        v.parse::<u8>().map_err(|_| {
+            usage(format!(
+                "layout {spec:?}: {name} {v:?} is not a number of bits"
+            ))
+        })
+    };
+    let unit_ms: u64 = unit.parse().map_err(|_| {
+        usage(format!(
+            "layout {spec:?}: unit {unit:?} is not a number of ms"
+        ))
+    })?;
+    let layout = Layout::new(
+        bits("timestamp bits", ts)?,
+        bits("worker bits", worker)?,
+        bits("sequence bits", seq)?,
+        Duration::from_millis(unit_ms),
+        parse_epoch(epoch).ok_or_else(|| {
+            usage(format!(
+                "layout {spec:?}: epoch {epoch:?} is neither YYYY-MM-DD nor ms since 1970"
+            ))
+        })?,
+    )?;
+    Ok(layout)
+}
+
+/// `YYYY-MM-DD` (UTC midnight) or milliseconds since 1970.
+fn parse_epoch(text: &str) -> Option<Duration> {
+    if let Ok(ms) = text.parse::<u64>() {
+        return Some(Duration::from_millis(ms));
+    }
+    let mut parts = text.splitn(3, '-');
+    let year: i64 = parts.next()?.parse().ok()?;
+    let month: u32 = parts.next()?.parse().ok()?;
+    let day: u32 = parts.next()?.parse().ok()?;
+    if !(1970..=9999).contains(&year) || !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return None;
+    }
+    let days = u64::try_from(days_from_civil(year, month, day)).ok()?;
+    Some(Duration::from_secs(days * 86_400))
+}
+
+/// A decimal or `0x` hexadecimal ID.
+fn parse_id(text: &str) -> Result<u64, CliError> {
+    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => text.parse(),
+    };
+    parsed.map_err(|_| usage(format!("{text:?} is not an ID (decimal, or hex with 0x)")))
+}
+
+fn describe(layout: &Layout) -> String {
+    let epoch_ms = u64::try_from(layout.epoch().as_millis()).unwrap_or(u64::MAX);
+    format!(
+        "{} timestamp bits of {} ms since {}, {} worker bits, {} sequence bits",
+        layout.timestamp_bits(),
+        layout.unit().as_millis(),
+        utc(epoch_ms).get(..10).unwrap_or_default(),
+        layout.worker_bits(),
+        layout.sequence_bits()
+    )
+}
+
+#[derive(Debug, Serialize)]
+struct DecodedJson {
+    id: u64,
+    time_utc: String,
+    unix_ms: u64,
+    timestamp: u64,
+    worker_id: u32,
+    sequence: u64,
+    layout: String,
+}
+
+/// `workerid decode`.
+pub fn decode(args: &DecodeArgs, json: bool) -> Result<String, CliError> {
+    let layout = parse_layout(&args.layout)?;
+    let id = parse_id(&args.id)?;
+    let width = u32::from(layout.timestamp_bits())
+        + u32::from(layout.worker_bits())
+        + u32::from(layout.sequence_bits());
+    if id >> width != 0 {
+        return Err(usage(format!(
+            "ID {id} is wider than the layout's {width} bits ({}): another layout?",
+            describe(&layout)
+        )));
+    }
+    let parts = layout.decompose(id);
+    let unix_ms = parts
+        .time
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0);
+    let out = DecodedJson {
+        id,
+        time_utc: utc(unix_ms),
+        unix_ms,
+        timestamp: parts.timestamp,
+        worker_id: parts.worker_id,
+        sequence: parts.sequence,
+        layout: describe(&layout),
+    };
+    if json {
+        return Ok(serde_json::to_string_pretty(&out)? + "\n");
+    }
+    Ok(format!(
+        "id         {}\ntime       {} (unix ms {})\ntimestamp  {}\nworker     {}\nsequence   {}\nlayout     {}\n",
+        out.id, out.time_utc, out.unix_ms, out.timestamp, out.worker_id, out.sequence, out.layout
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(id: &str, layout: &str) -> DecodeArgs {
+        DecodeArgs {
+            id: id.into(),
+            layout: layout.into(),
+        }
+    }
+
+    #[test]
+    fn custom_layouts_and_epochs() {
+        let layout = parse_layout("custom:41,10,12,1,2024-01-01").unwrap();
+        assert_eq!(layout, Layout::classic());
+        assert_eq!(parse_epoch("1704067200000"), parse_epoch("2024-01-01"));
+        for bad in [
+            "nope",
+            "custom:41,10",
+            "custom:x,10,12,1,2024-01-01",
+            "custom:41,10,12,1,2024-13-01",
+            "custom:42,10,12,1,2024-01-01", // 64 bits
+        ] {
+            assert!(parse_layout(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn decodes_and_refuses_ids_too_wide() {
+        let layout = Layout::classic();
+        let id = layout.compose(1_000, 7, 3);
+        let out = decode(&args(&id.to_string(), "classic"), false).unwrap();
+        assert!(out.contains("2024-01-01T00:00:01.000Z"), "{out}");
+        assert!(
+            out.contains("worker     7\n") && out.contains("sequence   3\n"),
+            "{out}"
+        );
+        let hex = decode(&args(&format!("{id:#x}"), "classic"), false).unwrap();
+        assert_eq!(hex, out);
+        assert!(decode(&args(&u64::MAX.to_string(), "classic"), false).is_err());
+        assert!(decode(&args("12ab", "classic"), false).is_err());
+    }
+}

@@ -1,0 +1,117 @@
+//! What can go wrong in the CLI, and the exit code of each: scripts can rely
+//! on them.
+
+use workerid_core::Error;
+
+/// Exit codes of the `workerid` binary.
+pub mod exit {
+    /// Success.
+    pub const OK: u8 = 0;
+    /// Any other failure (the store answered an error not listed below, the
+    /// output could not be written).
+    pub const FAILED: u8 = 1;
+    /// Bad usage: an unknown flag, a missing argument, a bad URL, namespace,
+    /// worker ID, tag or layout. Nothing was changed.
+    pub const USAGE: u8 = 2;
+    /// The store cannot be reached, timed out, or answered nonsense.
+    pub const UNREACHABLE: u8 = 3;
+    /// No such namespace (no worker ID was ever granted in it) or tag.
+    pub const UNKNOWN: u8 = 4;
+    /// Refused, nothing changed: a forced release without `--force`, a tag
+    /// that exists already.
+    pub const REFUSED: u8 = 5;
+    /// The store cannot do this: a store without listing.
+    pub const UNSUPPORTED: u8 = 6;
+}
+
+/// An error of the `workerid` binary; [`CliError::exit_code`] says how it exits.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Bad usage (exit 2).
+    #[error("{0}")]
+    Usage(String),
+
+    /// A store URL the CLI cannot use (exit 2).
+    #[error("bad store URL {url:?}: {reason}")]
+    BadUrl {
+        /// The URL, password hidden.
+        url: String,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// The store cannot be reached (exit 3).
+    #[error("cannot reach the store at {url}: {reason}")]
+    Unreachable {
+        /// The URL, password hidden.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// A namespace in which no worker ID was ever granted (exit 4).
+    #[error("unknown namespace {0:?}: no worker ID was ever granted in it on this store")]
+    UnknownNamespace(String),
+
+    /// Refused; nothing changed (exit 5).
+    #[error("{0}")]
+    Refused(String),
+
+    /// The store does not implement an optional operation (exit 6).
+    #[error("the {store} store cannot {operation}")]
+    Unsupported {
+        /// Which store.
+        store: &'static str,
+        /// What it cannot do.
+        operation: &'static str,
+    },
+
+    /// An error of the lease or segment store (exit code by kind).
+    #[error(transparent)]
+    Store(#[from] Error),
+
+    /// The output could not be written or encoded (exit 1).
+    #[error("cannot write the output: {0}")]
+    Output(String),
+}
+
+impl CliError {
+    /// The exit code: one of [`exit`]'s constants.
+    ///
+    /// ```
+    /// use workerid_cli::error::{exit, CliError};
+    /// let down = CliError::Store(workerid_core::Error::unavailable("redis", "refused"));
+    /// assert_eq!(down.exit_code(), exit::UNREACHABLE);
+    /// ```
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Usage(_) | CliError::BadUrl { .. } => exit::USAGE,
+            CliError::Unreachable { .. } => exit::UNREACHABLE,
+            CliError::UnknownNamespace(_) => exit::UNKNOWN,
+            CliError::Refused(_) => exit::REFUSED,
+            CliError::Unsupported { .. } => exit::UNSUPPORTED,
+            CliError::Output(_) => exit::FAILED,
+            CliError::Store(e) => match e {
+                Error::Unavailable { .. } => exit::UNREACHABLE,
+                Error::InvalidConfig { .. }
+                | Error::InvalidWorkerId { .. }
+                | Error::InvalidToken { .. } => exit::USAGE,
+                Error::UnknownTag { .. } => exit::UNKNOWN,
+                Error::Unsupported { .. } => exit::UNSUPPORTED,
+                _ => exit::FAILED,
+            },
+        }
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(e: std::io::Error) -> Self {
+        CliError::Output(e.to_string())
+    }
+}
+
+impl From<serde_json::Error> for CliError {
+    fn from(e: serde_json::Error) -> Self {
+        CliError::Output(e.to_string())
+    }
+}

@@ -1,0 +1,255 @@
+//! The real binary against real stores: Redis, etcd, PostgreSQL and MariaDB from
+//! the test harness, SQLite on a temporary file. Leases are made with the
+//! library; the binary lists them, force-releases one, manages segment tags
+//! and measures latency.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::{unique, workerid};
+use workerid_core::{Allocator, Error, LeaseOptions};
+
+/// 2024-01-01T00:00:01Z in ms: a watermark the table shows as a date.
+const WATERMARK: u64 = 1_704_067_201_000;
+
+fn allocator(
+    store: &std::sync::Arc<dyn workerid_core::LeaseStore>,
+    ns: &str,
+    ttl: Duration,
+) -> Allocator {
+    let options = LeaseOptions::new()
+        .worker_bits(3)
+        .max_lease_time(Duration::from_secs(60))
+        .ttl(ttl);
+    Allocator::from_arc(store.clone(), ns, options).expect("an allocator")
+}
+
+/// `leases --json`, as id -> lease.
+fn listed(url: &str, ns: &str) -> BTreeMap<u64, Value> {
+    let run = workerid(&["leases", "--store", url, "--namespace", ns, "--json"]).expect(0);
+    let json = run.json();
+    assert_eq!(json["namespace"], ns);
+    assert_eq!(json["max_worker_id"], 7);
+    json["leases"]
+        .as_array()
+        .expect("a leases array")
+        .iter()
+        .map(|l| (l["id"].as_u64().expect("an id"), l.clone()))
+        .collect()
+}
+
+/// Everything the CLI does with a store, on the store at `url`.
+async fn exercise(url: &str) {
+    let store = workerid_cli::open::store_from_url(url)
+        .await
+        .expect("the store is up");
+    let ns = unique("cli.");
+    // A lease that expires within the test, as short as the store allows.
+    let caps = store.capabilities();
+    let short_ttl = caps.min_ttl.max(Duration::from_millis(300));
+    let long = allocator(&store, &ns, Duration::from_secs(60));
+    let short = allocator(&store, &ns, short_ttl);
+    let mut held = long.acquire().await.expect("acquire");
+    long.renew_with_watermark(&mut held, WATERMARK)
+        .await
+        .expect("renew");
+    let expired = short.acquire().await.expect("acquire");
+    let freed = long.acquire().await.expect("acquire");
+    long.release_with_watermark(&freed, 5)
+        .await
+        .expect("release");
+    tokio::time::sleep(short_ttl * 2 + caps.expiry_lag).await;
+
+    // The table.
+    let run = workerid(&["leases", "--store", url, "--namespace", &ns]).expect(0);
+    assert!(
+        run.stdout
+            .contains("1 live, 1 expired, 1 free, 5 never granted"),
+        "{run:#?}"
+    );
+    let row = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("{}  ", held.id())))
+        .unwrap_or_else(|| panic!("no row for the live ID: {run:#?}"));
+    for cell in [
+        "live",
+        &held.fence().to_string(),
+        "2024-01-01T00:00:01.000Z",
+    ] {
+        assert!(row.contains(cell), "{cell:?} missing from {row:?}");
+    }
+
+    // The same as JSON.
+    let leases = listed(url, &ns);
+    assert_eq!(leases.len(), 3, "{leases:?}");
+    let live = &leases[&u64::from(held.id())];
+    assert_eq!(live["state"], "live");
+    assert_eq!(live["fence"], held.fence());
+    assert_eq!(live["watermark"], WATERMARK);
+    assert_eq!(live["watermark_utc"], "2024-01-01T00:00:01.000Z");
+    let left = live["remaining_ms"].as_u64().expect("time left");
+    assert!((50_000..=60_000).contains(&left), "{left} ms left");
+    assert_eq!(leases[&u64::from(expired.id())]["state"], "expired");
+    assert_eq!(leases[&u64::from(freed.id())]["state"], "free");
+    assert_eq!(leases[&u64::from(freed.id())]["watermark"], 5);
+
+    // A forced release: refused without --force, and nothing changes.
+    let id = held.id().to_string();
+    let release = |extra: &[&str]| {
+        let mut args = vec!["release", "--store", url, "--namespace", &ns, "--id", &id];
+        args.extend_from_slice(extra);
+        workerid(&args)
+    };
+    let run = release(&[]).expect(5);
+    assert!(run.stderr.contains("--force"), "{run:#?}");
+    long.renew(&mut held)
+        .await
+        .expect("still held after a refused release");
+
+    let run = release(&["--force", "--json"]).expect(0);
+    let answer = run.json();
+    assert_eq!(
+        (&answer["released"], &answer["was"]),
+        (&Value::Bool(true), &Value::from("live"))
+    );
+    match long.renew(&mut held).await {
+        Err(Error::NotAssigned { .. }) => {}
+        other => panic!("the former holder's renew after a forced release: {other:?}"),
+    }
+    let leases = listed(url, &ns);
+    let after = &leases[&u64::from(held.id())];
+    assert_eq!(after["state"], "free");
+    assert_eq!(after["watermark"], WATERMARK, "the watermark is kept");
+    let run = release(&["--force"]).expect(0);
+    assert!(run.stdout.contains("nothing to release"), "{run:#?}");
+    // The next grant of that ID: a higher fence, and the kept watermark.
+    let mut next = long.acquire().await.expect("acquire");
+    while next.id() != held.id() {
+        next = long.acquire().await.expect("the force-released ID is free");
+    }
+    assert!(
+        next.fence() > held.fence(),
+        "{} after {}",
+        next.fence(),
+        held.fence()
+    );
+    assert_eq!(next.previous_watermark(), WATERMARK);
+
+    // Bad input and unknown namespaces.
+    workerid(&["release", "-s", url, "-n", &ns, "--id", "8", "--force"]).expect(2);
+    workerid(&["leases", "-s", url, "-n", "has space"]).expect(2);
+    let run = workerid(&["leases", "-s", url, "-n", &unique("never.")]).expect(4);
+    assert!(run.stderr.contains("unknown namespace"), "{run:#?}");
+    workerid(&[
+        "release",
+        "-s",
+        url,
+        "-n",
+        &unique("never."),
+        "--id",
+        "0",
+        "--force",
+    ])
+    .expect(4);
+
+    // Segment tags.
+    let tag = unique("t");
+    let create = [
+        "segments", "create", &tag, "--start", "100", "--step", "10", "--store", url,
+    ];
+    workerid(&create).expect(0);
+    let run = workerid(&create).expect(5);
+    assert!(run.stderr.contains("exists already"), "{run:#?}");
+    let run = workerid(&["segments", "--store", url, "--json"]).expect(0);
+    let tags = run.json();
+    let info = tags
+        .as_array()
+        .expect("a tags array")
+        .iter()
+        .find(|t| t["tag"] == tag.as_str())
+        .unwrap_or_else(|| panic!("{tag} not listed: {run:#?}"));
+    assert_eq!(
+        (&info["max_id"], &info["step"]),
+        (&Value::from(99), &Value::from(10))
+    );
+    let run = workerid(&["segments", "--store", url]).expect(0);
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.split_whitespace().eq([tag.as_str(), "99", "10"])),
+        "{run:#?}"
+    );
+    workerid(&["segments", "create", "bad tag", "--store", url]).expect(2);
+
+    // The latency check.
+    let run = workerid(&[
+        "bench",
+        "--store",
+        url,
+        "--rounds",
+        "20",
+        "--namespace",
+        &unique("bench."),
+        "--json",
+    ])
+    .expect(0);
+    let bench = run.json();
+    for op in ["acquire", "renew", "release"] {
+        let p50 = bench[op]["p50_us"].as_f64().expect("p50");
+        let p99 = bench[op]["p99_us"].as_f64().expect("p99");
+        assert!(p50 > 0.0 && p50 <= p99, "{op}: {bench}");
+    }
+    let run = workerid(&["bench", "--store", url, "--rounds", "5"]).expect(0);
+    assert!(
+        run.stdout.contains("P50") && run.stdout.contains("release"),
+        "{run:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_redis() {
+    exercise(&workerid_servers::redis::shared_url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_etcd() {
+    let endpoints = workerid_servers::etcd::shared_endpoints();
+    let hosts: Vec<&str> = endpoints
+        .iter()
+        .map(|e| e.trim_start_matches("http://"))
+        .collect();
+    exercise(&format!("etcd://{}", hosts.join(","))).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres() {
+    exercise(&workerid_servers::postgres::shared_url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_mariadb() {
+    exercise(&workerid_servers::mariadb::shared_url()).await;
+}
+
+fn sqlite_url() -> String {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let dir = DIR.get_or_init(|| tempfile::tempdir().expect("a temporary directory"));
+    format!("sqlite://{}", dir.path().join("ids.db").display())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_sqlite_file() {
+    let url = sqlite_url();
+    // The CLI never creates a database file by itself...
+    workerid(&["leases", "--store", &url, "--namespace", "x"]).expect(3);
+    // ...the application does, on its first connection.
+    workerid_sql::SqlStore::connect(&format!("{url}?mode=rwc"))
+        .await
+        .expect("create the database");
+    exercise(&url).await;
+}

@@ -1,0 +1,132 @@
+//! The real binary without a store, or with one it cannot use: help, decode,
+//! and the exit codes of bad URLs and unreachable stores.
+
+mod support;
+
+use support::workerid;
+use workerid_core::snowflake::Layout;
+
+#[test]
+fn every_command_has_help_with_examples_and_exit_codes() {
+    for command in [
+        vec![],
+        vec!["leases"],
+        vec!["release"],
+        vec!["decode"],
+        vec!["segments"],
+        vec!["segments", "create"],
+        vec!["bench"],
+    ] {
+        let mut args = command.clone();
+        args.push("--help");
+        let run = workerid(&args).expect(0);
+        assert!(run.stdout.contains("Example"), "{command:?}: {run:#?}");
+        assert!(run.stdout.contains("Exit codes"), "{command:?}: {run:#?}");
+    }
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    workerid(&[]).expect(2);
+    workerid(&["leases"]).expect(2); // no --store, no --namespace
+    workerid(&["frobnicate"]).expect(2);
+    workerid(&[
+        "release",
+        "-s",
+        "redis://127.0.0.1:1/",
+        "-n",
+        "x",
+        "--id",
+        "-1",
+    ])
+    .expect(2);
+    workerid(&["segments"]).expect(2); // no --store
+}
+
+#[test]
+fn decode_takes_an_id_apart() {
+    let layout = Layout::classic();
+    // 2026-01-01T00:00:00.123Z on worker 17, sequence 5.
+    let timestamp = 1_767_225_600_123 - 1_704_067_200_000;
+    let id = layout.compose(timestamp, 17, 5);
+    let run = workerid(&["decode", &id.to_string(), "--json"]).expect(0);
+    let json = run.json();
+    assert_eq!(json["time_utc"], "2026-01-01T00:00:00.123Z");
+    assert_eq!(json["unix_ms"], 1_767_225_600_123u64);
+    assert_eq!(
+        (json["worker_id"].as_u64(), json["sequence"].as_u64()),
+        (Some(17), Some(5))
+    );
+
+    let hex = format!("{id:#x}");
+    let run = workerid(&["decode", &hex]).expect(0);
+    assert!(
+        run.stdout.contains("time       2026-01-01T00:00:00.123Z"),
+        "{run:#?}"
+    );
+    assert!(run.stdout.contains("worker     17\n"), "{run:#?}");
+
+    let sonyflake = Layout::sonyflake();
+    let id = sonyflake.compose(1_000, 65_535, 255);
+    let run = workerid(&["decode", &id.to_string(), "--layout", "sonyflake", "--json"]).expect(0);
+    let json = run.json();
+    assert_eq!(json["time_utc"], "2014-09-01T00:00:10.000Z");
+    assert_eq!(
+        (json["worker_id"].as_u64(), json["sequence"].as_u64()),
+        (Some(65_535), Some(255))
+    );
+
+    let custom = "custom:41,10,12,1,2020-01-01";
+    let run = workerid(&["decode", "4194304", "--layout", custom, "--json"]).expect(0);
+    assert_eq!(run.json()["time_utc"], "2020-01-01T00:00:00.001Z");
+
+    workerid(&["decode", "not-an-id"]).expect(2);
+    workerid(&["decode", &u64::MAX.to_string()]).expect(2); // wider than 63 bits
+    workerid(&["decode", "1", "--layout", "custom:99,1,1,1,2020-01-01"]).expect(2);
+    workerid(&["decode", "1", "--layout", "nope"]).expect(2);
+}
+
+#[test]
+fn bad_urls_exit_2() {
+    for url in ["ftp://host/", "localhost:6379", "memory://", "redis://[::1"] {
+        let run = workerid(&["leases", "--store", url, "--namespace", "x"]).expect(2);
+        assert!(run.stderr.contains("bad store URL"), "{url}: {run:#?}");
+    }
+}
+
+#[test]
+fn unreachable_stores_exit_3_and_hide_passwords() {
+    let port = workerid_servers::free_port().to_string();
+    for url in [
+        format!("redis://127.0.0.1:{port}/"),
+        format!("postgres://me:secret@127.0.0.1:{port}/db"),
+    ] {
+        let run = workerid(&["leases", "--store", &url, "--namespace", "x"]).expect(3);
+        assert!(run.stderr.contains("cannot reach the store"), "{run:#?}");
+        assert!(!run.stderr.contains("secret"), "{run:#?}");
+    }
+    let run = workerid(&["segments", "--store", "sqlite:///nonexistent/ids.db"]).expect(3);
+    assert!(run.stderr.contains("no SQLite database file"), "{run:#?}");
+}
+
+#[test]
+fn an_etcd_url_without_endpoints_is_bad_usage() {
+    let run = workerid(&["leases", "--store", "etcd:///prefix", "-n", "x"]).expect(2);
+    assert!(run.stderr.contains("no endpoint"), "{run:#?}");
+}
+
+#[test]
+fn a_forced_release_needs_force_before_anything_else() {
+    // Refused before any I/O: the store need not even exist.
+    let run = workerid(&[
+        "release",
+        "-s",
+        "redis://127.0.0.1:1/",
+        "-n",
+        "x",
+        "--id",
+        "3",
+    ])
+    .expect(5);
+    assert!(run.stderr.contains("without --force"), "{run:#?}");
+}

@@ -1,0 +1,139 @@
+//! The operator's methods: list a namespace (one transaction of range reads,
+//! at one revision) and force a release (one guarded transaction).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+use etcd_client::{Compare, CompareOp, DeleteOptions, GetOptions, Txn, TxnOp, TxnOpResponse};
+use workerid_core::{Error, LeaseInfo, LeaseState, Listing, Namespace, Result, WorkerId};
+
+use crate::keys::{number, Keys, FORCED};
+use crate::EtcdStore;
+
+fn nonsense(what: &str, answer: &impl std::fmt::Debug) -> Error {
+    Error::unavailable("etcd", format!("unexpected answer to {what}: {answer:?}"))
+}
+
+/// The kinds of keys a listing reads, in the order of the transaction.
+const KINDS: [&str; 4] = ["owner", "holder", "mark", "freed"];
+
+impl EtcdStore {
+    pub(crate) async fn list_namespace(&self, namespace: &Namespace) -> Result<Listing> {
+        let keys = Keys::new(&self.inner.prefix, namespace);
+        let mut reads = vec![TxnOp::get(keys.config(), None)];
+        reads.extend(
+            KINDS
+                .iter()
+                .map(|kind| TxnOp::get(keys.all(kind), Some(GetOptions::new().with_prefix()))),
+        );
+        let answer = self.txn("list", Txn::new().and_then(reads)).await?.value;
+        let responses = answer.op_responses();
+        let bad = || nonsense("list", &answer);
+        let mut ranges = Vec::with_capacity(5);
+        for response in &responses {
+            match response {
+                TxnOpResponse::Get(get) => ranges.push(get.kvs()),
+                _ => return Err(bad()),
+            }
+        }
+        let [config, owners, holders, marks, freed] = ranges.as_slice() else {
+            return Err(bad());
+        };
+        let Some(config) = config.first() else {
+            return Ok(Listing::unknown());
+        };
+        let max_worker_id: u32 = number(config.value()).ok_or_else(bad)?;
+        let by_id = |kind: &str, kvs: &[etcd_client::KeyValue]| {
+            kvs.iter()
+                .filter_map(|kv| Some((keys.id_of(kind, kv.key())?, kv.clone())))
+                .collect::<HashMap<u32, etcd_client::KeyValue>>()
+        };
+        let owners = by_id("owner", owners);
+        let marks = by_id("mark", marks);
+        let freed: HashSet<u32> = by_id("freed", freed).into_keys().collect();
+        let holders: BTreeMap<u32, etcd_client::KeyValue> =
+            by_id("holder", holders).into_iter().collect();
+
+        let mut leases = Vec::with_capacity(holders.len());
+        for (id, holder) in holders {
+            let live = owners
+                .get(&id)
+                .filter(|owner| owner.value() == holder.value());
+            let state = match live {
+                Some(owner) => match self.time_left(owner.lease()).await? {
+                    Some(remaining) => LeaseState::Live { remaining },
+                    None => LeaseState::Expired,
+                },
+                None if freed.contains(&id) => LeaseState::Free,
+                None => LeaseState::Expired,
+            };
+            let watermark = match marks.get(&id) {
+                Some(kv) => number(kv.value()).ok_or_else(bad)?,
+                None => 0,
+            };
+            leases.push(LeaseInfo {
+                id: WorkerId::from(id),
+                state,
+                fence: u64::try_from(holder.mod_revision()).map_err(|_| bad())?,
+                watermark,
+            });
+        }
+        Ok(Listing {
+            max_worker_id: Some(max_worker_id),
+            leases,
+        })
+    }
+
+    /// The time an etcd lease has left (whole seconds, as etcd counts), or
+    /// None once it has run out.
+    async fn time_left(&self, lease: i64) -> Result<Option<Duration>> {
+        let answer = self
+            .inner
+            .cluster
+            .call("lease time to live", |mut c| async move {
+                c.lease_time_to_live(lease, None).await
+            })
+            .await?
+            .value;
+        Ok(u64::try_from(answer.ttl())
+            .ok()
+            .filter(|secs| *secs > 0)
+            .map(Duration::from_secs))
+    }
+
+    pub(crate) async fn force_release_id(
+        &self,
+        namespace: &Namespace,
+        id: WorkerId,
+    ) -> Result<bool> {
+        let keys = Keys::new(&self.inner.prefix, namespace);
+        let n = id.get();
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                keys.owner(n),
+                CompareOp::Greater,
+                0,
+            )])
+            .and_then([
+                TxnOp::delete(keys.owner(n), Some(DeleteOptions::new().with_prev_key())),
+                TxnOp::put(keys.freed(n), FORCED, None),
+            ])
+            .or_else([TxnOp::get(keys.freed(n), None)]);
+        let answer = self.txn("force release", txn).await?;
+        let (retried, answer) = (answer.retried, answer.value);
+        let responses = answer.op_responses();
+        if answer.succeeded() {
+            if let Some(TxnOpResponse::Delete(deleted)) = responses.first() {
+                if let Some(lease) = deleted.prev_kvs().first().map(|kv| kv.lease()) {
+                    // Its token key goes with the holder's etcd lease.
+                    self.revoke_later(lease);
+                }
+            }
+            return Ok(true);
+        }
+        // Sent again after a lost answer: the first attempt's marker.
+        Ok(retried
+            && matches!(responses.first(), Some(TxnOpResponse::Get(get))
+                if get.kvs().first().is_some_and(|kv| kv.value() == FORCED.as_bytes())))
+    }
+}
