@@ -1,7 +1,7 @@
 //! The lease contract on etcd: acquire, renew and release as guarded
 //! transactions.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use etcd_client::{
@@ -412,7 +412,7 @@ impl EtcdStore {
         if refill {
             let store = self.clone();
             tokio::spawn(async move {
-                let sent = std::time::Instant::now();
+                let sent = Instant::now();
                 let ttl = Duration::from_secs(ttl_secs.unsigned_abs());
                 match store.grant(ttl).await {
                     Ok((lease, _)) => store.inner.spares.put(ttl_secs, lease, sent),
@@ -466,6 +466,7 @@ impl LeaseStore for EtcdStore {
         token: &Token,
         ttl: Duration,
     ) -> Result<Grant> {
+        let started = Instant::now();
         let keys = Keys::new(&self.inner.prefix, namespace);
         let secs = ttl_secs(ttl);
         let (lease, spare) = match self.spare_lease(secs) {
@@ -499,6 +500,7 @@ impl LeaseStore for EtcdStore {
             token: *token,
             lease: used,
             ttl_secs: secs,
+            extended: started,
         };
         if let Some(old) = self.remember(namespace, grant.id, held) {
             if old.lease != used {
@@ -522,7 +524,8 @@ impl LeaseStore for EtcdStore {
         match self.recall(namespace, id, token) {
             // Same ttl as the etcd lease: a keep-alive and the guarded
             // transaction (which raises the watermark) go out together.
-            Some(held) if held.ttl_secs == secs => {
+            Some(mut held) if held.ttl_secs == secs => {
+                let started = Instant::now();
                 let txn = guarded(&keys, n, token, vec![raise_mark(&keys, n, watermark)]);
                 let (alive, answer) =
                     tokio::join!(self.keep_alive(held.lease), self.txn("renew", txn));
@@ -532,6 +535,8 @@ impl LeaseStore for EtcdStore {
                     return Err(refusal("renew", &answer, token, id)?);
                 }
                 if alive? {
+                    held.extended = started;
+                    self.remember(namespace, id, held);
                     Ok(())
                 } else {
                     self.forget(namespace, id, token);
@@ -541,6 +546,7 @@ impl LeaseStore for EtcdStore {
             // Another ttl, or a lease acquired elsewhere: move the keys to a
             // new etcd lease of the new ttl.
             known => {
+                let started = Instant::now();
                 let lease = match self.reattach(&keys, id, token, ttl, watermark).await {
                     Ok(lease) => lease,
                     Err(e) => {
@@ -554,6 +560,7 @@ impl LeaseStore for EtcdStore {
                     token: *token,
                     lease,
                     ttl_secs: secs,
+                    extended: started,
                 };
                 self.remember(namespace, id, held);
                 if let Some(old) = known {
@@ -582,14 +589,20 @@ impl LeaseStore for EtcdStore {
         let answer = self.txn("release", guarded(&keys, n, token, then)).await?;
         let retried = answer.retried;
         let answer = answer.value;
-        self.forget(namespace, id, token);
+        let held = self.forget(namespace, id, token);
         if answer.succeeded() {
             let lease = match answer.op_responses().first() {
                 Some(TxnOpResponse::Delete(d)) => d.prev_kvs().first().map(|kv| kv.lease()),
                 _ => None,
             };
             if let Some(lease) = lease.filter(|l| *l != 0) {
-                self.revoke_later(lease);
+                // No key rides on it any more: the next acquire can use it.
+                let kept = held.is_some_and(|h| {
+                    h.lease == lease && self.inner.spares.give_back(h.ttl_secs, lease, h.extended)
+                });
+                if !kept {
+                    self.revoke_later(lease);
+                }
             }
             return Ok(());
         }

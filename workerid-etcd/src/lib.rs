@@ -84,6 +84,9 @@ struct HeldLease {
     token: Token,
     lease: i64,
     ttl_secs: i64,
+    /// When the last grant or keep-alive of the etcd lease was sent: the
+    /// lease lasts at least `ttl_secs` from then.
+    extended: std::time::Instant,
 }
 
 #[derive(Debug)]

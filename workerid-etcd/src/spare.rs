@@ -60,6 +60,19 @@ impl Spares {
         pool.leases.push((lease, sent));
     }
 
+    /// Keeps a lease that no key uses any more (its holder released it),
+    /// extended last at `sent`, if fewer than two spares wait; false when the
+    /// caller should revoke it instead.
+    pub fn give_back(&self, ttl_secs: i64, lease: i64, sent: Instant) -> bool {
+        let mut by_ttl = lock(&self.by_ttl);
+        let pool = by_ttl.entry(ttl_secs).or_default();
+        let room = pool.leases.len() < KEEP;
+        if room {
+            pool.leases.push((lease, sent));
+        }
+        room
+    }
+
     /// A refill [`Spares::take`] asked for failed.
     pub fn gave_up(&self, ttl_secs: i64) {
         let mut by_ttl = lock(&self.by_ttl);
@@ -91,5 +104,9 @@ mod tests {
         spares.gave_up(10);
         assert_eq!(spares.take(10, &mut stale), (None, true));
         assert_eq!(spares.take(5, &mut stale), (None, true), "per ttl");
+        assert!(spares.give_back(5, 7, Instant::now()));
+        assert!(spares.give_back(5, 8, Instant::now()));
+        assert!(!spares.give_back(5, 9, Instant::now()), "two at most");
+        assert_eq!(spares.take(5, &mut stale).0, Some(8));
     }
 }
