@@ -5,7 +5,7 @@
 //!
 //! `cargo bench -p benches --bench etcd` (starts its own servers).
 
-use benches::{acquire_op, release_op, renew_op, Op, Slot};
+use benches::Op;
 use workerid_etcd::EtcdStore;
 use workerid_servers::etcd::{EtcdCluster, EtcdServer};
 
@@ -15,29 +15,9 @@ async fn measure(name: &str, endpoints: &[String]) {
     let store = EtcdStore::connect(endpoints).await.expect("connect");
     let raw = benches::etcd_raw_txn(&store).await;
     let allocator = benches::allocator(store, "bench", 16);
-    let held = allocator.acquire().await.expect("acquire");
-    let slot = Slot::default();
-    const RAW: &str = "raw guarded txn (one round trip)";
     let raw: Op = Box::new(move || raw());
-    let results = benches::interleaved(
-        ROUNDS,
-        vec![
-            (RAW, raw),
-            ("acquire", acquire_op(&allocator, &slot)),
-            ("release", release_op(&allocator, &slot)),
-            ("renew", renew_op(&allocator, &held)),
-        ],
-    )
-    .await;
-    benches::print_table(
-        &format!("{name}, interleaved ({ROUNDS} rounds)"),
-        &results,
-        &[
-            ("acquire", RAW, 1.2),
-            ("renew", RAW, 1.2),
-            ("release", RAW, 1.2),
-        ],
-    );
+    let raw_name = "raw guarded txn (one round trip)";
+    benches::lease_ops_table(name, raw_name, raw, &allocator, ROUNDS).await;
 }
 
 fn main() {

@@ -6,7 +6,7 @@
 //!
 //! `cargo bench -p benches --bench sql` (starts its own servers).
 
-use benches::{acquire_op, release_op, renew_op, Op, Slot};
+use benches::Op;
 use sqlx::AssertSqlSafe;
 use workerid_servers::mariadb::MariaDbServer;
 use workerid_servers::postgres::PostgresServer;
@@ -38,34 +38,14 @@ async fn measure(name: &str, url: &str) {
         _ => "UPDATE bench_raw SET v = v + 1 WHERE k = 1 AND v >= 0 RETURNING v",
     };
     let allocator = benches::allocator(store, "bench", 16);
-    let held = allocator.acquire().await.expect("acquire");
-    let slot = Slot::default();
     let raw: Op = Box::new(|| {
         let pool = &pool;
         Box::pin(async move {
             q(raw_sql).execute(pool).await.expect("raw update");
         })
     });
-    const RAW: &str = "raw guarded UPDATE (one round trip)";
-    let results = benches::interleaved(
-        ROUNDS,
-        vec![
-            (RAW, raw),
-            ("acquire", acquire_op(&allocator, &slot)),
-            ("release", release_op(&allocator, &slot)),
-            ("renew", renew_op(&allocator, &held)),
-        ],
-    )
-    .await;
-    benches::print_table(
-        &format!("{name}, interleaved ({ROUNDS} rounds)"),
-        &results,
-        &[
-            ("acquire", RAW, 1.2),
-            ("renew", RAW, 1.2),
-            ("release", RAW, 1.2),
-        ],
-    );
+    let raw_name = "raw guarded UPDATE (one round trip)";
+    benches::lease_ops_table(name, raw_name, raw, &allocator, ROUNDS).await;
 }
 
 fn main() {

@@ -152,3 +152,40 @@ pub async fn etcd_raw_txn(store: &workerid_etcd::EtcdStore) -> Raw {
         })
     })
 }
+
+/// Measures acquire, release and renew with `allocator` interleaved with
+/// `raw` (the store's one round trip, named `raw_name`) for `rounds` rounds,
+/// and prints the table against the 1.2x goal.
+pub async fn lease_ops_table(
+    title: &str,
+    raw_name: &str,
+    raw: Op<'_>,
+    allocator: &Allocator,
+    rounds: usize,
+) {
+    let held = allocator.acquire().await.expect("acquire");
+    let slot = Slot::default();
+    let mut raw = raw;
+    // Not redundant: the closure gives `raw` the shorter lifetime of `held`.
+    #[allow(clippy::redundant_closure)]
+    let raw: Op = Box::new(move || raw());
+    let results = interleaved(
+        rounds,
+        vec![
+            (raw_name, raw),
+            ("acquire", acquire_op(allocator, &slot)),
+            ("release", release_op(allocator, &slot)),
+            ("renew", renew_op(allocator, &held)),
+        ],
+    )
+    .await;
+    print_table(
+        &format!("{title}, interleaved ({rounds} rounds)"),
+        &results,
+        &[
+            ("acquire", raw_name, 1.2),
+            ("renew", raw_name, 1.2),
+            ("release", raw_name, 1.2),
+        ],
+    );
+}
