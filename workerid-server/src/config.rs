@@ -6,7 +6,8 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    /// The store: `sqlite://...`, `postgres://...`, `mysql://...` or `redis://...`.
+    /// The store, by URL as the `workerid` CLI takes it: `sqlite://...`,
+    /// `postgres://...`, `mysql://...`, `redis://...` or `etcd://host:port,...`.
     #[serde(default = "default_store")]
     pub store: String,
     /// The address to listen on.

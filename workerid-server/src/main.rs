@@ -25,7 +25,7 @@ use workerid_core::{Allocator, LeaseOptions, LeaseStore};
 
 const USAGE: &str = "usage: workerid-server [--config FILE] [--listen ADDR]
 
-  --config FILE   TOML: store = \"sqlite://...|postgres://...|mysql://...|redis://...\",
+  --config FILE   TOML: store = \"sqlite://...|postgres://...|mysql://...|redis://...|etcd://...\",
                   listen, [[tags]] name/first_id/step, [snowflake] enabled/namespace/ttl_secs
   --listen ADDR   overrides the config's listen address (default 127.0.0.1:8880)";
 
@@ -55,23 +55,13 @@ fn parse_args() -> Result<Config, String> {
     Ok(config)
 }
 
-/// The store named by the URL, as both kinds of store.
-async fn open_store(
-    url: &str,
-) -> workerid_core::Result<(Arc<dyn SegmentStore>, Arc<dyn LeaseStore>)> {
-    if url.starts_with("redis://") || url.starts_with("rediss://") {
-        let store = workerid_redis::RedisStore::connect(url).await?;
-        Ok((Arc::new(store.clone()), Arc::new(store)))
-    } else {
-        let store = workerid_sql::SqlStore::connect(url).await?;
-        Ok((Arc::new(store.clone()), Arc::new(store)))
-    }
-}
-
 async fn run(config: Config) -> Result<(), String> {
-    let (segment_store, lease_store) = open_store(&config.store)
+    // The same URLs as the `workerid` CLI: redis://, etcd://, postgres://,
+    // mysql://, mariadb://, sqlite://.
+    let stores = workerid_cli::open::open(&config.store)
         .await
-        .map_err(|e| format!("store {}: {e}", config.store))?;
+        .map_err(|e| format!("store: {e}"))?;
+    let (segment_store, lease_store) = (stores.segments, stores.leases);
     let metrics = Arc::new(Metrics::default());
     let counted = Counted {
         inner: segment_store,

@@ -22,16 +22,21 @@ fn free_port() -> u16 {
 }
 
 impl Server {
+    /// The server on a SQLite file in `dir`.
     fn start(dir: &Path, port: u16) -> Server {
+        let store = format!("sqlite://{}?mode=rwc", dir.join("ids.db").display());
+        Server::start_on(dir, &store, port)
+    }
+
+    /// The server on the store `store` names, its config file in `dir`.
+    fn start_on(dir: &Path, store: &str, port: u16) -> Server {
         let config = dir.join("server.toml");
-        let db = dir.join("ids.db");
         std::fs::write(
             &config,
             format!(
-                "store = \"sqlite://{}?mode=rwc\"\nlisten = \"127.0.0.1:{port}\"\n\
+                "store = \"{store}\"\nlisten = \"127.0.0.1:{port}\"\n\
                  [[tags]]\nname = \"test\"\nfirst_id = 1\nstep = 100\n\
-                 [[tags]]\nname = \"orders\"\nfirst_id = 5000\n",
-                db.display()
+                 [[tags]]\nname = \"orders\"\nfirst_id = 5000\n"
             ),
         )
         .unwrap();
@@ -172,4 +177,27 @@ fn bad_arguments_and_configs_exit_with_a_message() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bad tag"));
+}
+
+#[test]
+fn serves_segment_and_snowflake_ids_from_etcd() {
+    let endpoints = workerid_servers::etcd::shared_endpoints();
+    let hosts: Vec<&str> = endpoints
+        .iter()
+        .map(|e| e.trim_start_matches("http://"))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    // A key prefix of its own, so that reruns against a shared etcd start afresh.
+    let prefix = format!("http-test-{}", std::process::id());
+    let store = format!("etcd://{}/{prefix}", hosts.join(","));
+    let server = Server::start_on(dir.path(), &store, free_port());
+    let (status, first) = server.get("/alloc?biz_tag=test");
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first, r#"{"errno":0,"msg":"success","id":1}"#);
+    let (status, second) = server.get("/api/segment/get/test");
+    assert_eq!((status, second.as_str()), (200, "2"));
+    let (status, snowflake) = server.get("/api/snowflake/get/any");
+    assert_eq!(status, 200, "{snowflake}");
+    assert!(snowflake.parse::<u64>().is_ok(), "{snowflake}");
+    assert!(server.terminate().success());
 }
