@@ -19,9 +19,9 @@ use config::Config;
 use metrics::{Counted, Metrics};
 use routes::App;
 use tokio::signal::unix::{signal, SignalKind};
-use workerid_core::segment::{SegmentAllocator, SegmentOptions, SegmentStore};
+use workerid_core::segment::{SegmentAllocator, SegmentOptions};
 use workerid_core::snowflake::{Worker, WorkerOptions};
-use workerid_core::{Allocator, LeaseOptions, LeaseStore};
+use workerid_core::{Allocator, LeaseOptions};
 
 const USAGE: &str = "usage: workerid-server [--config FILE] [--listen ADDR]
 
