@@ -158,6 +158,7 @@ impl EtcdStoreBuilder {
                 held: Mutex::new(HashMap::new()),
                 tags: Mutex::new(HashMap::new()),
                 spares: Default::default(),
+                tag_locks: Mutex::new(HashMap::new()),
             }),
         })
     }

@@ -102,6 +102,9 @@ struct Inner {
     tags: Mutex<HashMap<String, segments::Seen>>,
     /// etcd leases granted ahead of the acquires that will use them.
     spares: spare::Spares,
+    /// One lock per tag: reservations from this process take turns instead
+    /// of racing each other's compare-and-swap.
+    tag_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl EtcdStore {

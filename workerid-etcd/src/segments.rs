@@ -4,7 +4,9 @@
 //!
 //! The store remembers the last value and revision it saw of each tag, so an
 //! uncontended reservation is one transaction; a lost race returns the
-//! current value in the same answer and the next attempt uses it. The nonce
+//! current value in the same answer and the next attempt uses it.
+//! Reservations of one tag from one store take turns (an in-process lock),
+//! so only other processes can make a swap fail. The nonce
 //! of each write lets an attempt whose answer was lost recognise its own
 //! reservation instead of taking a second range.
 
@@ -102,6 +104,13 @@ impl EtcdStore {
         }
     }
 
+    fn tag_lock(&self, tag: &Tag) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+        lock(&self.inner.tag_locks)
+            .entry(tag.to_string())
+            .or_default()
+            .clone()
+    }
+
     fn seen(&self, tag: &Tag) -> Option<Seen> {
         lock(&self.inner.tags).get(tag.as_str()).copied()
     }
@@ -141,6 +150,8 @@ impl SegmentStore for EtcdStore {
     }
 
     async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
+        let turn = self.tag_lock(tag);
+        let _turn = turn.lock().await;
         let key = segment(&self.inner.prefix, tag);
         let unknown = || Error::UnknownTag {
             tag: tag.to_string(),
