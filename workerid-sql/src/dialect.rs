@@ -129,6 +129,9 @@ pub(crate) struct Statements {
     /// Frees a live lease whatever its token. Binds: namespace, worker_id.
     /// Affects 1 row when it did.
     pub force_release: String,
+    /// PostgreSQL: acquire in one call of a server-side function (created
+    /// with the schema). Others: None, acquire is a short transaction.
+    pub acquire_call: Option<String>,
 }
 
 impl Statements {
@@ -172,6 +175,10 @@ impl Statements {
                 "CREATE INDEX IF NOT EXISTS {table}_free ON {table} (namespace, expires_at)"
             ));
         }
+        let acquire_call = (d == Dialect::Postgres).then(|| {
+            schema.push(crate::pg_acquire::create_function(table, &ns_table, now));
+            crate::pg_acquire::call(table)
+        });
         let (upsert_namespace, lock_namespace) = match d {
             Dialect::MySql => (
                 format!(
@@ -234,6 +241,7 @@ impl Statements {
                 "UPDATE {table} SET token = NULL, expires_at = {now} \
                  WHERE namespace = ? AND worker_id = ? AND token IS NOT NULL AND expires_at > {now}"
             )),
+            acquire_call,
         }
     }
 }

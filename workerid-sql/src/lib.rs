@@ -47,6 +47,7 @@
 
 mod dialect;
 mod listing;
+mod pg_acquire;
 mod segments;
 mod store;
 

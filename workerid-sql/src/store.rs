@@ -479,9 +479,18 @@ impl LeaseStore for SqlStore {
         ttl: Duration,
     ) -> Result<Grant> {
         let token = token.to_string();
-        self.retrying(|| self.acquire_tx(namespace.as_str(), max_worker_id, &token, micros(ttl)))
-            .await
-            .map_err(|e| self.unavailable(e))?
+        let (ns, ttl_us) = (namespace.as_str(), micros(ttl));
+        match &self.sql.acquire_call {
+            Some(call) => {
+                self.retrying(|| self.acquire_by_function(call, ns, max_worker_id, &token, ttl_us))
+                    .await
+            }
+            None => {
+                self.retrying(|| self.acquire_tx(ns, max_worker_id, &token, ttl_us))
+                    .await
+            }
+        }
+        .map_err(|e| self.unavailable(e))?
     }
 
     async fn renew(
