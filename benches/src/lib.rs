@@ -189,3 +189,34 @@ pub async fn lease_ops_table(
         ],
     );
 }
+
+/// Fills `allocator`'s pool with 64 tasks at once until it is full, then
+/// releases every hundredth lease: the pool is 99 % held. Returns the leases
+/// still held (keep them: they are what makes the pool full).
+pub async fn fill_to_99_percent(allocator: &std::sync::Arc<Allocator>) -> Vec<Lease> {
+    let fillers: Vec<_> = (0..64)
+        .map(|_| {
+            let full = allocator.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                while let Ok(lease) = full.acquire().await {
+                    got.push(lease);
+                }
+                got
+            })
+        })
+        .collect();
+    let mut held = Vec::new();
+    for filler in fillers {
+        held.extend(filler.await.expect("filler"));
+    }
+    let mut kept = Vec::with_capacity(held.len());
+    for (i, lease) in held.into_iter().enumerate() {
+        if i % 100 == 0 {
+            allocator.release(&lease).await.expect("release");
+        } else {
+            kept.push(lease);
+        }
+    }
+    kept
+}

@@ -276,9 +276,12 @@ impl EtcdStore {
         lease: i64,
     ) -> Result<(Grant, i64)> {
         let mirror = self.mirror(namespace, keys, max_worker_id);
-        let mut trust_mirror = mirror.watching();
         let mut rounds = 0;
         while rounds < ROUNDS {
+            // A lost round marks its candidates held in the mirror, so the
+            // next round picks others; every fourth lost round reads etcd
+            // afresh in case the mirror lags.
+            let trust_mirror = mirror.watching() && rounds % 4 != 3;
             let mut candidates = if trust_mirror {
                 mirror.candidates(self.inner.candidates)
             } else {
@@ -304,7 +307,6 @@ impl EtcdStore {
                 }
                 Acquired::AllTaken => {
                     mirror.mark_held(&candidates);
-                    trust_mirror = false;
                     rounds += 1;
                 }
                 Acquired::NoConfig => self.init_config(keys, max_worker_id).await?,

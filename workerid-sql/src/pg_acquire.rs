@@ -89,8 +89,12 @@ impl SqlStore {
             .fetch_one(self.pool())
             .await?;
         let status: String = row.try_get(0)?;
-        let (id, fence, watermark, stored): (Option<i64>, Option<i64>, Option<i64>, i64) =
-            (row.try_get(1)?, row.try_get(2)?, row.try_get(3)?, row.try_get(4)?);
+        let (id, fence, watermark, stored): (Option<i64>, Option<i64>, Option<i64>, i64) = (
+            row.try_get(1)?,
+            row.try_get(2)?,
+            row.try_get(3)?,
+            row.try_get(4)?,
+        );
         let corrupt = || {
             Error::unavailable(
                 "postgres",
