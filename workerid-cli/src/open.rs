@@ -116,6 +116,17 @@ pub struct Stores {
     pub segments: Arc<dyn SegmentStore>,
 }
 
+impl Stores {
+    /// Both faces of one store handle.
+    fn of<S: LeaseStore + SegmentStore + Clone>(scheme: Scheme, store: S) -> Stores {
+        Stores {
+            scheme,
+            leases: Arc::new(store.clone()),
+            segments: Arc::new(store),
+        }
+    }
+}
+
 /// Connects to the store `url` names.
 ///
 /// # Errors
@@ -129,11 +140,7 @@ pub async fn open(url: &str) -> Result<Stores, CliError> {
             .response_timeout(TIMEOUT)
             .connect(url)
             .await
-            .map(|s| Stores {
-                scheme,
-                leases: Arc::new(s.clone()),
-                segments: Arc::new(s),
-            }),
+            .map(|s| Stores::of(scheme, s)),
         Scheme::Postgres | Scheme::MySql | Scheme::Sqlite => {
             if scheme == Scheme::Sqlite {
                 check_sqlite_file(url)?;
@@ -143,11 +150,7 @@ pub async fn open(url: &str) -> Result<Stores, CliError> {
                 .acquire_timeout(TIMEOUT)
                 .connect(url)
                 .await
-                .map(|s| Stores {
-                    scheme,
-                    leases: Arc::new(s.clone()),
-                    segments: Arc::new(s),
-                })
+                .map(|s| Stores::of(scheme, s))
         }
         Scheme::Etcd => {
             let target = EtcdTarget::parse(url)?;
@@ -160,11 +163,10 @@ pub async fn open(url: &str) -> Result<Stores, CliError> {
             if let Some(prefix) = target.prefix {
                 builder = builder.key_prefix(prefix);
             }
-            builder.connect(&target.endpoints).await.map(|s| Stores {
-                scheme,
-                leases: Arc::new(s.clone()),
-                segments: Arc::new(s),
-            })
+            builder
+                .connect(&target.endpoints)
+                .await
+                .map(|s| Stores::of(scheme, s))
         }
     };
     connected.map_err(|e| match e {

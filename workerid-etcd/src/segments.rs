@@ -75,14 +75,7 @@ impl EtcdStore {
             .when([Compare::mod_revision(key, CompareOp::Equal, seen.revision)])
             .and_then([TxnOp::put(key, encode(max, seen.step, nonce), None)])
             .or_else([TxnOp::get(key, None)]);
-        let answer = self
-            .inner
-            .cluster
-            .call("segment swap", |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await?;
+        let answer = self.txn("segment swap", txn).await?;
         Ok((answer.value, answer.retried))
     }
 
@@ -136,14 +129,7 @@ impl SegmentStore for EtcdStore {
         let txn = Txn::new()
             .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
             .and_then([TxnOp::put(key, value, None)]);
-        let answer = self
-            .inner
-            .cluster
-            .call("create tag", |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await?;
+        let answer = self.txn("create tag", txn).await?;
         // Sent twice after a lost answer, the second attempt finds the tag
         // the first one created.
         Ok(answer.value.succeeded() || (answer.retried && self.read_tag_created(tag).await?))
