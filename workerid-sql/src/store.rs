@@ -151,11 +151,6 @@ pub struct SqlStore {
     sql: Arc<Statements>,
     segments: Arc<SegmentStatements>,
     durable: bool,
-    /// SQLite: one writer at a time from this store. The file takes one
-    /// writer anyway; queueing here instead of in SQLite's busy handler (which
-    /// sleeps 1 to 100 ms per retry) keeps throughput from falling as
-    /// clients are added.
-    writer: Option<Arc<tokio::sync::Mutex<()>>>,
 }
 
 pub(crate) fn q(sql: &str) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
@@ -215,7 +210,6 @@ impl SqlStore {
             pool,
             dialect,
             durable,
-            writer: (dialect == Dialect::Sqlite).then(Default::default),
         };
         store.migrate().await?;
         Ok(store)
@@ -424,13 +418,7 @@ impl SqlStore {
     {
         let mut attempt = 0u32;
         loop {
-            let turn = match &self.writer {
-                Some(writer) => Some(writer.lock().await),
-                None => None,
-            };
-            let answer = transaction().await;
-            drop(turn);
-            match answer {
+            match transaction().await {
                 Err(sqlx::Error::Database(e))
                     if attempt < 8
                         && matches!(e.code().as_deref(), Some("40001" | "40P01" | "5")) =>
