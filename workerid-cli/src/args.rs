@@ -9,7 +9,8 @@ use clap::{Args, Parser, Subcommand};
     version,
     arg_required_else_help = true,
     after_help = concat!(
-        "Stores by URL: redis://host:port/db, postgres://user:pass@host/db, mysql://..., mariadb://...,\n\
+        "Stores by URL: redis://host:port/db, redis+cluster://host:port,host:port,\n\
+         postgres://user:pass@host/db, mysql://..., mariadb://...,\n\
          sqlite://PATH (add ?mode=rwc to create the file), etcd://[user:pass@]host:port,host:port[/prefix].\n\
          The URL may also come from WORKERID_STORE, the namespace from WORKERID_NAMESPACE.\n\n\
          Examples:\n  \

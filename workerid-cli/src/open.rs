@@ -3,6 +3,7 @@
 //! | URL | store |
 //! | --- | --- |
 //! | `redis://host:port/db`, `rediss://...` | `workerid-redis` |
+//! | `redis+cluster://host:port,host:port` | `workerid-redis` on a Redis Cluster |
 //! | `postgres://...`, `postgresql://...` | `workerid-sql` (PostgreSQL) |
 //! | `mysql://...`, `mariadb://...` | `workerid-sql` (MySQL / MariaDB) |
 //! | `sqlite://path` (`?mode=rwc` to create the file) | `workerid-sql` (SQLite) |
@@ -24,6 +25,8 @@ pub const TIMEOUT: Duration = Duration::from_secs(3);
 pub enum Scheme {
     /// `redis://`, `rediss://`.
     Redis,
+    /// `redis+cluster://host:port,host:port`: a Redis Cluster through any of its nodes.
+    RedisCluster,
     /// `postgres://`, `postgresql://`.
     Postgres,
     /// `mysql://`, `mariadb://`.
@@ -49,6 +52,7 @@ impl Scheme {
         let scheme = url.split_once(':').map(|(s, _)| s.to_ascii_lowercase());
         match scheme.as_deref() {
             Some("redis" | "rediss") => Ok(Scheme::Redis),
+            Some("redis+cluster") => Ok(Scheme::RedisCluster),
             Some("postgres" | "postgresql") => Ok(Scheme::Postgres),
             Some("mysql" | "mariadb") => Ok(Scheme::MySql),
             Some("sqlite") => Ok(Scheme::Sqlite),
@@ -68,6 +72,7 @@ impl Scheme {
     pub fn name(self) -> &'static str {
         match self {
             Scheme::Redis => "redis",
+            Scheme::RedisCluster => "redis cluster",
             Scheme::Postgres => "postgres",
             Scheme::MySql => "mysql",
             Scheme::Sqlite => "sqlite",
@@ -141,6 +146,24 @@ pub async fn open(url: &str) -> Result<Stores, CliError> {
             .connect(url)
             .await
             .map(|s| Stores::of(scheme, s)),
+        Scheme::RedisCluster => {
+            let rest = url.split_once("://").map(|(_, r)| r).unwrap_or_default();
+            let nodes: Vec<String> = rest
+                .trim_end_matches('/')
+                .split(',')
+                .filter(|n| !n.is_empty())
+                .map(|n| format!("redis://{n}/"))
+                .collect();
+            if nodes.is_empty() {
+                return Err(bad(url, "no node: redis+cluster://host:port,host:port"));
+            }
+            workerid_redis::RedisStore::builder()
+                .connection_timeout(TIMEOUT)
+                .response_timeout(TIMEOUT)
+                .connect_cluster(&nodes)
+                .await
+                .map(|s| Stores::of(scheme, s))
+        }
         Scheme::Postgres | Scheme::MySql | Scheme::Sqlite => {
             if scheme == Scheme::Sqlite {
                 check_sqlite_file(url)?;
@@ -277,6 +300,7 @@ mod tests {
         for (url, scheme) in [
             ("redis://h:1/", Scheme::Redis),
             ("rediss://h:1/", Scheme::Redis),
+            ("redis+cluster://a:1,b:2", Scheme::RedisCluster),
             ("postgresql://h/db", Scheme::Postgres),
             ("MARIADB://h/db", Scheme::MySql),
             ("sqlite:///tmp/x.db", Scheme::Sqlite),

@@ -217,6 +217,19 @@ async fn on_redis() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_redis_cluster() {
+    let nodes: Vec<String> = workerid_servers::redis::shared_cluster_urls()
+        .iter()
+        .map(|u| {
+            u.trim_start_matches("redis://")
+                .trim_end_matches('/')
+                .to_string()
+        })
+        .collect();
+    exercise(&format!("redis+cluster://{}", nodes.join(","))).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_etcd() {
     let endpoints = workerid_servers::etcd::shared_endpoints();
     let hosts: Vec<&str> = endpoints
