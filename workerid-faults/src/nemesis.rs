@@ -29,8 +29,8 @@ use crate::{io_error, FaultsError, Result};
 pub enum Fault {
     /// SIGKILL a client (it releases nothing); a new one takes its place.
     KillClient,
-    /// SIGSTOP a client for 1.5 to 2.5 ttls, then SIGCONT. Unsafe clients
-    /// are paused first.
+    /// SIGSTOP a client for 1.5 to 2.5 ttls, then SIGCONT. An unsafe client
+    /// that holds a worker ID is paused first.
     PauseClient,
     /// Step a client's wall clock forwards or backwards (SIGUSR1 / SIGUSR2).
     StepClock,
@@ -285,6 +285,12 @@ pub(crate) fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// Whether client `name` has recorded a grant.
+fn has_grant(dir: &Path, name: &str) -> bool {
+    std::fs::read_to_string(dir.join(format!("{name}.jsonl")))
+        .is_ok_and(|text| text.contains("\"t\":\"grant\""))
+}
+
 /// The seed of client number `n` of a run seeded with `seed`.
 pub(crate) fn client_seed(seed: u64, n: usize) -> u64 {
     seed.wrapping_mul(6_364_136_223_846_793_005)
@@ -299,7 +305,18 @@ impl Controller<'_> {
 
     fn log(&mut self, what: String) {
         tracing::info!("nemesis: {what}");
-        self.events.push(NemesisEvent { at: mono_ns(), what });
+        let at = mono_ns();
+        let line = format!("{at} {what}\n");
+        let path = self.dir.join("nemesis.log");
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
+        if let Err(e) = written {
+            tracing::warn!("cannot write {}: {e}", path.display());
+        }
+        self.events.push(NemesisEvent { at, what });
     }
 
     fn spawn(&mut self, unsafe_mode: bool) -> Result<()> {
@@ -452,7 +469,10 @@ impl Controller<'_> {
                 self.log(format!("SIGKILL {name}"));
             }
             Fault::PauseClient => {
-                let unsafe_ones = self.pick(|c| c.unsafe_mode);
+                // An unsafe client once it holds its worker ID (it then
+                // holds it for the whole run), else anyone.
+                let dir = self.dir.clone();
+                let unsafe_ones = self.pick(|c| c.unsafe_mode && has_grant(&dir, &c.name));
                 let Some(i) = unsafe_ones.or_else(|| self.pick(|_| true)) else {
                     return false;
                 };
