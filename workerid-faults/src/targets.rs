@@ -244,7 +244,19 @@ impl Target for Etcd3 {
     fn apply(&self, fault: Fault, rng: &mut StdRng) -> Applied {
         let node = match fault {
             Fault::KillEtcdLeader => self.0.leader(),
-            _ => self.0.follower(),
+            _ => {
+                let followers: Vec<_> = self
+                    .0
+                    .nodes()
+                    .iter()
+                    .filter(|n| n.process().is_running() && !n.is_leader())
+                    .collect();
+                if followers.is_empty() {
+                    None
+                } else {
+                    Some(followers[rng.random_range(0..followers.len())])
+                }
+            }
         };
         let Some(node) = node else {
             return Applied {
