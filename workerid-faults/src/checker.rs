@@ -281,7 +281,10 @@ impl fmt::Display for Report {
             writeln!(f, "  VIOLATION {v}")?;
         }
         for v in self.excused.iter().take(10) {
-            writeln!(f, "  excused (a forgetful restart lies between the grants) {v}")?;
+            writeln!(
+                f,
+                "  excused (a forgetful restart lies between the grants) {v}"
+            )?;
         }
         Ok(())
     }

@@ -182,7 +182,8 @@ fn a_forgetful_restart_excuses_rules_between_holders_only_across_it() {
     // deadline.
     let a = history("a", vec![lease(1, 3, 0, vec![id(TS + 50, 1, 0)])]);
     let mut late = lease(1, 1, 200, vec![id(TS + 10, 1, 0)]);
-    late.batches.push((late.deadline + 5, vec![id(TS + 11, 1, 0)]));
+    late.batches
+        .push((late.deadline + 5, vec![id(TS + 11, 1, 0)]));
     let b = history("b", vec![late]);
     let histories = vec![a, b];
     let strict = check(&histories, &CheckOptions::new(layout()));

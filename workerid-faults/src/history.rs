@@ -295,6 +295,9 @@ mod tests {
     fn a_bad_line_in_the_middle_is_an_error() {
         let text = "{\"t\":\"clock\",\"at\":5,\"offset_ms\":0}\nnonsense\n{\"t\":\"clock\",\"at\":6,\"offset_ms\":0}\n";
         let err = parse_history(text, Path::new("h")).unwrap_err();
-        assert!(matches!(err, FaultsError::BadHistory { line: 2, .. }), "{err}");
+        assert!(
+            matches!(err, FaultsError::BadHistory { line: 2, .. }),
+            "{err}"
+        );
     }
 }

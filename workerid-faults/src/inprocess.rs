@@ -58,7 +58,10 @@ pub fn run(config: &RunConfig) -> Result<RunOutcome> {
     let mut events = Vec::new();
     let mut log = |what: String| {
         tracing::info!("nemesis: {what}");
-        events.push(NemesisEvent { at: mono_ns(), what });
+        events.push(NemesisEvent {
+            at: mono_ns(),
+            what,
+        });
     };
     let mut clients: Vec<Client> = Vec::new();
     let mut next = 0usize;
@@ -145,7 +148,10 @@ pub fn run(config: &RunConfig) -> Result<RunOutcome> {
                         at: mono_ns(),
                         offset_ms,
                     })?;
-                    log(format!("step the clock of {} to {offset_ms:+} ms", client.name));
+                    log(format!(
+                        "step the clock of {} to {offset_ms:+} ms",
+                        client.name
+                    ));
                 }
             }
             *counts.entry(fault).or_default() += 1;

@@ -214,7 +214,11 @@ pub fn run(target: &dyn Target, config: &RunConfig) -> Result<RunOutcome> {
         client_errors: Vec::new(),
         restarts: Vec::new(),
     };
-    tracing::info!(seed = config.seed, store = target.name(), "fault run starts");
+    tracing::info!(
+        seed = config.seed,
+        store = target.name(),
+        "fault run starts"
+    );
     for i in 0..config.clients {
         c.spawn(i < config.unsafe_clients)?;
     }
@@ -437,8 +441,8 @@ impl Controller<'_> {
         if expected {
             self.log(format!("client {name} exited: {status}"));
         } else {
-            let log = std::fs::read_to_string(self.dir.join(format!("{name}.log")))
-                .unwrap_or_default();
+            let log =
+                std::fs::read_to_string(self.dir.join(format!("{name}.log"))).unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(15).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
             self.client_errors
@@ -481,10 +485,7 @@ impl Controller<'_> {
                 Self::signal(&self.clients[i], libc::SIGSTOP);
                 self.clients[i].paused_until = Some(mono_ns() + pause);
                 let name = self.clients[i].name.clone();
-                self.log(format!(
-                    "SIGSTOP {name} for {:.1} s",
-                    pause as f64 / 1e9
-                ));
+                self.log(format!("SIGSTOP {name} for {:.1} s", pause as f64 / 1e9));
             }
             Fault::StepClock => {
                 let Some(i) = self.pick(|_| true) else {

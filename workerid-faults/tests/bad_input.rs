@@ -41,7 +41,10 @@ fn populated(rt: &tokio::runtime::Runtime) -> (Arc<dyn LeaseStore>, Allocator) {
             allocator.acquire().await.unwrap();
         }
         let freed = allocator.acquire().await.unwrap();
-        allocator.release_with_watermark(&freed, 1_234).await.unwrap();
+        allocator
+            .release_with_watermark(&freed, 1_234)
+            .await
+            .unwrap();
     });
     (store, allocator)
 }

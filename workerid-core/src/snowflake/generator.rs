@@ -378,7 +378,11 @@ mod tests {
     fn a_closed_generator_or_a_passed_deadline_or_window_issues_nothing() {
         let clock = Arc::new(FakeClock::at(T0));
         let g = generator(&clock);
-        assert_eq!(g.lease_deadline(), None, "an open generator has no deadline");
+        assert_eq!(
+            g.lease_deadline(),
+            None,
+            "an open generator has no deadline"
+        );
         g.close();
         assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
         let ts = Layout::classic().timestamp_at(T0).unwrap();

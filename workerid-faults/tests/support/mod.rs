@@ -8,10 +8,16 @@ use workerid_faults::nemesis::{seed_from_env, Fault, RunConfig, RunOutcome};
 /// A short run's settings: the seed from `WORKERID_FAULTS_SEED` or random,
 /// `duration` of faults of `faults`.
 pub fn config(duration: Duration, faults: &[Fault]) -> RunConfig {
-    let mut config = RunConfig::new(env!("CARGO_BIN_EXE_workerid-faults-client"), seed_from_env());
+    let mut config = RunConfig::new(
+        env!("CARGO_BIN_EXE_workerid-faults-client"),
+        seed_from_env(),
+    );
     config.duration = duration;
     config.faults = faults.to_vec();
-    println!("seed {} (replay: WORKERID_FAULTS_SEED={})", config.seed, config.seed);
+    println!(
+        "seed {} (replay: WORKERID_FAULTS_SEED={})",
+        config.seed, config.seed
+    );
     config
 }
 
