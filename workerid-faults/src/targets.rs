@@ -33,9 +33,10 @@ pub trait Target: Send + Sync {
     fn url(&self) -> String;
     /// The server faults it can undergo.
     fn server_faults(&self) -> Vec<Fault>;
-    /// Applies a server fault (kills a server, waits a little, starts it
-    /// again on the same data and waits until it answers).
-    fn apply(&self, fault: Fault, rng: &mut StdRng) -> Applied;
+    /// Applies a server fault: kills a server, waits a little, starts it
+    /// again on the same data and waits until it answers; or freezes it
+    /// (SIGSTOP) for 1.5 to 2.5 times `ttl` and thaws it.
+    fn apply(&self, fault: Fault, rng: &mut StdRng, ttl: Duration) -> Applied;
     /// Whether a restart forgets every lease (Redis without persistence).
     fn forgetful(&self) -> bool {
         false
@@ -102,6 +103,21 @@ fn crash_and_restart(process: &ServerProcess, rng: &mut StdRng, name: &str) -> A
     }
 }
 
+/// Freezes `process` (SIGSTOP to every process of it) for 1.5 to 2.5 ttls,
+/// then thaws it: to its clients, a network partition (requests hang until
+/// they time out), after which the server answers again.
+fn freeze(process: &ServerProcess, rng: &mut StdRng, ttl: Duration, name: &str) -> Applied {
+    let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+    let pause = Duration::from_millis(rng.random_range(ttl_ms * 3 / 2..=ttl_ms * 5 / 2));
+    process.pause();
+    std::thread::sleep(pause);
+    process.resume();
+    Applied {
+        what: format!("SIGSTOP {name} for {pause:?}, then SIGCONT"),
+        killed_at: None,
+    }
+}
+
 /// A SQLite file (WAL): no server, processes of this machine share it.
 #[derive(Debug)]
 pub struct SqliteFile {
@@ -134,7 +150,7 @@ impl Target for SqliteFile {
     fn server_faults(&self) -> Vec<Fault> {
         Vec::new()
     }
-    fn apply(&self, fault: Fault, _rng: &mut StdRng) -> Applied {
+    fn apply(&self, fault: Fault, _rng: &mut StdRng, _ttl: Duration) -> Applied {
         Applied {
             what: format!("{fault:?}: no server"),
             killed_at: None,
@@ -176,10 +192,13 @@ impl Target for Redis {
         self.server.url()
     }
     fn server_faults(&self) -> Vec<Fault> {
-        vec![Fault::RestartStore]
+        vec![Fault::RestartStore, Fault::PauseStore]
     }
-    fn apply(&self, _fault: Fault, rng: &mut StdRng) -> Applied {
-        crash_and_restart(self.server.process(), rng, "redis-server")
+    fn apply(&self, fault: Fault, rng: &mut StdRng, ttl: Duration) -> Applied {
+        match fault {
+            Fault::PauseStore => freeze(self.server.process(), rng, ttl, "redis-server"),
+            _ => crash_and_restart(self.server.process(), rng, "redis-server"),
+        }
     }
     fn forgetful(&self) -> bool {
         !self.persistence
@@ -213,10 +232,13 @@ impl Target for Etcd {
         etcd_url(&[self.0.endpoint()])
     }
     fn server_faults(&self) -> Vec<Fault> {
-        vec![Fault::RestartStore]
+        vec![Fault::RestartStore, Fault::PauseStore]
     }
-    fn apply(&self, _fault: Fault, rng: &mut StdRng) -> Applied {
-        crash_and_restart(self.0.process(), rng, "etcd")
+    fn apply(&self, fault: Fault, rng: &mut StdRng, ttl: Duration) -> Applied {
+        match fault {
+            Fault::PauseStore => freeze(self.0.process(), rng, ttl, "etcd"),
+            _ => crash_and_restart(self.0.process(), rng, "etcd"),
+        }
     }
 }
 
@@ -239,9 +261,22 @@ impl Target for Etcd3 {
         etcd_url(&self.0.endpoints())
     }
     fn server_faults(&self) -> Vec<Fault> {
-        vec![Fault::KillEtcdLeader, Fault::KillEtcdFollower]
+        vec![
+            Fault::KillEtcdLeader,
+            Fault::KillEtcdFollower,
+            Fault::PauseStore,
+        ]
     }
-    fn apply(&self, fault: Fault, rng: &mut StdRng) -> Applied {
+    fn apply(&self, fault: Fault, rng: &mut StdRng, ttl: Duration) -> Applied {
+        if fault == Fault::PauseStore {
+            let nodes = self.0.nodes();
+            let node = &nodes[rng.random_range(0..nodes.len())];
+            let leader = if node.is_leader() { ", the leader" } else { "" };
+            let name = format!("etcd member {}{leader}", node.name());
+            let applied = freeze(node.process(), rng, ttl, &name);
+            self.0.wait_healthy(Duration::from_secs(60));
+            return applied;
+        }
         let node = match fault {
             Fault::KillEtcdLeader => self.0.leader(),
             _ => {
@@ -326,10 +361,13 @@ impl Target for Sql {
         }
     }
     fn server_faults(&self) -> Vec<Fault> {
-        vec![Fault::RestartStore]
+        vec![Fault::RestartStore, Fault::PauseStore]
     }
-    fn apply(&self, _fault: Fault, rng: &mut StdRng) -> Applied {
+    fn apply(&self, fault: Fault, rng: &mut StdRng, ttl: Duration) -> Applied {
         let name = self.name().to_string();
-        crash_and_restart(self.process(), rng, &name)
+        match fault {
+            Fault::PauseStore => freeze(self.process(), rng, ttl, &name),
+            _ => crash_and_restart(self.process(), rng, &name),
+        }
     }
 }
