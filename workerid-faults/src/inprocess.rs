@@ -135,13 +135,14 @@ pub fn run(config: &RunConfig) -> Result<RunOutcome> {
                     log(format!("crash {}", client.name));
                 }
                 _ => {
-                    let step = if client.clock.offset_ms() + config.clock_step_ms
-                        > config.max_offset_ms
-                        || rng.random_bool(0.5)
-                    {
-                        -config.clock_step_ms
+                    // Offsets stay within plus or minus max_offset_ms.
+                    let (offset, step) = (client.clock.offset_ms(), config.clock_step_ms);
+                    let step = if offset + step > config.max_offset_ms {
+                        -step
+                    } else if offset - step < -config.max_offset_ms || rng.random_bool(0.5) {
+                        step
                     } else {
-                        config.clock_step_ms
+                        -step
                     };
                     let offset_ms = client.clock.step(step);
                     client.history.record(&Event::Clock {

@@ -157,7 +157,8 @@ impl RunOutcome {
             .map(|(f, n)| format!("{f:?} x{n}"))
             .collect();
         format!(
-            "seed {} (replay: WORKERID_FAULTS_SEED={}); faults: {}; histories in {}\n{}",
+            "seed {} (replay: WORKERID_FAULTS_SEED={}); faults: {}; histories in {} \
+             (a temporary one is removed unless a violation was found)\n{}",
             self.seed,
             self.seed,
             faults.join(", "),
@@ -203,7 +204,7 @@ pub fn run(target: &dyn Target, config: &RunConfig) -> Result<RunOutcome> {
             )));
         }
     }
-    let (dir, _temp) = run_dir(config.dir.as_deref())?;
+    let (dir, temp) = run_dir(config.dir.as_deref())?;
     let start = mono_ns();
     let until = start + nanos(config.duration);
     let mut c = Controller {
@@ -259,7 +260,7 @@ pub fn run(target: &dyn Target, config: &RunConfig) -> Result<RunOutcome> {
     let report = check(&histories, &options);
     if !report.is_safe() {
         // Keep the evidence.
-        if let Some(temp) = _temp {
+        if let Some(temp) = temp {
             let _ = temp.keep();
         }
     }
