@@ -224,8 +224,17 @@ pub fn run(target: &dyn Target, config: &RunConfig) -> Result<RunOutcome> {
         store = target.name(),
         "fault run starts"
     );
-    for i in 0..config.clients {
-        c.spawn(i < config.unsafe_clients)?;
+    // Unsafe clients first, each holding its worker ID before the others
+    // start (so that the nemesis surely has one to freeze).
+    for _ in 0..config.unsafe_clients.min(config.clients) {
+        c.spawn(true)?;
+    }
+    let wait_until = mono_ns() + 20_000_000_000;
+    while mono_ns() < wait_until && !c.clients.iter().all(|cl| has_grant(&dir, &cl.name)) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for _ in config.unsafe_clients.min(config.clients)..config.clients {
+        c.spawn(false)?;
     }
     let mut counts: BTreeMap<Fault, usize> = BTreeMap::new();
     let mut first_round = config.faults.clone();
