@@ -25,7 +25,7 @@ use crate::targets::Target;
 use crate::{io_error, FaultsError, Result};
 
 /// A fault the nemesis can inject.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
 pub enum Fault {
     /// SIGKILL a client (it releases nothing); a new one takes its place.
     KillClient,
@@ -269,6 +269,7 @@ pub fn run(target: &dyn Target, config: &RunConfig) -> Result<RunOutcome> {
     let report = check(&histories, &options);
     if !report.is_safe() {
         // Keep the evidence.
+        crate::targets::save_logs(target, &dir);
         if let Some(temp) = temp {
             let _ = temp.keep();
         }

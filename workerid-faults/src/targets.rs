@@ -41,6 +41,21 @@ pub trait Target: Send + Sync {
     fn forgetful(&self) -> bool {
         false
     }
+    /// The servers' processes, named, whose logs a failed run keeps.
+    fn processes(&self) -> Vec<(String, &ServerProcess)> {
+        Vec::new()
+    }
+}
+
+/// Copies the end of every server log of `target` into `dir` (evidence of
+/// a failed run; the servers' own directories go away with them).
+pub fn save_logs(target: &dyn Target, dir: &std::path::Path) {
+    for (name, process) in target.processes() {
+        let path = dir.join(format!("server-{name}.log"));
+        if let Err(e) = std::fs::write(&path, process.log_tail(5_000)) {
+            tracing::warn!("cannot write {}: {e}", path.display());
+        }
+    }
 }
 
 /// Which store to start (for the soak binary).
@@ -203,6 +218,9 @@ impl Target for Redis {
     fn forgetful(&self) -> bool {
         !self.persistence
     }
+    fn processes(&self) -> Vec<(String, &ServerProcess)> {
+        vec![("redis".into(), self.server.process())]
+    }
 }
 
 fn etcd_url(endpoints: &[String]) -> String {
@@ -239,6 +257,9 @@ impl Target for Etcd {
             Fault::PauseStore => freeze(self.0.process(), rng, ttl, "etcd"),
             _ => crash_and_restart(self.0.process(), rng, "etcd"),
         }
+    }
+    fn processes(&self) -> Vec<(String, &ServerProcess)> {
+        vec![("etcd".into(), self.0.process())]
     }
 }
 
@@ -319,6 +340,13 @@ impl Target for Etcd3 {
             killed_at: Some(killed_at),
         }
     }
+    fn processes(&self) -> Vec<(String, &ServerProcess)> {
+        self.0
+            .nodes()
+            .iter()
+            .map(|n| (format!("etcd-{}", n.name()), n.process()))
+            .collect()
+    }
 }
 
 /// PostgreSQL or MariaDB.
@@ -369,5 +397,8 @@ impl Target for Sql {
             Fault::PauseStore => freeze(self.process(), rng, ttl, &name),
             _ => crash_and_restart(self.process(), rng, &name),
         }
+    }
+    fn processes(&self) -> Vec<(String, &ServerProcess)> {
+        vec![(self.name().to_string(), self.process())]
     }
 }

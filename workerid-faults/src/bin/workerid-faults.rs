@@ -44,6 +44,10 @@ struct Args {
     /// Only faults on clients (no store restarts).
     #[arg(long)]
     client_faults_only: bool,
+    /// Only these faults (comma-separated), instead of every fault the
+    /// store can take.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    faults: Vec<Fault>,
     /// Keep histories and logs here (default: a temporary directory, kept
     /// only when a violation is found).
     #[arg(long)]
@@ -83,6 +87,9 @@ fn main() {
             Ok(target) => {
                 if !args.client_faults_only {
                     config.faults.extend(target.server_faults());
+                }
+                if !args.faults.is_empty() {
+                    config.faults = args.faults.clone();
                 }
                 nemesis::run(target.as_ref(), &config)
             }
