@@ -286,20 +286,12 @@ impl Target for Etcd3 {
             Fault::KillEtcdLeader,
             Fault::KillEtcdFollower,
             Fault::PauseStore,
+            Fault::PauseEtcdLeader,
         ]
     }
     fn apply(&self, fault: Fault, rng: &mut StdRng, ttl: Duration) -> Applied {
-        if fault == Fault::PauseStore {
-            let nodes = self.0.nodes();
-            let node = &nodes[rng.random_range(0..nodes.len())];
-            let leader = if node.is_leader() { ", the leader" } else { "" };
-            let name = format!("etcd member {}{leader}", node.name());
-            let applied = freeze(node.process(), rng, ttl, &name);
-            self.0.wait_healthy(Duration::from_secs(60));
-            return applied;
-        }
         let node = match fault {
-            Fault::KillEtcdLeader => self.0.leader(),
+            Fault::KillEtcdLeader | Fault::PauseEtcdLeader => self.0.leader(),
             _ => {
                 let followers: Vec<_> = self
                     .0
@@ -320,6 +312,17 @@ impl Target for Etcd3 {
                 killed_at: None,
             };
         };
+        if matches!(fault, Fault::PauseStore | Fault::PauseEtcdLeader) {
+            let role = if fault == Fault::PauseStore {
+                "a follower"
+            } else {
+                "the leader"
+            };
+            let name = format!("etcd member {} ({role})", node.name());
+            let applied = freeze(node.process(), rng, ttl, &name);
+            self.0.wait_healthy(Duration::from_secs(60));
+            return applied;
+        }
         let killed_at = mono_ns();
         node.process().kill();
         // Down for a while: the others (a quorum of two) go on without it.
