@@ -67,6 +67,20 @@ async fn a_reused_worker_id_never_goes_back_in_time_even_with_a_clock_behind() {
         first.worker_id(),
         "a pool of one: the same worker ID"
     );
+    assert!(
+        second.fence() > first.fence(),
+        "the next grant has a higher fence, readable after the first stopped"
+    );
+    // The lease deadline and reserved window an observer can read.
+    let deadline = second.generator().lease_deadline().unwrap();
+    assert!(deadline > second_clock.now().mono && deadline <= second_clock.now().mono + ttl);
+    let window = second.generator().window_end();
+    assert!(
+        window
+            >= Layout::classic()
+                .timestamp_at(second_clock.now().wall)
+                .unwrap()
+    );
     let after = ids(&second, &second_clock, 5_000);
     let highest_before = *before.iter().max().unwrap();
     assert!(

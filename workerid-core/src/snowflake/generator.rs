@@ -60,6 +60,9 @@ pub struct Generator {
     window_end: AtomicU64,
     /// IDs only while the clock's monotonic time is below this (ns); 0: closed.
     deadline_ns: AtomicU64,
+    /// The last deadline `open_until` set (ns), kept when the generator
+    /// closes; `u64::MAX` for an open generator that never had one.
+    opened_until_ns: AtomicU64,
     /// Told when the drift is beyond recovery.
     leave: Option<Arc<Notify>>,
     left: AtomicBool,
@@ -120,6 +123,7 @@ impl Generator {
             last: AtomicU64::new(0),
             window_end: AtomicU64::new(layout.max_timestamp()),
             deadline_ns: AtomicU64::new(u64::MAX),
+            opened_until_ns: AtomicU64::new(u64::MAX),
             leave: None,
             left: AtomicBool::new(false),
             epoch_ms: millis(layout.epoch()),
@@ -137,6 +141,7 @@ impl Generator {
 
     pub(crate) fn closed(mut self, leave: Arc<Notify>) -> Self {
         self.deadline_ns = AtomicU64::new(0);
+        self.opened_until_ns = AtomicU64::new(0);
         self.leave = Some(leave);
         self
     }
@@ -236,13 +241,37 @@ impl Generator {
         self.last.fetch_max(floor, Ordering::AcqRel);
     }
 
+    /// The largest timestamp (in layout units) this generator may use: the
+    /// upper end of the time window its worker reserved in the store as the
+    /// lease's watermark (the layout's maximum for a generator made with
+    /// [`Generator::new`]). Lowered when a renewal reserves a lower window
+    /// (the wall clock went back).
+    pub fn window_end(&self) -> u64 {
+        self.window_end.load(Ordering::Acquire)
+    }
+
+    /// The lease deadline the generator was last opened until, on its
+    /// clock's monotonic time ([`Reading::mono`](super::Reading::mono)): no
+    /// ID is issued at or after it. It stays readable after the generator
+    /// closes (stop, lost lease), so an observer can compare the instants of
+    /// issued IDs with it. `None` for a generator made with
+    /// [`Generator::new`] (no lease, no deadline); zero for a worker's
+    /// generator that was never opened.
+    pub fn lease_deadline(&self) -> Option<Duration> {
+        match self.opened_until_ns.load(Ordering::Acquire) {
+            u64::MAX => None,
+            ns => Some(Duration::from_nanos(ns)),
+        }
+    }
+
     /// Lets the generator issue IDs until the clock's monotonic time reaches
     /// `deadline` and with timestamps up to `window_end` (inclusive).
     pub(crate) fn open_until(&self, deadline: Duration, window_end: u64) {
         self.window_end.store(window_end, Ordering::Release);
         let deadline = u64::try_from(deadline.as_nanos())
             .unwrap_or(u64::MAX)
-            .max(1);
+            .clamp(1, u64::MAX - 1);
+        self.opened_until_ns.store(deadline, Ordering::Release);
         self.deadline_ns.store(deadline, Ordering::Release);
     }
 
@@ -349,10 +378,17 @@ mod tests {
     fn a_closed_generator_or_a_passed_deadline_or_window_issues_nothing() {
         let clock = Arc::new(FakeClock::at(T0));
         let g = generator(&clock);
+        assert_eq!(
+            g.lease_deadline(),
+            None,
+            "an open generator has no deadline"
+        );
         g.close();
         assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
         let ts = Layout::classic().timestamp_at(T0).unwrap();
         g.open_until(Duration::from_secs(1), ts + 10);
+        assert_eq!(g.lease_deadline(), Some(Duration::from_secs(1)));
+        assert_eq!(g.window_end(), ts + 10);
         g.next_id().unwrap();
         clock.advance(Duration::from_millis(20));
         assert!(
@@ -363,6 +399,12 @@ mod tests {
         clock.advance(Duration::from_secs(1));
         assert!(
             matches!(g.next_id(), Err(Error::NotReady { reason }) if reason.contains("deadline"))
+        );
+        g.close();
+        assert_eq!(
+            g.lease_deadline(),
+            Some(Duration::from_secs(1)),
+            "the last deadline stays readable once closed"
         );
     }
 

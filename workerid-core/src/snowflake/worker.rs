@@ -151,6 +151,7 @@ struct Keeper {
 #[derive(Debug)]
 pub struct Worker {
     generator: Arc<Generator>,
+    fence: u64,
     state: watch::Receiver<WorkerState>,
     stop: Arc<Notify>,
 }
@@ -216,9 +217,10 @@ impl Worker {
                 return Err(e);
             }
         };
+        let fence = lease.fence();
         let _ = state.send(WorkerState::Ready {
             worker_id: lease.id().get(),
-            fence: lease.fence(),
+            fence,
         });
         tracing::info!(
             worker_id = lease.id().get(),
@@ -242,6 +244,7 @@ impl Worker {
         tokio::spawn(keeper.run());
         Ok(Worker {
             generator,
+            fence,
             state: state_rx,
             stop,
         })
@@ -264,6 +267,12 @@ impl Worker {
     /// The leased worker ID.
     pub fn worker_id(&self) -> u32 {
         self.generator.worker_id()
+    }
+
+    /// The fence of the grant this worker joined with (also in
+    /// [`WorkerState::Ready`], but readable whatever the state is now).
+    pub fn fence(&self) -> u64 {
+        self.fence
     }
 
     /// The current state.

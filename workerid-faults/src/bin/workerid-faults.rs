@@ -1,0 +1,114 @@
+//! The fault-injection run, for soak testing: starts a store (through the
+//! test harness), runs clients against it under a seeded nemesis, checks
+//! their histories, and exits 1 on any violation.
+//!
+//! ```sh
+//! cargo run -p workerid-faults --release --bin workerid-faults -- \
+//!     --store etcd-cluster --duration-secs 600 --clients 6 --seed 42
+//! ```
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use workerid_faults::nemesis::{self, seed_from_env, Fault, RunConfig};
+use workerid_faults::targets::{self, StoreKind};
+
+#[derive(Parser, Debug)]
+#[command(about = "Fault-injection safety run of workerid on one store")]
+struct Args {
+    /// Which store to start and attack.
+    #[arg(long, value_enum)]
+    store: StoreKind,
+    /// How long faults go on, in seconds.
+    #[arg(long, default_value_t = 60)]
+    duration_secs: u64,
+    /// Clients running at any time.
+    #[arg(long, default_value_t = 5)]
+    clients: usize,
+    /// Replays a run (default: from WORKERID_FAULTS_SEED, else random).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// The lease ttl in milliseconds (etcd: whole seconds, at least 2000).
+    #[arg(long, default_value_t = 2000)]
+    ttl_ms: u64,
+    /// The pool is 0..2^worker_bits.
+    #[arg(long, default_value_t = 2)]
+    worker_bits: u8,
+    /// The mean time between faults, in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    fault_every_ms: u64,
+    /// Run this many deliberately unsafe clients (the checker must fail).
+    #[arg(long, default_value_t = 0)]
+    unsafe_clients: usize,
+    /// Only faults on clients (no store restarts).
+    #[arg(long)]
+    client_faults_only: bool,
+    /// Only these faults (comma-separated), instead of every fault the
+    /// store can take.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    faults: Vec<Fault>,
+    /// Keep histories and logs here (default: a temporary directory, kept
+    /// only when a violation is found).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let args = Args::parse();
+    let seed = args.seed.unwrap_or_else(seed_from_env);
+    println!("seed {seed} (replay with --seed {seed})");
+    let client_bin = match std::env::current_exe() {
+        Ok(exe) => exe.with_file_name("workerid-faults-client"),
+        Err(e) => {
+            eprintln!("cannot find the client program: {e}");
+            std::process::exit(2);
+        }
+    };
+    let mut config = RunConfig::new(client_bin, seed);
+    config.duration = Duration::from_secs(args.duration_secs);
+    config.clients = args.clients;
+    config.unsafe_clients = args.unsafe_clients;
+    config.ttl = Duration::from_millis(args.ttl_ms);
+    config.worker_bits = args.worker_bits;
+    config.fault_every = Duration::from_millis(args.fault_every_ms);
+    config.dir = args.dir;
+    let outcome = if args.store == StoreKind::Memory {
+        config.faults = vec![Fault::KillClient, Fault::StepClock];
+        workerid_faults::inprocess::run(&config)
+    } else {
+        match targets::start(args.store) {
+            Ok(target) => {
+                if !args.client_faults_only {
+                    config.faults.extend(target.server_faults());
+                }
+                if !args.faults.is_empty() {
+                    config.faults = args.faults.clone();
+                }
+                nemesis::run(target.as_ref(), &config)
+            }
+            Err(e) => Err(e),
+        }
+    };
+    match outcome {
+        Ok(outcome) => {
+            println!("{}", outcome.summary());
+            for e in &outcome.client_errors {
+                println!("client error: {e}");
+            }
+            if !outcome.report.is_safe() || !outcome.client_errors.is_empty() {
+                std::process::exit(1);
+            }
+        }
+        Err(e) => {
+            eprintln!("the run failed: {e}");
+            std::process::exit(2);
+        }
+    }
+}

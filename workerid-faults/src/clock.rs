@@ -1,0 +1,114 @@
+//! Time for the fault suite: `CLOCK_MONOTONIC` instants shared by every
+//! process of the machine, and a wall clock the nemesis can step.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use workerid_core::snowflake::{Clock, Reading};
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds. Every process of one machine reads
+/// the same clock, so instants recorded by different processes compare.
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we pass and nothing else.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+    }
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+/// A [`Clock`] whose monotonic time is `CLOCK_MONOTONIC` itself (so the
+/// deadlines a worker computes are comparable across processes) and whose
+/// wall time is the system's plus an offset that can be stepped at any time,
+/// as an NTP step or an operator's `date -s` would.
+///
+/// ```
+/// use workerid_core::snowflake::Clock;
+/// use workerid_faults::clock::FaultClock;
+/// let clock = FaultClock::new(0);
+/// let before = clock.now().wall;
+/// clock.step(-2_000);
+/// assert!(clock.now().wall < before, "the wall clock went back");
+/// assert_eq!(clock.offset_ms(), -2_000);
+/// ```
+#[derive(Debug)]
+pub struct FaultClock {
+    offset_ms: AtomicI64,
+}
+
+impl FaultClock {
+    /// The system's wall clock shifted by `offset_ms` (negative: behind).
+    pub fn new(offset_ms: i64) -> FaultClock {
+        FaultClock {
+            offset_ms: AtomicI64::new(offset_ms),
+        }
+    }
+
+    /// Steps the wall clock by `ms` (negative: back); returns the new offset.
+    pub fn step(&self, ms: i64) -> i64 {
+        self.offset_ms.fetch_add(ms, Ordering::SeqCst) + ms
+    }
+
+    /// The offset from the system's wall clock, in milliseconds.
+    pub fn offset_ms(&self) -> i64 {
+        self.offset_ms.load(Ordering::SeqCst)
+    }
+}
+
+impl Clock for FaultClock {
+    fn now(&self) -> Reading {
+        let mono = Duration::from_nanos(mono_ns());
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let wall_ms = i64::try_from(wall.as_millis()).unwrap_or(i64::MAX);
+        let shifted = wall_ms.saturating_add(self.offset_ms()).max(0);
+        let sub_ms = wall.subsec_nanos() % 1_000_000;
+        Reading {
+            mono,
+            wall: Duration::from_millis(shifted as u64) + Duration::from_nanos(u64::from(sub_ms)),
+        }
+    }
+
+    fn sleep(&self, duration: Duration) {
+        if duration < Duration::from_millis(2) {
+            let until = mono_ns().saturating_add(u64::try_from(duration.as_nanos()).unwrap_or(0));
+            while mono_ns() < until {
+                std::thread::yield_now();
+            }
+        } else {
+            std::thread::sleep(duration);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_move_the_wall_clock_only() {
+        let clock = FaultClock::new(1_000);
+        let a = clock.now();
+        assert_eq!(clock.step(-3_000), -2_000);
+        let b = clock.now();
+        assert!(b.mono >= a.mono, "monotonic time never goes back");
+        let back = a.wall.saturating_sub(b.wall);
+        assert!(
+            back > Duration::from_millis(2_500) && back < Duration::from_millis(3_500),
+            "{back:?}"
+        );
+    }
+
+    #[test]
+    fn mono_is_the_machines_monotonic_clock() {
+        let a = mono_ns();
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(mono_ns() >= a + 5_000_000);
+    }
+}

@@ -1,0 +1,566 @@
+//! The controller: starts client processes against a store, injects faults
+//! from a seeded schedule, then checks the histories.
+//!
+//! The seed picks every choice the controller makes (which fault, when, on
+//! whom, for how long); `RunConfig::seed` replays them. The operating system
+//! still schedules the processes, so a replay repeats the faults, not every
+//! interleaving.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use workerid_core::snowflake::Layout;
+
+use crate::checker::{check, CheckOptions, Report};
+use crate::clock::mono_ns;
+use crate::history::read_dir;
+use crate::targets::Target;
+use crate::{io_error, FaultsError, Result};
+
+/// A fault the nemesis can inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
+pub enum Fault {
+    /// SIGKILL a client (it releases nothing); a new one takes its place.
+    KillClient,
+    /// SIGSTOP a client for 1.5 to 2.5 ttls, then SIGCONT. An unsafe client
+    /// that holds a worker ID is paused first.
+    PauseClient,
+    /// Step a client's wall clock forwards or backwards (SIGUSR1 / SIGUSR2).
+    StepClock,
+    /// SIGKILL the store server and start it again on the same data.
+    RestartStore,
+    /// Freeze the store server (every process of it; on an etcd cluster,
+    /// a follower) with SIGSTOP for 1.5 to 2.5 ttls, then SIGCONT: a
+    /// network partition as its clients see it.
+    PauseStore,
+    /// Freeze the etcd leader for 1.5 to 2.5 ttls, then SIGCONT: the others
+    /// elect a new leader while the old one still believes it leads. Not in
+    /// the short tests: see the README (a soak run caught an overlap).
+    PauseEtcdLeader,
+    /// SIGKILL the etcd leader and start it again a few seconds later.
+    KillEtcdLeader,
+    /// SIGKILL an etcd follower and start it again a few seconds later.
+    KillEtcdFollower,
+}
+
+impl Fault {
+    /// The faults on clients, which every store can take.
+    pub const CLIENT: [Fault; 3] = [Fault::KillClient, Fault::PauseClient, Fault::StepClock];
+}
+
+/// How a run goes.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// Clients running at any time.
+    pub clients: usize,
+    /// How many of them are deliberately unsafe (the checker's teeth).
+    pub unsafe_clients: usize,
+    /// How long faults go on; then clients stop by themselves.
+    pub duration: Duration,
+    /// Seeds every choice; print it, pass it again to replay.
+    pub seed: u64,
+    /// The lease ttl (etcd: whole seconds, at least 2 s).
+    pub ttl: Duration,
+    /// The pool is `0..2^worker_bits`.
+    pub worker_bits: u8,
+    /// The faults to inject: each once first (in a seeded order, at twice
+    /// the pace), then at random.
+    pub faults: Vec<Fault>,
+    /// The mean time between two faults (each gap is 0.5 to 1.5 times it).
+    pub fault_every: Duration,
+    /// The chance that a client session ends in a crash (exit or abort
+    /// without releasing) rather than a graceful stop.
+    pub crash_chance: f64,
+    /// How far a clock step goes, in milliseconds.
+    pub clock_step_ms: i64,
+    /// Wall clock offsets stay within plus or minus this.
+    pub max_offset_ms: i64,
+    /// The `workerid-faults-client` program.
+    pub client_bin: PathBuf,
+    /// Where histories and logs go (kept); a temporary directory if `None`.
+    pub dir: Option<PathBuf>,
+}
+
+impl RunConfig {
+    /// Defaults for a short run: 4 clients on a pool of 4 (2 worker bits),
+    /// ttl 2 s, a fault every 2 s for 30 s, every client fault.
+    pub fn new(client_bin: impl Into<PathBuf>, seed: u64) -> RunConfig {
+        RunConfig {
+            clients: 5,
+            unsafe_clients: 0,
+            duration: Duration::from_secs(30),
+            seed,
+            ttl: Duration::from_secs(2),
+            worker_bits: 2,
+            faults: Fault::CLIENT.to_vec(),
+            fault_every: Duration::from_secs(2),
+            crash_chance: 0.3,
+            clock_step_ms: 1_500,
+            max_offset_ms: 3_000,
+            client_bin: client_bin.into(),
+            dir: None,
+        }
+    }
+}
+
+/// A seed from the environment variable `WORKERID_FAULTS_SEED` when set,
+/// else from the time: what tests use, so a failure can be replayed.
+pub fn seed_from_env() -> u64 {
+    std::env::var("WORKERID_FAULTS_SEED")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0)
+                ^ u64::from(std::process::id())
+        })
+}
+
+/// One thing the nemesis did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NemesisEvent {
+    /// When (`CLOCK_MONOTONIC` ns).
+    pub at: u64,
+    /// What.
+    pub what: String,
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct RunOutcome {
+    /// The seed it ran with.
+    pub seed: u64,
+    /// The checker's verdict.
+    pub report: Report,
+    /// What the nemesis did, in order.
+    pub events: Vec<NemesisEvent>,
+    /// How many times each fault was injected.
+    pub faults: BTreeMap<Fault, usize>,
+    /// Client processes that failed in a way no fault explains (an error
+    /// exit), with the end of their log.
+    pub client_errors: Vec<String>,
+    /// Where the histories are.
+    pub dir: PathBuf,
+}
+
+impl RunOutcome {
+    /// A summary: seed, faults, the report.
+    pub fn summary(&self) -> String {
+        let faults: Vec<String> = self
+            .faults
+            .iter()
+            .map(|(f, n)| format!("{f:?} x{n}"))
+            .collect();
+        format!(
+            "seed {} (replay: WORKERID_FAULTS_SEED={}); faults: {}; histories in {} \
+             (a temporary one is removed unless a violation was found)\n{}",
+            self.seed,
+            self.seed,
+            faults.join(", "),
+            self.dir.display(),
+            self.report
+        )
+    }
+}
+
+struct Client {
+    name: String,
+    child: Child,
+    unsafe_mode: bool,
+    paused_until: Option<u64>,
+    offset_ms: i64,
+}
+
+struct Controller<'a> {
+    target: &'a dyn Target,
+    config: &'a RunConfig,
+    rng: StdRng,
+    dir: PathBuf,
+    until: u64,
+    next: usize,
+    clients: Vec<Client>,
+    events: Vec<NemesisEvent>,
+    client_errors: Vec<String>,
+    restarts: Vec<u64>,
+}
+
+/// Runs clients against `target` with faults, then checks their histories.
+///
+/// # Errors
+/// [`FaultsError::Spawn`] when a client cannot start; [`FaultsError::Io`]
+/// and [`FaultsError::BadHistory`] for the histories; [`FaultsError::Config`]
+/// for a fault the target cannot take.
+pub fn run(target: &dyn Target, config: &RunConfig) -> Result<RunOutcome> {
+    for fault in &config.faults {
+        if !Fault::CLIENT.contains(fault) && !target.server_faults().contains(fault) {
+            return Err(FaultsError::Config(format!(
+                "{} cannot take the fault {fault:?}",
+                target.name()
+            )));
+        }
+    }
+    let (dir, temp) = run_dir(config.dir.as_deref())?;
+    let start = mono_ns();
+    let until = start + nanos(config.duration);
+    let mut c = Controller {
+        target,
+        config,
+        rng: StdRng::seed_from_u64(config.seed),
+        dir: dir.clone(),
+        until,
+        next: 0,
+        clients: Vec::new(),
+        events: Vec::new(),
+        client_errors: Vec::new(),
+        restarts: Vec::new(),
+    };
+    tracing::info!(
+        seed = config.seed,
+        store = target.name(),
+        "fault run starts"
+    );
+    // Unsafe clients first, each holding its worker ID before the others
+    // start (so that the nemesis surely has one to freeze).
+    for _ in 0..config.unsafe_clients.min(config.clients) {
+        c.spawn(true)?;
+    }
+    let wait_until = mono_ns() + 20_000_000_000;
+    while mono_ns() < wait_until && !c.clients.iter().all(|cl| has_grant(&dir, &cl.name)) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for _ in config.unsafe_clients.min(config.clients)..config.clients {
+        c.spawn(false)?;
+    }
+    let mut counts: BTreeMap<Fault, usize> = BTreeMap::new();
+    let mut first_round = config.faults.clone();
+    first_round.sort();
+    first_round.shuffle(&mut c.rng);
+    first_round.reverse();
+    let mut next_fault = start + c.gap();
+    while mono_ns() < until {
+        std::thread::sleep(Duration::from_millis(50));
+        c.resume_due(false);
+        c.reap_and_replace()?;
+        if mono_ns() >= next_fault && !config.faults.is_empty() {
+            let fault = match first_round.pop() {
+                Some(f) => f,
+                None => config.faults[c.rng.random_range(0..config.faults.len())],
+            };
+            if c.inject(fault) {
+                *counts.entry(fault).or_default() += 1;
+            }
+            // The first round (every fault once) goes twice as fast.
+            let gap = c.gap();
+            next_fault = mono_ns() + if first_round.is_empty() { gap } else { gap / 2 };
+        }
+    }
+    c.resume_due(true);
+    c.wait_all();
+    let histories = read_dir(&dir)?;
+    let mut options = CheckOptions::new(Layout::classic());
+    if target.forgetful() {
+        options.forgetful_restarts = c.restarts.clone();
+    }
+    let report = check(&histories, &options);
+    if !report.is_safe() {
+        // Keep the evidence.
+        crate::targets::save_logs(target, &dir);
+        if let Some(temp) = temp {
+            let _ = temp.keep();
+        }
+    }
+    Ok(RunOutcome {
+        seed: config.seed,
+        report,
+        events: c.events,
+        faults: counts,
+        client_errors: c.client_errors,
+        dir,
+    })
+}
+
+/// The run's directory: the one given, or a temporary one (returned too,
+/// so it lives as long as the run).
+pub(crate) fn run_dir(dir: Option<&Path>) -> Result<(PathBuf, Option<tempfile::TempDir>)> {
+    match dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+            Ok((dir.to_path_buf(), None))
+        }
+        None => {
+            let temp = tempfile::Builder::new()
+                .prefix("workerid-faults-run-")
+                .tempdir()
+                .map_err(io_error(std::env::temp_dir()))?;
+            Ok((temp.path().to_path_buf(), Some(temp)))
+        }
+    }
+}
+
+pub(crate) fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Whether client `name` has recorded a grant.
+fn has_grant(dir: &Path, name: &str) -> bool {
+    std::fs::read_to_string(dir.join(format!("{name}.jsonl")))
+        .is_ok_and(|text| text.contains("\"t\":\"grant\""))
+}
+
+/// The seed of client number `n` of a run seeded with `seed`.
+pub(crate) fn client_seed(seed: u64, n: usize) -> u64 {
+    seed.wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1_442_695_040_888_963_407_u64.wrapping_mul(n as u64 + 1))
+}
+
+impl Controller<'_> {
+    fn gap(&mut self) -> u64 {
+        let mean = nanos(self.config.fault_every);
+        self.rng.random_range(mean / 2..=mean + mean / 2)
+    }
+
+    fn log(&mut self, what: String) {
+        tracing::info!("nemesis: {what}");
+        let at = mono_ns();
+        let line = format!("{at} {what}\n");
+        let path = self.dir.join("nemesis.log");
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
+        if let Err(e) = written {
+            tracing::warn!("cannot write {}: {e}", path.display());
+        }
+        self.events.push(NemesisEvent { at, what });
+    }
+
+    fn spawn(&mut self, unsafe_mode: bool) -> Result<()> {
+        let n = self.next;
+        self.next += 1;
+        let name = format!("c{n:03}");
+        let max = self.config.max_offset_ms;
+        let offset_ms = self.rng.random_range(-max / 2..=max / 2);
+        let seed = client_seed(self.config.seed, n);
+        let log = std::fs::File::create(self.dir.join(format!("{name}.log")))
+            .map_err(io_error(self.dir.join(format!("{name}.log"))))?;
+        let mut command = Command::new(&self.config.client_bin);
+        command
+            .arg("--store")
+            .arg(self.target.url())
+            .arg("--namespace")
+            .arg(format!("faults-{}", self.config.seed % 1_000_000_007))
+            .arg("--name")
+            .arg(&name)
+            .arg("--worker-bits")
+            .arg(self.config.worker_bits.to_string())
+            .arg("--ttl-ms")
+            .arg(self.config.ttl.as_millis().to_string())
+            .arg("--seed")
+            .arg(seed.to_string())
+            .arg("--until-mono")
+            .arg(self.until.to_string())
+            .arg("--crash-chance")
+            .arg(self.config.crash_chance.to_string())
+            .arg("--offset-ms")
+            .arg(offset_ms.to_string())
+            .arg("--clock-step-ms")
+            .arg(self.config.clock_step_ms.to_string())
+            .arg("--history")
+            .arg(self.dir.join(format!("{name}.jsonl")))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        if unsafe_mode {
+            command.arg("--unsafe");
+        }
+        // SAFETY: prctl is async-signal-safe; the closure touches nothing of
+        // the parent. The client dies with the controller's thread.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = command.spawn().map_err(|source| FaultsError::Spawn {
+            name: name.clone(),
+            source,
+        })?;
+        self.log(format!(
+            "start client {name} (pid {}, clock {offset_ms:+} ms{})",
+            child.id(),
+            if unsafe_mode { ", UNSAFE" } else { "" }
+        ));
+        self.clients.push(Client {
+            name,
+            child,
+            unsafe_mode,
+            paused_until: None,
+            offset_ms,
+        });
+        Ok(())
+    }
+
+    fn signal(client: &Client, signal: libc::c_int) {
+        // SAFETY: a plain syscall on a child we own and have not reaped.
+        unsafe {
+            libc::kill(client.child.id() as libc::pid_t, signal);
+        }
+    }
+
+    fn resume_due(&mut self, all: bool) {
+        let now = mono_ns();
+        let mut resumed = Vec::new();
+        for client in &mut self.clients {
+            if client.paused_until.is_some_and(|t| all || t <= now) {
+                Self::signal(client, libc::SIGCONT);
+                client.paused_until = None;
+                resumed.push(client.name.clone());
+            }
+        }
+        for name in resumed {
+            self.log(format!("SIGCONT {name}"));
+        }
+    }
+
+    /// Collects clients that exited; starts new ones while the run goes on.
+    fn reap_and_replace(&mut self) -> Result<()> {
+        let mut exited = Vec::new();
+        self.clients.retain_mut(|c| match c.child.try_wait() {
+            Ok(Some(status)) => {
+                exited.push((c.name.clone(), status, c.unsafe_mode));
+                false
+            }
+            _ => true,
+        });
+        for (name, status, unsafe_mode) in exited {
+            self.judge_exit(&name, status);
+            if mono_ns() + nanos(self.config.ttl) < self.until {
+                self.spawn(unsafe_mode)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Exit 0 (done), 3 (chose to crash), SIGABRT (chose to abort), SIGKILL
+    /// (the nemesis): expected. Anything else is a client error.
+    fn judge_exit(&mut self, name: &str, status: std::process::ExitStatus) {
+        use std::os::unix::process::ExitStatusExt;
+        let expected = matches!(status.code(), Some(0 | 3))
+            || matches!(status.signal(), Some(libc::SIGABRT | libc::SIGKILL));
+        if expected {
+            self.log(format!("client {name} exited: {status}"));
+        } else {
+            let log =
+                std::fs::read_to_string(self.dir.join(format!("{name}.log"))).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(15).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            self.client_errors
+                .push(format!("{name} {status}:\n{}", tail.join("\n")));
+            self.log(format!("client {name} FAILED: {status}"));
+        }
+    }
+
+    fn pick(&mut self, eligible: impl Fn(&Client) -> bool) -> Option<usize> {
+        let candidates: Vec<usize> = (0..self.clients.len())
+            .filter(|&i| self.clients[i].paused_until.is_none() && eligible(&self.clients[i]))
+            .collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        Some(candidates[self.rng.random_range(0..candidates.len())])
+    }
+
+    /// Injects one fault; false if there was no one to inject it on.
+    fn inject(&mut self, fault: Fault) -> bool {
+        match fault {
+            Fault::KillClient => {
+                let Some(i) = self.pick(|c| !c.unsafe_mode) else {
+                    return false;
+                };
+                Self::signal(&self.clients[i], libc::SIGKILL);
+                let name = self.clients[i].name.clone();
+                self.log(format!("SIGKILL {name}"));
+            }
+            Fault::PauseClient => {
+                // An unsafe client once it holds its worker ID (it then
+                // holds it for the whole run), else anyone.
+                let dir = self.dir.clone();
+                let unsafe_ones = self.pick(|c| c.unsafe_mode && has_grant(&dir, &c.name));
+                let Some(i) = unsafe_ones.or_else(|| self.pick(|_| true)) else {
+                    return false;
+                };
+                let ttl = nanos(self.config.ttl);
+                let pause = self.rng.random_range(ttl + ttl / 2..=ttl * 5 / 2);
+                Self::signal(&self.clients[i], libc::SIGSTOP);
+                self.clients[i].paused_until = Some(mono_ns() + pause);
+                let name = self.clients[i].name.clone();
+                self.log(format!("SIGSTOP {name} for {:.1} s", pause as f64 / 1e9));
+            }
+            Fault::StepClock => {
+                let Some(i) = self.pick(|_| true) else {
+                    return false;
+                };
+                let step = self.config.clock_step_ms;
+                let max = self.config.max_offset_ms;
+                let offset = self.clients[i].offset_ms;
+                let forward = if offset + step > max {
+                    false
+                } else if offset - step < -max {
+                    true
+                } else {
+                    self.rng.random_bool(0.5)
+                };
+                let (signal, new) = if forward {
+                    (libc::SIGUSR1, offset + step)
+                } else {
+                    (libc::SIGUSR2, offset - step)
+                };
+                Self::signal(&self.clients[i], signal);
+                self.clients[i].offset_ms = new;
+                let name = self.clients[i].name.clone();
+                self.log(format!("step the clock of {name} to {new:+} ms"));
+            }
+            server => {
+                let applied = self.target.apply(server, &mut self.rng, self.config.ttl);
+                if let Some(at) = applied.killed_at {
+                    self.restarts.push(at);
+                }
+                self.log(applied.what);
+            }
+        }
+        true
+    }
+
+    /// Waits for every client to stop by itself (they stop at the end
+    /// instant, finishing a join that may wait for a watermark); kills the
+    /// late ones.
+    fn wait_all(&mut self) {
+        let give_up = self.until + nanos(self.config.ttl) * 4 + 30_000_000_000;
+        while !self.clients.is_empty() {
+            let _ = self.reap_and_replace();
+            if mono_ns() > give_up {
+                for client in &mut self.clients {
+                    let _ = client.child.kill();
+                    let _ = client.child.wait();
+                }
+                let names: Vec<String> = self.clients.iter().map(|c| c.name.clone()).collect();
+                self.client_errors
+                    .push(format!("clients {names:?} did not stop by themselves"));
+                self.clients.clear();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}

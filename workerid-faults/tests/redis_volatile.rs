@@ -1,0 +1,42 @@
+//! Redis without persistence. What is guaranteed:
+//!
+//! - under client faults (kill -9, SIGSTOP past the ttl, clock steps), every
+//!   rule, exactly as on a durable store;
+//! - across a restart of the server, which forgets every lease, fence and
+//!   watermark: only the rules within one lease (no ID after its local
+//!   deadline, none beyond its reserved window, IDs rising, its own worker
+//!   ID). The rules between two holders (no overlap, no duplicate ID, IDs
+//!   and fences rising across holders) can break, and only for two leases
+//!   granted on either side of a restart: the checker lists those as
+//!   excused and fails on any other.
+
+mod support;
+
+use std::time::Duration;
+
+use workerid_faults::nemesis::{self, Fault};
+use workerid_faults::targets::{Redis, Target};
+
+#[test]
+fn volatile_redis_breaks_rules_between_holders_only_across_a_restart() {
+    let target = Redis::start(false);
+    assert!(target.forgetful());
+    let mut faults = Fault::CLIENT.to_vec();
+    faults.extend(target.server_faults());
+    let config = support::config(Duration::from_secs(25), &faults);
+    let outcome = nemesis::run(&target, &config).unwrap();
+    support::assert_safe(&outcome, &faults);
+    println!(
+        "{} violations excused by restarts that forgot the leases",
+        outcome.report.excused.len()
+    );
+    for v in &outcome.report.excused {
+        assert!(
+            matches!(
+                v.kind(),
+                "overlap" | "duplicate-id" | "went-back" | "fence-not-rising"
+            ),
+            "only rules between holders are excused: {v}"
+        );
+    }
+}

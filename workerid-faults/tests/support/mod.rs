@@ -1,0 +1,62 @@
+//! What every fault test asserts about a run.
+#![allow(dead_code)] // each test binary uses a part
+
+use std::time::Duration;
+
+use workerid_faults::nemesis::{seed_from_env, Fault, RunConfig, RunOutcome};
+
+/// A short run's settings: the seed from `WORKERID_FAULTS_SEED` or random,
+/// `duration` of faults of `faults`.
+pub fn config(duration: Duration, faults: &[Fault]) -> RunConfig {
+    let mut config = RunConfig::new(
+        env!("CARGO_BIN_EXE_workerid-faults-client"),
+        seed_from_env(),
+    );
+    config.duration = duration;
+    config.faults = faults.to_vec();
+    println!(
+        "seed {} (replay: WORKERID_FAULTS_SEED={})",
+        config.seed, config.seed
+    );
+    config
+}
+
+/// The run did real work under every fault asked for, no client failed
+/// for another reason, and the checker found nothing.
+pub fn assert_safe(outcome: &RunOutcome, faults: &[Fault]) {
+    println!("{}", outcome.summary());
+    for e in &outcome.events {
+        println!("  {:.3} {}", e.at as f64 / 1e9, e.what);
+    }
+    assert_worked(outcome, faults);
+    assert!(
+        outcome.report.is_safe(),
+        "safety violated (seed {}):\n{}",
+        outcome.seed,
+        outcome.report
+    );
+}
+
+/// The run did real work under every fault asked for, and no client failed
+/// for a reason no fault explains.
+pub fn assert_worked(outcome: &RunOutcome, faults: &[Fault]) {
+    assert!(
+        outcome.client_errors.is_empty(),
+        "clients failed (seed {}): {:#?}",
+        outcome.seed,
+        outcome.client_errors
+    );
+    for fault in faults {
+        assert!(
+            outcome.faults.get(fault).copied().unwrap_or(0) > 0,
+            "the nemesis never injected {fault:?} (seed {})",
+            outcome.seed
+        );
+    }
+    let report = &outcome.report;
+    assert!(
+        report.leases >= 4 && report.handovers >= 2 && report.ids >= 1_000,
+        "too little happened to judge (seed {}): {report}",
+        outcome.seed
+    );
+}
