@@ -1,0 +1,241 @@
+//! A fleet of live snowflake workers on one shared store handle: each a real
+//! [`Worker`] with its own keeper task and lease, spread round-robin over
+//! several namespaces (one namespace holds at most 2^worker_bits IDs).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::stream::{self, StreamExt};
+use workerid_core::snowflake::{Layout, Worker, WorkerOptions, WorkerState};
+use workerid_core::{Allocator, Error as CoreError, LeaseOptions, LeaseStore};
+
+use crate::histogram::Histogram;
+use crate::Error;
+
+/// How a [`Fleet`] leases.
+#[derive(Debug, Clone)]
+pub struct FleetConfig {
+    /// The lease ttl (the workers renew every ttl/3).
+    pub ttl: Duration,
+    /// Bits of a worker ID: each namespace holds 2^bits IDs (1..=16).
+    pub worker_bits: u8,
+    /// How many namespaces the workers are spread over.
+    pub namespaces: usize,
+    /// The namespaces are `<prefix>.0`, `<prefix>.1`, ...
+    pub prefix: String,
+    /// How many joins (or stops) are in flight at once.
+    pub concurrency: usize,
+}
+
+/// What one churn cycle did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Cycle {
+    /// Workers stopped (each released its worker ID).
+    pub stopped: usize,
+    /// Workers joined in their place.
+    pub joined: usize,
+    /// How long the stops took, all together.
+    pub stop_time: Duration,
+    /// How long the joins took, all together.
+    pub join_time: Duration,
+}
+
+/// Live workers, each in a slot; slot `i` leases from namespace `i % namespaces`.
+#[derive(Debug)]
+pub struct Fleet {
+    allocators: Vec<Allocator>,
+    options: WorkerOptions,
+    slots: Vec<Option<Worker>>,
+    concurrency: usize,
+    /// Latency of each join (acquire, wait past the previous holder's
+    /// watermark, first renewal).
+    pub joins: Histogram,
+    /// Workers found in state `Lost` so far (their lease lapsed or was taken).
+    pub lapses: u64,
+    /// The first few reasons workers gave for being lost.
+    pub lapse_reasons: Vec<String>,
+    /// Joins that failed even after retries.
+    pub join_failures: u64,
+    /// The first few join errors.
+    pub join_errors: Vec<String>,
+}
+
+/// A layout whose worker field holds `bits`.
+fn layout(bits: u8) -> Result<Layout, Error> {
+    match bits {
+        1..=10 => Ok(Layout::classic()),
+        11..=16 => Ok(Layout::sonyflake()),
+        _ => Err(Error::Config(format!(
+            "worker bits {bits}: the scale run takes 1 to 16"
+        ))),
+    }
+}
+
+const KEEP_REASONS: usize = 3;
+
+impl Fleet {
+    /// A fleet with no workers yet, on `store` (shared by every worker).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for bits or a ttl the store refuses.
+    pub fn new(store: Arc<dyn LeaseStore>, config: &FleetConfig) -> Result<Fleet, Error> {
+        let options = LeaseOptions::new()
+            .worker_bits(config.worker_bits)
+            .max_lease_time(config.ttl.max(Duration::from_secs(60)))
+            .ttl(config.ttl);
+        let allocators = (0..config.namespaces.max(1))
+            .map(|i| {
+                Allocator::from_arc(store.clone(), &format!("{}.{i}", config.prefix), options.clone())
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Fleet {
+            allocators,
+            options: WorkerOptions::new().layout(layout(config.worker_bits)?),
+            slots: Vec::new(),
+            concurrency: config.concurrency.max(1),
+            joins: Histogram::default(),
+            lapses: 0,
+            lapse_reasons: Vec::new(),
+            join_failures: 0,
+            join_errors: Vec::new(),
+        })
+    }
+
+    /// How many slots (live workers, plus any whose join failed).
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether the fleet has no slots.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// How many workers are live (state `Ready`).
+    pub fn ready(&self) -> usize {
+        self.slots
+            .iter()
+            .flatten()
+            .filter(|w| matches!(w.state(), WorkerState::Ready { .. }))
+            .count()
+    }
+
+    /// Adds slots up to `n` and joins a worker in every empty slot.
+    pub async fn grow_to(&mut self, n: usize) -> Duration {
+        if self.slots.len() < n {
+            self.slots.resize_with(n, || None);
+        }
+        self.fill(0..self.slots.len()).await
+    }
+
+    /// Joins a worker in every empty slot of `range`; returns how long it took.
+    async fn fill(&mut self, range: std::ops::Range<usize>) -> Duration {
+        let started = Instant::now();
+        let empty: Vec<usize> = range.filter(|&i| self.slots[i].is_none()).collect();
+        let (allocators, options, joins) = (&self.allocators, &self.options, &self.joins);
+        let joined: Vec<(usize, Result<Worker, CoreError>)> = stream::iter(empty)
+            .map(|i| {
+                let allocator = allocators[i % allocators.len()].clone();
+                async move {
+                    let t = Instant::now();
+                    let worker = join_retrying(allocator, options.clone()).await;
+                    joins.record(t.elapsed());
+                    (i, worker)
+                }
+            })
+            .buffer_unordered(self.concurrency)
+            .collect()
+            .await;
+        for (i, worker) in joined {
+            match worker {
+                Ok(worker) => self.slots[i] = Some(worker),
+                Err(e) => {
+                    self.join_failures += 1;
+                    if self.join_errors.len() < KEEP_REASONS {
+                        self.join_errors.push(e.to_string());
+                    }
+                }
+            }
+        }
+        started.elapsed()
+    }
+
+    /// Counts the workers that are `Lost` now and empties their slots (a
+    /// later fill joins new ones there). Returns how many it found.
+    pub fn scan_lapses(&mut self) -> u64 {
+        let mut found = 0;
+        for slot in &mut self.slots {
+            if let Some(WorkerState::Lost { reason }) = slot.as_ref().map(Worker::state) {
+                found += 1;
+                if self.lapse_reasons.len() < KEEP_REASONS {
+                    self.lapse_reasons.push(reason);
+                }
+                *slot = None;
+            }
+        }
+        self.lapses += found;
+        found
+    }
+
+    /// Stops the workers of `range` (each releases its worker ID), then
+    /// joins new ones in their slots: one churn cycle.
+    pub async fn churn(&mut self, range: std::ops::Range<usize>) -> Cycle {
+        let range = range.start.min(self.slots.len())..range.end.min(self.slots.len());
+        let started = Instant::now();
+        let leaving: Vec<Worker> = self.slots[range.clone()]
+            .iter_mut()
+            .filter_map(Option::take)
+            .collect();
+        let stopped = leaving.len();
+        self.stop(leaving).await;
+        let stop_time = started.elapsed();
+        let before = self.join_failures;
+        let join_time = self.fill(range.clone()).await;
+        let failed = usize::try_from(self.join_failures - before).unwrap_or(usize::MAX);
+        Cycle {
+            stopped,
+            joined: range.len().saturating_sub(failed),
+            stop_time,
+            join_time,
+        }
+    }
+
+    /// Stops every worker.
+    pub async fn stop_all(&mut self) {
+        let all: Vec<Worker> = self.slots.iter_mut().filter_map(Option::take).collect();
+        self.stop(all).await;
+        self.slots.clear();
+    }
+
+    /// Stops `workers`, several at a time; a worker already `Lost` is a lapse.
+    async fn stop(&mut self, workers: Vec<Worker>) {
+        let ends: Vec<WorkerState> = stream::iter(workers)
+            .map(|w| async move { w.stop().await })
+            .buffer_unordered(self.concurrency)
+            .collect()
+            .await;
+        for end in ends {
+            if let WorkerState::Lost { reason } = end {
+                self.lapses += 1;
+                if self.lapse_reasons.len() < KEEP_REASONS {
+                    self.lapse_reasons.push(reason);
+                }
+            }
+        }
+    }
+}
+
+/// Joins, retrying a store that could not answer (a few times, briefly).
+async fn join_retrying(allocator: Allocator, options: WorkerOptions) -> Result<Worker, CoreError> {
+    let mut attempt = 0;
+    loop {
+        match Worker::join(allocator.clone(), options.clone()).await {
+            Err(e) if e.is_retryable() && attempt < 4 => {
+                attempt += 1;
+                tracing::debug!(attempt, "join failed, retrying: {e}");
+                tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
+            }
+            answer => return answer,
+        }
+    }
+}
