@@ -85,7 +85,11 @@ impl Fleet {
             .ttl(config.ttl);
         let allocators = (0..config.namespaces.max(1))
             .map(|i| {
-                Allocator::from_arc(store.clone(), &format!("{}.{i}", config.prefix), options.clone())
+                Allocator::from_arc(
+                    store.clone(),
+                    &format!("{}.{i}", config.prefix),
+                    options.clone(),
+                )
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Fleet {

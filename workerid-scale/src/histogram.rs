@@ -31,7 +31,8 @@ fn upper_bound(i: usize) -> u64 {
     }
     let shift = i / SUB - 1;
     let mantissa = i % SUB;
-    ((SUB + mantissa + 1) << shift).saturating_sub(1)
+    let bound = (u128::from(SUB + mantissa + 1) << shift) - 1;
+    u64::try_from(bound).unwrap_or(u64::MAX)
 }
 
 /// A histogram that many tasks record into at once.
@@ -125,7 +126,10 @@ mod tests {
             last = i;
             let upper = upper_bound(i);
             assert!(upper >= v, "{v} above its bucket's bound {upper}");
-            assert!(upper as f64 <= v as f64 * (1.0 + 1.0 / 16.0) + 1.0, "{v}: {upper}");
+            assert!(
+                upper as f64 <= v as f64 * (1.0 + 1.0 / 16.0) + 1.0,
+                "{v}: {upper}"
+            );
         }
     }
 
@@ -144,7 +148,10 @@ mod tests {
         assert_eq!(window.quantile(0.99), Duration::from_micros(51));
         let all = h.snapshot();
         let p99 = all.quantile(0.99);
-        assert!(p99 >= Duration::from_millis(89) && p99 <= Duration::from_millis(96), "{p99:?}");
+        assert!(
+            p99 >= Duration::from_millis(89) && p99 <= Duration::from_millis(96),
+            "{p99:?}"
+        );
         assert_eq!(Snapshot::default().quantile(0.99), Duration::ZERO);
     }
 }

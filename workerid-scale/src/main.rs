@@ -83,7 +83,11 @@ fn parse(args: &Args, store_given: bool) -> Result<(Vec<StoreKind>, Vec<usize>, 
         (None, false) => args
             .ramp
             .split(',')
-            .map(|n| n.trim().parse::<usize>().map_err(|e| format!("--ramp {n:?}: {e}")))
+            .map(|n| {
+                n.trim()
+                    .parse::<usize>()
+                    .map_err(|e| format!("--ramp {n:?}: {e}"))
+            })
             .collect::<Result<_, _>>()?,
     };
     let (steady, churn) = if args.quick {

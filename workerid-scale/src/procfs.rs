@@ -65,6 +65,15 @@ pub fn own_rss() -> u64 {
     kb_field("/proc/self/status", "VmRSS:").unwrap_or(0)
 }
 
+/// The machine's load average over the last minute (`/proc/loadavg`):
+/// how busy the shared machine was while a window was measured.
+pub fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
 /// `roots` and all their descendants alive now.
 fn tree(roots: &[u32]) -> Vec<u32> {
     let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
@@ -164,6 +173,7 @@ mod tests {
         let after = read_self();
         assert!(after.memory > 0);
         assert!(after.cpu_percent_since(&before) >= 0.0);
+        assert!(load_average() >= 0.0);
         let tree = read(&[std::process::id()]);
         assert!(tree.processes >= 1 && tree.memory > 0);
     }

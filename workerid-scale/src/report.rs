@@ -43,14 +43,15 @@ fn memory(m: Option<u64>) -> String {
 pub fn step_line(kind: StoreKind, step: &Step) -> String {
     let s = &step.steady;
     let mut line = format!(
-        "{kind}: {} workers ({} live, {} namespaces), joined in {:.1} s; steady {:.0} s: \
-         {:.0} renews/s of {:.0} expected, renew p50 {} p99 {} max {}, store CPU {} memory {}, \
-         client CPU {:.0} %, {} per worker, {} lapses, {} failed renewals",
+        "{kind}: {} workers ({} live, {} namespaces), joined in {:.1} s; steady {:.1} s: \
+         {} renewals, {:.0}/s of {:.0} expected, renew p50 {} p99 {} max {}, store CPU {} memory {}, \
+         client CPU {:.0} %, {} per worker, {} lapses, {} failed renewals, load {:.1}",
         step.workers,
         step.live,
         step.namespaces,
         step.join_time.as_secs_f64(),
         s.elapsed.as_secs_f64(),
+        s.renews,
         s.renews_per_sec,
         step.expected_renews_per_sec,
         latency(s.p50),
@@ -62,17 +63,19 @@ pub fn step_line(kind: StoreKind, step: &Step) -> String {
         bytes(step.client_bytes_per_worker),
         s.lapses,
         s.renew_failures,
+        s.load,
     );
     if let Some(c) = &step.churn {
         let _ = write!(
             line,
-            "; churn {:.0} s: {} cycles, {} stopped and {} joined (cycle {:.1} s, join p99 {}), \
+            "; churn {:.0} s: {} cycles, {} stopped and {} joined (cycle {:.1} s, join p50 {} p99 {}), \
              {:.0} renews/s, renew p99 {}, store CPU {}, {} lapses, {} failed joins",
             c.window.elapsed.as_secs_f64(),
             c.cycles,
             c.stopped,
             c.joined,
             c.mean_cycle.as_secs_f64(),
+            latency(c.join_p50),
             latency(c.join_p99),
             c.window.renews_per_sec,
             latency(c.window.p99),

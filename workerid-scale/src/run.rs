@@ -27,8 +27,8 @@ pub struct Settings {
     /// Bits of a worker ID: each namespace holds 2^bits IDs.
     pub worker_bits: u8,
     /// The share of each namespace's IDs held by live workers (the rest is
-    /// headroom: a just-released ID has a watermark up to two renew periods
-    /// ahead, and a worker that gets it waits that out before it is ready).
+    /// headroom: the ID of a worker whose lease lapsed stays taken until it
+    /// expires, and joins must not run out of IDs meanwhile).
     pub fill: f64,
     /// Joins and stops in flight at once.
     pub concurrency: usize,
@@ -48,7 +48,7 @@ impl Default for Settings {
             worker_bits: 10,
             fill: 0.5,
             concurrency: 32,
-            behind_below: 0.95,
+            behind_below: 0.9,
         }
     }
 }
@@ -71,6 +71,8 @@ impl Settings {
 pub struct Window {
     /// Its length.
     pub elapsed: Duration,
+    /// Renewals the store confirmed.
+    pub renews: u64,
     /// Renewals the store confirmed, per second.
     pub renews_per_sec: f64,
     /// Renewals that failed (each retried by its worker).
@@ -90,6 +92,9 @@ pub struct Window {
     pub client_cpu: f64,
     /// Workers found lost in the window.
     pub lapses: u64,
+    /// The machine's 1-minute load average at the window's end (2 cores
+    /// shared with other work: above 2, everything waits for a CPU).
+    pub load: f64,
 }
 
 /// The churn part of a step.
@@ -107,7 +112,10 @@ pub struct Churn {
     pub join_failures: u64,
     /// Mean time of one cycle (stop a share, join as many).
     pub mean_cycle: Duration,
-    /// Join latency (acquire, wait, first renewal), 99th percentile.
+    /// Join latency (acquire, wait past the previous holder's watermark,
+    /// first renewal), median.
+    pub join_p50: Duration,
+    /// Join latency, 99th percentile.
     pub join_p99: Duration,
 }
 
@@ -175,6 +183,7 @@ impl Mark {
         };
         Window {
             elapsed,
+            renews: counts.renews_ok,
             renews_per_sec: counts.renews_ok as f64 / secs,
             renew_failures: counts.renews_failed,
             p50: counts.renew.quantile(0.5),
@@ -184,6 +193,7 @@ impl Mark {
             store_memory,
             client_cpu: end.client.cpu_percent_since(&self.client),
             lapses: end.lapses - self.lapses,
+            load: procfs::load_average(),
         }
     }
 }
@@ -312,7 +322,9 @@ async fn churn(target: &Target, fleet: &mut Fleet, settings: &Settings) -> Churn
     report.window = begin.window_to(&Mark::take(target, fleet));
     report.join_failures = fleet.join_failures - failures;
     report.mean_cycle = busy / u32::try_from(report.cycles.max(1)).unwrap_or(u32::MAX);
-    report.join_p99 = fleet.joins.snapshot().since(&joins_before).quantile(0.99);
+    let joins = fleet.joins.snapshot().since(&joins_before);
+    report.join_p50 = joins.quantile(0.5);
+    report.join_p99 = joins.quantile(0.99);
     // Joins that failed leave empty slots: fill them for the next step.
     fleet.grow_to(n).await;
     report

@@ -103,7 +103,9 @@ pub struct Connect {
 
 impl Default for Connect {
     fn default() -> Self {
-        Connect { max_connections: 10 }
+        Connect {
+            max_connections: 10,
+        }
     }
 }
 
@@ -220,7 +222,10 @@ impl Target {
             }
             StoreKind::Sqlite => {
                 let dir = tempfile::tempdir()?;
-                let url = format!("sqlite://{}?mode=rwc", dir.path().join("scale.db").display());
+                let url = format!(
+                    "sqlite://{}?mode=rwc",
+                    dir.path().join("scale.db").display()
+                );
                 let store = sql(url).await?;
                 Target::new(kind, Arc::new(store), Vec::new(), Box::new(dir))
             }
@@ -230,7 +235,9 @@ impl Target {
 }
 
 /// Runs a harness call (which blocks until the server answers) off the runtime.
-async fn blocking<T: Send + 'static>(start: impl FnOnce() -> T + Send + 'static) -> Result<T, Error> {
+async fn blocking<T: Send + 'static>(
+    start: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Error> {
     tokio::task::spawn_blocking(start)
         .await
         .map_err(|e| Error::Server(e.to_string()))

@@ -6,9 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use workerid_core::{
-    Capabilities, Grant, LeaseStore, Listing, Namespace, Result, Token, WorkerId,
-};
+use workerid_core::{Capabilities, Grant, LeaseStore, Listing, Namespace, Result, Token, WorkerId};
 
 use crate::histogram::{Histogram, Snapshot};
 
@@ -163,10 +161,7 @@ impl LeaseStore for TimedStore {
         watermark: u64,
     ) -> Result<()> {
         let timing = Timing::start(&self.stats.renew, &self.stats.renews_failed);
-        let answer = self
-            .inner
-            .renew(namespace, id, token, ttl, watermark)
-            .await;
+        let answer = self.inner.renew(namespace, id, token, ttl, watermark).await;
         timing.done(&answer, &self.stats.renews_ok);
         answer
     }

@@ -17,7 +17,6 @@ fn tiny() -> Settings {
         concurrency: 4,
         // Not timed: a slow machine must not fail this test.
         behind_below: 0.0,
-        ..Settings::default()
     }
 }
 
