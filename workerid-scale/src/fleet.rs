@@ -2,10 +2,13 @@
 //! [`Worker`] with its own keeper task and lease, spread round-robin over
 //! several namespaces (one namespace holds at most 2^worker_bits IDs).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
 use workerid_core::snowflake::{Layout, Worker, WorkerOptions, WorkerState};
 use workerid_core::{Allocator, Error as CoreError, LeaseOptions, LeaseStore};
 
@@ -32,13 +35,14 @@ pub struct FleetConfig {
 pub struct Cycle {
     /// Workers stopped (each released its worker ID).
     pub stopped: usize,
-    /// Workers joined in their place.
-    pub joined: usize,
+    /// Joins started in their place (they finish in the background).
+    pub joining: usize,
     /// How long the stops took, all together.
     pub stop_time: Duration,
-    /// How long the joins took, all together.
-    pub join_time: Duration,
 }
+
+/// A join running in the background: the slot it fills, and its outcome.
+type Joining = (usize, Result<Worker, CoreError>);
 
 /// Live workers, each in a slot; slot `i` leases from namespace `i % namespaces`.
 #[derive(Debug)]
@@ -47,9 +51,15 @@ pub struct Fleet {
     options: WorkerOptions,
     slots: Vec<Option<Worker>>,
     concurrency: usize,
+    /// Joins in the background (churn), limited by `permits`.
+    pending: JoinSet<Joining>,
+    pending_slots: HashSet<usize>,
+    permits: Arc<Semaphore>,
     /// Latency of each join (acquire, wait past the previous holder's
     /// watermark, first renewal).
-    pub joins: Histogram,
+    pub joins: Arc<Histogram>,
+    /// Joins completed so far.
+    pub joined: u64,
     /// Workers found in state `Lost` so far (their lease lapsed or was taken).
     pub lapses: u64,
     /// The first few reasons workers gave for being lost.
@@ -97,7 +107,11 @@ impl Fleet {
             options: WorkerOptions::new().layout(layout(config.worker_bits)?),
             slots: Vec::new(),
             concurrency: config.concurrency.max(1),
-            joins: Histogram::default(),
+            pending: JoinSet::new(),
+            pending_slots: HashSet::new(),
+            permits: Arc::new(Semaphore::new(config.concurrency.max(1))),
+            joins: Arc::new(Histogram::default()),
+            joined: 0,
             lapses: 0,
             lapse_reasons: Vec::new(),
             join_failures: 0,
@@ -135,33 +149,83 @@ impl Fleet {
     /// Joins a worker in every empty slot of `range`; returns how long it took.
     async fn fill(&mut self, range: std::ops::Range<usize>) -> Duration {
         let started = Instant::now();
-        let empty: Vec<usize> = range.filter(|&i| self.slots[i].is_none()).collect();
+        let empty: Vec<usize> = range
+            .filter(|&i| self.slots[i].is_none() && !self.pending_slots.contains(&i))
+            .collect();
         let (allocators, options, joins) = (&self.allocators, &self.options, &self.joins);
-        let joined: Vec<(usize, Result<Worker, CoreError>)> = stream::iter(empty)
+        let joined: Vec<Joining> = stream::iter(empty)
             .map(|i| {
                 let allocator = allocators[i % allocators.len()].clone();
-                async move {
-                    let t = Instant::now();
-                    let worker = join_retrying(allocator, options.clone()).await;
-                    joins.record(t.elapsed());
-                    (i, worker)
-                }
+                async move { (i, timed_join(allocator, options.clone(), joins).await) }
             })
             .buffer_unordered(self.concurrency)
             .collect()
             .await;
         for (i, worker) in joined {
-            match worker {
-                Ok(worker) => self.slots[i] = Some(worker),
-                Err(e) => {
-                    self.join_failures += 1;
-                    if self.join_errors.len() < KEEP_REASONS {
-                        self.join_errors.push(e.to_string());
-                    }
+            self.place(i, worker);
+        }
+        started.elapsed()
+    }
+
+    /// Puts a joined worker in its slot, or counts the failure.
+    fn place(&mut self, i: usize, worker: Result<Worker, CoreError>) {
+        match worker {
+            Ok(worker) => {
+                self.joined += 1;
+                self.slots[i] = Some(worker);
+            }
+            Err(e) => {
+                self.join_failures += 1;
+                if self.join_errors.len() < KEEP_REASONS {
+                    self.join_errors.push(e.to_string());
                 }
             }
         }
-        started.elapsed()
+    }
+
+    /// Starts a join for slot `i` in the background.
+    fn spawn_join(&mut self, i: usize) {
+        let allocator = self.allocators[i % self.allocators.len()].clone();
+        let (options, joins, permits) = (
+            self.options.clone(),
+            self.joins.clone(),
+            self.permits.clone(),
+        );
+        self.pending_slots.insert(i);
+        self.pending.spawn(async move {
+            let _permit = permits.acquire_owned().await;
+            (i, timed_join(allocator, options, &joins).await)
+        });
+    }
+
+    /// Puts every background join that has finished in its slot.
+    pub fn collect_joined(&mut self) {
+        while let Some(done) = self.pending.try_join_next() {
+            self.finish(done);
+        }
+    }
+
+    /// Waits for every background join.
+    pub async fn settle(&mut self) {
+        while let Some(done) = self.pending.join_next().await {
+            self.finish(done);
+        }
+    }
+
+    fn finish(&mut self, done: Result<Joining, tokio::task::JoinError>) {
+        match done {
+            Ok((i, worker)) => {
+                self.pending_slots.remove(&i);
+                self.place(i, worker);
+            }
+            Err(e) => {
+                // A join task that panicked: its slot stays empty.
+                self.join_failures += 1;
+                if self.join_errors.len() < KEEP_REASONS {
+                    self.join_errors.push(e.to_string());
+                }
+            }
+        }
     }
 
     /// Counts the workers that are `Lost` now and empties their slots (a
@@ -181,9 +245,12 @@ impl Fleet {
         found
     }
 
-    /// Stops the workers of `range` (each releases its worker ID), then
-    /// joins new ones in their slots: one churn cycle.
+    /// One churn cycle: stops the live workers of `range` (each releases its
+    /// worker ID) and starts joins in their slots, which finish in the
+    /// background (a join that gets a just-released ID waits until the
+    /// clock passes the window its previous holder reserved).
     pub async fn churn(&mut self, range: std::ops::Range<usize>) -> Cycle {
+        self.collect_joined();
         let range = range.start.min(self.slots.len())..range.end.min(self.slots.len());
         let started = Instant::now();
         let leaving: Vec<Worker> = self.slots[range.clone()]
@@ -193,19 +260,22 @@ impl Fleet {
         let stopped = leaving.len();
         self.stop(leaving).await;
         let stop_time = started.elapsed();
-        let before = self.join_failures;
-        let join_time = self.fill(range.clone()).await;
-        let failed = usize::try_from(self.join_failures - before).unwrap_or(usize::MAX);
+        let empty: Vec<usize> = range
+            .filter(|&i| self.slots[i].is_none() && !self.pending_slots.contains(&i))
+            .collect();
+        for &i in &empty {
+            self.spawn_join(i);
+        }
         Cycle {
             stopped,
-            joined: range.len().saturating_sub(failed),
+            joining: empty.len(),
             stop_time,
-            join_time,
         }
     }
 
-    /// Stops every worker.
+    /// Stops every worker (after the background joins).
     pub async fn stop_all(&mut self) {
+        self.settle().await;
         let all: Vec<Worker> = self.slots.iter_mut().filter_map(Option::take).collect();
         self.stop(all).await;
         self.slots.clear();
@@ -227,6 +297,18 @@ impl Fleet {
             }
         }
     }
+}
+
+/// Joins (see [`join_retrying`]) and records how long it took.
+async fn timed_join(
+    allocator: Allocator,
+    options: WorkerOptions,
+    joins: &Histogram,
+) -> Result<Worker, CoreError> {
+    let started = Instant::now();
+    let worker = join_retrying(allocator, options).await;
+    joins.record(started.elapsed());
+    worker
 }
 
 /// Joins, retrying a store that could not answer (a few times, briefly).

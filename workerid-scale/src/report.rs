@@ -68,13 +68,13 @@ pub fn step_line(kind: StoreKind, step: &Step) -> String {
     if let Some(c) = &step.churn {
         let _ = write!(
             line,
-            "; churn {:.0} s: {} cycles, {} stopped and {} joined (cycle {:.1} s, join p50 {} p99 {}), \
+            "; churn {:.0} s: {} cycles, {} stopped and {} joined (stops {} a cycle, join p50 {} p99 {}), \
              {:.0} renews/s, renew p99 {}, store CPU {}, {} lapses, {} failed joins",
             c.window.elapsed.as_secs_f64(),
             c.cycles,
             c.stopped,
             c.joined,
-            c.mean_cycle.as_secs_f64(),
+            latency(c.mean_stop),
             latency(c.join_p50),
             latency(c.join_p99),
             c.window.renews_per_sec,

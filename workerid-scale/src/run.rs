@@ -110,8 +110,9 @@ pub struct Churn {
     pub joined: usize,
     /// Joins that failed.
     pub join_failures: u64,
-    /// Mean time of one cycle (stop a share, join as many).
-    pub mean_cycle: Duration,
+    /// Mean time to stop one cycle's workers (the joins then run in the
+    /// background, overlapping the next cycles).
+    pub mean_stop: Duration,
     /// Join latency (acquire, wait past the previous holder's watermark,
     /// first renewal), median.
     pub join_p50: Duration,
@@ -292,36 +293,37 @@ async fn step(
 async fn churn(target: &Target, fleet: &mut Fleet, settings: &Settings) -> Churn {
     let n = fleet.len();
     let per_cycle = ((n as f64 * settings.churn_fraction).ceil() as usize).clamp(1, n.max(1));
-    let failures = fleet.join_failures;
+    let (failures, joined) = (fleet.join_failures, fleet.joined);
     let joins_before = fleet.joins.snapshot();
     let begin = Mark::take(target, fleet);
     let end = Instant::now() + settings.churn;
     let mut report = Churn::default();
-    let mut busy = Duration::ZERO;
+    let mut stopping = Duration::ZERO;
     let mut offset = 0;
-    while Instant::now() < end {
+    loop {
         let tick = Instant::now();
         let cycle = fleet.churn(offset..offset + per_cycle).await;
-        busy += cycle.stop_time + cycle.join_time;
+        stopping += cycle.stop_time;
         report.cycles += 1;
         report.stopped += cycle.stopped;
-        report.joined += cycle.joined;
         offset += per_cycle;
         if offset >= n {
             offset = 0;
         }
         fleet.scan_lapses();
         let next = tick + settings.churn_every;
-        if next < end {
-            tokio::time::sleep_until(next.into()).await;
-        } else {
+        if next >= end {
             break;
         }
+        tokio::time::sleep_until(next.into()).await;
     }
+    // The last cycle's joins finish inside the window.
+    fleet.settle().await;
     fleet.scan_lapses();
     report.window = begin.window_to(&Mark::take(target, fleet));
+    report.joined = usize::try_from(fleet.joined - joined).unwrap_or(usize::MAX);
     report.join_failures = fleet.join_failures - failures;
-    report.mean_cycle = busy / u32::try_from(report.cycles.max(1)).unwrap_or(u32::MAX);
+    report.mean_stop = stopping / u32::try_from(report.cycles.max(1)).unwrap_or(u32::MAX);
     let joins = fleet.joins.snapshot().since(&joins_before);
     report.join_p50 = joins.quantile(0.5);
     report.join_p99 = joins.quantile(0.99);
