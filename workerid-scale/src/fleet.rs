@@ -138,12 +138,34 @@ impl Fleet {
             .count()
     }
 
-    /// Adds slots up to `n` and joins a worker in every empty slot.
+    /// Adds slots up to `n` and joins a worker in every empty slot, as fast
+    /// as the concurrency allows; returns how long it took.
     pub async fn grow_to(&mut self, n: usize) -> Duration {
         if self.slots.len() < n {
             self.slots.resize_with(n, || None);
         }
         self.fill(0..self.slots.len()).await
+    }
+
+    /// Like [`grow_to`](Self::grow_to), but the joins start evenly spread
+    /// over `spread`, as independent processes would start: their renewals
+    /// then stay spread too, instead of coming in one burst each period.
+    pub async fn grow_spread(&mut self, n: usize, spread: Duration) -> Duration {
+        if self.slots.len() < n {
+            self.slots.resize_with(n, || None);
+        }
+        let started = Instant::now();
+        let empty: Vec<usize> = (0..self.slots.len())
+            .filter(|&i| self.slots[i].is_none() && !self.pending_slots.contains(&i))
+            .collect();
+        let step = spread / u32::try_from(empty.len().max(1)).unwrap_or(u32::MAX);
+        let mut at = started;
+        for i in empty {
+            self.spawn_join_at(i, at);
+            at += step;
+        }
+        self.settle().await;
+        started.elapsed()
     }
 
     /// Joins a worker in every empty slot of `range`; returns how long it took.
@@ -185,6 +207,11 @@ impl Fleet {
 
     /// Starts a join for slot `i` in the background.
     fn spawn_join(&mut self, i: usize) {
+        self.spawn_join_at(i, Instant::now());
+    }
+
+    /// Starts a join for slot `i` in the background at `at`.
+    fn spawn_join_at(&mut self, i: usize, at: Instant) {
         let allocator = self.allocators[i % self.allocators.len()].clone();
         let (options, joins, permits) = (
             self.options.clone(),
@@ -193,6 +220,7 @@ impl Fleet {
         );
         self.pending_slots.insert(i);
         self.pending.spawn(async move {
+            tokio::time::sleep_until(at.into()).await;
             let _permit = permits.acquire_owned().await;
             (i, timed_join(allocator, options, &joins).await)
         });

@@ -7,8 +7,9 @@ use workerid_scale::{report, run, Connect, Settings, StoreKind, Target};
 
 /// Keeps thousands of snowflake workers alive at once on one real store
 /// (started on free loopback ports) and measures what that costs. Without
-/// --workers it ramps up (1000, 2000, 5000, 10000, 20000 by default) and stops
+/// --workers it ramps up (1000 to 80000 by default) and stops
 /// at the first count with a lapse or renewals falling behind.
+/// Each step adds workers to the previous step's.
 #[derive(Debug, Parser)]
 #[command(name = "workerid-scale", version)]
 #[command(after_help = "Examples:\n  \
@@ -24,7 +25,7 @@ struct Args {
     #[arg(long)]
     workers: Option<usize>,
     /// The ramp's worker counts, comma-separated.
-    #[arg(long, default_value = "1000,2000,5000,10000,20000")]
+    #[arg(long, default_value = "1000,2000,5000,10000,20000,40000,80000")]
     ramp: String,
     /// Lease ttl in seconds (workers renew every ttl/3).
     #[arg(long, default_value_t = 10.0)]
@@ -50,6 +51,10 @@ struct Args {
     /// Joins and stops in flight at once.
     #[arg(long, default_value_t = 32)]
     concurrency: usize,
+    /// Join each step's workers as fast as possible instead of spreading the
+    /// joins over one renew period (their renewals then come in one burst).
+    #[arg(long)]
+    burst: bool,
     /// The SQL pool's largest number of connections (one pool for all workers).
     #[arg(long, default_value_t = 10)]
     max_connections: u32,
@@ -104,6 +109,7 @@ fn parse(args: &Args, store_given: bool) -> Result<(Vec<StoreKind>, Vec<usize>, 
         worker_bits: args.worker_bits,
         fill: args.fill,
         concurrency: args.concurrency,
+        spread_joins: !args.burst,
         ..Settings::default()
     };
     if !(0.0..=1.0).contains(&settings.churn_fraction) || !(0.0..=1.0).contains(&settings.fill) {

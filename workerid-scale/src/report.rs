@@ -114,8 +114,9 @@ fn verdict(step: &Step) -> String {
 pub fn summary_header(settings: &Settings) -> String {
     format!(
         "| store | workers held at ttl {:.0} s, no lapse | renews/s | store CPU (% of a core) | \
-         store memory | p99 renew | client memory per worker | churn ({:.0} % every {:.0} s) | \
-         limit |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+         store CPU per renewal | store memory | p99 renew | client memory per worker | \
+         client CPU per renewal | churn ({:.0} % every {:.0} s) | limit |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         settings.ttl.as_secs_f64(),
         settings.churn_fraction * 100.0,
         settings.churn_every.as_secs_f64(),
@@ -131,8 +132,17 @@ pub fn summary_row(kind: StoreKind, steps: &[Step]) -> String {
         None => "no step ran".into(),
     };
     let Some(s) = held else {
-        return format!("| {kind} | none | | | | | | | {limit} |");
+        return format!("| {kind} | none | | | | | | | | | {limit} |");
     };
+    let per_renewal = |cpu: f64| {
+        let us = cpu / 100.0 / s.steady.renews_per_sec.max(1e-9) * 1e6;
+        format!("{us:.0} µs")
+    };
+    let store_per_renewal = s
+        .steady
+        .store_cpu
+        .map(per_renewal)
+        .unwrap_or_else(|| "in client".into());
     let churn = match &s.churn {
         Some(c) => format!(
             "0 lapses; {} rejoined, join p99 {}, renew p99 {}",
@@ -148,13 +158,15 @@ pub fn summary_row(kind: StoreKind, steps: &[Step]) -> String {
         ""
     };
     format!(
-        "| {kind} | {reached}{} | {:.0} | {} | {} | {} | {} | {churn} | {limit} |",
+        "| {kind} | {reached}{} | {:.0} | {} | {store_per_renewal} | {} | {} | {} | {} | {churn} \
+         | {limit} |",
         s.workers,
         s.steady.renews_per_sec,
         cpu(s.steady.store_cpu),
         memory(s.steady.store_memory),
         latency(s.steady.p99),
         bytes(s.client_bytes_per_worker),
+        per_renewal(s.steady.client_cpu),
     )
 }
 

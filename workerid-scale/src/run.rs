@@ -32,6 +32,11 @@ pub struct Settings {
     pub fill: f64,
     /// Joins and stops in flight at once.
     pub concurrency: usize,
+    /// Spread each step's joins over one renew period (as independent
+    /// processes start), so renewals are spread too; false: join as fast as
+    /// possible (one process starting all its workers at once, whose
+    /// renewals then come in a burst every period).
+    pub spread_joins: bool,
     /// A step whose renewals per second fall under this share of
     /// workers / (ttl / 3) has fallen behind.
     pub behind_below: f64,
@@ -48,6 +53,7 @@ impl Default for Settings {
             worker_bits: 10,
             fill: 0.5,
             concurrency: 32,
+            spread_joins: true,
             behind_below: 0.9,
         }
     }
@@ -252,7 +258,11 @@ async fn step(
     settings: &Settings,
 ) -> Step {
     let failures = fleet.join_failures;
-    let join_time = fleet.grow_to(workers).await;
+    let join_time = if settings.spread_joins {
+        fleet.grow_spread(workers, settings.renew_every()).await
+    } else {
+        fleet.grow_to(workers).await
+    };
     let join_failures = fleet.join_failures - failures;
     // Settle: every worker renews once after the joins, at its own pace.
     tokio::time::sleep(settings.renew_every() + Duration::from_secs(1)).await;

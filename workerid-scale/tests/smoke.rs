@@ -15,6 +15,7 @@ fn tiny() -> Settings {
         worker_bits: 4,
         fill: 0.5,
         concurrency: 4,
+        spread_joins: true,
         // Not timed: a slow machine must not fail this test.
         behind_below: 0.0,
     }
