@@ -1,6 +1,7 @@
 //! A fleet of live snowflake workers on one shared store handle: each a real
-//! [`Worker`] with its own keeper task and lease, spread round-robin over
-//! several namespaces (one namespace holds at most 2^worker_bits IDs).
+//! [`Worker`] with its own keeper task and lease, spread over several
+//! namespaces (one namespace holds at most 2^worker_bits IDs), filled one
+//! after the other.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -24,6 +25,8 @@ pub struct FleetConfig {
     pub worker_bits: u8,
     /// How many namespaces the workers are spread over.
     pub namespaces: usize,
+    /// Workers per namespace: slot `i` leases from namespace `i / per_namespace`.
+    pub per_namespace: usize,
     /// The namespaces are `<prefix>.0`, `<prefix>.1`, ...
     pub prefix: String,
     /// How many joins (or stops) are in flight at once.
@@ -44,10 +47,12 @@ pub struct Cycle {
 /// A join running in the background: the slot it fills, and its outcome.
 type Joining = (usize, Result<Worker, CoreError>);
 
-/// Live workers, each in a slot; slot `i` leases from namespace `i % namespaces`.
+/// Live workers, each in a slot; slot `i` leases from namespace
+/// `i / per_namespace`.
 #[derive(Debug)]
 pub struct Fleet {
     allocators: Vec<Allocator>,
+    per_namespace: usize,
     options: WorkerOptions,
     slots: Vec<Option<Worker>>,
     concurrency: usize,
@@ -104,6 +109,7 @@ impl Fleet {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Fleet {
             allocators,
+            per_namespace: config.per_namespace.max(1),
             options: WorkerOptions::new().layout(layout(config.worker_bits)?),
             slots: Vec::new(),
             concurrency: config.concurrency.max(1),
@@ -117,6 +123,12 @@ impl Fleet {
             join_failures: 0,
             join_errors: Vec::new(),
         })
+    }
+
+    /// The allocator of slot `i`'s namespace.
+    fn allocator(&self, i: usize) -> &Allocator {
+        let last = self.allocators.len() - 1;
+        &self.allocators[(i / self.per_namespace).min(last)]
     }
 
     /// How many slots (live workers, plus any whose join failed).
@@ -174,10 +186,11 @@ impl Fleet {
         let empty: Vec<usize> = range
             .filter(|&i| self.slots[i].is_none() && !self.pending_slots.contains(&i))
             .collect();
-        let (allocators, options, joins) = (&self.allocators, &self.options, &self.joins);
+        let (options, joins) = (&self.options, &self.joins);
+        let this = &*self;
         let joined: Vec<Joining> = stream::iter(empty)
             .map(|i| {
-                let allocator = allocators[i % allocators.len()].clone();
+                let allocator = this.allocator(i).clone();
                 async move { (i, timed_join(allocator, options.clone(), joins).await) }
             })
             .buffer_unordered(self.concurrency)
@@ -212,7 +225,7 @@ impl Fleet {
 
     /// Starts a join for slot `i` in the background at `at`.
     fn spawn_join_at(&mut self, i: usize, at: Instant) {
-        let allocator = self.allocators[i % self.allocators.len()].clone();
+        let allocator = self.allocator(i).clone();
         let (options, joins, permits) = (
             self.options.clone(),
             self.joins.clone(),

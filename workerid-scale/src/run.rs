@@ -230,6 +230,7 @@ pub async fn ramp(
         ttl: settings.ttl,
         worker_bits: settings.worker_bits,
         namespaces,
+        per_namespace: settings.per_namespace(),
         prefix: format!("scale{unique}"),
         concurrency: settings.concurrency,
     };
@@ -237,7 +238,8 @@ pub async fn ramp(
     let baseline = procfs::own_rss();
     let mut steps = Vec::new();
     for workers in counts {
-        let step = step(target, &mut fleet, workers, namespaces, baseline, settings).await;
+        let in_use = workers.div_ceil(settings.per_namespace()).clamp(1, namespaces);
+        let step = step(target, &mut fleet, workers, in_use, baseline, settings).await;
         on_step(&step);
         let held = step.held();
         steps.push(step);
