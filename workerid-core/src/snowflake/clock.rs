@@ -25,6 +25,15 @@ pub trait Clock: Debug + Send + Sync + 'static {
     /// Re-reads the operating system's wall clock (the keeper calls it after
     /// every renewal). Default: nothing to do.
     fn resync(&self) {}
+
+    /// Whether [`sleep`](Clock::sleep) is real time passing, so an async
+    /// caller may wait on a runtime timer instead of a blocked thread (a
+    /// process joining thousands of workers at once would otherwise queue on
+    /// the runtime's blocking threads). Default: false (a fake clock moves
+    /// only when its `sleep` is called).
+    fn real_time(&self) -> bool {
+        false
+    }
 }
 
 /// The production clock: wall time = the wall clock read at the last
@@ -83,6 +92,10 @@ impl Clock for SystemClock {
         } else {
             std::thread::sleep(duration);
         }
+    }
+
+    fn real_time(&self) -> bool {
+        true
     }
 
     fn resync(&self) {
@@ -181,6 +194,9 @@ impl<C: Clock> Clock for OffsetClock<C> {
     }
     fn resync(&self) {
         self.inner.resync()
+    }
+    fn real_time(&self) -> bool {
+        self.inner.real_time()
     }
 }
 

@@ -334,10 +334,17 @@ async fn wait_past(
             return Err(Error::ClockDriftTooLarge { drift: behind });
         }
         tracing::info!("waiting {behind:?} for the clock to pass the previous holder's watermark");
-        let (clock, chunk) = (clock.clone(), behind.min(renew_every));
-        tokio::task::spawn_blocking(move || clock.sleep(chunk))
-            .await
-            .map_err(|e| Error::unavailable("clock", e))?;
+        let chunk = behind.min(renew_every);
+        if clock.real_time() {
+            // A timer, not a blocked thread: thousands of joins may wait at
+            // once, and the runtime has a few hundred blocking threads.
+            tokio::time::sleep(chunk).await;
+        } else {
+            let clock = clock.clone();
+            tokio::task::spawn_blocking(move || clock.sleep(chunk))
+                .await
+                .map_err(|e| Error::unavailable("clock", e))?;
+        }
         allocator.renew(lease).await?;
     }
 }
