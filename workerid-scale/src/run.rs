@@ -238,7 +238,9 @@ pub async fn ramp(
     let baseline = procfs::own_rss();
     let mut steps = Vec::new();
     for workers in counts {
-        let in_use = workers.div_ceil(settings.per_namespace()).clamp(1, namespaces);
+        let in_use = workers
+            .div_ceil(settings.per_namespace())
+            .clamp(1, namespaces);
         let step = step(target, &mut fleet, workers, in_use, baseline, settings).await;
         on_step(&step);
         let held = step.held();
