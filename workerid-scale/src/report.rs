@@ -85,6 +85,9 @@ pub fn step_line(kind: StoreKind, step: &Step) -> String {
         );
     }
     let _ = write!(line, " => {}", verdict(step));
+    if !step.held() && !step.reasons.is_empty() {
+        let _ = write!(line, " (first reasons: {})", step.reasons.join("; "));
+    }
     line
 }
 

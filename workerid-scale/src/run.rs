@@ -149,6 +149,9 @@ pub struct Step {
     pub churn: Option<Churn>,
     /// Renewals per second fell behind `behind_below` of the expected rate.
     pub behind: bool,
+    /// The first few reasons workers gave for losing their lease, and join
+    /// errors, since the ramp began.
+    pub reasons: Vec<String>,
 }
 
 impl Step {
@@ -301,6 +304,12 @@ async fn step(
         steady,
         churn,
         behind,
+        reasons: fleet
+            .lapse_reasons
+            .iter()
+            .chain(&fleet.join_errors)
+            .cloned()
+            .collect(),
     }
 }
 
