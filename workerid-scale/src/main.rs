@@ -123,7 +123,11 @@ async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+                // Each lost lease is counted and reported as a lapse; the
+                // worker's own log line per lost lease would drown the table.
+                .unwrap_or_else(|_| {
+                    tracing_subscriber::EnvFilter::new("error,workerid_core::snowflake::worker=off")
+                }),
         )
         .with_writer(std::io::stderr)
         .init();

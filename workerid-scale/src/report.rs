@@ -43,13 +43,15 @@ fn memory(m: Option<u64>) -> String {
 pub fn step_line(kind: StoreKind, step: &Step) -> String {
     let s = &step.steady;
     let mut line = format!(
-        "{kind}: {} workers ({} live, {} namespaces), joined in {:.1} s; steady {:.1} s: \
+        "{kind}: {} workers ({} live, {} namespaces), joined in {:.1} s ({} lapses meanwhile); \
+         steady {:.1} s: \
          {} renewals, {:.0}/s of {:.0} expected, renew p50 {} p99 {} max {}, store CPU {} memory {}, \
          client CPU {:.0} %, {} per worker, {} lapses, {} failed renewals, load {:.1}",
         step.workers,
         step.live,
         step.namespaces,
         step.join_time.as_secs_f64(),
+        step.join_lapses,
         s.elapsed.as_secs_f64(),
         s.renews,
         s.renews_per_sec,
@@ -85,6 +87,9 @@ pub fn step_line(kind: StoreKind, step: &Step) -> String {
         );
     }
     let _ = write!(line, " => {}", verdict(step));
+    if !step.held() && !step.reasons.is_empty() {
+        let _ = write!(line, " (first reasons: {})", step.reasons.join("; "));
+    }
     line
 }
 
@@ -93,7 +98,9 @@ fn verdict(step: &Step) -> String {
         return "held".into();
     }
     let mut why = Vec::new();
-    let lapses = step.steady.lapses + step.churn.as_ref().map_or(0, |c| c.window.lapses);
+    let lapses = step.join_lapses
+        + step.steady.lapses
+        + step.churn.as_ref().map_or(0, |c| c.window.lapses);
     if lapses > 0 {
         why.push(format!("{lapses} lapses"));
     }

@@ -139,6 +139,8 @@ pub struct Step {
     pub join_time: Duration,
     /// Joins that failed while growing.
     pub join_failures: u64,
+    /// Workers lost while growing and settling, before the steady window.
+    pub join_lapses: u64,
     /// workers / (ttl / 3).
     pub expected_renews_per_sec: f64,
     /// Client memory (RSS growth since before the first worker) per live worker.
@@ -149,6 +151,9 @@ pub struct Step {
     pub churn: Option<Churn>,
     /// Renewals per second fell behind `behind_below` of the expected rate.
     pub behind: bool,
+    /// The first few reasons workers gave for losing their lease, and join
+    /// errors, since the ramp began.
+    pub reasons: Vec<String>,
 }
 
 impl Step {
@@ -158,7 +163,11 @@ impl Step {
             .churn
             .as_ref()
             .is_none_or(|c| c.window.lapses == 0 && c.join_failures == 0);
-        self.steady.lapses == 0 && self.join_failures == 0 && !self.behind && churn_ok
+        self.join_lapses == 0
+            && self.steady.lapses == 0
+            && self.join_failures == 0
+            && !self.behind
+            && churn_ok
     }
 }
 
@@ -261,7 +270,7 @@ async fn step(
     baseline: u64,
     settings: &Settings,
 ) -> Step {
-    let failures = fleet.join_failures;
+    let (failures, lapses) = (fleet.join_failures, fleet.lapses);
     let join_time = if settings.spread_joins {
         fleet.grow_spread(workers, settings.renew_every()).await
     } else {
@@ -271,6 +280,7 @@ async fn step(
     // Settle: every worker renews once after the joins, at its own pace.
     tokio::time::sleep(settings.renew_every() + Duration::from_secs(1)).await;
     fleet.scan_lapses();
+    let join_lapses = fleet.lapses - lapses;
     let live = fleet.ready();
     let client_bytes_per_worker =
         procfs::own_rss().saturating_sub(baseline) as f64 / live.max(1) as f64;
@@ -279,13 +289,16 @@ async fn step(
     let periods = (settings.steady.as_secs_f64() / settings.renew_every().as_secs_f64())
         .ceil()
         .max(1.0);
-    let begin = Mark::take(target, fleet);
-    tokio::time::sleep(settings.renew_every().mul_f64(periods)).await;
-    fleet.scan_lapses();
-    let steady = begin.window_to(&Mark::take(target, fleet));
-    let behind = steady.renews_per_sec < expected * settings.behind_below;
+    let mut steady = steady_window(target, fleet, settings, periods).await;
+    let mut behind = steady.renews_per_sec < expected * settings.behind_below;
+    if behind && steady.lapses == 0 && join_lapses == 0 {
+        // The machine is shared: a slow spell of other work can hold the
+        // renewals back for a while. Measure once more before calling it.
+        steady = steady_window(target, fleet, settings, periods).await;
+        behind = steady.renews_per_sec < expected * settings.behind_below;
+    }
 
-    let churn = if settings.churn.is_zero() || steady.lapses > 0 || behind {
+    let churn = if settings.churn.is_zero() || steady.lapses > 0 || join_lapses > 0 || behind {
         None
     } else {
         Some(churn(target, fleet, settings).await)
@@ -296,12 +309,32 @@ async fn step(
         namespaces,
         join_time,
         join_failures,
+        join_lapses,
         expected_renews_per_sec: expected,
         client_bytes_per_worker,
         steady,
         churn,
         behind,
+        reasons: fleet
+            .lapse_reasons
+            .iter()
+            .chain(&fleet.join_errors)
+            .cloned()
+            .collect(),
     }
+}
+
+/// One steady window of `periods` renew periods.
+async fn steady_window(
+    target: &Target,
+    fleet: &mut Fleet,
+    settings: &Settings,
+    periods: f64,
+) -> Window {
+    let begin = Mark::take(target, fleet);
+    tokio::time::sleep(settings.renew_every().mul_f64(periods)).await;
+    fleet.scan_lapses();
+    begin.window_to(&Mark::take(target, fleet))
 }
 
 async fn churn(target: &Target, fleet: &mut Fleet, settings: &Settings) -> Churn {

@@ -32,6 +32,7 @@ async fn runs_without_lapses(kind: StoreKind) {
     assert_eq!(step.namespaces, 3);
     assert_eq!(step.live, 20, "{step:?}");
     assert_eq!(step.join_failures, 0, "{step:?}");
+    assert_eq!(step.join_lapses, 0, "{step:?}");
     assert_eq!(step.steady.lapses, 0, "{step:?}");
     assert!(step.steady.renews_per_sec > 0.0, "{step:?}");
     let churn = step.churn.as_ref().expect("a churn window");
