@@ -98,9 +98,8 @@ fn verdict(step: &Step) -> String {
         return "held".into();
     }
     let mut why = Vec::new();
-    let lapses = step.join_lapses
-        + step.steady.lapses
-        + step.churn.as_ref().map_or(0, |c| c.window.lapses);
+    let lapses =
+        step.join_lapses + step.steady.lapses + step.churn.as_ref().map_or(0, |c| c.window.lapses);
     if lapses > 0 {
         why.push(format!("{lapses} lapses"));
     }
