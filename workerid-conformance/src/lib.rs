@@ -321,6 +321,7 @@ macro_rules! lease_store_tests {
             release_frees_at_once
             expired_id_is_reclaimed
             expiry_has_millisecond_precision
+            expired_ids_are_quarantined
             invalid_input_changes_nothing
             namespaces_are_isolated
             pool_size_mismatch_is_refused

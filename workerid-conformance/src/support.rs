@@ -67,17 +67,30 @@ impl<'a> Ctx<'a> {
     }
 
     /// Lets a lease of `short` ttl, granted or renewed before this call, expire
-    /// (and the store's declared expiry lag pass).
+    /// and its ID become free again (the store's declared expiry lag and
+    /// quarantine pass too).
     pub async fn let_short_expire(&self) {
         self.f
-            .advance(self.short + self.short / 2 + self.caps.expiry_lag)
+            .advance(self.short + self.short / 2 + self.reuse_delay(self.short))
             .await;
     }
 
-    /// Lets the store's declared expiry lag pass.
-    pub async fn let_expiry_lag_pass(&self) {
-        if !self.caps.expiry_lag.is_zero() {
-            self.f.advance(self.caps.expiry_lag).await;
+    /// How long after its end a lease of `ttl` may keep its ID from the next
+    /// acquirer: the store's expiry lag, plus one ttl if it quarantines.
+    pub fn reuse_delay(&self, ttl: Duration) -> Duration {
+        let quarantine = if self.caps.quarantine {
+            ttl
+        } else {
+            Duration::ZERO
+        };
+        self.caps.expiry_lag + quarantine
+    }
+
+    /// Lets the reuse delay of a `short` lease pass (see [`Ctx::reuse_delay`]).
+    pub async fn let_reuse_delay_pass(&self) {
+        let delay = self.reuse_delay(self.short);
+        if !delay.is_zero() {
+            self.f.advance(delay).await;
         }
     }
 
@@ -91,7 +104,7 @@ pub(crate) fn ns(name: &str) -> Namespace {
     Namespace::new(name).expect("the suite makes valid namespaces")
 }
 
-fn round_up(ttl: Duration, granularity: Duration) -> Duration {
+pub(crate) fn round_up(ttl: Duration, granularity: Duration) -> Duration {
     let g = granularity.as_nanos().max(1);
     let n = ttl.as_nanos().div_ceil(g) * g;
     Duration::from_nanos(u64::try_from(n).unwrap_or(u64::MAX))

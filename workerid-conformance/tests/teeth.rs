@@ -63,6 +63,8 @@ enum Flaw {
     ForceReleaseLowersWatermark,
     /// A forced release answers true but leaves the holder's lease in place.
     ForceReleaseKeepsTheHolder,
+    /// Declares a quarantine of expired IDs but grants them at once.
+    QuarantineNotKept,
 }
 
 #[derive(Debug)]
@@ -70,6 +72,7 @@ struct Slot {
     holder: Option<Token>,
     last_holder: Option<Token>,
     expires_at: Duration,
+    ttl: Duration,
     fence: u64,
     watermark: u64,
 }
@@ -84,6 +87,8 @@ struct State {
 #[derive(Debug, Clone)]
 struct ReferenceStore {
     flaw: Option<Flaw>,
+    /// Keeps an expired (not released) ID from acquirers for one more ttl.
+    quarantine: bool,
     clock: Arc<ManualClock>,
     state: Arc<Mutex<State>>,
 }
@@ -118,6 +123,11 @@ impl ReferenceStore {
             && (self.has(Flaw::NeverExpires) || self.clock.now() < slot.expires_at)
     }
 
+    /// An expired lease not released, within one ttl after its end.
+    fn in_quarantine(&self, slot: &Slot) -> bool {
+        self.quarantine && slot.holder.is_some() && self.clock.now() < slot.expires_at + slot.ttl
+    }
+
     fn raise(&self, slot: &mut Slot, watermark: u64) {
         slot.watermark = if self.has(Flaw::WatermarkOverwritten) {
             watermark
@@ -138,7 +148,7 @@ impl ReferenceStore {
             state
                 .slots
                 .get(&self.key(namespace, id))
-                .is_none_or(|slot| !self.is_live(slot))
+                .is_none_or(|slot| !self.is_live(slot) && !self.in_quarantine(slot))
         })
     }
 
@@ -169,12 +179,14 @@ impl ReferenceStore {
             holder: None,
             last_holder: None,
             expires_at: Duration::ZERO,
+            ttl: Duration::ZERO,
             fence: 0,
             watermark: 0,
         });
         slot.holder = Some(*token);
         slot.last_holder = Some(*token);
         slot.expires_at = self.expires_at(ttl);
+        slot.ttl = ttl;
         slot.fence = if self.has(Flaw::FenceNeverRises) {
             1
         } else {
@@ -229,6 +241,7 @@ impl LeaseStore for ReferenceStore {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             list: true,
+            quarantine: self.quarantine || self.has(Flaw::QuarantineNotKept),
             ..Capabilities::default()
         }
     }
@@ -369,8 +382,13 @@ impl StoreFactory for Factory {
 }
 
 async fn report(flaw: Option<Flaw>) -> Report {
+    report_with(flaw, false).await
+}
+
+async fn report_with(flaw: Option<Flaw>, quarantine: bool) -> Report {
     let store = ReferenceStore {
         flaw,
+        quarantine,
         clock: Arc::new(ManualClock::new()),
         state: Arc::default(),
     };
@@ -380,6 +398,16 @@ async fn report(flaw: Option<Flaw>) -> Report {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_flawless_reference_store_passes() {
     report(None).await.assert_passed();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_flawless_reference_store_with_a_quarantine_passes() {
+    let report = report_with(None, true).await;
+    report.assert_passed();
+    assert!(
+        !report.skipped().contains(&"expired_ids_are_quarantined"),
+        "a store that declares a quarantine is checked for it"
+    );
 }
 
 /// One test per flaw: the suite must fail, and in the scenario named.
@@ -424,4 +452,5 @@ caught! {
     catches_a_listing_without_released_ids: ListOmitsReleased by listing_shows_every_granted_id;
     catches_a_forced_release_that_lowers_the_watermark: ForceReleaseLowersWatermark by force_release_frees_a_live_id;
     catches_a_forced_release_that_keeps_the_holder: ForceReleaseKeepsTheHolder by force_release_frees_a_live_id;
+    catches_a_quarantine_declared_but_not_kept: QuarantineNotKept by expired_ids_are_quarantined;
 }

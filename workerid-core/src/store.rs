@@ -39,6 +39,14 @@ pub struct Capabilities {
     /// ever late, never early: etcd, for one, revokes expired leases in a loop
     /// that runs every 500 ms and then commits the revocation through Raft.
     pub expiry_lag: Duration,
+    /// Whether an ID whose lease ran out (rather than being released) stays
+    /// unavailable for one more of that lease's ttl after the store noticed
+    /// (default false). For a store whose expiry is not exact: etcd may delete
+    /// an expired owner key early when a leader stalls
+    /// ([etcd-io/etcd#15247](https://github.com/etcd-io/etcd/issues/15247)),
+    /// while the holder, whose deadline is at most one ttl past that deletion,
+    /// still believes in it. Released IDs are free at once either way.
+    pub quarantine: bool,
     /// Whether the store implements the operator's methods
     /// [`LeaseStore::list`] and [`LeaseStore::force_release`] (default false:
     /// they answer [`Error::Unsupported`](crate::Error::Unsupported)).
@@ -53,6 +61,7 @@ impl Default for Capabilities {
             max_worker_bits: MAX_WORKER_BITS,
             durable: false,
             expiry_lag: Duration::ZERO,
+            quarantine: false,
             list: false,
         }
     }

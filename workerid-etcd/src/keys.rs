@@ -8,13 +8,18 @@
 //! | `owner/<id>` | token | the holder's | the ID is live; deleted by etcd at expiry |
 //! | `token/<token>` | id | the holder's | which ID a token holds (makes a retried acquire safe) |
 //! | `holder/<id>` | token | none | the last grant; written by grants only, so its mod revision is that grant's fence |
-//! | `freed/<id>` | token, or `forced` | none | the last grant was released (by its holder, or by an operator) |
+//! | `ownership/<id>` | `held <ttl secs>`, `released <token>` or `forced` | none | the last grant's ttl, and whether it was released (by its holder, or by an operator) |
 //! | `mark/<id>` | watermark, 20 digits | none | the highest watermark ever stored |
 //!
 //! IDs are written with 7 digits so that keys sort by ID; watermarks with 20
 //! so that etcd's byte-wise value comparison is numeric comparison. The fence
 //! of a grant is the revision of the transaction that made it: etcd's
 //! revision only rises, across restarts too.
+//!
+//! `owner/` and `ownership/` sort next to each other (no other kind sorts
+//! between them), so one range read or one watch covers both: that is how a
+//! process tells an ID that expired (its holder may still believe in it for
+//! up to one ttl, see [`crate::mirror`]) from one that was released.
 //!
 //! Segment counters live under `<prefix>/seg/<tag>` as `<max_id> <step> <nonce>`.
 
@@ -76,11 +81,21 @@ impl Keys {
         format!("{}holder/{id:07}", self.base)
     }
 
-    pub fn freed(&self, id: u32) -> String {
-        format!("{}freed/{id:07}", self.base)
+    pub fn ownership(&self, id: u32) -> String {
+        format!("{}ownership/{id:07}", self.base)
     }
 
-    /// The prefix of every `<kind>/` key: `owner`, `holder`, `mark`, `freed`.
+    /// The range `[start, end)` of every `owner/` and `ownership/` key.
+    pub fn owners_and_ownership(&self) -> (String, Vec<u8>) {
+        let mut end = self.all("ownership").into_bytes();
+        // The prefix ends in '/': the next byte value ends the range.
+        if let Some(last) = end.last_mut() {
+            *last += 1;
+        }
+        (self.owners(), end)
+    }
+
+    /// The prefix of every `<kind>/` key: `owner`, `holder`, `mark`, `ownership`.
     pub fn all(&self, kind: &str) -> String {
         format!("{}{kind}/", self.base)
     }
@@ -115,9 +130,52 @@ pub(crate) fn watermark(value: u64) -> String {
     format!("{value:020}")
 }
 
-/// The value `freed/<id>` gets from an operator's forced release (a holder's
-/// release writes its token).
-pub(crate) const FORCED: &str = "forced";
+/// What `ownership/<id>` says about the last grant of an ID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Ownership {
+    /// Granted, or last moved to a new etcd lease, for `ttl_secs`; not released.
+    Held { ttl_secs: u32 },
+    /// Released by its holder, whose token this is.
+    Released(String),
+    /// Released by an operator.
+    Forced,
+}
+
+impl Ownership {
+    pub fn held(ttl_secs: i64) -> Ownership {
+        Ownership::Held {
+            ttl_secs: u32::try_from(ttl_secs).unwrap_or(u32::MAX),
+        }
+    }
+
+    pub fn encode(&self) -> String {
+        match self {
+            Ownership::Held { ttl_secs } => format!("held {ttl_secs}"),
+            Ownership::Released(token) => format!("released {token}"),
+            Ownership::Forced => "forced".into(),
+        }
+    }
+
+    pub fn parse(bytes: &[u8]) -> Option<Ownership> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        if text == "forced" {
+            return Some(Ownership::Forced);
+        }
+        if let Some(token) = text.strip_prefix("released ") {
+            return Some(Ownership::Released(token.into()));
+        }
+        let ttl_secs = text.strip_prefix("held ")?.parse().ok()?;
+        Some(Ownership::Held { ttl_secs })
+    }
+
+    /// Whether the last grant ended by a release (its holder's or an operator's).
+    pub fn released(bytes: Option<&[u8]>) -> bool {
+        matches!(
+            bytes.and_then(Ownership::parse),
+            Some(Ownership::Released(_) | Ownership::Forced)
+        )
+    }
+}
 
 /// Parses a decimal number stored by this crate.
 pub(crate) fn number<T: std::str::FromStr>(bytes: &[u8]) -> Option<T> {
@@ -127,11 +185,11 @@ pub(crate) fn number<T: std::str::FromStr>(bytes: &[u8]) -> Option<T> {
 /// The contract's error for a renew or release by `token` that found no live
 /// `owner/<id>` held by it, from what the keys of the ID say: the live owner's
 /// token (if any), the last grant's token (`holder/<id>`), and whether that
-/// grant was released (`freed/<id>` exists).
+/// grant was released (see [`Ownership::released`]).
 pub(crate) fn refusal(
     owner: Option<&[u8]>,
     holder: Option<&[u8]>,
-    freed: bool,
+    released: bool,
     token: &Token,
     id: WorkerId,
 ) -> Error {
@@ -139,7 +197,7 @@ pub(crate) fn refusal(
     match (owner, holder) {
         (Some(_), _) => Error::TokenMismatch { id },
         (None, None) => Error::NotAssigned { id },
-        (None, Some(_)) if freed => Error::NotAssigned { id },
+        (None, Some(_)) if released => Error::NotAssigned { id },
         (None, Some(last)) if last == mine.as_bytes() => Error::TokenExpired { id },
         (None, Some(_)) => Error::TokenMismatch { id },
     }
@@ -158,6 +216,39 @@ mod tests {
         assert!(watermark(u64::MAX - 1) < watermark(u64::MAX));
         assert_eq!(keys.owner_id(keys.owner(42).as_bytes()), Some(42));
         assert_eq!(keys.owner_id(b"p/ns/other/owner/0000001"), None);
+    }
+
+    #[test]
+    fn owners_and_ownership_are_one_range() {
+        let keys = Keys::new("p", &Namespace::new("ns").unwrap());
+        let (start, end) = keys.owners_and_ownership();
+        let inside = |key: String| key.as_str() >= start.as_str() && key.as_bytes() < &end[..];
+        assert!(inside(keys.owner(0)) && inside(keys.owner(4_194_303)));
+        assert!(inside(keys.ownership(0)) && inside(keys.ownership(4_194_303)));
+        for other in [
+            keys.holder(1),
+            keys.mark(1),
+            keys.config(),
+            keys.token(&Token::generate()),
+        ] {
+            assert!(!inside(other.clone()), "{other}");
+        }
+    }
+
+    #[test]
+    fn ownership_values_round_trip() {
+        let token = Token::generate().to_string();
+        for o in [
+            Ownership::Held { ttl_secs: 10 },
+            Ownership::Released(token),
+            Ownership::Forced,
+        ] {
+            assert_eq!(Ownership::parse(o.encode().as_bytes()), Some(o));
+        }
+        assert_eq!(Ownership::parse(b"held x"), None);
+        assert!(Ownership::released(Some(b"forced")));
+        assert!(!Ownership::released(Some(b"held 3")));
+        assert!(!Ownership::released(None));
     }
 
     #[test]
@@ -197,11 +288,11 @@ mod tests {
             (None, Some(o.as_bytes()), false, Error::TokenMismatch { id }),
             (None, Some(o.as_bytes()), true, Error::NotAssigned { id }),
         ];
-        for (owner, holder, freed, expected) in cases {
+        for (owner, holder, released, expected) in cases {
             assert_eq!(
-                is(refusal(owner, holder, freed, &mine, id)),
+                is(refusal(owner, holder, released, &mine, id)),
                 is(expected),
-                "{owner:?} {holder:?} {freed}"
+                "{owner:?} {holder:?} {released}"
             );
         }
     }

@@ -12,7 +12,7 @@ use workerid_core::{
     Capabilities, Error, Grant, LeaseStore, Listing, Namespace, Result, Token, WorkerId,
 };
 
-use crate::keys::{number, refusal as refused, watermark, Keys};
+use crate::keys::{number, refusal as refused, watermark, Keys, Ownership};
 use crate::mirror::{scan, Mirror};
 use crate::{lock, EtcdStore, HeldLease};
 
@@ -68,7 +68,7 @@ fn guarded(keys: &Keys, id: u32, token: &Token, then: Vec<TxnOp>) -> Txn {
         .or_else([
             TxnOp::get(keys.owner(id), None),
             TxnOp::get(keys.holder(id), None),
-            TxnOp::get(keys.freed(id), None),
+            TxnOp::get(keys.ownership(id), None),
         ])
 }
 
@@ -76,10 +76,10 @@ fn guarded(keys: &Keys, id: u32, token: &Token, then: Vec<TxnOp>) -> Txn {
 fn refusal(what: &str, answer: &TxnResponse, token: &Token, id: WorkerId) -> Result<Error> {
     let responses = answer.op_responses();
     match (got(&responses, 0), got(&responses, 1), got(&responses, 2)) {
-        (Some(owner), Some(holder), Some(freed)) => Ok(refused(
+        (Some(owner), Some(holder), Some(ownership)) => Ok(refused(
             owner.as_deref(),
             holder.as_deref(),
-            freed.is_some(),
+            Ownership::released(ownership.as_deref()),
             token,
             id,
         )),
@@ -90,7 +90,14 @@ fn refusal(what: &str, answer: &TxnResponse, token: &Token, id: WorkerId) -> Res
 /// The acquire transaction: if the namespace has this pool size and the token
 /// holds nothing yet, take the first absent candidate (nested branches);
 /// else read the config and the token's ID.
-fn acquire_txn(keys: &Keys, max: u32, token: &Token, lease: i64, candidates: &[u32]) -> Txn {
+fn acquire_txn(
+    keys: &Keys,
+    max: u32,
+    token: &Token,
+    (lease, ttl_secs): (i64, i64),
+    candidates: &[u32],
+) -> Txn {
+    let ownership = Ownership::held(ttl_secs).encode();
     let mut chain: Option<Txn> = None;
     for &id in candidates.iter().rev() {
         let with_lease = || Some(PutOptions::new().with_lease(lease));
@@ -105,7 +112,7 @@ fn acquire_txn(keys: &Keys, max: u32, token: &Token, lease: i64, candidates: &[u
                 TxnOp::put(keys.token(token), id.to_string(), with_lease()),
                 TxnOp::put(keys.holder(id), token.to_string(), None),
                 TxnOp::get(keys.mark(id), None),
-                TxnOp::delete(keys.freed(id), None),
+                TxnOp::put(keys.ownership(id), ownership.clone(), None),
             ]);
         if let Some(next) = chain.take() {
             level = level.or_else([TxnOp::txn(next)]);
@@ -259,10 +266,13 @@ impl EtcdStore {
         mirror: &std::sync::Arc<Mirror>,
     ) -> Result<Vec<u32>> {
         if self.full(keys, mirror.max_worker_id()).await? {
+            // Watch from now on: an ID that expires later is seen going (and
+            // its quarantine counted) from that moment.
+            mirror.follow(self.inner.cluster.clone());
             return Ok(Vec::new());
         }
-        let (held, revision) = scan(&self.inner.cluster, keys).await?;
-        mirror.install(&held, revision);
+        let snapshot = scan(&self.inner.cluster, keys).await?;
+        mirror.install(&snapshot);
         mirror.follow(self.inner.cluster.clone());
         Ok(mirror.candidates(self.inner.candidates))
     }
@@ -273,7 +283,7 @@ impl EtcdStore {
         keys: &Keys,
         max_worker_id: u32,
         token: &Token,
-        lease: i64,
+        (lease, ttl_secs): (i64, i64),
     ) -> Result<(Grant, i64)> {
         let mirror = self.mirror(namespace, keys, max_worker_id);
         let mut rounds = 0;
@@ -293,7 +303,7 @@ impl EtcdStore {
                     return Err(Error::NoAvailableId { max_worker_id });
                 }
             }
-            let txn = acquire_txn(keys, max_worker_id, token, lease, &candidates);
+            let txn = acquire_txn(keys, max_worker_id, token, (lease, ttl_secs), &candidates);
             let answer = self.txn("acquire", txn).await?.value;
             match parse_acquire(&answer, max_worker_id, &candidates)? {
                 Acquired::Won { id, fence, mark } => {
@@ -385,11 +395,12 @@ impl EtcdStore {
         watermark: u64,
     ) -> Result<i64> {
         let n = id.get();
-        let (lease, _) = self.grant(ttl).await?;
+        let (lease, secs) = self.grant(ttl).await?;
         let with_lease = || Some(PutOptions::new().with_lease(lease));
         let then = vec![
             TxnOp::put(keys.owner(n), token.to_string(), with_lease()),
             TxnOp::put(keys.token(token), n.to_string(), with_lease()),
+            TxnOp::put(keys.ownership(n), Ownership::held(secs).encode(), None),
             raise_mark(keys, n, watermark),
         ];
         let answer = self
@@ -456,6 +467,8 @@ impl LeaseStore for EtcdStore {
             // The leader's lessor looks for expired leases every 500 ms, then
             // commits each revocation through Raft.
             expiry_lag: Duration::from_secs(1),
+            // See the crate docs: an expired ID waits one more ttl.
+            quarantine: true,
             list: true,
             ..Capabilities::default()
         }
@@ -475,7 +488,7 @@ impl LeaseStore for EtcdStore {
             Some(lease) => (lease, true),
             None => (self.grant(ttl).await?.0, false),
         };
-        let taking = self.take(namespace, &keys, max_worker_id, token, lease);
+        let taking = self.take(namespace, &keys, max_worker_id, token, (lease, secs));
         let (taken, extended) = if spare {
             // The keep-alive brings the spare lease's end to at least now + ttl.
             let (taken, alive) = tokio::join!(taking, self.keep_alive(lease));
@@ -585,7 +598,11 @@ impl LeaseStore for EtcdStore {
         let then = vec![
             TxnOp::delete(keys.owner(n), Some(DeleteOptions::new().with_prev_key())),
             TxnOp::delete(keys.token(token), None),
-            TxnOp::put(keys.freed(n), token.to_string(), None),
+            TxnOp::put(
+                keys.ownership(n),
+                Ownership::Released(token.to_string()).encode(),
+                None,
+            ),
             raise_mark(&keys, n, watermark),
         ];
         let answer = self.txn("release", guarded(&keys, n, token, then)).await?;
@@ -611,8 +628,8 @@ impl LeaseStore for EtcdStore {
         // A release sent again after its answer was lost finds its own marker.
         if retried {
             let responses = answer.op_responses();
-            if let (Some(None), Some(Some(freed))) = (got(&responses, 0), got(&responses, 2)) {
-                if freed == token.to_string().as_bytes() {
+            if let (Some(None), Some(Some(ownership))) = (got(&responses, 0), got(&responses, 2)) {
+                if Ownership::parse(&ownership) == Some(Ownership::Released(token.to_string())) {
                     return Ok(());
                 }
             }

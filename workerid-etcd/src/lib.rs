@@ -25,9 +25,17 @@
 //!   the next when a request fails for a reason another member may not have.
 //!   Every request is safe to send twice (a retried acquire finds its own
 //!   grant through a `token/` key; a retried release recognises its own
-//!   `freed/` marker), so retries never double-grant or misreport. Without
+//!   `ownership/` marker), so retries never double-grant or misreport. Without
 //!   a quorum every operation ends in `Unavailable` after the configured
 //!   operation timeout, never in a false success.
+//! - **Expired IDs wait one more ttl** before they are granted again (a
+//!   released ID does not). etcd's leases are not exact when a leader stalls:
+//!   a stalled old leader can still revoke a lease its successor renewed, or
+//!   answer a keep-alive it no longer owns
+//!   ([etcd-io/etcd#15247](https://github.com/etcd-io/etcd/issues/15247),
+//!   fixed only in part by later releases), so the owner key can vanish while
+//!   its holder still believes in its lease for up to one ttl. The store
+//!   declares this as [`Capabilities::quarantine`](workerid_core::Capabilities).
 //!
 //! ```no_run
 //! # async fn demo() -> workerid_core::Result<()> {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use etcd_client::{Compare, CompareOp, DeleteOptions, GetOptions, Txn, TxnOp, TxnOpResponse};
 use workerid_core::{Error, LeaseInfo, LeaseState, Listing, Namespace, Result, WorkerId};
 
-use crate::keys::{number, Keys, FORCED};
+use crate::keys::{number, Keys, Ownership};
 use crate::EtcdStore;
 
 fn nonsense(what: &str, answer: &impl std::fmt::Debug) -> Error {
@@ -15,7 +15,7 @@ fn nonsense(what: &str, answer: &impl std::fmt::Debug) -> Error {
 }
 
 /// The kinds of keys a listing reads, in the order of the transaction.
-const KINDS: [&str; 4] = ["owner", "holder", "mark", "freed"];
+const KINDS: [&str; 4] = ["owner", "holder", "mark", "ownership"];
 
 impl EtcdStore {
     pub(crate) async fn list_namespace(&self, namespace: &Namespace) -> Result<Listing> {
@@ -36,7 +36,7 @@ impl EtcdStore {
                 _ => return Err(bad()),
             }
         }
-        let [config, owners, holders, marks, freed] = ranges.as_slice() else {
+        let [config, owners, holders, marks, ownership] = ranges.as_slice() else {
             return Err(bad());
         };
         let Some(config) = config.first() else {
@@ -50,7 +50,11 @@ impl EtcdStore {
         };
         let owners = by_id("owner", owners);
         let marks = by_id("mark", marks);
-        let freed: HashSet<u32> = by_id("freed", freed).into_keys().collect();
+        let released: HashSet<u32> = by_id("ownership", ownership)
+            .into_iter()
+            .filter(|(_, kv)| Ownership::released(Some(kv.value())))
+            .map(|(id, _)| id)
+            .collect();
         let holders: BTreeMap<u32, etcd_client::KeyValue> =
             by_id("holder", holders).into_iter().collect();
 
@@ -64,7 +68,7 @@ impl EtcdStore {
                     Some(remaining) => LeaseState::Live { remaining },
                     None => LeaseState::Expired,
                 },
-                None if freed.contains(&id) => LeaseState::Free,
+                None if released.contains(&id) => LeaseState::Free,
                 None => LeaseState::Expired,
             };
             let watermark = match marks.get(&id) {
@@ -116,9 +120,9 @@ impl EtcdStore {
             )])
             .and_then([
                 TxnOp::delete(keys.owner(n), Some(DeleteOptions::new().with_prev_key())),
-                TxnOp::put(keys.freed(n), FORCED, None),
+                TxnOp::put(keys.ownership(n), Ownership::Forced.encode(), None),
             ])
-            .or_else([TxnOp::get(keys.freed(n), None)]);
+            .or_else([TxnOp::get(keys.ownership(n), None)]);
         let answer = self.txn("force release", txn).await?;
         let (retried, answer) = (answer.retried, answer.value);
         let responses = answer.op_responses();
@@ -134,6 +138,6 @@ impl EtcdStore {
         // Sent again after a lost answer: the first attempt's marker.
         Ok(retried
             && matches!(responses.first(), Some(TxnOpResponse::Get(get))
-                if get.kvs().first().is_some_and(|kv| kv.value() == FORCED.as_bytes())))
+                if get.kvs().first().is_some_and(|kv| Ownership::parse(kv.value()) == Some(Ownership::Forced))))
     }
 }

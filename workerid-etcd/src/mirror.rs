@@ -7,19 +7,57 @@
 //! `NoAvailableId` from the mirror alone: it asks etcd first (see
 //! [`EtcdStore::scan`](crate::EtcdStore)). So acquire costs O(1) round trips
 //! and no scan while the watch runs, whatever the pool size.
+//!
+//! # Quarantine
+//!
+//! The mirror also follows the `ownership/` keys, so it tells an ID that was
+//! released (its `ownership/` key says so in the same revision that deleted
+//! the owner) from one whose etcd lease ran out. An expired ID is not offered
+//! as a candidate until one more of its ttl has passed since this process
+//! saw it gone: etcd may delete an owner key early (a stalled old leader's
+//! late revocation, or a keep-alive answered by a leader that no longer was
+//! one: etcd-io/etcd#15247), but the holder's own deadline is never later
+//! than that deletion plus its ttl, so after the quarantine no holder can
+//! still believe in it. Every process that sees the ID gone sees it no earlier
+//! than the deletion, so each one's quarantine is long enough on its own.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use etcd_client::{EventType, GetOptions, WatchOptions};
 use rand::Rng;
 use tokio::task::AbortHandle;
 
 use crate::cluster::Cluster;
-use crate::keys::Keys;
+use crate::keys::{Keys, Ownership};
 
 /// How many keys one page of a scan asks for.
 const PAGE: i64 = 10_000;
+
+/// Added to every quarantine, for the rates of two machines' clocks and the
+/// time a holder's answer takes to reach it.
+const QUARANTINE_MARGIN: Duration = Duration::from_millis(250);
+
+/// A namespace's owners and ownership records at one revision.
+#[derive(Debug, Default)]
+pub(crate) struct Snapshot {
+    /// The IDs whose `owner/` key exists.
+    pub held: Vec<u32>,
+    /// The IDs whose `ownership/` key says `held`: (ID, ttl in seconds,
+    /// the key's mod revision).
+    pub granted: Vec<(u32, u32, i64)>,
+    pub revision: i64,
+}
+
+/// An expired ID's quarantine.
+#[derive(Debug, Clone, Copy)]
+struct Quarantine {
+    until: Instant,
+    /// The mod revision of the `ownership/` record of the grant that expired
+    /// (a later grant that expired too is a new quarantine).
+    grant: i64,
+}
 
 #[derive(Debug)]
 struct State {
@@ -29,6 +67,22 @@ struct State {
     revision: i64,
     /// Whether a watch is delivering every change after `revision`.
     watching: bool,
+    /// The grants not released: ID to (ttl in seconds, ownership mod revision).
+    granted: HashMap<u32, (u32, i64)>,
+    /// Expired IDs not offered until their quarantine ends.
+    quarantine: HashMap<u32, Quarantine>,
+}
+
+impl State {
+    /// Quarantines `id`, whose grant `(ttl_secs, grant)` expired (seen now),
+    /// unless that same expiry is quarantined already.
+    fn expired(&mut self, id: u32, (ttl_secs, grant): (u32, i64), now: Instant) {
+        if self.quarantine.get(&id).is_some_and(|q| q.grant == grant) {
+            return;
+        }
+        let until = now + Duration::from_secs(u64::from(ttl_secs)) + QUARANTINE_MARGIN;
+        self.quarantine.insert(id, Quarantine { until, grant });
+    }
 }
 
 /// The held IDs of one namespace.
@@ -59,6 +113,8 @@ impl Mirror {
                 held: vec![0; words],
                 revision: 0,
                 watching: false,
+                granted: HashMap::new(),
+                quarantine: HashMap::new(),
             }),
             watch: Mutex::new(None),
         })
@@ -77,18 +133,31 @@ impl Mirror {
         self.state().watching
     }
 
-    /// Replaces the contents with the IDs `held` at `revision`, unless the
-    /// mirror already reflects a later revision.
-    pub fn install(&self, held: &[u32], revision: i64) {
+    /// Replaces the contents with `snapshot`, unless the mirror already
+    /// reflects a later revision. A grant not released whose owner is gone
+    /// expired: it is quarantined from now (unless it already was).
+    pub fn install(&self, snapshot: &Snapshot) {
+        let now = Instant::now();
         let mut state = self.state();
-        if revision < state.revision {
+        if snapshot.revision < state.revision {
             return;
         }
         state.held.iter_mut().for_each(|w| *w = 0);
-        for &id in held {
+        for &id in &snapshot.held {
             set(&mut state.held, id, true);
         }
-        state.revision = revision;
+        state.granted = snapshot
+            .granted
+            .iter()
+            .filter(|(id, _, _)| *id <= self.max_worker_id)
+            .map(|&(id, ttl, grant)| (id, (ttl, grant)))
+            .collect();
+        for &(id, ttl, grant) in &snapshot.granted {
+            if id <= self.max_worker_id && !get(&state.held, id) {
+                state.expired(id, (ttl, grant), now);
+            }
+        }
+        state.revision = snapshot.revision;
     }
 
     /// Marks `ids` held (a transaction found them taken, or took one).
@@ -99,10 +168,14 @@ impl Mirror {
         }
     }
 
-    /// Up to `n` IDs the mirror believes free, from a random starting point
-    /// (so that processes acquiring at once seldom pick the same ones).
+    /// Up to `n` IDs the mirror believes free and not in quarantine, from a
+    /// random starting point (so that processes acquiring at once seldom pick
+    /// the same ones).
     pub fn candidates(&self, n: usize) -> Vec<u32> {
-        let state = self.state();
+        let now = Instant::now();
+        let mut state = self.state();
+        state.quarantine.retain(|_, q| q.until > now);
+        let state = state;
         let total = u64::from(self.max_worker_id) + 1;
         let start = rand::rng().random_range(0..total);
         let mut found = Vec::with_capacity(n);
@@ -115,7 +188,7 @@ impl Mirror {
                     id += 64;
                     continue;
                 }
-                if word & (1 << (id % 64)) == 0 {
+                if word & (1 << (id % 64)) == 0 && !state.quarantine.contains_key(&(id as u32)) {
                     found.push(id as u32);
                 }
                 id += 1;
@@ -133,16 +206,43 @@ impl Mirror {
         }
     }
 
+    /// Applies the changes of one watch answer. An owner deleted without a
+    /// release recorded with it (a release writes `ownership/` in the same
+    /// transaction, so in the same answer) expired: its quarantine starts.
     fn apply(&self, events: &[etcd_client::Event], revision: i64) {
+        let now = Instant::now();
         let mut state = self.state();
+        let mut gone = Vec::new();
         for event in events {
             let Some(kv) = event.kv() else { continue };
             if kv.mod_revision() <= state.revision {
                 continue;
             }
+            let put = event.event_type() == EventType::Put;
             if let Some(id) = self.keys.owner_id(kv.key()) {
                 if id <= self.max_worker_id {
-                    set(&mut state.held, id, event.event_type() == EventType::Put);
+                    set(&mut state.held, id, put);
+                    if put {
+                        state.quarantine.remove(&id);
+                    } else {
+                        gone.push(id);
+                    }
+                }
+            } else if let Some(id) = self.keys.id_of("ownership", kv.key()) {
+                match Ownership::parse(kv.value()).filter(|_| put) {
+                    Some(Ownership::Held { ttl_secs }) => {
+                        state.granted.insert(id, (ttl_secs, kv.mod_revision()));
+                    }
+                    _ => {
+                        state.granted.remove(&id);
+                    }
+                }
+            }
+        }
+        for id in gone {
+            if !get(&state.held, id) {
+                if let Some(grant) = state.granted.get(&id).copied() {
+                    state.expired(id, grant, now);
                 }
             }
         }
@@ -158,6 +258,11 @@ impl Mirror {
     }
 }
 
+fn get(bits: &[u64], id: u32) -> bool {
+    bits.get((id / 64) as usize)
+        .is_some_and(|w| w & (1 << (id % 64)) != 0)
+}
+
 fn set(bits: &mut [u64], id: u32, held: bool) {
     let (word, bit) = ((id / 64) as usize, id % 64);
     if let Some(w) = bits.get_mut(word) {
@@ -169,19 +274,15 @@ fn set(bits: &mut [u64], id: u32, held: bool) {
     }
 }
 
-/// Reads every `owner/` key of the namespace (keys only, in pages, at one
-/// revision). Returns the held IDs, how many there are, and the revision.
-pub(crate) async fn scan(cluster: &Cluster, keys: &Keys) -> workerid_core::Result<(Vec<u32>, i64)> {
-    let prefix = keys.owners();
-    let end = prefix_end(&prefix);
-    let mut from = prefix.clone().into_bytes();
+/// Reads every `owner/` and `ownership/` key of the namespace (in pages, at
+/// one revision).
+pub(crate) async fn scan(cluster: &Cluster, keys: &Keys) -> workerid_core::Result<Snapshot> {
+    let (start, end) = keys.owners_and_ownership();
+    let mut from = start.into_bytes();
     let mut revision = 0;
-    let mut held = Vec::new();
+    let mut snapshot = Snapshot::default();
     loop {
-        let mut options = GetOptions::new()
-            .with_range(end.clone())
-            .with_keys_only()
-            .with_limit(PAGE);
+        let mut options = GetOptions::new().with_range(end.clone()).with_limit(PAGE);
         if revision > 0 {
             options = options.with_revision(revision);
         }
@@ -196,7 +297,15 @@ pub(crate) async fn scan(cluster: &Cluster, keys: &Keys) -> workerid_core::Resul
         if revision == 0 {
             revision = answer.header().map(|h| h.revision()).unwrap_or(0);
         }
-        held.extend(answer.kvs().iter().filter_map(|kv| keys.owner_id(kv.key())));
+        for kv in answer.kvs() {
+            if let Some(id) = keys.owner_id(kv.key()) {
+                snapshot.held.push(id);
+            } else if let Some(id) = keys.id_of("ownership", kv.key()) {
+                if let Some(Ownership::Held { ttl_secs }) = Ownership::parse(kv.value()) {
+                    snapshot.granted.push((id, ttl_secs, kv.mod_revision()));
+                }
+            }
+        }
         match answer.kvs().last() {
             Some(last) if answer.more() => {
                 from = last.key().to_vec();
@@ -205,17 +314,8 @@ pub(crate) async fn scan(cluster: &Cluster, keys: &Keys) -> workerid_core::Resul
             _ => break,
         }
     }
-    Ok((held, revision))
-}
-
-/// The end of the range of keys that start with `prefix`.
-pub(crate) fn prefix_end(prefix: &str) -> Vec<u8> {
-    let mut end = prefix.as_bytes().to_vec();
-    // Prefixes here end in '/', never 0xff.
-    if let Some(last) = end.last_mut() {
-        *last += 1;
-    }
-    end
+    snapshot.revision = revision;
+    Ok(snapshot)
 }
 
 /// The watch loop: (re)loads when needed, then applies every change; on any
@@ -226,17 +326,19 @@ async fn follow(mirror: Weak<Mirror>, cluster: Arc<Cluster>) {
     loop {
         let Some(m) = mirror.upgrade() else { return };
         if m.revision() == 0 {
-            if let Ok((held, revision)) = scan(&cluster, &m.keys).await {
-                m.install(&held, revision);
+            if let Ok(snapshot) = scan(&cluster, &m.keys).await {
+                m.install(&snapshot);
             }
         }
         let start = m.revision() + 1;
-        let prefix = m.keys.owners();
+        let (from, end) = m.keys.owners_and_ownership();
         drop(m);
         if start > 1 {
             if let Ok((index, client)) = cluster.current().await {
-                let options = WatchOptions::new().with_prefix().with_start_revision(start);
-                match client.watch_client().watch(prefix, Some(options)).await {
+                let options = WatchOptions::new()
+                    .with_range(end)
+                    .with_start_revision(start);
+                match client.watch_client().watch(from, Some(options)).await {
                     Ok((_watcher, mut stream)) => {
                         if let Some(m) = mirror.upgrade() {
                             m.set_watching(true);
@@ -291,13 +393,25 @@ mod tests {
         Mirror::new(Keys::new("p", &Namespace::new("ns").unwrap()), max)
     }
 
+    fn snapshot(held: &[u32], granted: &[(u32, u32, i64)], revision: i64) -> Snapshot {
+        Snapshot {
+            held: held.to_vec(),
+            granted: granted.to_vec(),
+            revision,
+        }
+    }
+
+    fn sorted(mut ids: Vec<u32>) -> Vec<u32> {
+        ids.sort();
+        ids
+    }
+
     #[test]
     fn candidates_are_the_free_ids() {
         let m = mirror(129);
         let held: Vec<u32> = (0..=129).filter(|id| id % 7 != 0).collect();
-        m.install(&held, 5);
-        let mut found = m.candidates(100);
-        found.sort();
+        m.install(&snapshot(&held, &[], 5));
+        let found = sorted(m.candidates(100));
         assert_eq!(
             found,
             (0..=129).filter(|id| id % 7 == 0).collect::<Vec<_>>()
@@ -309,12 +423,43 @@ mod tests {
     #[test]
     fn an_older_snapshot_does_not_replace_a_newer_one() {
         let m = mirror(3);
-        m.install(&[0, 1, 2, 3], 10);
-        m.install(&[], 9);
+        m.install(&snapshot(&[0, 1, 2, 3], &[], 10));
+        m.install(&snapshot(&[], &[], 9));
         assert!(m.candidates(4).is_empty());
-        m.install(&[0, 1], 11);
-        let mut found = m.candidates(4);
-        found.sort();
-        assert_eq!(found, vec![2, 3]);
+        m.install(&snapshot(&[0, 1], &[], 11));
+        assert_eq!(sorted(m.candidates(4)), vec![2, 3]);
+    }
+
+    #[test]
+    fn an_expired_grant_is_quarantined_for_its_ttl() {
+        let m = mirror(3);
+        // 0 is held, 1 expired (granted, owner gone), 2 was released, 3 never used.
+        m.install(&snapshot(&[0], &[(0, 5, 7), (1, 5, 8)], 10));
+        assert_eq!(sorted(m.candidates(4)), vec![2, 3]);
+        let until = m.state().quarantine[&1].until;
+        let wait = until - Instant::now();
+        assert!(
+            wait > Duration::from_secs(5) && wait <= Duration::from_secs(5) + QUARANTINE_MARGIN
+        );
+        // A later snapshot of the same expiry keeps the first quarantine.
+        m.install(&snapshot(&[0], &[(0, 5, 7), (1, 5, 8)], 11));
+        assert_eq!(m.state().quarantine[&1].until, until);
+        // Once it is over, the ID is a candidate again.
+        m.state().quarantine.get_mut(&1).unwrap().until = Instant::now();
+        assert_eq!(sorted(m.candidates(4)), vec![1, 2, 3]);
+        assert!(m.state().quarantine.is_empty());
+    }
+
+    #[test]
+    fn a_new_expiry_of_the_same_id_is_a_new_quarantine() {
+        let m = mirror(0);
+        let now = Instant::now();
+        let mut state = m.state();
+        state.expired(0, (2, 7), now);
+        let first = state.quarantine[&0].until;
+        state.expired(0, (2, 7), now + Duration::from_secs(1));
+        assert_eq!(state.quarantine[&0].until, first);
+        state.expired(0, (2, 9), now + Duration::from_secs(1));
+        assert_eq!(state.quarantine[&0].until, first + Duration::from_secs(1));
     }
 }

@@ -119,8 +119,16 @@ pub async fn one_winner_on_an_expired_id(f: &dyn StoreFactory) -> Outcome {
         let ns = ctx.namespace();
         let holder = ctx.allocator(&ns, 0, ctx.short).await;
         let old = holder.acquire().await.expect("acquire in an empty pool");
-        ctx.let_short_expire().await;
         let all = handles(&ctx, &ns, 0).await;
+        // Every racer looks before the expiry (a quarantine counts from then).
+        for handle in &all {
+            expect_err(
+                handle.acquire().await,
+                is::no_available_id,
+                "acquire in a full pool",
+            );
+        }
+        ctx.let_short_expire().await;
         let results = race(
             (0..RACERS)
                 .map(|i| acquire_job(&all[i % HANDLES]))

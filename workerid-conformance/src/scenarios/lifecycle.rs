@@ -189,6 +189,11 @@ pub async fn expired_lease_is_token_expired(f: &dyn StoreFactory) -> Outcome {
     let a = ctx.allocator(&ns, 0, ctx.short).await;
     let b = ctx.allocator(&ns, 0, ctx.long).await;
     let mut lease = a.acquire().await.expect("acquire in an empty pool");
+    expect_err(
+        b.acquire().await,
+        is::no_available_id,
+        "acquire while the only ID is live",
+    );
     ctx.let_short_expire().await;
     expect_err(
         a.renew(&mut lease).await,
@@ -289,8 +294,8 @@ pub async fn expired_id_is_reclaimed(f: &dyn StoreFactory) -> Outcome {
 }
 
 /// Expiry is kept to the millisecond: a lease is live at 0.8 ttl and free at
-/// 1.2 ttl plus the store's declared expiry lag (a store that rounds to whole
-/// seconds fails one of the two).
+/// 1.2 ttl plus the store's declared expiry lag and quarantine (a store that
+/// rounds to whole seconds fails one of the two).
 pub async fn expiry_has_millisecond_precision(f: &dyn StoreFactory) -> Outcome {
     let ctx = Ctx::new(f, "expiry_has_millisecond_precision").await;
     let ns = ctx.namespace();
@@ -304,12 +309,62 @@ pub async fn expiry_has_millisecond_precision(f: &dyn StoreFactory) -> Outcome {
         &format!("a {:?} lease must be live after 0.8 of it", ctx.short),
     );
     ctx.advance_short(0.4).await;
-    ctx.let_expiry_lag_pass().await;
+    ctx.let_reuse_delay_pass().await;
     b.acquire().await.unwrap_or_else(|e| {
         panic!(
             "a {:?} lease must have expired after 1.2 of it and {:?}: {e}",
-            ctx.short, ctx.caps.expiry_lag
+            ctx.short,
+            ctx.reuse_delay(ctx.short)
         )
     });
+    Outcome::Passed
+}
+
+/// A store that declares [`Capabilities::quarantine`](workerid_core::Capabilities)
+/// keeps an expired ID (one not released) from every acquirer until one more
+/// of its ttl has passed, and grants it after that; a released ID is free at
+/// once. Skipped for stores that do not declare it.
+pub async fn expired_ids_are_quarantined(f: &dyn StoreFactory) -> Outcome {
+    let ctx = Ctx::new(f, "expired_ids_are_quarantined").await;
+    if !ctx.caps.quarantine {
+        return Outcome::Skipped("the store does not quarantine expired IDs".into());
+    }
+    // A ttl long enough that "expired" (ttl + lag) and "quarantine over"
+    // (2 ttl) are seconds apart.
+    let ttl = crate::support::round_up(
+        (ctx.short * 3).max(ctx.caps.expiry_lag * 4),
+        ctx.caps.ttl_granularity,
+    );
+    let lag = ctx.caps.expiry_lag;
+    let ns = ctx.namespace();
+    let a = ctx.allocator(&ns, 1, ttl).await;
+    let b = ctx.allocator(&ns, 1, ctx.long).await;
+    let expiring = a.acquire().await.expect("acquire in an empty pool");
+    let released = a.acquire().await.expect("acquire of the second ID");
+    // The quarantine counts from when an acquirer saw the ID go: b looks now.
+    expect_err(
+        b.acquire().await,
+        is::no_available_id,
+        "acquire in a full pool",
+    );
+    a.release(&released).await.expect("release of a live lease");
+    // Halfway between the lease's end (plus lag) and the quarantine's end.
+    ctx.f.advance(ttl + lag + (ttl - lag) / 2).await;
+    let next = b
+        .acquire()
+        .await
+        .expect("a released ID must be free at once");
+    assert_eq!(next.id(), released.id(), "the released ID is the free one");
+    expect_err(
+        b.acquire().await,
+        is::no_available_id,
+        "an expired ID must stay quarantined for one more ttl",
+    );
+    ctx.f.advance(ttl / 2 + ttl / 2).await;
+    let after = b
+        .acquire()
+        .await
+        .expect("an expired ID must be granted once its quarantine is over");
+    assert_eq!(after.id(), expiring.id());
     Outcome::Passed
 }
