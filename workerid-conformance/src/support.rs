@@ -1,13 +1,17 @@
 //! What the scenarios share: fresh namespaces, allocators, timings.
 
 use std::fmt::Debug;
+use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rand::Rng;
 use workerid_core::{Allocator, Capabilities, Error, LeaseOptions, LeaseStore, Namespace};
 
 use crate::StoreFactory;
+
+/// How many times [`Ctx::until_conclusive`] tries.
+pub(crate) const ATTEMPTS: usize = 5;
 
 /// One scenario's view of the store under test.
 pub(crate) struct Ctx<'a> {
@@ -92,6 +96,38 @@ impl<'a> Ctx<'a> {
         if !delay.is_zero() {
             self.f.advance(delay).await;
         }
+    }
+
+    /// Whether less than `limit` has passed since `since` (always true on
+    /// virtual time): a check that a lease is still live is only conclusive
+    /// when the answer came back before the lease could have ended, which a
+    /// loaded machine does not always manage.
+    pub fn within(&self, since: Instant, limit: Duration) -> bool {
+        self.f.virtual_time() || since.elapsed() < limit
+    }
+
+    /// Runs `attempt` in fresh namespaces until one is conclusive (answers
+    /// `true`), at most [`ATTEMPTS`] times.
+    ///
+    /// # Panics
+    /// When no attempt was conclusive: the machine is too slow for the
+    /// store's timings, and the suite says so rather than guess.
+    pub async fn until_conclusive<F, Fut>(&self, what: &str, mut attempt: F)
+    where
+        F: FnMut(String) -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        for _ in 0..ATTEMPTS {
+            if attempt(self.namespace()).await {
+                return;
+            }
+            tracing::warn!("{}: an answer came too late to tell; again", self.scenario);
+        }
+        panic!(
+            "{what}: {ATTEMPTS} attempts in a row got their answers too late to tell \
+             (the machine is too loaded for a {:?} ttl)",
+            self.short
+        );
     }
 
     /// Lets `fraction` of `short` pass.

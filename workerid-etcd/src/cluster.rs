@@ -102,10 +102,14 @@ impl Cluster {
                 Ok(client) => match tokio::time::timeout_at(deadline, request(client)).await {
                     Ok(outcome) => outcome,
                     Err(_) => {
+                        // The whole operation went unanswered here (a frozen
+                        // member answers nothing, not even an error): the
+                        // next operation starts on another member.
+                        self.rotate(index);
                         return Err(Error::unavailable(
                             "etcd",
                             format!("{what}: no answer within {:?}", self.operation_timeout),
-                        ))
+                        ));
                     }
                 },
                 Err(e) => Err(e),

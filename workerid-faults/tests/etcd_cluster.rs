@@ -1,9 +1,11 @@
 //! A 3-member etcd cluster: client faults, the leader or a follower killed
-//! with SIGKILL and started again a few seconds later, a follower frozen.
-//! Every rule holds.
+//! with SIGKILL and started again a few seconds later, a follower or the
+//! leader frozen (SIGSTOP for 1.5 to 2.5 ttl, then SIGCONT). Every rule holds.
 //!
-//! Not here: freezing the *leader* (`Fault::PauseEtcdLeader`), under which
-//! a soak run saw two holders of one worker ID (see the README).
+//! Freezing the leader is the fault that once gave two holders of one worker
+//! ID: the old leader, back from SIGSTOP, revoked a lease its successor had
+//! renewed (etcd-io/etcd#15247). The store's quarantine of expired IDs is
+//! what makes it safe.
 
 mod support;
 
@@ -16,12 +18,7 @@ use workerid_faults::targets::{Etcd3, Target};
 fn etcd_cluster_keeps_every_rule_when_members_die() {
     let target = Etcd3::start();
     let mut faults = Fault::CLIENT.to_vec();
-    faults.extend(
-        target
-            .server_faults()
-            .into_iter()
-            .filter(|f| *f != Fault::PauseEtcdLeader),
-    );
+    faults.extend(target.server_faults());
     let config = support::config(Duration::from_secs(35), &faults);
     let outcome = nemesis::run(&target, &config).unwrap();
     support::assert_safe(&outcome, &faults);

@@ -1,5 +1,7 @@
 //! Renew and release: what each answers in each state of an ID, and expiry.
 
+use std::time::Instant;
+
 use workerid_core::Token;
 
 use crate::support::{expect_err, is, ns, Ctx};
@@ -8,36 +10,50 @@ use crate::{Outcome, StoreFactory};
 /// Renewing a live lease extends it to store-now + ttl.
 pub async fn renew_extends_the_lease(f: &dyn StoreFactory) -> Outcome {
     let ctx = Ctx::new(f, "renew_extends_the_lease").await;
-    let ns = ctx.namespace();
-    let a = ctx.allocator(&ns, 0, ctx.short).await;
-    let b = ctx.allocator(&ns, 0, ctx.long).await;
-    let mut lease = a.acquire().await.expect("acquire in an empty pool");
-    ctx.advance_short(0.6).await;
-    a.renew(&mut lease).await.expect("renew of a live lease");
-    ctx.advance_short(0.6).await;
-    expect_err(
-        b.acquire().await,
-        is::no_available_id,
-        "a lease renewed at 0.6 ttl must still be live at 1.2 ttl",
-    );
-    a.renew(&mut lease)
-        .await
-        .expect("second renew of a live lease");
-    ctx.advance_short(0.6).await;
-    expect_err(
-        b.acquire().await,
-        is::no_available_id,
-        "a lease renewed 0.6 ttl ago must still be live",
-    );
-    ctx.let_short_expire().await;
-    let next = b
-        .acquire()
-        .await
-        .expect("a lease not renewed for 1.5 ttl must have expired");
-    assert!(
-        next.fence() > lease.fence(),
-        "the fence must rise on a new grant"
-    );
+    let ctx = &ctx;
+    ctx.until_conclusive("renew_extends_the_lease", |ns| async move {
+        let a = ctx.allocator(&ns, 0, ctx.short).await;
+        let b = ctx.allocator(&ns, 0, ctx.long).await;
+        let mut lease = a.acquire().await.expect("acquire in an empty pool");
+        ctx.advance_short(0.6).await;
+        let renewed = Instant::now();
+        a.renew(&mut lease).await.expect("renew of a live lease");
+        ctx.advance_short(0.6).await;
+        let seen = b.acquire().await;
+        if !ctx.within(renewed, ctx.short) {
+            return false;
+        }
+        expect_err(
+            seen,
+            is::no_available_id,
+            "a lease renewed at 0.6 ttl must still be live at 1.2 ttl",
+        );
+        let renewed = Instant::now();
+        a.renew(&mut lease)
+            .await
+            .expect("second renew of a live lease");
+        ctx.advance_short(0.6).await;
+        let seen = b.acquire().await;
+        if !ctx.within(renewed, ctx.short) {
+            return false;
+        }
+        expect_err(
+            seen,
+            is::no_available_id,
+            "a lease renewed 0.6 ttl ago must still be live",
+        );
+        ctx.let_short_expire().await;
+        let next = b
+            .acquire()
+            .await
+            .expect("a lease not renewed for 1.5 ttl must have expired");
+        assert!(
+            next.fence() > lease.fence(),
+            "the fence must rise on a new grant"
+        );
+        true
+    })
+    .await;
     Outcome::Passed
 }
 
@@ -298,25 +314,34 @@ pub async fn expired_id_is_reclaimed(f: &dyn StoreFactory) -> Outcome {
 /// rounds to whole seconds fails one of the two).
 pub async fn expiry_has_millisecond_precision(f: &dyn StoreFactory) -> Outcome {
     let ctx = Ctx::new(f, "expiry_has_millisecond_precision").await;
-    let ns = ctx.namespace();
-    let a = ctx.allocator(&ns, 0, ctx.short).await;
-    let b = ctx.allocator(&ns, 0, ctx.long).await;
-    a.acquire().await.expect("acquire in an empty pool");
-    ctx.advance_short(0.8).await;
-    expect_err(
-        b.acquire().await,
-        is::no_available_id,
-        &format!("a {:?} lease must be live after 0.8 of it", ctx.short),
-    );
-    ctx.advance_short(0.4).await;
-    ctx.let_reuse_delay_pass().await;
-    b.acquire().await.unwrap_or_else(|e| {
-        panic!(
-            "a {:?} lease must have expired after 1.2 of it and {:?}: {e}",
-            ctx.short,
-            ctx.reuse_delay(ctx.short)
-        )
-    });
+    let ctx = &ctx;
+    ctx.until_conclusive("expiry_has_millisecond_precision", |ns| async move {
+        let a = ctx.allocator(&ns, 0, ctx.short).await;
+        let b = ctx.allocator(&ns, 0, ctx.long).await;
+        let sent = Instant::now();
+        a.acquire().await.expect("acquire in an empty pool");
+        ctx.advance_short(0.8).await;
+        let seen = b.acquire().await;
+        if !ctx.within(sent, ctx.short) {
+            return false;
+        }
+        expect_err(
+            seen,
+            is::no_available_id,
+            &format!("a {:?} lease must be live after 0.8 of it", ctx.short),
+        );
+        ctx.advance_short(0.4).await;
+        ctx.let_reuse_delay_pass().await;
+        b.acquire().await.unwrap_or_else(|e| {
+            panic!(
+                "a {:?} lease must have expired after 1.2 of it and {:?}: {e}",
+                ctx.short,
+                ctx.reuse_delay(ctx.short)
+            )
+        });
+        true
+    })
+    .await;
     Outcome::Passed
 }
 
