@@ -19,6 +19,14 @@ pub trait Clock: Debug + Send + Sync + 'static {
     /// Both times, read together.
     fn now(&self) -> Reading;
 
+    /// A cheaper reading that may be behind [`now`](Clock::now) by up to the
+    /// duration returned with it, never ahead. The generator uses it where
+    /// being that far behind cannot matter and goes to `now` where it can.
+    /// Default: `now()`, zero behind.
+    fn now_coarse(&self) -> (Reading, Duration) {
+        (self.now(), Duration::ZERO)
+    }
+
     /// Blocks the calling thread for `duration` (a fake clock moves instead).
     fn sleep(&self, duration: Duration);
 
@@ -41,11 +49,75 @@ pub trait Clock: Debug + Send + Sync + 'static {
 /// monotonic read per ID gives both readings, and a step of the operating
 /// system's clock reaches the generator only at a resync (where a step back
 /// is handled by the drift policy).
+///
+/// On Linux [`now_coarse`](Clock::now_coarse) reads `CLOCK_MONOTONIC_COARSE`
+/// (the kernel's time at its last tick, a few ns to read against tens for
+/// the precise clock on a virtual machine), declared as up to two ticks
+/// behind (a tick is typically 1 to 4 ms). It is the kernel's own
+/// value, never a cache of this process: a process resumed after SIGSTOP
+/// reads the current time at once.
 #[derive(Debug)]
 pub struct SystemClock {
-    origin: Instant,
+    /// The operating system's monotonic time at creation, in nanoseconds.
+    origin_ns: u64,
+    /// How far the coarse clock may be behind (0: no coarse clock).
+    coarse_lag: Duration,
     /// Wall time minus monotonic time, in nanoseconds.
     offset: AtomicI64,
+}
+
+/// The operating system's monotonic clocks, in nanoseconds.
+#[cfg(target_os = "linux")]
+mod os {
+    use rustix::time::{clock_getres, clock_gettime, ClockId, Timespec};
+    use std::time::Duration;
+
+    fn ns(t: Timespec) -> u64 {
+        (t.tv_sec as u64)
+            .wrapping_mul(1_000_000_000)
+            .wrapping_add(t.tv_nsec as u64)
+    }
+
+    pub fn precise() -> u64 {
+        ns(clock_gettime(ClockId::Monotonic))
+    }
+
+    pub fn coarse() -> u64 {
+        ns(clock_gettime(ClockId::MonotonicCoarse))
+    }
+
+    /// How far behind the coarse clock may be: two of its ticks (one, plus
+    /// one for a tick the kernel handles late), if that is fine enough to be
+    /// worth it.
+    pub fn coarse_lag() -> Duration {
+        let lag = 2 * Duration::from_nanos(ns(clock_getres(ClockId::MonotonicCoarse)));
+        if lag <= Duration::from_millis(20) {
+            lag
+        } else {
+            Duration::ZERO
+        }
+    }
+}
+
+/// Elsewhere: the standard library's monotonic clock, and no coarse one.
+#[cfg(not(target_os = "linux"))]
+mod os {
+    use std::sync::OnceLock;
+    use std::time::{Duration, Instant};
+
+    pub fn precise() -> u64 {
+        static ORIGIN: OnceLock<Instant> = OnceLock::new();
+        let elapsed = ORIGIN.get_or_init(Instant::now).elapsed();
+        elapsed.as_secs() * 1_000_000_000 + u64::from(elapsed.subsec_nanos())
+    }
+
+    pub fn coarse() -> u64 {
+        precise()
+    }
+
+    pub fn coarse_lag() -> Duration {
+        Duration::ZERO
+    }
 }
 
 impl Default for SystemClock {
@@ -58,7 +130,8 @@ impl SystemClock {
     /// A clock synchronised with the wall clock now.
     pub fn new() -> Self {
         let clock = SystemClock {
-            origin: Instant::now(),
+            origin_ns: os::precise(),
+            coarse_lag: os::coarse_lag(),
             offset: AtomicI64::new(0),
         };
         clock.resync();
@@ -72,14 +145,14 @@ fn nanos(d: Duration) -> i64 {
 
 impl Clock for SystemClock {
     fn now(&self) -> Reading {
-        // On the path of every ID: u64 arithmetic only.
-        let mono = self.origin.elapsed();
-        let mono_ns = mono.as_secs() * 1_000_000_000 + u64::from(mono.subsec_nanos());
-        let wall = (mono_ns as i64).wrapping_add(self.offset.load(Ordering::Relaxed));
-        Reading {
-            mono,
-            wall: Duration::from_nanos(wall.max(0) as u64),
+        self.reading(os::precise())
+    }
+
+    fn now_coarse(&self) -> (Reading, Duration) {
+        if self.coarse_lag.is_zero() {
+            return (self.now(), Duration::ZERO);
         }
+        (self.reading(os::coarse()), self.coarse_lag)
     }
 
     fn sleep(&self, duration: Duration) {
@@ -102,9 +175,27 @@ impl Clock for SystemClock {
         let wall = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
-        let mono = self.origin.elapsed();
+        let mono = self.mono_ns(os::precise());
         self.offset
-            .store(nanos(wall) - nanos(mono), Ordering::Relaxed);
+            .store(nanos(wall) - mono as i64, Ordering::Relaxed);
+    }
+}
+
+impl SystemClock {
+    fn mono_ns(&self, os_ns: u64) -> u64 {
+        // A coarse reading taken just after creation can be a tick before it.
+        os_ns.saturating_sub(self.origin_ns)
+    }
+
+    /// Both readings from one operating-system reading: u64 arithmetic only
+    /// (it is on the path of every ID).
+    fn reading(&self, os_ns: u64) -> Reading {
+        let mono_ns = self.mono_ns(os_ns);
+        let wall = (mono_ns as i64).wrapping_add(self.offset.load(Ordering::Relaxed));
+        Reading {
+            mono: Duration::from_nanos(mono_ns),
+            wall: Duration::from_nanos(wall.max(0) as u64),
+        }
     }
 }
 
@@ -214,6 +305,23 @@ mod tests {
         let a = clock.now().mono;
         clock.sleep(Duration::from_millis(1));
         assert!(clock.now().mono >= a + Duration::from_millis(1));
+    }
+
+    #[test]
+    fn the_coarse_reading_is_behind_by_at_most_its_lag() {
+        let clock = SystemClock::new();
+        for _ in 0..10_000 {
+            let before = clock.now();
+            let (coarse, lag) = clock.now_coarse();
+            let after = clock.now();
+            assert!(coarse.mono <= after.mono, "never ahead");
+            assert!(
+                coarse.mono + lag + Duration::from_millis(1) >= before.mono,
+                "{lag:?}"
+            );
+        }
+        let fake = FakeClock::at(Duration::from_secs(5));
+        assert_eq!(fake.now_coarse(), (fake.now(), Duration::ZERO));
     }
 
     #[test]

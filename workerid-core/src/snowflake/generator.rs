@@ -167,9 +167,22 @@ impl Generator {
     pub fn next_id(&self) -> Result<u64> {
         let seq_bits = u32::from(self.layout.sequence_bits());
         let max_seq = self.layout.max_sequence();
+        // The coarse clock first (a few ns); the precise one where being up
+        // to `behind` late could matter: near the deadline, and whenever the
+        // coarse time is not past the last ID's unit (sequence exhausted, a
+        // clock behind, or a coarse reading behind a precise one).
+        let mut precise = false;
         loop {
-            let now = self.clock.now();
-            if nanos(now.mono) >= self.deadline_ns.load(Ordering::Acquire) {
+            let (now, behind) = if precise {
+                (self.clock.now(), Duration::ZERO)
+            } else {
+                self.clock.now_coarse()
+            };
+            if nanos(now.mono) + nanos(behind) >= self.deadline_ns.load(Ordering::Acquire) {
+                if !behind.is_zero() {
+                    precise = true;
+                    continue;
+                }
                 return Err(Error::NotReady {
                     reason: "no live lease (starting, stopped, lost, or past its deadline)".into(),
                 });
@@ -178,13 +191,20 @@ impl Generator {
             if wall_ms < self.epoch_ms {
                 return Err(self.too_large(self.layout.epoch() - now.wall));
             }
-            let now_ts = (wall_ms - self.epoch_ms) / self.unit_ms;
+            let now_ts = if self.unit_ms == 1 {
+                wall_ms - self.epoch_ms
+            } else {
+                (wall_ms - self.epoch_ms) / self.unit_ms
+            };
             let current = self.last.load(Ordering::Acquire);
             let (last_ts, seq) = (current >> seq_bits, current & max_seq);
             let (ts, next_seq) = if now_ts > last_ts {
                 (now_ts, 0)
             } else if now_ts == last_ts && seq < max_seq {
                 (last_ts, seq + 1)
+            } else if !behind.is_zero() {
+                precise = true;
+                continue;
             } else if now_ts == last_ts {
                 // Sequence exhausted: wait for the next unit, never wrap.
                 let next = self.layout.time_of(last_ts + 1);
