@@ -14,8 +14,13 @@ use std::time::{Duration, Instant};
 
 use crate::lock;
 
-/// Spare leases kept per ttl.
+/// Spare leases kept per ttl: [`Spares::take`] asks for a refill below this.
 const KEEP: usize = 2;
+
+/// A released lease is kept up to this many spares (one more than [`KEEP`]),
+/// so that an acquire whose refill is on its way and a release right after
+/// it (a worker that comes and goes) cost neither a revocation nor a grant.
+const KEEP_RELEASED: usize = KEEP + 1;
 
 #[derive(Debug, Default)]
 struct Pool {
@@ -61,12 +66,12 @@ impl Spares {
     }
 
     /// Keeps a lease that no key uses any more (its holder released it),
-    /// extended last at `sent`, if fewer than two spares wait; false when the
-    /// caller should revoke it instead.
+    /// extended last at `sent`, if fewer than [`KEEP_RELEASED`] spares wait;
+    /// false when the caller should revoke it instead.
     pub fn give_back(&self, ttl_secs: i64, lease: i64, sent: Instant) -> bool {
         let mut by_ttl = lock(&self.by_ttl);
         let pool = by_ttl.entry(ttl_secs).or_default();
-        let room = pool.leases.len() < KEEP;
+        let room = pool.leases.len() < KEEP_RELEASED;
         if room {
             pool.leases.push((lease, sent));
         }
@@ -106,7 +111,32 @@ mod tests {
         assert_eq!(spares.take(5, &mut stale), (None, true), "per ttl");
         assert!(spares.give_back(5, 7, Instant::now()));
         assert!(spares.give_back(5, 8, Instant::now()));
-        assert!(!spares.give_back(5, 9, Instant::now()), "two at most");
-        assert_eq!(spares.take(5, &mut stale).0, Some(8));
+        assert!(spares.give_back(5, 9, Instant::now()));
+        assert!(!spares.give_back(5, 10, Instant::now()), "three at most");
+        assert_eq!(spares.take(5, &mut stale).0, Some(9));
+    }
+
+    #[test]
+    fn a_worker_that_comes_and_goes_costs_no_grant_and_no_revocation() {
+        let spares = Spares::default();
+        let mut stale = Vec::new();
+        assert!(spares.take(10, &mut stale).1);
+        assert!(spares.take(10, &mut stale).1);
+        spares.put(10, 1, Instant::now());
+        spares.put(10, 2, Instant::now());
+        // Acquire (takes a spare, asks for a refill), release (gives it back).
+        let (lease, refill) = spares.take(10, &mut stale);
+        assert!(refill);
+        spares.put(10, 3, Instant::now());
+        assert!(spares.give_back(10, lease.unwrap(), Instant::now()));
+        for _ in 0..100 {
+            let (lease, refill) = spares.take(10, &mut stale);
+            assert!(!refill, "no grant");
+            assert!(
+                spares.give_back(10, lease.unwrap(), Instant::now()),
+                "no revocation"
+            );
+        }
+        assert!(stale.is_empty());
     }
 }
