@@ -131,7 +131,12 @@ pub(crate) struct Statements {
     pub force_release: String,
     /// PostgreSQL: acquire in one call of a server-side function (created
     /// with the schema). Others: None, acquire is a short transaction.
+    /// How acquire calls the database's routine (one round trip); None: the
+    /// multi-statement transaction.
     pub acquire_call: Option<String>,
+    /// A routine to create after `schema`, as plain text, that a database
+    /// user may lack the privilege for (MySQL's stored procedure).
+    pub routine: Option<String>,
 }
 
 impl Statements {
@@ -175,10 +180,25 @@ impl Statements {
                 "CREATE INDEX IF NOT EXISTS {table}_free ON {table} (namespace, expires_at)"
             ));
         }
-        let acquire_call = (d == Dialect::Postgres).then(|| {
-            schema.push(crate::pg_acquire::create_function(table, &ns_table, now));
-            crate::pg_acquire::call(table)
-        });
+        let acquire_call = crate::acquire_routine::call(d, table);
+        let mut routine = None;
+        match d {
+            Dialect::Postgres => {
+                schema.push(crate::acquire_routine::create_function(
+                    table, &ns_table, now,
+                ));
+            }
+            Dialect::MySql => {
+                routine = Some(crate::acquire_routine::create_procedure(
+                    table,
+                    &ns_table,
+                    now,
+                    &namespace_col,
+                    &token_col,
+                ));
+            }
+            Dialect::Sqlite => {}
+        }
         let (upsert_namespace, lock_namespace) = match d {
             Dialect::MySql => (
                 format!(
@@ -242,6 +262,7 @@ impl Statements {
                  WHERE namespace = ? AND worker_id = ? AND token IS NOT NULL AND expires_at > {now}"
             )),
             acquire_call,
+            routine,
         }
     }
 }

@@ -45,9 +45,9 @@
 //! ```
 #![deny(missing_docs)]
 
+mod acquire_routine;
 mod dialect;
 mod listing;
-mod pg_acquire;
 mod segments;
 mod store;
 

@@ -211,14 +211,21 @@ impl SqlStore {
             dialect,
             durable,
         };
-        store.migrate().await?;
+        let mut store = store;
+        if !store.migrate().await? {
+            let mut sql = Statements::new(dialect, table);
+            sql.acquire_call = None;
+            store.sql = Arc::new(sql);
+        }
         Ok(store)
     }
 
-    /// Creates the tables and index if missing. Idempotent, and safe from many
-    /// processes at once (PostgreSQL: an advisory lock; MySQL: `GET_LOCK`;
-    /// SQLite: the database lock).
-    async fn migrate(&self) -> Result<()> {
+    /// Creates the tables, index and acquire routine if missing. Idempotent,
+    /// and safe from many processes at once (PostgreSQL: an advisory lock;
+    /// MySQL: `GET_LOCK`; SQLite: the database lock). Returns false when the
+    /// database user may not create the MySQL procedure (acquire then runs
+    /// its transaction statement by statement).
+    async fn migrate(&self) -> Result<bool> {
         let fail = |e| Error::unavailable("sql", e);
         if self.dialect == Dialect::Sqlite {
             // Switching modes needs the database to itself: only when needed,
@@ -256,6 +263,25 @@ impl SqlStore {
         for statement in self.sql.schema.iter().chain([&self.segments.schema]) {
             q(statement).execute(&mut *conn).await.map_err(fail)?;
         }
+        let mut routine_made = true;
+        if let Some(routine) = &self.sql.routine {
+            let made = sqlx::raw_sql(AssertSqlSafe(routine.clone()))
+                .execute(&mut *conn)
+                .await;
+            match made {
+                Ok(_) => {}
+                Err(sqlx::Error::Database(e))
+                    if e.message().contains("denied") || e.message().contains("privilege") =>
+                {
+                    tracing::warn!(
+                        "cannot create the acquire procedure ({e}): acquire runs its \
+                         transaction statement by statement (grant CREATE ROUTINE for one round trip)"
+                    );
+                    routine_made = false;
+                }
+                Err(e) => return Err(fail(e)),
+            }
+        }
         match self.dialect {
             Dialect::Postgres => q("COMMIT").execute(&mut *conn).await.map_err(fail)?,
             Dialect::MySql => q("SELECT RELEASE_LOCK('workerid_schema')")
@@ -264,7 +290,7 @@ impl SqlStore {
                 .map_err(fail)?,
             Dialect::Sqlite => Default::default(),
         };
-        Ok(())
+        Ok(routine_made)
     }
 
     pub(crate) fn unavailable(&self, e: sqlx::Error) -> Error {
@@ -482,7 +508,7 @@ impl LeaseStore for SqlStore {
         let (ns, ttl_us) = (namespace.as_str(), micros(ttl));
         match &self.sql.acquire_call {
             Some(call) => {
-                self.retrying(|| self.acquire_by_function(call, ns, max_worker_id, &token, ttl_us))
+                self.retrying(|| self.acquire_by_routine(call, ns, max_worker_id, &token, ttl_us))
                     .await
             }
             None => {

@@ -1,0 +1,160 @@
+//! Acquire in one round trip, through a routine in the database that runs the
+//! steps of the acquire transaction (lock the namespace row, take the ID free
+//! longest or a never-used one): a PL/pgSQL function on PostgreSQL, a stored
+//! procedure on MySQL / MariaDB. SQLite, in-process, needs no round trip.
+//!
+//! PostgreSQL: each statement of the function takes a fresh snapshot (READ
+//! COMMITTED, a VOLATILE function), so it behaves as the multi-statement
+//! transaction does; the whole call is one statement, so it is also one
+//! implicit transaction. The clock is `statement_timestamp()` of the call: the
+//! instant the database began it, never before the client sent it, so the
+//! grant lasts at least until the client's deadline.
+//!
+//! MySQL / MariaDB: the procedure runs its own READ COMMITTED transaction
+//! (rolled back, and the error passed on, if any statement fails), reads the
+//! clock once at its start, and answers with one result row. A database user
+//! without the `CREATE ROUTINE` privilege gets the multi-statement transaction
+//! instead (a warning says so).
+
+use sqlx::Row;
+use workerid_core::{Error, Grant, WorkerId};
+
+use crate::dialect::Dialect;
+use crate::store::{q, watermark_from_sql, watermark_to_sql, SqlStore};
+
+/// The function's name for a lease table.
+pub(crate) fn function_name(table: &str) -> String {
+    format!("{table}_acquire")
+}
+
+/// The procedure's name for a lease table (versioned: `CREATE PROCEDURE IF
+/// NOT EXISTS` never replaces an older body).
+pub(crate) fn procedure_name(table: &str) -> String {
+    format!("{table}_acquire_v1")
+}
+
+/// `CREATE PROCEDURE IF NOT EXISTS ...` (MariaDB 10.1.3+, MySQL 8.0.29+) for
+/// `table` (whose namespaces table is `ns_table`); `now` is the dialect's
+/// clock expression. Run it as plain text: MySQL cannot prepare it.
+pub(crate) fn create_procedure(
+    table: &str,
+    ns_table: &str,
+    now: &str,
+    ns: &str,
+    tok: &str,
+) -> String {
+    let name = procedure_name(table);
+    format!(
+        "CREATE PROCEDURE IF NOT EXISTS {name}(IN p_ns {ns}, IN p_max BIGINT,          IN p_token {tok}, IN p_ttl BIGINT, IN p_zero BIGINT)          MODIFIES SQL DATA          BEGIN            DECLARE v_now BIGINT;            DECLARE v_stored BIGINT;            DECLARE v_next BIGINT;            DECLARE v_id BIGINT DEFAULT NULL;            DECLARE v_fence BIGINT;            DECLARE v_mark BIGINT;            DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_id = NULL;            DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;            SET TRANSACTION ISOLATION LEVEL READ COMMITTED;            START TRANSACTION;            SET v_now = {now};            INSERT INTO {ns_table} (namespace, max_worker_id, next_id) VALUES (p_ns, p_max, 0)              ON DUPLICATE KEY UPDATE next_id = next_id;            SELECT max_worker_id, next_id INTO v_stored, v_next FROM {ns_table}              WHERE namespace = p_ns FOR UPDATE;            IF v_stored <> p_max THEN              ROLLBACK;              SELECT 'mismatch', CAST(NULL AS SIGNED), CAST(NULL AS SIGNED),                CAST(NULL AS SIGNED), v_stored;            ELSE              SELECT worker_id, fence, watermark INTO v_id, v_fence, v_mark FROM {table}                WHERE namespace = p_ns AND expires_at <= v_now                ORDER BY expires_at LIMIT 1 FOR UPDATE;              IF v_id IS NOT NULL THEN                UPDATE {table} SET token = p_token, expires_at = v_now + p_ttl,                  fence = v_fence + 1 WHERE namespace = p_ns AND worker_id = v_id;                COMMIT;                SELECT 'ok', v_id, v_fence + 1, v_mark, v_stored;              ELSEIF v_next <= p_max THEN                INSERT INTO {table} (namespace, worker_id, token, expires_at, fence, watermark)                  VALUES (p_ns, v_next, p_token, v_now + p_ttl, 1, p_zero);                UPDATE {ns_table} SET next_id = next_id + 1 WHERE namespace = p_ns;                COMMIT;                SELECT 'ok', v_next, CAST(1 AS SIGNED), p_zero, v_stored;              ELSE                ROLLBACK;                SELECT 'full', CAST(NULL AS SIGNED), CAST(NULL AS SIGNED),                  CAST(NULL AS SIGNED), v_stored;              END IF;            END IF;          END"
+    )
+}
+
+/// `CREATE OR REPLACE FUNCTION ...` for `table` (whose namespaces table is
+/// `ns_table`); `now` is the dialect's clock expression.
+pub(crate) fn create_function(table: &str, ns_table: &str, now: &str) -> String {
+    let name = function_name(table);
+    format!(
+        "CREATE OR REPLACE FUNCTION {name}(p_ns VARCHAR, p_max BIGINT, p_token VARCHAR, \
+         p_ttl BIGINT, p_zero BIGINT) \
+         RETURNS TABLE (r_status TEXT, r_id BIGINT, r_fence BIGINT, r_watermark BIGINT, \
+         r_stored BIGINT) LANGUAGE plpgsql VOLATILE AS $fn$ \
+         DECLARE v_stored BIGINT; v_next BIGINT; v_id BIGINT; v_fence BIGINT; v_mark BIGINT; \
+         BEGIN \
+           INSERT INTO {ns_table} AS n (namespace, max_worker_id, next_id) \
+             VALUES (p_ns, p_max, 0) \
+             ON CONFLICT (namespace) DO UPDATE SET next_id = n.next_id \
+             RETURNING n.max_worker_id, n.next_id INTO v_stored, v_next; \
+           IF v_stored <> p_max THEN \
+             RETURN QUERY SELECT 'mismatch'::TEXT, NULL::BIGINT, NULL::BIGINT, NULL::BIGINT, v_stored; \
+             RETURN; \
+           END IF; \
+           SELECT l.worker_id, l.fence, l.watermark INTO v_id, v_fence, v_mark FROM {table} l \
+             WHERE l.namespace = p_ns AND l.expires_at <= {now} \
+             ORDER BY l.expires_at LIMIT 1 FOR UPDATE; \
+           IF FOUND THEN \
+             UPDATE {table} l SET token = p_token, expires_at = {now} + p_ttl, fence = v_fence + 1 \
+               WHERE l.namespace = p_ns AND l.worker_id = v_id; \
+             RETURN QUERY SELECT 'ok'::TEXT, v_id, v_fence + 1, v_mark, v_stored; \
+             RETURN; \
+           END IF; \
+           IF v_next <= p_max THEN \
+             INSERT INTO {table} (namespace, worker_id, token, expires_at, fence, watermark) \
+               VALUES (p_ns, v_next, p_token, {now} + p_ttl, 1, p_zero); \
+             UPDATE {ns_table} n SET next_id = n.next_id + 1 WHERE n.namespace = p_ns; \
+             RETURN QUERY SELECT 'ok'::TEXT, v_next, 1::BIGINT, p_zero, v_stored; \
+             RETURN; \
+           END IF; \
+           RETURN QUERY SELECT 'full'::TEXT, NULL::BIGINT, NULL::BIGINT, NULL::BIGINT, v_stored; \
+         END $fn$"
+    )
+}
+
+/// The call, with five placeholders: namespace, max_worker_id, token, ttl in
+/// µs, the stored form of watermark zero. None for SQLite.
+pub(crate) fn call(dialect: Dialect, table: &str) -> Option<String> {
+    match dialect {
+        Dialect::Postgres => Some(format!(
+            "SELECT r_status, r_id, r_fence, r_watermark, r_stored FROM {}($1, $2, $3, $4, $5)",
+            function_name(table)
+        )),
+        Dialect::MySql => Some(format!("CALL {}(?, ?, ?, ?, ?)", procedure_name(table))),
+        Dialect::Sqlite => None,
+    }
+}
+
+impl SqlStore {
+    /// Acquire through the routine: one round trip. The outer error is the
+    /// database's, the inner one the contract's answer.
+    pub(crate) async fn acquire_by_routine(
+        &self,
+        call: &str,
+        namespace: &str,
+        max_worker_id: u32,
+        token: &str,
+        ttl_us: i64,
+    ) -> sqlx::Result<workerid_core::Result<Grant>> {
+        // All result sets (a procedure's CALL ends with one of its own), so
+        // the connection goes back to the pool with nothing left to read.
+        let rows = q(call)
+            .bind(namespace.to_string())
+            .bind(i64::from(max_worker_id))
+            .bind(token.to_string())
+            .bind(ttl_us)
+            .bind(watermark_to_sql(0))
+            .fetch_all(self.pool())
+            .await?;
+        let row = rows.into_iter().next().ok_or(sqlx::Error::RowNotFound)?;
+        let status: String = row.try_get(0)?;
+        let (id, fence, watermark, stored): (Option<i64>, Option<i64>, Option<i64>, i64) = (
+            row.try_get(1)?,
+            row.try_get(2)?,
+            row.try_get(3)?,
+            row.try_get(4)?,
+        );
+        let corrupt = || {
+            Error::unavailable(
+                "sql",
+                format!("unexpected acquire answer: {status} {id:?} {fence:?} {stored}"),
+            )
+        };
+        Ok(match (status.as_str(), id, fence, watermark) {
+            ("ok", Some(id), Some(fence), Some(watermark)) => {
+                match (u32::try_from(id), u64::try_from(fence)) {
+                    (Ok(id), Ok(fence)) => Ok(Grant {
+                        id: WorkerId::from(id),
+                        fence,
+                        previous_watermark: watermark_from_sql(watermark),
+                    }),
+                    _ => Err(corrupt()),
+                }
+            }
+            ("full", ..) => Err(Error::NoAvailableId { max_worker_id }),
+            ("mismatch", ..) => Err(Error::ConfigMismatch {
+                namespace: namespace.to_string(),
+                stored: u32::try_from(stored).unwrap_or(u32::MAX),
+                requested: max_worker_id,
+            }),
+            _ => Err(corrupt()),
+        })
+    }
+}
