@@ -33,9 +33,10 @@ pub(crate) fn procedure_name(table: &str) -> String {
     format!("{table}_acquire_v1")
 }
 
-/// `CREATE PROCEDURE IF NOT EXISTS ...` (MariaDB 10.1.3+, MySQL 8.0.29+) for
+/// `CREATE PROCEDURE IF NOT EXISTS ...` (MariaDB 10.6+, MySQL 8.0.29+) for
 /// `table` (whose namespaces table is `ns_table`); `now` is the dialect's
-/// clock expression. Run it as plain text: MySQL cannot prepare it.
+/// clock expression, `ns` and `tok` the column types. Run it as plain text:
+/// MySQL cannot prepare it. The steps are the PostgreSQL function's.
 pub(crate) fn create_procedure(
     table: &str,
     ns_table: &str,
@@ -45,12 +46,71 @@ pub(crate) fn create_procedure(
 ) -> String {
     let name = procedure_name(table);
     format!(
-        "CREATE PROCEDURE IF NOT EXISTS {name}(IN p_ns {ns}, IN p_max BIGINT,          IN p_token {tok}, IN p_ttl BIGINT, IN p_zero BIGINT)          MODIFIES SQL DATA          BEGIN            DECLARE v_now BIGINT;            DECLARE v_stored BIGINT;            DECLARE v_next BIGINT;            DECLARE v_id BIGINT DEFAULT NULL;            DECLARE v_fence BIGINT;            DECLARE v_mark BIGINT;            DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_id = NULL;            DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;            SET TRANSACTION ISOLATION LEVEL READ COMMITTED;            START TRANSACTION;            SET v_now = {now};            INSERT INTO {ns_table} (namespace, max_worker_id, next_id) VALUES (p_ns, p_max, 0)              ON DUPLICATE KEY UPDATE next_id = next_id;            SELECT max_worker_id, next_id INTO v_stored, v_next FROM {ns_table}              WHERE namespace = p_ns FOR UPDATE;            IF v_stored <> p_max THEN              ROLLBACK;              SELECT 'mismatch', CAST(NULL AS SIGNED), CAST(NULL AS SIGNED),                CAST(NULL AS SIGNED), v_stored;            ELSE              SELECT worker_id, fence, watermark INTO v_id, v_fence, v_mark FROM {table}                WHERE namespace = p_ns AND expires_at <= v_now                ORDER BY expires_at LIMIT 1 FOR UPDATE;              IF v_id IS NOT NULL THEN                UPDATE {table} SET token = p_token, expires_at = v_now + p_ttl,                  fence = v_fence + 1 WHERE namespace = p_ns AND worker_id = v_id;                COMMIT;                SELECT 'ok', v_id, v_fence + 1, v_mark, v_stored;              ELSEIF v_next <= p_max THEN                INSERT INTO {table} (namespace, worker_id, token, expires_at, fence, watermark)                  VALUES (p_ns, v_next, p_token, v_now + p_ttl, 1, p_zero);                UPDATE {ns_table} SET next_id = next_id + 1 WHERE namespace = p_ns;                COMMIT;                SELECT 'ok', v_next, CAST(1 AS SIGNED), p_zero, v_stored;              ELSE                ROLLBACK;                SELECT 'full', CAST(NULL AS SIGNED), CAST(NULL AS SIGNED),                  CAST(NULL AS SIGNED), v_stored;              END IF;            END IF;          END"
+        "CREATE PROCEDURE IF NOT EXISTS {name}(IN p_ns {ns}, IN p_max BIGINT, \
+         IN p_token {tok}, IN p_ttl BIGINT, IN p_zero BIGINT) \
+         MODIFIES SQL DATA \
+         BEGIN \
+           DECLARE v_now BIGINT; \
+           DECLARE v_stored BIGINT DEFAULT NULL; \
+           DECLARE v_next BIGINT DEFAULT NULL; \
+           DECLARE v_id BIGINT DEFAULT NULL; \
+           DECLARE v_fence BIGINT; \
+           DECLARE v_mark BIGINT; \
+           DECLARE v_none INT DEFAULT 0; \
+           DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_none = 1; \
+           DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END; \
+           SET TRANSACTION ISOLATION LEVEL READ COMMITTED; \
+           START TRANSACTION; \
+           SET v_now = {now}; \
+           SELECT max_worker_id INTO v_stored FROM {ns_table} WHERE namespace = p_ns; \
+           IF v_stored IS NULL THEN \
+             INSERT INTO {ns_table} (namespace, max_worker_id, next_id) VALUES (p_ns, p_max, 0) \
+               ON DUPLICATE KEY UPDATE next_id = next_id; \
+             SELECT max_worker_id INTO v_stored FROM {ns_table} WHERE namespace = p_ns; \
+           END IF; \
+           IF v_stored <> p_max THEN \
+             ROLLBACK; \
+             SELECT 'mismatch', CAST(NULL AS SIGNED), CAST(NULL AS SIGNED), \
+               CAST(NULL AS SIGNED), v_stored; \
+           ELSE \
+             SELECT worker_id, fence, watermark INTO v_id, v_fence, v_mark FROM {table} \
+               WHERE namespace = p_ns AND expires_at <= v_now \
+               ORDER BY expires_at LIMIT 1 FOR UPDATE SKIP LOCKED; \
+             IF v_id IS NULL THEN \
+               SELECT next_id INTO v_next FROM {ns_table} WHERE namespace = p_ns FOR UPDATE; \
+               SELECT worker_id, fence, watermark INTO v_id, v_fence, v_mark FROM {table} \
+                 WHERE namespace = p_ns AND expires_at <= v_now \
+                 ORDER BY expires_at LIMIT 1 FOR UPDATE; \
+             END IF; \
+             IF v_id IS NOT NULL THEN \
+               UPDATE {table} SET token = p_token, expires_at = v_now + p_ttl, \
+                 fence = v_fence + 1 WHERE namespace = p_ns AND worker_id = v_id; \
+               COMMIT; \
+               SELECT 'ok', v_id, v_fence + 1, v_mark, v_stored; \
+             ELSEIF v_next <= p_max THEN \
+               INSERT INTO {table} (namespace, worker_id, token, expires_at, fence, watermark) \
+                 VALUES (p_ns, v_next, p_token, v_now + p_ttl, 1, p_zero); \
+               UPDATE {ns_table} SET next_id = next_id + 1 WHERE namespace = p_ns; \
+               COMMIT; \
+               SELECT 'ok', v_next, CAST(1 AS SIGNED), p_zero, v_stored; \
+             ELSE \
+               ROLLBACK; \
+               SELECT 'full', CAST(NULL AS SIGNED), CAST(NULL AS SIGNED), \
+                 CAST(NULL AS SIGNED), v_stored; \
+             END IF; \
+           END IF; \
+         END"
     )
 }
 
 /// `CREATE OR REPLACE FUNCTION ...` for `table` (whose namespaces table is
 /// `ns_table`); `now` is the dialect's clock expression.
+///
+/// The fast path reads the namespace row without locking it (its pool size
+/// never changes) and takes the ID free longest in one `UPDATE` whose
+/// subquery skips rows other acquirers have locked: one row written, as a
+/// renewal writes. Only when it finds nothing does it lock the namespace row
+/// and look again (without skipping), then hand out a never-used ID.
 pub(crate) fn create_function(table: &str, ns_table: &str, now: &str) -> String {
     let name = function_name(table);
     format!(
@@ -60,14 +120,26 @@ pub(crate) fn create_function(table: &str, ns_table: &str, now: &str) -> String 
          r_stored BIGINT) LANGUAGE plpgsql VOLATILE AS $fn$ \
          DECLARE v_stored BIGINT; v_next BIGINT; v_id BIGINT; v_fence BIGINT; v_mark BIGINT; \
          BEGIN \
-           INSERT INTO {ns_table} AS n (namespace, max_worker_id, next_id) \
-             VALUES (p_ns, p_max, 0) \
-             ON CONFLICT (namespace) DO UPDATE SET next_id = n.next_id \
-             RETURNING n.max_worker_id, n.next_id INTO v_stored, v_next; \
+           SELECT n.max_worker_id INTO v_stored FROM {ns_table} n WHERE n.namespace = p_ns; \
+           IF NOT FOUND THEN \
+             INSERT INTO {ns_table} (namespace, max_worker_id, next_id) VALUES (p_ns, p_max, 0) \
+               ON CONFLICT (namespace) DO NOTHING; \
+             SELECT n.max_worker_id INTO v_stored FROM {ns_table} n WHERE n.namespace = p_ns; \
+           END IF; \
            IF v_stored <> p_max THEN \
              RETURN QUERY SELECT 'mismatch'::TEXT, NULL::BIGINT, NULL::BIGINT, NULL::BIGINT, v_stored; \
              RETURN; \
            END IF; \
+           UPDATE {table} l SET token = p_token, expires_at = {now} + p_ttl, fence = l.fence + 1 \
+             WHERE (l.namespace, l.worker_id) = (SELECT f.namespace, f.worker_id FROM {table} f \
+               WHERE f.namespace = p_ns AND f.expires_at <= {now} \
+               ORDER BY f.expires_at LIMIT 1 FOR UPDATE SKIP LOCKED) \
+             RETURNING l.worker_id, l.fence, l.watermark INTO v_id, v_fence, v_mark; \
+           IF FOUND THEN \
+             RETURN QUERY SELECT 'ok'::TEXT, v_id, v_fence, v_mark, v_stored; \
+             RETURN; \
+           END IF; \
+           SELECT n.next_id INTO v_next FROM {ns_table} n WHERE n.namespace = p_ns FOR UPDATE; \
            SELECT l.worker_id, l.fence, l.watermark INTO v_id, v_fence, v_mark FROM {table} l \
              WHERE l.namespace = p_ns AND l.expires_at <= {now} \
              ORDER BY l.expires_at LIMIT 1 FOR UPDATE; \

@@ -71,7 +71,12 @@ async fn acquire_uses_a_procedure_and_works_without_the_privilege_for_it() {
     let allocator = Allocator::new(store, "limited", options).expect("allocator");
     let mut held = Vec::new();
     for _ in 0..4 {
-        held.push(allocator.acquire().await.expect("acquire without the procedure"));
+        held.push(
+            allocator
+                .acquire()
+                .await
+                .expect("acquire without the procedure"),
+        );
     }
     let mut ids: Vec<u32> = held.iter().map(|l| l.id().get()).collect();
     ids.sort();
