@@ -80,10 +80,12 @@ impl<'a> Ctx<'a> {
     }
 
     /// How long after its end a lease of `ttl` may keep its ID from the next
-    /// acquirer: the store's expiry lag, plus one ttl if it quarantines.
+    /// acquirer: the store's expiry lag, plus one ttl if it quarantines, and
+    /// half a ttl more then (a quarantine counts from when the store noticed
+    /// the lease gone, which a loaded machine delays).
     pub fn reuse_delay(&self, ttl: Duration) -> Duration {
         let quarantine = if self.caps.quarantine {
-            ttl
+            ttl + ttl / 2
         } else {
             Duration::ZERO
         };

@@ -158,6 +158,8 @@ impl EtcdStoreBuilder {
                 held: Mutex::new(HashMap::new()),
                 tags: Mutex::new(HashMap::new()),
                 spares: Default::default(),
+                keep_alives: Default::default(),
+                request_timeout: self.request_timeout,
                 tag_locks: Mutex::new(HashMap::new()),
             }),
         })

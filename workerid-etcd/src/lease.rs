@@ -219,21 +219,35 @@ impl EtcdStore {
     }
 
     /// Sends one keep-alive for `lease`; false when etcd no longer has it.
+    /// On the lease's open stream if it has one (see [`crate::keepalive`]);
+    /// else on a new stream, which stays open for the next time.
     async fn keep_alive(&self, lease: i64) -> Result<bool> {
-        self.inner
+        let open = &self.inner.keep_alives;
+        if let Some(alive) = open.send(lease, self.inner.request_timeout).await {
+            return Ok(alive);
+        }
+        let opened = self
+            .inner
             .cluster
             .call("lease keep-alive", |mut c| async move {
                 match c.lease_keep_alive(lease).await {
-                    Ok(_) => Ok(true),
-                    Err(etcd_client::Error::LeaseKeepAliveError(_)) => Ok(false),
+                    Ok(pair) => Ok(Some(pair)),
+                    Err(etcd_client::Error::LeaseKeepAliveError(_)) => Ok(None),
                     Err(etcd_client::Error::GRpcStatus(s)) if s.code() == tonic::Code::NotFound => {
-                        Ok(false)
+                        Ok(None)
                     }
                     Err(e) => Err(e),
                 }
             })
-            .await
-            .map(|a| a.value)
+            .await?
+            .value;
+        Ok(match opened {
+            Some((keeper, stream)) => {
+                open.keep(lease, keeper, stream);
+                true
+            }
+            None => false,
+        })
     }
 
     /// Whether etcd counts `max_worker_id + 1` live owners: the authoritative

@@ -56,6 +56,7 @@
 
 mod builder;
 mod cluster;
+mod keepalive;
 mod keys;
 mod lease;
 mod listing;
@@ -110,6 +111,10 @@ struct Inner {
     tags: Mutex<HashMap<String, segments::Seen>>,
     /// etcd leases granted ahead of the acquires that will use them.
     spares: spare::Spares,
+    /// Keep-alive streams left open for the next renewal.
+    keep_alives: keepalive::KeepAlives,
+    /// How long one request may take (a keep-alive on an open stream too).
+    request_timeout: Duration,
     /// One lock per tag: reservations from this process take turns instead
     /// of racing each other's compare-and-swap.
     tag_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
@@ -155,6 +160,7 @@ impl EtcdStore {
     /// Revokes an etcd lease nobody needs any more, without waiting (it would
     /// run out by itself; revoking frees it on the server at once).
     fn revoke_later(&self, lease: i64) {
+        self.inner.keep_alives.close(lease);
         let cluster = self.inner.cluster.clone();
         tokio::spawn(async move {
             let revoked = cluster
