@@ -95,6 +95,13 @@ impl SqlStoreBuilder {
         let mut options = AnyPoolOptions::new()
             .max_connections(self.max_connections)
             .acquire_timeout(self.acquire_timeout)
+            // No idle or lifetime reaping: sqlx 0.9.0's reaper task reads the
+            // idle count while a release and an acquire race on it, can read
+            // it wrapped below zero, and then loops without ever yielding,
+            // which froze a test runtime. Connections are checked before use
+            // instead (sqlx's default `test_before_acquire`).
+            .idle_timeout(None)
+            .max_lifetime(None)
             .after_connect(|conn, _| {
                 Box::pin(async move {
                     // MySQL's REPEATABLE READ takes next-key locks on rows an
@@ -111,11 +118,7 @@ impl SqlStoreBuilder {
         if in_memory {
             // Each connection to an in-memory SQLite database is a database of
             // its own: keep exactly one, for ever.
-            options = options
-                .max_connections(1)
-                .min_connections(1)
-                .idle_timeout(None)
-                .max_lifetime(None);
+            options = options.max_connections(1).min_connections(1);
         }
         let pool = options.connect(&url).await.map_err(|e| match e {
             sqlx::Error::Configuration(_) => {
@@ -127,7 +130,10 @@ impl SqlStoreBuilder {
     }
 
     /// Uses an existing pool (its URL scheme tells the database) and creates
-    /// the tables if they are missing.
+    /// the tables if they are missing. Prefer a pool with `idle_timeout(None)`
+    /// and `max_lifetime(None)`, as [`SqlStoreBuilder::connect`] makes: sqlx
+    /// 0.9.0's idle and lifetime reaper can read its idle count below zero
+    /// when an acquire and a release race, and then loop without yielding.
     ///
     /// # Errors
     /// As [`SqlStoreBuilder::connect`].
