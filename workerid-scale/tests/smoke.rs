@@ -7,8 +7,10 @@ use workerid_scale::{ramp, Connect, Settings, StoreKind, Target};
 
 fn tiny() -> Settings {
     Settings {
-        ttl: Duration::from_secs(2),
-        steady: Duration::from_secs(1),
+        // Long enough that a loaded CI machine does not lose a lease (a
+        // lost worker cannot release, and the last check counts releases).
+        ttl: Duration::from_secs(4),
+        steady: Duration::from_secs(2),
         churn: Duration::from_millis(1500),
         churn_fraction: 0.25,
         churn_every: Duration::from_millis(500),
