@@ -65,6 +65,19 @@ pub fn own_rss() -> u64 {
     kb_field("/proc/self/status", "VmRSS:").unwrap_or(0)
 }
 
+/// Hands memory this process has freed back to the system (glibc keeps freed
+/// heap pages resident otherwise), so that a baseline taken after an earlier
+/// store's workers were dropped is not already inflated by their pages; the
+/// next workers would otherwise reuse those pages and their growth read as
+/// almost nothing. A no-op outside glibc.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// The machine's load average over the last minute (`/proc/loadavg`):
 /// how busy the shared machine was while a window was measured.
 pub fn load_average() -> f64 {

@@ -244,6 +244,9 @@ pub async fn ramp(
         concurrency: settings.concurrency,
     };
     let mut fleet = Fleet::new(target.shared(), &config)?;
+    // An earlier store's run in this process freed its workers, but their
+    // pages stay resident until trimmed.
+    procfs::release_free_memory();
     let baseline = procfs::own_rss();
     let mut steps = Vec::new();
     for workers in counts {
