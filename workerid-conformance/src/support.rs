@@ -108,6 +108,26 @@ impl<'a> Ctx<'a> {
         self.f.virtual_time() || since.elapsed() < limit
     }
 
+    /// Checks that `acquirer` is refused (`NoAvailableId`) because a lease of
+    /// `short` ttl, granted or renewed at `since`, is still live. False when
+    /// the answer came too late to tell (see [`Ctx::within`]).
+    ///
+    /// # Panics
+    /// When the answer came in time and was not `NoAvailableId`.
+    pub async fn refused_while_live(
+        &self,
+        acquirer: &Allocator,
+        since: Instant,
+        what: &str,
+    ) -> bool {
+        let seen = acquirer.acquire().await;
+        if !self.within(since, self.short) {
+            return false;
+        }
+        expect_err(seen, is::no_available_id, what);
+        true
+    }
+
     /// Runs `attempt` in fresh namespaces until one is conclusive (answers
     /// `true`), at most [`ATTEMPTS`] times.
     ///
