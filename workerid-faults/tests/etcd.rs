@@ -5,15 +5,10 @@ mod support;
 
 use std::time::Duration;
 
-use workerid_faults::nemesis::{self, Fault};
-use workerid_faults::targets::{Etcd, Target};
+use workerid_faults::targets::Etcd;
 
 #[test]
 fn etcd_keeps_every_rule_under_client_faults_and_crashes() {
     let target = Etcd::start();
-    let mut faults = Fault::CLIENT.to_vec();
-    faults.extend(target.server_faults());
-    let config = support::config(Duration::from_secs(30), &faults);
-    let outcome = nemesis::run(&target, &config).unwrap();
-    support::assert_safe(&outcome, &faults);
+    support::survives_every_fault(&target, Duration::from_secs(30));
 }

@@ -14,18 +14,13 @@ mod support;
 
 use std::time::Duration;
 
-use workerid_faults::nemesis::{self, Fault};
 use workerid_faults::targets::{Redis, Target};
 
 #[test]
 fn volatile_redis_breaks_rules_between_holders_only_across_a_restart() {
     let target = Redis::start(false);
     assert!(target.forgetful());
-    let mut faults = Fault::CLIENT.to_vec();
-    faults.extend(target.server_faults());
-    let config = support::config(Duration::from_secs(25), &faults);
-    let outcome = nemesis::run(&target, &config).unwrap();
-    support::assert_safe(&outcome, &faults);
+    let outcome = support::survives_every_fault(&target, Duration::from_secs(25));
     println!(
         "{} violations excused by restarts that forgot the leases",
         outcome.report.excused.len()

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use workerid_faults::nemesis::{seed_from_env, Fault, RunConfig, RunOutcome};
+use workerid_faults::nemesis::{self, seed_from_env, Fault, RunConfig, RunOutcome};
+use workerid_faults::targets::Target;
 
 /// A short run's settings: the seed from `WORKERID_FAULTS_SEED` or random,
 /// `duration` of faults of `faults`.
@@ -19,6 +20,17 @@ pub fn config(duration: Duration, faults: &[Fault]) -> RunConfig {
         config.seed, config.seed
     );
     config
+}
+
+/// Runs `duration` of the client faults and every fault `target` can take,
+/// asserts the run safe (see [`assert_safe`]), and returns it.
+pub fn survives_every_fault(target: &dyn Target, duration: Duration) -> RunOutcome {
+    let mut faults = Fault::CLIENT.to_vec();
+    faults.extend(target.server_faults());
+    let config = config(duration, &faults);
+    let outcome = nemesis::run(target, &config).unwrap();
+    assert_safe(&outcome, &faults);
+    outcome
 }
 
 /// The run did real work under every fault asked for, no client failed
