@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::{Clock, Layout, SystemClock};
+use super::clock::whole_nanos;
+use super::{Clock, CoarseNanos, Layout, SystemClock};
 use crate::{Error, Result};
 
 /// What to do when the wall clock is behind the last timestamp used, in the
@@ -75,11 +76,6 @@ pub struct Generator {
 /// Whole milliseconds of a duration, in a u64 (good for 584 million years).
 fn millis(d: Duration) -> u64 {
     d.as_secs().saturating_mul(1_000) + u64::from(d.subsec_millis())
-}
-
-/// Nanoseconds of a duration, in a u64 (good for 584 years).
-fn nanos(d: Duration) -> u64 {
-    d.as_secs().saturating_mul(1_000_000_000) + u64::from(d.subsec_nanos())
 }
 
 impl Generator {
@@ -165,21 +161,36 @@ impl Generator {
     /// reserved window; [`Error::ClockDriftTryLater`] and
     /// [`Error::ClockDriftTooLarge`] per the [`DriftPolicy`].
     pub fn next_id(&self) -> Result<u64> {
+        let (ts, seq, _) = self.claim(1)?;
+        Ok(self.layout.compose(ts, self.worker_id, seq))
+    }
+
+    /// Claims up to `want` (at least 1) consecutive sequence numbers of one
+    /// timestamp in one compare-and-swap: `(timestamp, first sequence,
+    /// count)`, with every check of [`next_id`](Generator::next_id).
+    #[inline]
+    pub(crate) fn claim(&self, want: u64) -> Result<(u64, u64, u64)> {
         let seq_bits = u32::from(self.layout.sequence_bits());
         let max_seq = self.layout.max_sequence();
         // The coarse clock first (a few ns); the precise one where being up
-        // to `behind` late could matter: near the deadline, and whenever the
-        // coarse time is not past the last ID's unit (sequence exhausted, a
-        // clock behind, or a coarse reading behind a precise one).
+        // to `behind` late could matter: near the deadline, when the
+        // sequence of the last ID's unit is exhausted, and when even
+        // `behind` later would still be before the last ID's unit (a clock
+        // that went back).
         let mut precise = false;
         loop {
-            let (now, behind) = if precise {
-                (self.clock.now(), Duration::ZERO)
+            let now = if precise {
+                let reading = self.clock.now();
+                CoarseNanos {
+                    mono: whole_nanos(reading.mono),
+                    wall: whole_nanos(reading.wall),
+                    behind: 0,
+                }
             } else {
-                self.clock.now_coarse()
+                self.clock.now_coarse_nanos()
             };
-            if nanos(now.mono) + nanos(behind) >= self.deadline_ns.load(Ordering::Acquire) {
-                if !behind.is_zero() {
+            if now.mono.saturating_add(now.behind) >= self.deadline_ns.load(Ordering::Acquire) {
+                if now.behind != 0 {
                     precise = true;
                     continue;
                 }
@@ -187,9 +198,9 @@ impl Generator {
                     reason: "no live lease (starting, stopped, lost, or past its deadline)".into(),
                 });
             }
-            let wall_ms = millis(now.wall);
+            let wall_ms = now.wall / 1_000_000;
             if wall_ms < self.epoch_ms {
-                return Err(self.too_large(self.layout.epoch() - now.wall));
+                return Err(self.too_large(self.layout.epoch() - Duration::from_nanos(now.wall)));
             }
             let now_ts = if self.unit_ms == 1 {
                 wall_ms - self.epoch_ms
@@ -200,19 +211,31 @@ impl Generator {
             let (last_ts, seq) = (current >> seq_bits, current & max_seq);
             let (ts, next_seq) = if now_ts > last_ts {
                 (now_ts, 0)
-            } else if now_ts == last_ts && seq < max_seq {
+            } else if seq < max_seq
+                && (now_ts == last_ts || last_ts <= self.unit_at(now.wall + now.behind))
+            {
+                // The last ID's unit, when the clock is surely in it or past
+                // it. A coarse reading a few ms behind the precise one that
+                // set `last` lands here too: sending it to the precise clock
+                // would keep a busy generator on two clock reads per ID
+                // (every precise ID moves `last` ahead of the coarse clock).
                 (last_ts, seq + 1)
-            } else if !behind.is_zero() {
+            } else if now.behind != 0 {
                 precise = true;
                 continue;
             } else if now_ts == last_ts {
                 // Sequence exhausted: wait for the next unit, never wrap.
                 let next = self.layout.time_of(last_ts + 1);
-                self.clock
-                    .sleep(next.saturating_sub(now.wall).max(Duration::from_micros(1)));
+                self.clock.sleep(
+                    next.saturating_sub(Duration::from_nanos(now.wall))
+                        .max(Duration::from_micros(1)),
+                );
                 continue;
             } else {
-                let drift = self.layout.time_of(last_ts).saturating_sub(now.wall);
+                let drift = self
+                    .layout
+                    .time_of(last_ts)
+                    .saturating_sub(Duration::from_nanos(now.wall));
                 if drift >= self.drift.give_up_at {
                     return Err(self.too_large(drift));
                 }
@@ -228,15 +251,38 @@ impl Generator {
                         .into(),
                 });
             }
-            let next = (ts << seq_bits) | next_seq;
+            let count = want.clamp(1, max_seq - next_seq + 1);
+            let next = (ts << seq_bits) | (next_seq + count - 1);
             if self
                 .last
                 .compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
-                return Ok(self.layout.compose(ts, self.worker_id, next_seq));
+                return Ok((ts, next_seq, count));
             }
         }
+    }
+
+    /// The coarse clock's time unit, when the lease is surely live by it
+    /// (the fast path of a [`LocalGenerator`](super::LocalGenerator); `None`
+    /// sends it to [`claim`](Generator::claim), which looks closer).
+    #[inline]
+    pub(crate) fn coarse_unit_if_live(&self) -> Option<u64> {
+        let now = self.clock.now_coarse_nanos();
+        if now.mono.saturating_add(now.behind) >= self.deadline_ns.load(Ordering::Acquire) {
+            return None;
+        }
+        let wall_ms = (now.wall / 1_000_000).checked_sub(self.epoch_ms)?;
+        Some(if self.unit_ms == 1 {
+            wall_ms
+        } else {
+            wall_ms / self.unit_ms
+        })
+    }
+
+    /// The time unit of a wall time in nanoseconds (0 before the epoch).
+    fn unit_at(&self, wall_ns: u64) -> u64 {
+        (wall_ns / 1_000_000).saturating_sub(self.epoch_ms) / self.unit_ms
     }
 
     fn too_large(&self, drift: Duration) -> Error {
@@ -449,6 +495,66 @@ mod tests {
         all.sort_unstable();
         all.dedup();
         assert_eq!(all.len(), n, "duplicate IDs across threads");
+    }
+
+    /// A fake clock whose coarse reading is `lag_ms` behind (declared up
+    /// to 4 ms behind), counting precise readings.
+    #[derive(Debug)]
+    struct LaggingClock {
+        inner: FakeClock,
+        lag_ms: AtomicU64,
+        precise_reads: AtomicU64,
+    }
+
+    impl Clock for LaggingClock {
+        fn now(&self) -> crate::snowflake::Reading {
+            self.precise_reads.fetch_add(1, Ordering::SeqCst);
+            self.inner.now()
+        }
+        fn now_coarse(&self) -> (crate::snowflake::Reading, Duration) {
+            let mut r = self.inner.now();
+            let lag = Duration::from_millis(self.lag_ms.load(Ordering::SeqCst));
+            r.mono = r.mono.saturating_sub(lag);
+            r.wall -= lag;
+            (r, Duration::from_millis(4))
+        }
+        fn sleep(&self, duration: Duration) {
+            self.inner.advance(duration)
+        }
+    }
+
+    #[test]
+    fn a_coarse_clock_behind_the_last_id_does_not_force_precise_reads() {
+        let clock = Arc::new(LaggingClock {
+            inner: FakeClock::at(T0),
+            lag_ms: AtomicU64::new(0),
+            precise_reads: AtomicU64::new(0),
+        });
+        let g = Generator::new(Layout::classic(), 5, clock.clone()).unwrap();
+        let first = Layout::classic().decompose(g.next_id().unwrap());
+        // The coarse clock now reads 3 ms behind, 2 ms before the last ID.
+        clock.lag_ms.store(3, Ordering::SeqCst);
+        clock.inner.advance(Duration::from_millis(1));
+        let reads = clock.precise_reads.load(Ordering::SeqCst);
+        let mut last = 0;
+        for _ in 0..1000 {
+            let id = g.next_id().unwrap();
+            assert!(id > last);
+            last = id;
+        }
+        assert_eq!(
+            clock.precise_reads.load(Ordering::SeqCst),
+            reads,
+            "IDs in the last ID's unit need no precise reading"
+        );
+        let parts = Layout::classic().decompose(last);
+        assert_eq!((parts.timestamp, parts.sequence), (first.timestamp, 1000));
+        // Beyond what the lag can explain, it is a clock that went back:
+        // the precise clock decides (here it is fine, 1 ms later).
+        clock.lag_ms.store(10, Ordering::SeqCst);
+        let next = Layout::classic().decompose(g.next_id().unwrap());
+        assert!(clock.precise_reads.load(Ordering::SeqCst) > reads);
+        assert_eq!((next.timestamp, next.sequence), (first.timestamp + 1, 0));
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //!   [`Layout::sonyflake`]), with `compose` / `decompose`.
 //! - [`Generator`]: lock-free, one compare-and-swap per ID, the seed's clock
 //!   drift buckets ([`DriftPolicy`]).
+//! - [`LocalGenerator`]: a per-thread handle on a generator that claims
+//!   sequence numbers in batches, for the highest rates.
 //! - [`Worker`]: a generator on a worker ID leased from any
 //!   [`LeaseStore`](crate::LeaseStore), kept alive in the background, failing
 //!   closed, with a timestamp watermark in the store so that a reused worker
@@ -13,9 +15,11 @@
 mod clock;
 mod generator;
 mod layout;
+mod local;
 mod worker;
 
-pub use clock::{Clock, FakeClock, OffsetClock, Reading, SystemClock};
+pub use clock::{Clock, CoarseNanos, FakeClock, OffsetClock, Reading, SystemClock};
 pub use generator::{DriftPolicy, Generator};
 pub use layout::{Layout, Parts, CLASSIC_EPOCH, SONYFLAKE_EPOCH};
+pub use local::LocalGenerator;
 pub use worker::{Worker, WorkerOptions, WorkerState};

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
 
-use super::{Clock, DriftPolicy, Generator, Layout, SystemClock};
+use super::{Clock, DriftPolicy, Generator, Layout, LocalGenerator, SystemClock};
 use crate::{Allocator, Error, Lease, Result};
 
 /// Where a [`Worker`] is in its life.
@@ -257,6 +257,15 @@ impl Worker {
     /// window not exhausted; the drift errors of [`Generator::next_id`].
     pub fn next_id(&self) -> Result<u64> {
         self.generator.next_id()
+    }
+
+    /// A per-thread handle that claims `batch` sequence numbers at a time
+    /// and still checks the lease on every ID (see [`LocalGenerator`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a batch of 0.
+    pub fn local(&self, batch: u32) -> Result<LocalGenerator> {
+        self.generator.local(batch)
     }
 
     /// The generator (its layout, last used timestamp, ...).
