@@ -108,6 +108,11 @@ async fn buffers_keep_serving_through_an_outage_then_say_unavailable() {
         }
     }
     assert_eq!(served, 180, "both buffers are served during the outage");
+    assert_eq!(
+        tag.stalls(),
+        2,
+        "the first call and the one that found both buffers empty waited; the switch to the prefetched segment did not"
+    );
     store.down.store(false, Ordering::SeqCst);
     assert_eq!(
         tag.next_id().await.unwrap(),

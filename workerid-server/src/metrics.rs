@@ -17,7 +17,8 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn render(&self, lease_ready: bool) -> String {
+    /// The Prometheus text; `stalls` from [`SegmentAllocator::stalls`](workerid_core::segment::SegmentAllocator::stalls).
+    pub fn render(&self, lease_ready: bool, stalls: u64) -> String {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         format!(
             "# HELP workerid_ids_served_total IDs served.\n\
@@ -30,6 +31,9 @@ impl Metrics {
              # HELP workerid_segment_loads_total Segments reserved from the store.\n\
              # TYPE workerid_segment_loads_total counter\n\
              workerid_segment_loads_total {}\n\
+             # HELP workerid_segment_stalls_total Calls that found both segment buffers empty and waited for the store.\n\
+             # TYPE workerid_segment_stalls_total counter\n\
+             workerid_segment_stalls_total {}\n\
              # HELP workerid_store_errors_total Store calls that failed.\n\
              # TYPE workerid_store_errors_total counter\n\
              workerid_store_errors_total {}\n\
@@ -40,6 +44,7 @@ impl Metrics {
             get(&self.snowflake_ids),
             get(&self.request_errors),
             get(&self.segment_loads),
+            stalls,
             get(&self.store_errors),
             u8::from(lease_ready),
         )

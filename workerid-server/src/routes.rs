@@ -152,5 +152,5 @@ async fn metrics(State(app): State<Arc<App>>) -> String {
         .worker
         .as_ref()
         .is_some_and(|w| matches!(w.state(), WorkerState::Ready { .. }));
-    app.metrics.render(ready)
+    app.metrics.render(ready, app.segments.stalls())
 }

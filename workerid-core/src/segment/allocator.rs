@@ -93,6 +93,8 @@ struct Buffers {
     prefetching: tokio::sync::Mutex<()>,
     /// The step of the next reservation; 0 until the first one.
     step: AtomicU64,
+    /// Switches that found no segment waiting (see [`TagHandle::stalls`]).
+    stalls: AtomicU64,
     closed: AtomicBool,
 }
 
@@ -139,6 +141,16 @@ impl TagHandle {
             end: 0,
             batch,
         })
+    }
+
+    /// How many times a caller found both buffers empty and waited for the
+    /// store: the first call, then only when a segment ran out before the
+    /// next one was loaded (a store slower than the IDs are taken; the
+    /// dynamic step grows until segments last long enough). A number that
+    /// keeps rising under steady load asks for a larger `min_step` or an
+    /// earlier `refill_at`.
+    pub fn stalls(&self) -> u64 {
+        self.0.stalls.load(Ordering::Relaxed)
     }
 
     /// IDs left in memory (current segment and the prefetched one).
@@ -248,6 +260,9 @@ impl TagHandle {
             let _switching = b.switch.lock().await;
             if let Some(id) = self.take() {
                 return Ok(id);
+            }
+            if self.lock_prefetched().is_none() {
+                b.stalls.fetch_add(1, Ordering::Relaxed);
             }
             // Waits for a prefetch in flight rather than reserving beside it:
             // every reservation of a tag is serialised, so none is wasted.
@@ -416,10 +431,21 @@ impl SegmentAllocator {
                 switch: tokio::sync::Mutex::new(()),
                 prefetching: tokio::sync::Mutex::new(()),
                 step: AtomicU64::new(0),
+                stalls: AtomicU64::new(0),
                 closed: AtomicBool::new(false),
             }))
         });
         Ok(handle.clone())
+    }
+
+    /// [`TagHandle::stalls`] summed over every tag used so far.
+    pub fn stalls(&self) -> u64 {
+        self.tags
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(TagHandle::stalls)
+            .sum()
     }
 
     /// The next ID of `tag`.
