@@ -121,6 +121,33 @@ async fn buffers_keep_serving_through_an_outage_then_say_unavailable() {
     );
 }
 
+#[tokio::test]
+async fn unknown_tags_asked_by_name_leave_nothing_in_memory() {
+    let ids = SegmentAllocator::new(MemoryStore::new(), SegmentOptions::default());
+    ids.create_tag("known", 1, 10).await.unwrap();
+    ids.next_id("known").await.unwrap();
+    for i in 0..100 {
+        let name = format!("made-up-{i}");
+        assert!(matches!(
+            ids.next_id(&name).await,
+            Err(Error::UnknownTag { .. })
+        ));
+        assert!(ids.existing(&name).unwrap().is_none());
+    }
+    assert_eq!(
+        ids.tags_in_memory()
+            .iter()
+            .map(|t| t.as_str())
+            .collect::<Vec<_>>(),
+        ["known"]
+    );
+    // A tag created after it was asked for works from then on.
+    assert!(ids.next_id("late").await.is_err());
+    ids.create_tag("late", 5, 10).await.unwrap();
+    assert_eq!(ids.next_id("late").await.unwrap(), 5);
+    assert!(ids.existing("late").unwrap().is_some());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_step_doubles_when_segments_go_fast() {
     let store = MemoryStore::new();

@@ -95,18 +95,19 @@ async fn health(
     let Some(tag) = q.get("biz_tag") else {
         return failure(&app, MISSING_TAG, "missing parameter biz_tag".into());
     };
-    let handle = match app.segments.tag(tag) {
-        Ok(handle) => handle,
+    // Looked up, never made: an unknown name must leave nothing behind.
+    let left = match app.segments.existing(tag) {
+        Ok(handle) => handle.map_or(0, |h| h.left()),
         Err(e) => return failure(&app, FAILED, e.to_string()),
     };
-    if handle.left() == 0 {
+    if left == 0 {
         match app.segments.store().list_tags().await {
             Ok(tags) if tags.iter().any(|t| t.tag.as_str() == tag) => {}
             Ok(_) => return failure(&app, FAILED, format!("unknown tag {tag:?}")),
             Err(e) => return failure(&app, FAILED, e.to_string()),
         }
     }
-    Reply::ok(None, Some(handle.left()))
+    Reply::ok(None, Some(left))
 }
 
 fn plain_error(app: &App, e: &Error) -> Response {

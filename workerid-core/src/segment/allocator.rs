@@ -453,7 +453,54 @@ impl SegmentAllocator {
     /// # Errors
     /// As [`TagHandle::next_id`], and [`Error::InvalidConfig`] for a bad tag.
     pub async fn next_id(&self, tag: &str) -> Result<u64> {
-        self.tag(tag)?.next_id().await
+        let handle = self.tag(tag)?;
+        let answer = handle.next_id().await;
+        if let Err(Error::UnknownTag { .. }) = answer {
+            // Asked by name, as a service is, for a tag the store does not
+            // know: keep no buffers for it, or every made-up name a client
+            // sends would stay in memory for good.
+            self.forget(&handle);
+        }
+        answer
+    }
+
+    /// The handle on `tag` if this allocator has made one, without making it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a bad tag.
+    pub fn existing(&self, tag: &str) -> Result<Option<TagHandle>> {
+        let tag = Tag::new(tag)?;
+        Ok(self
+            .tags
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&tag)
+            .cloned())
+    }
+
+    /// The tags that have buffers in this allocator, by name.
+    pub fn tags_in_memory(&self) -> Vec<Tag> {
+        let mut tags: Vec<Tag> = self
+            .tags
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        tags.sort();
+        tags
+    }
+
+    /// Drops `handle`'s entry if it is still the one in the map and holds
+    /// no IDs.
+    fn forget(&self, handle: &TagHandle) {
+        let mut tags = self.tags.write().unwrap_or_else(|e| e.into_inner());
+        let same = tags
+            .get(&handle.0.tag)
+            .is_some_and(|h| Arc::ptr_eq(&h.0, &handle.0));
+        if same && handle.left() == 0 {
+            tags.remove(&handle.0.tag);
+        }
     }
 
     /// The store.
