@@ -19,6 +19,11 @@ pub struct Config {
     /// The snowflake worker.
     #[serde(default)]
     pub snowflake: SnowflakeConfig,
+    /// Threads serving requests (default: one per CPU). 1 runs everything
+    /// on one thread, the fastest where the machine's other cores are busy
+    /// with something else (a load generator, a database).
+    #[serde(default)]
+    pub workers: Option<usize>,
 }
 
 /// A tag created on start.
@@ -67,6 +72,7 @@ impl Default for Config {
             listen: default_listen(),
             tags: default_tags(),
             snowflake: SnowflakeConfig::default(),
+            workers: None,
         }
     }
 }

@@ -23,16 +23,18 @@ use workerid_core::segment::{SegmentAllocator, SegmentOptions};
 use workerid_core::snowflake::{Worker, WorkerOptions};
 use workerid_core::{Allocator, LeaseOptions};
 
-const USAGE: &str = "usage: workerid-server [--config FILE] [--listen ADDR]
+const USAGE: &str = "usage: workerid-server [--config FILE] [--listen ADDR] [--workers N]
 
   --config FILE   TOML: store = \"sqlite://...|postgres://...|mysql://...|redis://...|etcd://...\",
                   listen, [[tags]] name/first_id/step, [snowflake] enabled/namespace/ttl_secs
-  --listen ADDR   overrides the config's listen address (default 127.0.0.1:8880)";
+  --listen ADDR   overrides the config's listen address (default 127.0.0.1:8880)
+  --workers N     threads serving requests, 1 to 1024 (default: one per CPU; config: workers)";
 
 fn parse_args() -> Result<Config, String> {
     let mut args = std::env::args().skip(1);
     let mut config = Config::default();
     let mut listen = None;
+    let mut workers = None;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--config" => {
@@ -42,6 +44,13 @@ fn parse_args() -> Result<Config, String> {
                 config = toml::from_str(&text).map_err(|e| format!("bad config {path}: {e}"))?;
             }
             "--listen" => listen = Some(args.next().ok_or("--listen needs an address")?),
+            "--workers" => {
+                let n = args.next().ok_or("--workers needs a number")?;
+                workers = Some(
+                    n.parse()
+                        .map_err(|_| format!("--workers: {n:?} is not a number"))?,
+                );
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -51,6 +60,14 @@ fn parse_args() -> Result<Config, String> {
     }
     if let Some(listen) = listen {
         config.listen = listen;
+    }
+    if workers.is_some() {
+        config.workers = workers;
+    }
+    if let Some(n) = config.workers {
+        if !(1..=1024).contains(&n) {
+            return Err(format!("workers must be 1 to 1024, not {n}"));
+        }
     }
     Ok(config)
 }
@@ -119,8 +136,24 @@ async fn run(config: Config) -> Result<(), String> {
     Ok(())
 }
 
-#[tokio::main]
-async fn main() {
+/// One thread: a current-thread runtime (no work stealing to pay for);
+/// more: the multi-thread one.
+fn runtime(workers: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
+    match workers {
+        Some(1) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        Some(n) => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .build(),
+        None => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build(),
+    }
+}
+
+fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
@@ -133,7 +166,14 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    if let Err(e) = run(config).await {
+    let runtime = match runtime(config.workers) {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("workerid-server: cannot start the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = runtime.block_on(run(config)) {
         eprintln!("workerid-server: {e}");
         std::process::exit(1);
     }

@@ -4,7 +4,8 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query, RawQuery, State};
+use axum::http::header::CONTENT_TYPE;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -70,19 +71,28 @@ fn failure(app: &App, errno: i32, msg: String) -> Json<Reply> {
 }
 
 /// `GET /alloc?biz_tag=test` -> `{"errno":0,"msg":"success","id":201}`.
-async fn alloc(
-    State(app): State<Arc<App>>,
-    Query(q): Query<HashMap<String, String>>,
-) -> Json<Reply> {
-    let Some(tag) = q.get("biz_tag") else {
-        return failure(&app, MISSING_TAG, "missing parameter biz_tag".into());
+///
+/// The hot path of the service: the query is scanned for `biz_tag` without
+/// building a map, and the success body is written without a serializer.
+async fn alloc(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Response {
+    let tag = query.as_deref().and_then(|q| {
+        form_urlencoded::parse(q.as_bytes())
+            .find(|(key, _)| key == "biz_tag")
+            .map(|(_, value)| value)
+    });
+    let Some(tag) = tag else {
+        return failure(&app, MISSING_TAG, "missing parameter biz_tag".into()).into_response();
     };
-    match app.segments.next_id(tag).await {
+    match app.segments.next_id(&tag).await {
         Ok(id) => {
             app.metrics.segment_ids.fetch_add(1, Ordering::Relaxed);
-            Reply::ok(Some(id), None)
+            (
+                [(CONTENT_TYPE, "application/json")],
+                format!(r#"{{"errno":0,"msg":"success","id":{id}}}"#),
+            )
+                .into_response()
         }
-        Err(e) => failure(&app, FAILED, e.to_string()),
+        Err(e) => failure(&app, FAILED, e.to_string()).into_response(),
     }
 }
 

@@ -24,12 +24,17 @@ fn free_port() -> u16 {
 impl Server {
     /// The server on a SQLite file in `dir`.
     fn start(dir: &Path, port: u16) -> Server {
+        Server::start_with(dir, port, &[])
+    }
+
+    /// As [`Server::start`], with more command-line arguments.
+    fn start_with(dir: &Path, port: u16, args: &[&str]) -> Server {
         let store = format!("sqlite://{}?mode=rwc", dir.join("ids.db").display());
-        Server::start_on(dir, &store, port)
+        Server::start_on(dir, &store, port, args)
     }
 
     /// The server on the store `store` names, its config file in `dir`.
-    fn start_on(dir: &Path, store: &str, port: u16) -> Server {
+    fn start_on(dir: &Path, store: &str, port: u16, args: &[&str]) -> Server {
         let config = dir.join("server.toml");
         std::fs::write(
             &config,
@@ -43,6 +48,7 @@ impl Server {
         let child = Command::new(env!("CARGO_BIN_EXE_workerid-server"))
             .arg("--config")
             .arg(&config)
+            .args(args)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .spawn()
@@ -140,7 +146,8 @@ fn go_id_alloc_and_leaf_apis_and_a_graceful_restart() {
     );
 
     assert!(server.terminate().success(), "SIGTERM is a clean exit");
-    let server = Server::start(dir.path(), port);
+    // Back on one thread (a current-thread runtime).
+    let server = Server::start_with(dir.path(), port, &["--workers", "1"]);
     assert_eq!(
         server.get("/alloc?biz_tag=test").1,
         r#"{"errno":0,"msg":"success","id":4}"#,
@@ -163,6 +170,8 @@ fn bad_arguments_and_configs_exit_with_a_message() {
         vec!["--config", bad.to_str().unwrap()],
         vec!["--frobnicate"],
         vec!["--config"],
+        vec!["--workers", "0"],
+        vec!["--workers", "many"],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_workerid-server"))
             .args(&args)
@@ -199,7 +208,7 @@ fn serves_segment_and_snowflake_ids_from_etcd() {
     // A key prefix of its own, so that reruns against a shared etcd start afresh.
     let prefix = format!("http-test-{}", std::process::id());
     let store = format!("etcd://{}/{prefix}", hosts.join(","));
-    let server = Server::start_on(dir.path(), &store, free_port());
+    let server = Server::start_on(dir.path(), &store, free_port(), &[]);
     let (status, first) = server.get("/alloc?biz_tag=test");
     assert_eq!(status, 200, "{first}");
     assert_eq!(first, r#"{"errno":0,"msg":"success","id":1}"#);
