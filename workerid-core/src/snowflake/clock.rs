@@ -117,12 +117,12 @@ mod os {
         };
         // SAFETY: `t` is a valid, writable timespec for the call's
         // duration; the call writes nothing else.
-        if unsafe { f(clock, &mut t) } != 0 {
-            // Never on a Linux this builds for (MONOTONIC_COARSE exists
-            // since 2.6.32); if it were, the end of time: every lease
-            // deadline has passed, so a generator fails closed.
-            return u64::MAX;
-        }
+        let answer = unsafe { f(clock, &mut t) };
+        // Never on a Linux this builds for (MONOTONIC_COARSE exists since
+        // 2.6.32). No value would be safe to go on with (a made-up reading
+        // is a made-up time for deadlines, the offset and IDs alike), so
+        // it panics, as `std::time::Instant::now` does.
+        assert!(answer == 0, "clock_gettime({clock}) failed");
         (t.tv_sec as u64)
             .wrapping_mul(1_000_000_000)
             .wrapping_add(t.tv_nsec as u64)
@@ -360,6 +360,45 @@ impl<C: Clock> Clock for OffsetClock<C> {
     }
     fn real_time(&self) -> bool {
         self.inner.real_time()
+    }
+}
+
+/// A fake clock whose coarse reading is `lag_ms` behind its precise one
+/// (declared up to 4 ms behind), counting precise readings.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct LaggingClock {
+    pub(crate) inner: FakeClock,
+    pub(crate) lag_ms: AtomicU64,
+    pub(crate) precise_reads: AtomicU64,
+}
+
+#[cfg(test)]
+impl LaggingClock {
+    pub(crate) fn at(wall: Duration) -> Self {
+        LaggingClock {
+            inner: FakeClock::at(wall),
+            lag_ms: AtomicU64::new(0),
+            precise_reads: AtomicU64::new(0),
+        }
+    }
+}
+
+#[cfg(test)]
+impl Clock for LaggingClock {
+    fn now(&self) -> Reading {
+        self.precise_reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.now()
+    }
+    fn now_coarse(&self) -> (Reading, Duration) {
+        let mut r = self.inner.now();
+        let lag = Duration::from_millis(self.lag_ms.load(Ordering::SeqCst));
+        r.mono = r.mono.saturating_sub(lag);
+        r.wall = r.wall.saturating_sub(lag);
+        (r, Duration::from_millis(4))
+    }
+    fn sleep(&self, duration: Duration) {
+        self.inner.advance(duration)
     }
 }
 

@@ -212,7 +212,8 @@ impl Generator {
             let (ts, next_seq) = if now_ts > last_ts {
                 (now_ts, 0)
             } else if seq < max_seq
-                && (now_ts == last_ts || last_ts <= self.unit_at(now.wall + now.behind))
+                && (now_ts == last_ts
+                    || last_ts <= self.unit_at(now.wall.saturating_add(now.behind)))
             {
                 // The last ID's unit, when the clock is surely in it or past
                 // it. A coarse reading a few ms behind the precise one that
@@ -263,21 +264,23 @@ impl Generator {
         }
     }
 
-    /// The coarse clock's time unit, when the lease is surely live by it
-    /// (the fast path of a [`LocalGenerator`](super::LocalGenerator); `None`
-    /// sends it to [`claim`](Generator::claim), which looks closer).
+    /// The coarse clock's time unit and the unit it may really be in (its
+    /// reading plus its lag), when the lease is surely live by it (the fast
+    /// path of a [`LocalGenerator`](super::LocalGenerator); `None` sends it
+    /// to [`claim`](Generator::claim), which looks closer).
     #[inline]
-    pub(crate) fn coarse_unit_if_live(&self) -> Option<u64> {
+    pub(crate) fn coarse_units_if_live(&self) -> Option<(u64, u64)> {
         let now = self.clock.now_coarse_nanos();
         if now.mono.saturating_add(now.behind) >= self.deadline_ns.load(Ordering::Acquire) {
             return None;
         }
         let wall_ms = (now.wall / 1_000_000).checked_sub(self.epoch_ms)?;
-        Some(if self.unit_ms == 1 {
+        let unit = if self.unit_ms == 1 {
             wall_ms
         } else {
             wall_ms / self.unit_ms
-        })
+        };
+        Some((unit, self.unit_at(now.wall.saturating_add(now.behind))))
     }
 
     /// The time unit of a wall time in nanoseconds (0 before the epoch).
@@ -300,8 +303,10 @@ impl Generator {
     }
 
     /// Raises the last used timestamp to `ts` (the seed's
-    /// `SetLastUsedTimestamp`): every later ID has a larger timestamp. Never
-    /// lowers it.
+    /// `SetLastUsedTimestamp`): every later ID of [`next_id`](Self::next_id)
+    /// and of every batch a [`LocalGenerator`](super::LocalGenerator) claims
+    /// later has a larger timestamp (a batch claimed before may still be
+    /// issued; call it before handing the generator out). Never lowers it.
     pub fn set_last_used_timestamp(&self, ts: u64) {
         let floor = (ts << self.layout.sequence_bits()) | self.layout.max_sequence();
         self.last.fetch_max(floor, Ordering::AcqRel);
@@ -350,6 +355,7 @@ impl Generator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snowflake::clock::LaggingClock;
     use crate::snowflake::FakeClock;
 
     const T0: Duration = Duration::from_secs(1_800_000_000);
@@ -497,39 +503,9 @@ mod tests {
         assert_eq!(all.len(), n, "duplicate IDs across threads");
     }
 
-    /// A fake clock whose coarse reading is `lag_ms` behind (declared up
-    /// to 4 ms behind), counting precise readings.
-    #[derive(Debug)]
-    struct LaggingClock {
-        inner: FakeClock,
-        lag_ms: AtomicU64,
-        precise_reads: AtomicU64,
-    }
-
-    impl Clock for LaggingClock {
-        fn now(&self) -> crate::snowflake::Reading {
-            self.precise_reads.fetch_add(1, Ordering::SeqCst);
-            self.inner.now()
-        }
-        fn now_coarse(&self) -> (crate::snowflake::Reading, Duration) {
-            let mut r = self.inner.now();
-            let lag = Duration::from_millis(self.lag_ms.load(Ordering::SeqCst));
-            r.mono = r.mono.saturating_sub(lag);
-            r.wall -= lag;
-            (r, Duration::from_millis(4))
-        }
-        fn sleep(&self, duration: Duration) {
-            self.inner.advance(duration)
-        }
-    }
-
     #[test]
     fn a_coarse_clock_behind_the_last_id_does_not_force_precise_reads() {
-        let clock = Arc::new(LaggingClock {
-            inner: FakeClock::at(T0),
-            lag_ms: AtomicU64::new(0),
-            precise_reads: AtomicU64::new(0),
-        });
+        let clock = Arc::new(LaggingClock::at(T0));
         let g = Generator::new(Layout::classic(), 5, clock.clone()).unwrap();
         let first = Layout::classic().decompose(g.next_id().unwrap());
         // The coarse clock now reads 3 ms behind, 2 ms before the last ID.

@@ -15,18 +15,22 @@ use crate::{Error, Result};
 /// - every ID is checked on the clock against the lease deadline, the
 ///   reserved window and closing, as the shared path checks it: a stopped or
 ///   lost worker issues nothing more from a handle either, batch or not;
-/// - the IDs of one handle rise strictly; an ID's time is never ahead of the
-///   clock, and a new time unit starts a new batch.
+/// - a clock that went back is met by the drift policy: a batch is issued
+///   from only while the clock, give or take the coarse clock's lag, is in
+///   the batch's time unit;
+/// - the IDs of one handle rise strictly, and a new time unit starts a new
+///   batch.
 ///
-/// What differs: IDs of *different* handles are ordered only by time unit.
-/// Within one unit, a handle may issue an ID below one another handle has
-/// already issued (its batch was claimed first). Use the shared
-/// [`Generator::next_id`] where every ID must exceed every ID issued before
-/// it; use a handle where throughput matters more.
+/// What differs: IDs of *different* handles are not ordered with each
+/// other within a few milliseconds (a time unit, or the coarse clock's lag):
+/// a handle may issue an ID below one that another handle, or `next_id`,
+/// has already issued. Use the shared [`Generator::next_id`] where every ID
+/// must exceed every ID issued before it; use a handle where throughput
+/// matters more.
 ///
 /// Sequence numbers left in a batch when its unit ends are skipped, never
-/// reused: with `batch` b and t busy handles, a unit holds at least
-/// `capacity / b` batches.
+/// reused: a unit of the layout's `capacity` sequence numbers holds at
+/// least `capacity / batch` batches, whichever handles claim them.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -79,11 +83,12 @@ impl LocalGenerator {
     #[inline]
     pub fn next_id(&mut self) -> Result<u64> {
         if self.next < self.end {
-            if let Some(now_ts) = self.shared.coarse_unit_if_live() {
-                // A coarse unit below the batch's (read behind the precise
-                // reading that claimed it) keeps the batch: its time was
-                // read from the clock, never ahead of it.
-                if now_ts <= self.ts && self.ts <= self.shared.window_end() {
+            if let Some((now_ts, latest)) = self.shared.coarse_units_if_live() {
+                // The batch's unit must be the coarse reading's, or ahead of
+                // it by no more than the coarse clock's lag (it was claimed
+                // on a precise reading). Further ahead is a clock that went
+                // back: `claim` applies the drift policy.
+                if now_ts <= self.ts && self.ts <= latest && self.ts <= self.shared.window_end() {
                     let seq = self.next;
                     self.next += 1;
                     return Ok(self
@@ -119,6 +124,9 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use std::sync::atomic::Ordering;
+
+    use crate::snowflake::clock::LaggingClock;
     use crate::snowflake::{FakeClock, Layout};
 
     const T0: Duration = Duration::from_secs(1_800_000_000);
@@ -203,6 +211,54 @@ mod tests {
         assert!(
             matches!(local.next_id(), Err(Error::NotReady { reason }) if reason.contains("window")),
             "a lowered window stops the batch in hand"
+        );
+    }
+
+    #[test]
+    fn a_lagging_coarse_clock_is_judged_with_its_lag() {
+        let clock = Arc::new(LaggingClock::at(T0));
+        let g = Arc::new(Generator::new(Layout::classic(), 5, clock.clone()).unwrap());
+        let ts = Layout::classic().timestamp_at(T0).unwrap();
+        g.open_until(Duration::from_millis(100), ts + 10_000);
+        let mut local = g.local(64).unwrap();
+        local.next_id().unwrap();
+        // 97 ms on: with its 4 ms of lag the coarse clock may be at 101, past
+        // the deadline: the precise clock decides (still live).
+        clock.inner.advance(Duration::from_millis(97));
+        let reads = clock.precise_reads.load(Ordering::SeqCst);
+        local.next_id().unwrap();
+        assert!(
+            clock.precise_reads.load(Ordering::SeqCst) > reads,
+            "near the deadline the precise clock decides"
+        );
+        // At the deadline, with the coarse clock 3 ms behind (reading 97):
+        // nothing more, from the batch or not.
+        clock.inner.advance(Duration::from_millis(3));
+        clock.lag_ms.store(3, Ordering::SeqCst);
+        assert!(matches!(local.next_id(), Err(Error::NotReady { .. })));
+        assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+    }
+
+    #[test]
+    fn a_clock_that_went_back_stops_the_batch_in_hand() {
+        let clock = Arc::new(LaggingClock::at(T0));
+        let g = Arc::new(Generator::new(Layout::classic(), 5, clock.clone()).unwrap());
+        let mut local = g.local(64).unwrap();
+        let first = local.next_id().unwrap();
+        // Back by 5 s: beyond the coarse clock's lag, so the drift policy
+        // answers (try later), not the 63 IDs left in the batch.
+        clock.inner.step_wall(-5_000);
+        assert!(matches!(
+            local.next_id(),
+            Err(Error::ClockDriftTryLater { .. })
+        ));
+        // Back by 2 ms, within the lag: the batch is still issued from.
+        clock.inner.step_wall(4_998);
+        let next = local.next_id().unwrap();
+        assert!(next > first);
+        assert_eq!(
+            Layout::classic().decompose(next).timestamp,
+            Layout::classic().decompose(first).timestamp
         );
     }
 
