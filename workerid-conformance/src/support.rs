@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
-use workerid_core::{Allocator, Capabilities, Error, LeaseOptions, LeaseStore, Namespace};
+use workerid_core::{Allocator, Capabilities, Error, Lease, LeaseOptions, LeaseStore, Namespace};
 
 use crate::StoreFactory;
 
@@ -125,6 +125,30 @@ impl<'a> Ctx<'a> {
             return false;
         }
         expect_err(seen, is::no_available_id, what);
+        true
+    }
+
+    /// Renews `lease` (of `short` ttl, granted or last renewed at `since`),
+    /// which must still be live. False when the answer came too late to tell
+    /// (see [`Ctx::within`]): a process stalled past the ttl may rightly be
+    /// told `TokenExpired`.
+    ///
+    /// # Panics
+    /// When the answer came in time and was an error.
+    pub async fn renewed_while_live(
+        &self,
+        allocator: &Allocator,
+        lease: &mut Lease,
+        since: Instant,
+        what: &str,
+    ) -> bool {
+        let answer = allocator.renew(lease).await;
+        if answer.is_err() && !self.within(since, self.short) {
+            return false;
+        }
+        if let Err(e) = answer {
+            panic!("{what}: {e:?}");
+        }
         true
     }
 

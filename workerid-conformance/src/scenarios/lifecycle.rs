@@ -14,6 +14,7 @@ pub async fn renew_extends_the_lease(f: &dyn StoreFactory) -> Outcome {
     ctx.until_conclusive("renew_extends_the_lease", |ns| async move {
         let a = ctx.allocator(&ns, 0, ctx.short).await;
         let b = ctx.allocator(&ns, 0, ctx.long).await;
+        let mut since = Instant::now();
         let mut lease = a.acquire().await.expect("acquire in an empty pool");
         ctx.advance_short(0.6).await;
         for what in [
@@ -21,7 +22,13 @@ pub async fn renew_extends_the_lease(f: &dyn StoreFactory) -> Outcome {
             "a lease renewed again 0.6 ttl ago must still be live",
         ] {
             let renewed = Instant::now();
-            a.renew(&mut lease).await.expect("renew of a live lease");
+            if !ctx
+                .renewed_while_live(&a, &mut lease, since, "renew of a live lease")
+                .await
+            {
+                return false;
+            }
+            since = renewed;
             ctx.advance_short(0.6).await;
             if !ctx.refused_while_live(&b, renewed, what).await {
                 return false;
