@@ -134,7 +134,7 @@ impl<'a> Ctx<'a> {
     /// told `TokenExpired`.
     ///
     /// # Panics
-    /// When the answer came in time and was an error.
+    /// When the answer was an error other than a late `TokenExpired`.
     pub async fn renewed_while_live(
         &self,
         allocator: &Allocator,
@@ -143,7 +143,7 @@ impl<'a> Ctx<'a> {
         what: &str,
     ) -> bool {
         let answer = allocator.renew(lease).await;
-        if answer.is_err() && !self.within(since, self.short) {
+        if matches!(answer, Err(Error::TokenExpired { .. })) && !self.within(since, self.short) {
             return false;
         }
         if let Err(e) = answer {

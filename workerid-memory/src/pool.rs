@@ -20,8 +20,9 @@ struct Slot {
 ///
 /// IDs that were never granted are `next_unused..=max_worker_id` (no
 /// pre-filling). Every other ID is either held, in `held` ordered by its
-/// expiry, or released, in `released` in the order of release (the store's
-/// clock never goes back, so that queue is ordered by release time too).
+/// expiry, or released, in `released` in the order of release (nearly the
+/// order of release time: two releases may read the clock in one order and
+/// queue in the other, which only changes which free ID is reused first).
 /// Acquire takes whichever of the two heads has been free longer: O(log n),
 /// and on a nearly full pool it touches only the ends of `held`, which stay
 /// in cache, where one ordered set of every ID made it walk a 2^16-entry tree

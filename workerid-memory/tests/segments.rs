@@ -110,8 +110,8 @@ async fn buffers_keep_serving_through_an_outage_then_say_unavailable() {
     assert_eq!(served, 180, "both buffers are served during the outage");
     assert_eq!(
         tag.stalls(),
-        2,
-        "the first call and the one that found both buffers empty waited; the switch to the prefetched segment did not"
+        1,
+        "only the first call waited: the switch to the prefetched segment did not, and a wait that failed is not counted"
     );
     store.down.store(false, Ordering::SeqCst);
     assert_eq!(
@@ -119,6 +119,8 @@ async fn buffers_keep_serving_through_an_outage_then_say_unavailable() {
         201,
         "allocation resumes; the prefetch that failed in the outage burnt no ID"
     );
+    assert_eq!(tag.stalls(), 2, "that call waited for the store");
+    assert_eq!(ids.stalls(), 2);
 }
 
 #[tokio::test]
@@ -141,11 +143,26 @@ async fn unknown_tags_asked_by_name_leave_nothing_in_memory() {
             .collect::<Vec<_>>(),
         ["known"]
     );
+    assert_eq!(
+        ids.stalls(),
+        1,
+        "waits that ended in UnknownTag are not stalls"
+    );
+    // A handle somebody holds is never dropped from under them: it still
+    // shuts down with the allocator.
+    let held = ids.tag("held").unwrap();
+    assert!(ids.next_id("held").await.is_err());
+    assert!(ids.existing("held").unwrap().is_some());
+    ids.create_tag("held", 1, 10).await.unwrap();
+    assert_eq!(held.next_id().await.unwrap(), 1);
+    assert_eq!(ids.next_id("held").await.unwrap(), 2, "one handle, shared");
     // A tag created after it was asked for works from then on.
     assert!(ids.next_id("late").await.is_err());
     ids.create_tag("late", 5, 10).await.unwrap();
     assert_eq!(ids.next_id("late").await.unwrap(), 5);
     assert!(ids.existing("late").unwrap().is_some());
+    ids.shutdown().await;
+    assert!(matches!(held.next_id().await, Err(Error::NotReady { .. })));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

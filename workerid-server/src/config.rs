@@ -19,9 +19,10 @@ pub struct Config {
     /// The snowflake worker.
     #[serde(default)]
     pub snowflake: SnowflakeConfig,
-    /// Threads serving requests (default: one per CPU). 1 runs everything
-    /// on one thread, the fastest where the machine's other cores are busy
-    /// with something else (a load generator, a database).
+    /// Threads serving requests (default: one per CPU). 1 serves every
+    /// request on one thread (a current-thread runtime; the SQLite driver
+    /// keeps its own thread), the fastest where the machine's other cores
+    /// are busy with something else (a load generator, a database).
     #[serde(default)]
     pub workers: Option<usize>,
 }

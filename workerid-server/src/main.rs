@@ -20,7 +20,7 @@ use metrics::{Counted, Metrics};
 use routes::App;
 use tokio::signal::unix::{signal, SignalKind};
 use workerid_core::segment::{SegmentAllocator, SegmentOptions};
-use workerid_core::snowflake::{Worker, WorkerOptions};
+use workerid_core::snowflake::{DriftPolicy, Worker, WorkerOptions};
 use workerid_core::{Allocator, LeaseOptions};
 
 const USAGE: &str = "usage: workerid-server [--config FILE] [--listen ADDR] [--workers N]
@@ -97,7 +97,14 @@ async fn run(config: Config) -> Result<(), String> {
         let options = LeaseOptions::new().max_lease_time(ttl).ttl(ttl);
         let allocator = Allocator::from_arc(lease_store, &config.snowflake.namespace, options)
             .map_err(|e| format!("snowflake: {e}"))?;
-        match Worker::join(allocator, WorkerOptions::new()).await {
+        // A clock that stepped back is answered at once (try later), never
+        // waited out: the wait would block a thread serving requests, and
+        // with `--workers 1` the only one, lease renewals included.
+        let drift = DriftPolicy {
+            block_below: Duration::ZERO,
+            ..DriftPolicy::default()
+        };
+        match Worker::join(allocator, WorkerOptions::new().drift(drift)).await {
             Ok(worker) => Some(worker),
             Err(e) => {
                 tracing::error!("the snowflake worker did not start, serving segments only: {e}");

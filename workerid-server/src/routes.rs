@@ -1,10 +1,10 @@
 //! The HTTP API: go-id-alloc's, Leaf's, and metrics.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, RawQuery, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -70,17 +70,19 @@ fn failure(app: &App, errno: i32, msg: String) -> Json<Reply> {
     })
 }
 
+/// The first `biz_tag` of a query string, decoded, without building a map.
+fn biz_tag(query: Option<&str>) -> Option<Cow<'_, str>> {
+    form_urlencoded::parse(query?.as_bytes())
+        .find(|(key, _)| key == "biz_tag")
+        .map(|(_, value)| value)
+}
+
 /// `GET /alloc?biz_tag=test` -> `{"errno":0,"msg":"success","id":201}`.
 ///
 /// The hot path of the service: the query is scanned for `biz_tag` without
 /// building a map, and the success body is written without a serializer.
 async fn alloc(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Response {
-    let tag = query.as_deref().and_then(|q| {
-        form_urlencoded::parse(q.as_bytes())
-            .find(|(key, _)| key == "biz_tag")
-            .map(|(_, value)| value)
-    });
-    let Some(tag) = tag else {
+    let Some(tag) = biz_tag(query.as_deref()) else {
         return failure(&app, MISSING_TAG, "missing parameter biz_tag".into()).into_response();
     };
     match app.segments.next_id(&tag).await {
@@ -98,13 +100,11 @@ async fn alloc(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Respon
 
 /// `GET /health?biz_tag=test` -> `{"errno":0,"msg":"success","left":N}`:
 /// IDs of the tag held in memory, after making sure the tag exists.
-async fn health(
-    State(app): State<Arc<App>>,
-    Query(q): Query<HashMap<String, String>>,
-) -> Json<Reply> {
-    let Some(tag) = q.get("biz_tag") else {
+async fn health(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Json<Reply> {
+    let Some(tag) = biz_tag(query.as_deref()) else {
         return failure(&app, MISSING_TAG, "missing parameter biz_tag".into());
     };
+    let tag = tag.as_ref();
     // Looked up, never made: an unknown name must leave nothing behind.
     let left = match app.segments.existing(tag) {
         Ok(handle) => handle.map_or(0, |h| h.left()),

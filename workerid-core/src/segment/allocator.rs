@@ -93,8 +93,10 @@ struct Buffers {
     prefetching: tokio::sync::Mutex<()>,
     /// The step of the next reservation; 0 until the first one.
     step: AtomicU64,
-    /// Switches that found no segment waiting (see [`TagHandle::stalls`]).
+    /// Switches that waited for the store (see [`TagHandle::stalls`]).
     stalls: AtomicU64,
+    /// The same, for every tag of the allocator (only ever added to).
+    all_stalls: Arc<AtomicU64>,
     closed: AtomicBool,
 }
 
@@ -144,8 +146,9 @@ impl TagHandle {
     }
 
     /// How many times a caller found both buffers empty and waited for the
-    /// store: the first call, then only when a segment ran out before the
-    /// next one was loaded (a store slower than the IDs are taken; the
+    /// store until it got a segment (a wait that ended in an error, an
+    /// unknown tag or a store down, is not counted): the first call, then
+    /// only when a segment ran out before the next one was loaded (a store slower than the IDs are taken; the
     /// dynamic step grows until segments last long enough). A number that
     /// keeps rising under steady load asks for a larger `min_step` or an
     /// earlier `refill_at`.
@@ -261,9 +264,7 @@ impl TagHandle {
             if let Some(id) = self.take() {
                 return Ok(id);
             }
-            if self.lock_prefetched().is_none() {
-                b.stalls.fetch_add(1, Ordering::Relaxed);
-            }
+            let waited = self.lock_prefetched().is_none();
             // Waits for a prefetch in flight rather than reserving beside it:
             // every reservation of a tag is serialised, so none is wasted.
             let _prefetching = b.prefetching.lock().await;
@@ -272,6 +273,10 @@ impl TagHandle {
                 Some(segment) => segment,
                 None => self.load(b.current.load().loaded_at).await?,
             };
+            if waited {
+                b.stalls.fetch_add(1, Ordering::Relaxed);
+                b.all_stalls.fetch_add(1, Ordering::Relaxed);
+            }
             b.current.store(Arc::new(segment));
             if let Some(id) = self.take() {
                 return Ok(id);
@@ -373,6 +378,7 @@ pub struct SegmentAllocator {
     store: Arc<dyn SegmentStore>,
     options: SegmentOptions,
     tags: RwLock<HashMap<Tag, TagHandle>>,
+    stalls: Arc<AtomicU64>,
 }
 
 impl SegmentAllocator {
@@ -382,6 +388,7 @@ impl SegmentAllocator {
             store: Arc::new(store),
             options,
             tags: RwLock::new(HashMap::new()),
+            stalls: Arc::default(),
         }
     }
 
@@ -432,23 +439,22 @@ impl SegmentAllocator {
                 prefetching: tokio::sync::Mutex::new(()),
                 step: AtomicU64::new(0),
                 stalls: AtomicU64::new(0),
+                all_stalls: self.stalls.clone(),
                 closed: AtomicBool::new(false),
             }))
         });
         Ok(handle.clone())
     }
 
-    /// [`TagHandle::stalls`] summed over every tag used so far.
+    /// [`TagHandle::stalls`] summed over every handle this allocator has
+    /// made: a counter that never goes down.
     pub fn stalls(&self) -> u64 {
-        self.tags
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .map(TagHandle::stalls)
-            .sum()
+        self.stalls.load(Ordering::Relaxed)
     }
 
-    /// The next ID of `tag`.
+    /// The next ID of `tag`. A tag the store does not know leaves no handle
+    /// behind (unless a caller of [`tag`](Self::tag) holds one), so names
+    /// made up by clients cost no memory.
     ///
     /// # Errors
     /// As [`TagHandle::next_id`], and [`Error::InvalidConfig`] for a bad tag.
@@ -459,7 +465,7 @@ impl SegmentAllocator {
             // Asked by name, as a service is, for a tag the store does not
             // know: keep no buffers for it, or every made-up name a client
             // sends would stay in memory for good.
-            self.forget(&handle);
+            self.forget(handle);
         }
         answer
     }
@@ -478,7 +484,9 @@ impl SegmentAllocator {
             .cloned())
     }
 
-    /// The tags that have buffers in this allocator, by name.
+    /// The tags this allocator has a handle for, by name (made by
+    /// [`tag`](Self::tag) or a call by name, whether or not a segment has
+    /// been loaded yet).
     pub fn tags_in_memory(&self) -> Vec<Tag> {
         let mut tags: Vec<Tag> = self
             .tags
@@ -491,15 +499,20 @@ impl SegmentAllocator {
         tags
     }
 
-    /// Drops `handle`'s entry if it is still the one in the map and holds
-    /// no IDs.
-    fn forget(&self, handle: &TagHandle) {
+    /// Drops `handle` and, if the map's entry for its tag is that handle,
+    /// holds no IDs, and nobody else holds it (a caller of
+    /// [`tag`](Self::tag), a request in flight), the entry too. Under the
+    /// write lock, so of several requests for one unknown tag the last to
+    /// finish removes it.
+    fn forget(&self, handle: TagHandle) {
         let mut tags = self.tags.write().unwrap_or_else(|e| e.into_inner());
-        let same = tags
-            .get(&handle.0.tag)
-            .is_some_and(|h| Arc::ptr_eq(&h.0, &handle.0));
-        if same && handle.left() == 0 {
-            tags.remove(&handle.0.tag);
+        let key = handle.0.tag.clone();
+        let ours = tags
+            .get(&key)
+            .is_some_and(|h| Arc::ptr_eq(&h.0, &handle.0) && h.left() == 0);
+        drop(handle);
+        if ours && tags.get(&key).is_some_and(|h| Arc::strong_count(&h.0) == 1) {
+            tags.remove(&key);
         }
     }
 

@@ -25,6 +25,17 @@ pub struct CoarseNanos {
     pub behind: u64,
 }
 
+impl CoarseNanos {
+    /// A precise reading, in nanoseconds: zero behind.
+    pub fn exact(reading: Reading) -> Self {
+        CoarseNanos {
+            mono: whole_nanos(reading.mono),
+            wall: whole_nanos(reading.wall),
+            behind: 0,
+        }
+    }
+}
+
 /// Whole nanoseconds of a duration, saturating (584 years fit).
 pub(crate) fn whole_nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
@@ -122,7 +133,7 @@ mod os {
         // 2.6.32). No value would be safe to go on with (a made-up reading
         // is a made-up time for deadlines, the offset and IDs alike), so
         // it panics, as `std::time::Instant::now` does.
-        assert!(answer == 0, "clock_gettime({clock}) failed");
+        assert!(answer == 0, "reading clock {clock} failed");
         (t.tv_sec as u64)
             .wrapping_mul(1_000_000_000)
             .wrapping_add(t.tv_nsec as u64)

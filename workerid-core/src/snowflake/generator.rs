@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::clock::whole_nanos;
 use super::{Clock, CoarseNanos, Layout, SystemClock};
 use crate::{Error, Result};
 
@@ -180,12 +179,7 @@ impl Generator {
         let mut precise = false;
         loop {
             let now = if precise {
-                let reading = self.clock.now();
-                CoarseNanos {
-                    mono: whole_nanos(reading.mono),
-                    wall: whole_nanos(reading.wall),
-                    behind: 0,
-                }
+                CoarseNanos::exact(self.clock.now())
             } else {
                 self.clock.now_coarse_nanos()
             };
@@ -198,15 +192,10 @@ impl Generator {
                     reason: "no live lease (starting, stopped, lost, or past its deadline)".into(),
                 });
             }
-            let wall_ms = now.wall / 1_000_000;
-            if wall_ms < self.epoch_ms {
+            if now.wall / 1_000_000 < self.epoch_ms {
                 return Err(self.too_large(self.layout.epoch() - Duration::from_nanos(now.wall)));
             }
-            let now_ts = if self.unit_ms == 1 {
-                wall_ms - self.epoch_ms
-            } else {
-                (wall_ms - self.epoch_ms) / self.unit_ms
-            };
+            let now_ts = self.unit_at(now.wall);
             let current = self.last.load(Ordering::Acquire);
             let (last_ts, seq) = (current >> seq_bits, current & max_seq);
             let (ts, next_seq) = if now_ts > last_ts {
@@ -264,28 +253,25 @@ impl Generator {
         }
     }
 
-    /// The coarse clock's time unit and the unit it may really be in (its
-    /// reading plus its lag), when the lease is surely live by it (the fast
-    /// path of a [`LocalGenerator`](super::LocalGenerator); `None` sends it
-    /// to [`claim`](Generator::claim), which looks closer).
+    /// A coarse reading, when the lease is surely live by it (the fast path
+    /// of a [`LocalGenerator`](super::LocalGenerator); `None` sends it to
+    /// [`claim`](Generator::claim), which looks closer).
     #[inline]
-    pub(crate) fn coarse_units_if_live(&self) -> Option<(u64, u64)> {
+    pub(crate) fn coarse_if_live(&self) -> Option<CoarseNanos> {
         let now = self.clock.now_coarse_nanos();
-        if now.mono.saturating_add(now.behind) >= self.deadline_ns.load(Ordering::Acquire) {
-            return None;
-        }
-        let wall_ms = (now.wall / 1_000_000).checked_sub(self.epoch_ms)?;
-        let unit = if self.unit_ms == 1 {
-            wall_ms
-        } else {
-            wall_ms / self.unit_ms
-        };
-        Some((unit, self.unit_at(now.wall.saturating_add(now.behind))))
+        (now.mono.saturating_add(now.behind) < self.deadline_ns.load(Ordering::Acquire))
+            .then_some(now)
     }
 
     /// The time unit of a wall time in nanoseconds (0 before the epoch).
-    fn unit_at(&self, wall_ns: u64) -> u64 {
-        (wall_ns / 1_000_000).saturating_sub(self.epoch_ms) / self.unit_ms
+    #[inline]
+    pub(crate) fn unit_at(&self, wall_ns: u64) -> u64 {
+        let ms = (wall_ns / 1_000_000).saturating_sub(self.epoch_ms);
+        if self.unit_ms == 1 {
+            ms
+        } else {
+            ms / self.unit_ms
+        }
     }
 
     fn too_large(&self, drift: Duration) -> Error {

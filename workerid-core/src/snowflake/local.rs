@@ -54,8 +54,9 @@ pub struct LocalGenerator {
 }
 
 impl Generator {
-    /// A handle that claims `batch` sequence numbers at a time (at most the
-    /// layout's sequence range; 16 to 64 is plenty).
+    /// A handle that claims `batch` sequence numbers at a time (16 to 64 is
+    /// plenty; a batch larger than what is left of a time unit's sequence
+    /// range gets what is left).
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for a batch of 0.
@@ -83,12 +84,16 @@ impl LocalGenerator {
     #[inline]
     pub fn next_id(&mut self) -> Result<u64> {
         if self.next < self.end {
-            if let Some((now_ts, latest)) = self.shared.coarse_units_if_live() {
+            if let Some(now) = self.shared.coarse_if_live() {
                 // The batch's unit must be the coarse reading's, or ahead of
                 // it by no more than the coarse clock's lag (it was claimed
                 // on a precise reading). Further ahead is a clock that went
                 // back: `claim` applies the drift policy.
-                if now_ts <= self.ts && self.ts <= latest && self.ts <= self.shared.window_end() {
+                let now_ts = self.shared.unit_at(now.wall);
+                let in_unit = now_ts == self.ts
+                    || (now_ts < self.ts
+                        && self.ts <= self.shared.unit_at(now.wall.saturating_add(now.behind)));
+                if in_unit && self.ts <= self.shared.window_end() {
                     let seq = self.next;
                     self.next += 1;
                     return Ok(self
@@ -252,14 +257,19 @@ mod tests {
             local.next_id(),
             Err(Error::ClockDriftTryLater { .. })
         ));
-        // Back by 2 ms, within the lag: the batch is still issued from.
-        clock.inner.step_wall(4_998);
-        let next = local.next_id().unwrap();
-        assert!(next > first);
+        // The clock right again: a new batch, then back by 2 ms, within the
+        // lag: the batch in hand is still issued from, with no precise read.
+        clock.inner.step_wall(5_000);
+        let batch_start = Layout::classic().decompose(local.next_id().unwrap());
+        assert!(Layout::classic().decompose(first).timestamp <= batch_start.timestamp);
+        clock.inner.step_wall(-2);
+        let reads = clock.precise_reads.load(Ordering::SeqCst);
+        let next = Layout::classic().decompose(local.next_id().unwrap());
         assert_eq!(
-            Layout::classic().decompose(next).timestamp,
-            Layout::classic().decompose(first).timestamp
+            (next.timestamp, next.sequence),
+            (batch_start.timestamp, batch_start.sequence + 1)
         );
+        assert_eq!(clock.precise_reads.load(Ordering::SeqCst), reads);
     }
 
     #[test]
