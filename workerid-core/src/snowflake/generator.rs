@@ -467,29 +467,6 @@ mod tests {
     }
 
     #[test]
-    fn many_threads_never_share_an_id() {
-        let g = Arc::new(Generator::with_system_clock(Layout::classic(), 1).unwrap());
-        let threads: Vec<_> = (0..4)
-            .map(|_| {
-                let g = g.clone();
-                std::thread::spawn(move || {
-                    (0..20_000)
-                        .map(|_| g.next_id().unwrap())
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        let mut all: Vec<u64> = threads
-            .into_iter()
-            .flat_map(|t| t.join().unwrap())
-            .collect();
-        let n = all.len();
-        all.sort_unstable();
-        all.dedup();
-        assert_eq!(all.len(), n, "duplicate IDs across threads");
-    }
-
-    #[test]
     fn a_coarse_clock_behind_the_last_id_does_not_force_precise_reads() {
         let clock = Arc::new(LaggingClock::at(T0));
         let g = Generator::new(Layout::classic(), 5, clock.clone()).unwrap();

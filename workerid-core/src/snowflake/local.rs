@@ -273,14 +273,21 @@ mod tests {
     }
 
     #[test]
-    fn handles_on_many_threads_never_share_an_id() {
+    fn threads_on_next_id_and_on_handles_never_share_an_id() {
         let g = Arc::new(Generator::with_system_clock(Layout::classic(), 1).unwrap());
-        let threads: Vec<_> = (0..4)
-            .map(|_| {
-                let mut local = g.local(16).unwrap();
+        let threads: Vec<_> = (0..6)
+            .map(|t| {
+                let g = g.clone();
                 std::thread::spawn(move || {
+                    let mut local = g.local(16).unwrap();
                     (0..20_000)
-                        .map(|_| local.next_id().unwrap())
+                        .map(|_| {
+                            if t % 2 == 0 {
+                                g.next_id().unwrap()
+                            } else {
+                                local.next_id().unwrap()
+                            }
+                        })
                         .collect::<Vec<_>>()
                 })
             })
