@@ -17,10 +17,10 @@
 //! instead (a warning says so).
 
 use sqlx::Row;
-use workerid_core::{Error, Grant, WorkerId};
+use workerid_core::{Error, Grant};
 
 use crate::dialect::Dialect;
-use crate::store::{q, watermark_from_sql, watermark_to_sql, SqlStore};
+use crate::store::{grant_from_row, q, watermark_from_sql, watermark_to_sql, SqlStore};
 
 /// The function's name for a lease table.
 pub(crate) fn function_name(table: &str) -> String {
@@ -211,14 +211,7 @@ impl SqlStore {
         };
         Ok(match (status.as_str(), id, fence, watermark) {
             ("ok", Some(id), Some(fence), Some(watermark)) => {
-                match (u32::try_from(id), u64::try_from(fence)) {
-                    (Ok(id), Ok(fence)) => Ok(Grant {
-                        id: WorkerId::from(id),
-                        fence,
-                        previous_watermark: watermark_from_sql(watermark),
-                    }),
-                    _ => Err(corrupt()),
-                }
+                grant_from_row(id, fence, watermark_from_sql(watermark))
             }
             ("full", ..) => Err(Error::NoAvailableId { max_worker_id }),
             ("mismatch", ..) => Err(Error::ConfigMismatch {

@@ -110,6 +110,13 @@ pub(crate) struct Statements {
     pub free_head: String,
     /// Grants a free ID again. Binds: token, ttl_us, fence, namespace, worker_id.
     pub regrant: String,
+    /// Acquire's fast path, one statement: grants the ID free longest, if
+    /// any, when the namespace exists with this pool size (`UPDATE ...
+    /// RETURNING`; None on MySQL, which has no `RETURNING` for `UPDATE`).
+    /// Binds: token, ttl_us, namespace, namespace, max_worker_id. Returns
+    /// `worker_id, fence, watermark` of the grant, or no row (nothing free,
+    /// a new namespace, another pool size: the full path decides).
+    pub regrant_free: Option<String>,
     /// Grants a never-used ID. Binds: namespace, worker_id, token, ttl_us, watermark zero.
     pub grant_new: String,
     /// Binds: namespace.
@@ -232,6 +239,24 @@ impl Statements {
                 "UPDATE {table} SET token = ?, expires_at = {now} + ?, fence = ? \
                  WHERE namespace = ? AND worker_id = ?"
             )),
+            regrant_free: (d != Dialect::MySql).then(|| {
+                // PostgreSQL: skip rows that concurrent acquirers have locked
+                // (each takes another free row instead of queueing); the lock
+                // re-checks the row's expiry against its latest version.
+                let skip = if d == Dialect::Postgres {
+                    " FOR UPDATE SKIP LOCKED"
+                } else {
+                    ""
+                };
+                p(format!(
+                    "UPDATE {table} SET token = ?, expires_at = {now} + ?, fence = fence + 1 \
+                     WHERE (namespace, worker_id) = (SELECT f.namespace, f.worker_id \
+                       FROM {table} f WHERE f.namespace = ? AND f.expires_at <= {now} \
+                       ORDER BY f.expires_at LIMIT 1{skip}) \
+                     AND (SELECT n.max_worker_id FROM {ns_table} n WHERE n.namespace = ?) = ? \
+                     RETURNING worker_id, fence, watermark"
+                ))
+            }),
             grant_new: p(format!(
                 "INSERT INTO {table} (namespace, worker_id, token, expires_at, fence, watermark) \
                  VALUES (?, ?, ?, {now} + ?, 1, ?)"

@@ -381,17 +381,38 @@ impl SqlStore {
         };
         tx.commit().await?;
         let (id, fence, previous_watermark) = grant;
-        match (u32::try_from(id), u64::try_from(fence)) {
-            (Ok(id), Ok(fence)) => Ok(Ok(Grant {
-                id: WorkerId::from(id),
-                fence,
-                previous_watermark,
-            })),
-            _ => Ok(Err(Error::unavailable(
-                "sql",
-                format!("corrupt row: id {id} fence {fence}"),
-            ))),
-        }
+        Ok(grant_from_row(id, fence, previous_watermark))
+    }
+
+    /// Acquire's fast path: one `UPDATE ... RETURNING` that grants the ID
+    /// free longest. None when it granted nothing (no free ID, a namespace
+    /// not created yet, another pool size): the full path then decides.
+    async fn regrant_free(
+        &self,
+        fast: &str,
+        namespace: &str,
+        max_worker_id: u32,
+        token: &str,
+        ttl_us: i64,
+    ) -> sqlx::Result<Option<Result<Grant>>> {
+        let row = q(fast)
+            .bind(token.to_string())
+            .bind(ttl_us)
+            .bind(namespace.to_string())
+            .bind(namespace.to_string())
+            .bind(i64::from(max_worker_id))
+            .fetch_optional(&self.pool)
+            .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let (id, fence, watermark): (i64, i64, i64) =
+            (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+        Ok(Some(grant_from_row(
+            id,
+            fence,
+            watermark_from_sql(watermark),
+        )))
     }
 
     /// Runs a guarded renew or release (its leading binds already made):
@@ -493,6 +514,22 @@ impl SqlStore {
     }
 }
 
+/// A grant from the columns a database returned; a row out of range is
+/// `Unavailable` (a corrupt table), never a made-up grant.
+pub(crate) fn grant_from_row(id: i64, fence: i64, previous_watermark: u64) -> Result<Grant> {
+    match (u32::try_from(id), u64::try_from(fence)) {
+        (Ok(id), Ok(fence)) => Ok(Grant {
+            id: WorkerId::from(id),
+            fence,
+            previous_watermark,
+        }),
+        _ => Err(Error::unavailable(
+            "sql",
+            format!("corrupt row: id {id} fence {fence}"),
+        )),
+    }
+}
+
 #[async_trait]
 impl LeaseStore for SqlStore {
     fn capabilities(&self) -> Capabilities {
@@ -512,6 +549,15 @@ impl LeaseStore for SqlStore {
     ) -> Result<Grant> {
         let token = token.to_string();
         let (ns, ttl_us) = (namespace.as_str(), micros(ttl));
+        if let Some(fast) = &self.sql.regrant_free {
+            let granted = self
+                .retrying(|| self.regrant_free(fast, ns, max_worker_id, &token, ttl_us))
+                .await
+                .map_err(|e| self.unavailable(e))?;
+            if let Some(grant) = granted {
+                return grant;
+            }
+        }
         match &self.sql.acquire_call {
             Some(call) => {
                 self.retrying(|| self.acquire_by_routine(call, ns, max_worker_id, &token, ttl_us))
