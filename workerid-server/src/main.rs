@@ -11,6 +11,7 @@
 mod config;
 mod metrics;
 mod routes;
+mod serve;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -131,10 +132,7 @@ async fn run(config: Config) -> Result<(), String> {
         }
         tracing::info!("shutting down");
     };
-    axum::serve(listener, routes::router(app.clone()))
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| e.to_string())?;
+    serve::serve(listener, app.clone(), shutdown).await;
     app.segments.shutdown().await;
     if let Some(worker) = &app.worker {
         worker.stop().await;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::extract::{Path, RawQuery, State};
 use axum::http::header::CONTENT_TYPE;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -52,7 +52,7 @@ const FAILED: i32 = 2;
 
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
-        .route("/alloc", get(alloc))
+        .route("/alloc", get(alloc_route))
         .route("/health", get(health))
         .route("/api/segment/get/{key}", get(leaf_segment))
         .route("/api/snowflake/get/{key}", get(leaf_snowflake))
@@ -77,25 +77,40 @@ fn biz_tag(query: Option<&str>) -> Option<Cow<'_, str>> {
         .map(|(_, value)| value)
 }
 
-/// `GET /alloc?biz_tag=test` -> `{"errno":0,"msg":"success","id":201}`.
+/// The `Content-Type` of go-id-alloc's answers.
+pub static JSON: HeaderValue = HeaderValue::from_static("application/json");
+
+/// `GET /alloc?biz_tag=test` -> `{"errno":0,"msg":"success","id":201}`:
+/// the status and body to answer with.
 ///
-/// The hot path of the service: the query is scanned for `biz_tag` without
-/// building a map, and the success body is written without a serializer.
-async fn alloc(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Response {
-    let Some(tag) = biz_tag(query.as_deref()) else {
-        return failure(&app, MISSING_TAG, "missing parameter biz_tag".into()).into_response();
+/// The hot path of the service (`serve` calls it before the router): the
+/// query is scanned for `biz_tag` without building a map, and the success
+/// body is written without a serializer.
+pub async fn alloc(app: &App, query: Option<&str>) -> (StatusCode, String) {
+    let reply = match biz_tag(query) {
+        None => failure(app, MISSING_TAG, "missing parameter biz_tag".into()),
+        Some(tag) => match app.segments.next_id(&tag).await {
+            Ok(id) => {
+                app.metrics.segment_ids.fetch_add(1, Ordering::Relaxed);
+                return (
+                    StatusCode::OK,
+                    format!(r#"{{"errno":0,"msg":"success","id":{id}}}"#),
+                );
+            }
+            Err(e) => failure(app, FAILED, e.to_string()),
+        },
     };
-    match app.segments.next_id(&tag).await {
-        Ok(id) => {
-            app.metrics.segment_ids.fetch_add(1, Ordering::Relaxed);
-            (
-                [(CONTENT_TYPE, "application/json")],
-                format!(r#"{{"errno":0,"msg":"success","id":{id}}}"#),
-            )
-                .into_response()
-        }
-        Err(e) => failure(&app, FAILED, e.to_string()).into_response(),
+    match serde_json::to_string(&reply.0) {
+        Ok(body) => (StatusCode::OK, body),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
+}
+
+/// `/alloc` through the router (`serve` answers it first; this serves
+/// whoever uses the router alone).
+async fn alloc_route(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Response {
+    let (status, body) = alloc(&app, query.as_deref()).await;
+    (status, [(CONTENT_TYPE, JSON.clone())], body).into_response()
 }
 
 /// `GET /health?biz_tag=test` -> `{"errno":0,"msg":"success","left":N}`:

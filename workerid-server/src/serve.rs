@@ -1,0 +1,99 @@
+//! Serving connections: hyper's HTTP/1.1 directly, `/alloc` answered before
+//! the router, everything else through it.
+//!
+//! `/alloc` is the service's hot path (go-id-alloc's clients call it once per
+//! ID): it skips the router's matching, extractors and boxed body. Requests a
+//! client pipelines are answered in one write (`pipeline_flush`).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Method, Request, Response};
+use axum::Router;
+use http_body_util::{Either, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tower::ServiceExt;
+
+use crate::routes::{self, App};
+
+/// A response body: the hot path's bytes, or whatever the router answers.
+type ReplyBody = Either<Full<Bytes>, Body>;
+
+/// How long a client may take to send a request's headers.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long shutdown waits for requests in flight before it closes their
+/// connections anyway.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves `app` on `listener` until `shutdown` completes, then stops
+/// accepting, lets requests in flight finish (for up to ten seconds) and
+/// returns.
+pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Output = ()>) {
+    let router = routes::router(app.clone());
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .pipeline_flush(true);
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait, do not spin.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!("TCP_NODELAY: {e}");
+        }
+        let (app, router) = (app.clone(), router.clone());
+        let service = service_fn(move |request: Request<Incoming>| {
+            answer(app.clone(), router.clone(), request)
+        });
+        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("connection: {e}");
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("requests still in flight after {DRAIN_TIMEOUT:?}: closing them");
+    }
+}
+
+async fn answer(
+    app: Arc<App>,
+    router: Router,
+    request: Request<Incoming>,
+) -> Result<Response<ReplyBody>, Infallible> {
+    if request.method() == Method::GET && request.uri().path() == "/alloc" {
+        let (status, json) = routes::alloc(&app, request.uri().query()).await;
+        let mut response = Response::new(Either::Left(Full::new(Bytes::from(json))));
+        *response.status_mut() = status;
+        response
+            .headers_mut()
+            .insert(axum::http::header::CONTENT_TYPE, routes::JSON.clone());
+        return Ok(response);
+    }
+    let response = router.oneshot(request).await?;
+    Ok(response.map(Either::Right))
+}
