@@ -13,8 +13,10 @@
 //! MySQL / MariaDB: the procedure reads the clock once at its start. Its fast
 //! path is one autocommit `UPDATE ... ORDER BY expires_at LIMIT 1` at READ
 //! COMMITTED (MySQL has no `UPDATE ... RETURNING`: the row it took is read
-//! back from session variables it sets), which InnoDB's semi-consistent read
-//! makes skip rows that concurrent acquirers have just taken. When it takes
+//! back from session variables it sets, only for the row it writes). It
+//! cannot skip locked rows (the scan is of the secondary index, where InnoDB
+//! has no semi-consistent read): concurrent acquirers wait in turn for the
+//! first free row and then each take the next one. When it takes
 //! nothing, the procedure runs the full READ COMMITTED transaction (rolled
 //! back, and the error passed on, if any statement fails). Either way it
 //! answers with one result row. A database user

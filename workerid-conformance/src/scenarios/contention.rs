@@ -82,31 +82,55 @@ fn grants(results: Vec<Timed<Lease>>, what: &str) -> (Vec<Lease>, usize) {
 }
 
 /// N concurrent acquirers on C free IDs, over several handles, get exactly
-/// min(N, C) distinct grants; the others get `NoAvailableId`.
+/// min(N, C) distinct grants; the others get `NoAvailableId`. Twice: on IDs
+/// never granted, then on the same IDs released (the reuse path, which a
+/// store may run without its namespace lock), where every grant's fence
+/// must also have risen.
 pub async fn contention_gives_distinct_grants(f: &dyn StoreFactory) -> Outcome {
     const FREE: u32 = 16;
     const RACERS: usize = 40;
     let ctx = Ctx::new(f, "contention_gives_distinct_grants").await;
     let all = handles(&ctx, &ctx.namespace(), FREE - 1).await;
-    let results = race(
-        (0..RACERS)
-            .map(|i| acquire_job(&all[i % HANDLES]))
-            .collect(),
-    )
-    .await;
-    let (granted, refused) = grants(results, "racing for 16 IDs");
-    let ids: BTreeSet<_> = granted.iter().map(|l| l.id()).collect();
-    assert_eq!(
-        ids.len(),
-        granted.len(),
-        "a live ID was granted twice under contention"
-    );
-    assert_eq!(
-        granted.len(),
-        FREE as usize,
-        "{RACERS} racers on {FREE} free IDs must get {FREE} grants"
-    );
-    assert_eq!(refused, RACERS - FREE as usize);
+    let mut previous: Vec<Lease> = Vec::new();
+    for round in ["never granted", "released"] {
+        for lease in &previous {
+            all[0]
+                .release(lease)
+                .await
+                .expect("release of a live lease");
+        }
+        let results = race(
+            (0..RACERS)
+                .map(|i| acquire_job(&all[i % HANDLES]))
+                .collect(),
+        )
+        .await;
+        let (granted, refused) = grants(results, "racing for 16 IDs");
+        let ids: BTreeSet<_> = granted.iter().map(|l| l.id()).collect();
+        assert_eq!(
+            ids.len(),
+            granted.len(),
+            "{round} IDs: a live ID was granted twice under contention"
+        );
+        assert_eq!(
+            granted.len(),
+            FREE as usize,
+            "{round} IDs: {RACERS} racers on {FREE} free IDs must get {FREE} grants"
+        );
+        assert_eq!(refused, RACERS - FREE as usize);
+        for lease in &granted {
+            if let Some(before) = previous.iter().find(|p| p.id() == lease.id()) {
+                assert!(
+                    lease.fence() > before.fence(),
+                    "{round} ID {}: fence {} after {}: it must rise on a new grant",
+                    lease.id(),
+                    lease.fence(),
+                    before.fence()
+                );
+            }
+        }
+        previous = granted;
+    }
     Outcome::Passed
 }
 
