@@ -31,6 +31,14 @@ fn ttl_secs(ttl: Duration) -> i64 {
     i64::try_from(secs.max(1)).unwrap_or(i64::MAX)
 }
 
+/// Every etcd lease the store grants lives this much longer than the ttl it
+/// carries a worker ID for, so that a spare lease granted less than this long
+/// ago still covers a whole ttl and acquire can use it without a keep-alive:
+/// acquire is then one transaction. Renewals extend to the same length, so a
+/// lease may outlive its holder's deadline by this much more (declared in
+/// [`Capabilities::expiry_lag`]).
+pub(crate) const LEASE_SLACK: Duration = Duration::from_secs(1);
+
 /// The `n`th response of a transaction, if it is a get: its first value.
 fn got(responses: &[TxnOpResponse], n: usize) -> Option<Option<Vec<u8>>> {
     match responses.get(n) {
@@ -201,14 +209,16 @@ impl EtcdStore {
             .await
     }
 
-    /// A new etcd lease of `ttl`: (lease ID, ttl in seconds).
+    /// A new etcd lease for `ttl` (granted for `ttl` + [`LEASE_SLACK`]):
+    /// (lease ID, ttl in seconds).
     async fn grant(&self, ttl: Duration) -> Result<(i64, i64)> {
         let secs = ttl_secs(ttl);
+        let granted = secs.saturating_add(ttl_secs(LEASE_SLACK));
         let answer = self
             .inner
             .cluster
             .call("lease grant", |mut c| async move {
-                c.lease_grant(secs, None).await
+                c.lease_grant(granted, None).await
             })
             .await?
             .value;
@@ -428,9 +438,9 @@ impl EtcdStore {
         Err(refusal("renew", &answer, token, id)?)
     }
 
-    /// A spare lease of `ttl_secs` if a fresh one is ready; asks for another
-    /// in the background.
-    fn spare_lease(&self, ttl_secs: i64) -> Option<i64> {
+    /// A spare lease of `ttl_secs` if a fresh one is ready, with the instant
+    /// it was granted or last extended; asks for another in the background.
+    fn spare_lease(&self, ttl_secs: i64) -> Option<(i64, Instant)> {
         let mut stale = Vec::new();
         let (lease, refill) = self.inner.spares.take(ttl_secs, &mut stale);
         for old in stale {
@@ -479,8 +489,9 @@ impl LeaseStore for EtcdStore {
             ttl_granularity: Duration::from_secs(1),
             durable: true,
             // The leader's lessor looks for expired leases every 500 ms, then
-            // commits each revocation through Raft.
-            expiry_lag: Duration::from_secs(1),
+            // commits each revocation through Raft (1 s); and every lease is
+            // granted for LEASE_SLACK more than its ttl.
+            expiry_lag: Duration::from_secs(1) + LEASE_SLACK,
             // See the crate docs: an expired ID waits one more ttl.
             quarantine: true,
             list: true,
@@ -498,12 +509,17 @@ impl LeaseStore for EtcdStore {
         let started = Instant::now();
         let keys = Keys::new(&self.inner.prefix, namespace);
         let secs = ttl_secs(ttl);
-        let (lease, spare) = match self.spare_lease(secs) {
-            Some(lease) => (lease, true),
-            None => (self.grant(ttl).await?.0, false),
+        // A spare granted (or last extended) less than LEASE_SLACK ago still
+        // has a whole ttl left: the transaction alone. An older one is
+        // extended by a keep-alive sent with the transaction. Either way
+        // `extended` is an instant from which the lease covers a whole ttl.
+        let (lease, keep_alive, extended_at) = match self.spare_lease(secs) {
+            Some((lease, sent)) if sent.elapsed() < LEASE_SLACK => (lease, false, sent),
+            Some((lease, _)) => (lease, true, started),
+            None => (self.grant(ttl).await?.0, false, started),
         };
         let taking = self.take(namespace, &keys, max_worker_id, token, (lease, secs));
-        let (taken, extended) = if spare {
+        let (taken, extended) = if keep_alive {
             // The keep-alive brings the spare lease's end to at least now + ttl.
             let (taken, alive) = tokio::join!(taking, self.keep_alive(lease));
             (taken, matches!(alive, Ok(true)))
@@ -529,7 +545,8 @@ impl LeaseStore for EtcdStore {
             token: *token,
             lease: used,
             ttl_secs: secs,
-            extended: started,
+            // A lease moved by `reattach` was granted after `started`.
+            extended: if used == lease { extended_at } else { started },
         };
         if let Some(old) = self.remember(namespace, grant.id, held) {
             if old.lease != used {

@@ -10,8 +10,11 @@
 //!   seconds and has a minimum (2 s with default server settings): the store
 //!   declares both in its [`Capabilities`](workerid_core::Capabilities).
 //! - **Every write is one guarded transaction** that compares the owner before
-//!   it writes. Acquire is a lease grant plus one transaction that tries up to
-//!   8 candidate IDs at once (nested `if absent then take` branches), renew a
+//!   it writes. Acquire is one transaction that tries up to 8 candidate IDs
+//!   at once (nested `if absent then take` branches) on an etcd lease granted
+//!   ahead of time (granted for the ttl plus one second, so that one granted
+//!   in the last second needs no keep-alive; an older one gets a keep-alive
+//!   sent with the transaction; with none ready, a grant first), renew a
 //!   keep-alive sent together with one transaction (or a grant plus a
 //!   transaction when the ttl changes), release one transaction.
 //! - **No scan per acquire**: candidates come from a per-namespace mirror of

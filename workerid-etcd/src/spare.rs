@@ -1,12 +1,15 @@
 //! etcd leases granted ahead of need, so that acquire sends its transaction
-//! and a keep-alive together instead of waiting for a grant first.
+//! alone, or with a keep-alive, instead of waiting for a grant first.
 //!
-//! A spare lease is only used while at least half its ttl is left (judged on
-//! the local monotonic clock from the instant its grant was *sent*), and the
-//! keep-alive sent with the acquire transaction extends it to at least
-//! send instant + ttl, which the caller's deadline assumes. If that keep-alive
-//! fails, acquire moves the new grant to a freshly granted lease before it
-//! answers (see `EtcdStore::acquire`).
+//! Every lease is granted for its ttl plus `LEASE_SLACK` (1 s). A spare
+//! taken less than that after its grant (or its last extension) was *sent*,
+//! on the local monotonic clock, still covers a whole ttl from now: acquire
+//! uses it as it is, one transaction. An older spare is used while at least
+//! half its ttl is left, with a keep-alive sent together with the acquire
+//! transaction, which extends it to at least send instant + ttl, as the
+//! caller's deadline assumes. If that keep-alive fails, acquire moves the new
+//! grant to a freshly granted lease before it answers (see
+//! `EtcdStore::acquire`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -34,18 +37,19 @@ pub(crate) struct Spares {
 }
 
 impl Spares {
-    /// A spare lease of `ttl_secs` with at least half of it left, and whether
+    /// A spare lease of `ttl_secs` with at least half of it left (and the
+    /// instant its grant or last extension was sent), and whether
     /// the caller should grant one more (then it must call [`Spares::put`]
     /// or [`Spares::gave_up`]). Spares too old to use are returned in `stale`
     /// for revocation.
-    pub fn take(&self, ttl_secs: i64, stale: &mut Vec<i64>) -> (Option<i64>, bool) {
+    pub fn take(&self, ttl_secs: i64, stale: &mut Vec<i64>) -> (Option<(i64, Instant)>, bool) {
         let mut by_ttl = lock(&self.by_ttl);
         let pool = by_ttl.entry(ttl_secs).or_default();
         let fresh_for = Duration::from_secs(ttl_secs.unsigned_abs()) / 2;
         let mut found = None;
         while let Some((lease, sent)) = pool.leases.pop() {
             if sent.elapsed() < fresh_for {
-                found = Some(lease);
+                found = Some((lease, sent));
                 break;
             }
             stale.push(lease);
@@ -104,7 +108,8 @@ mod tests {
         spares.put(10, 1, Instant::now());
         spares.put(10, 2, Instant::now() - Duration::from_secs(6));
         // 2 is older than half the ttl: set aside for revocation.
-        assert_eq!(spares.take(10, &mut stale), (Some(1), true));
+        let (taken, refill) = spares.take(10, &mut stale);
+        assert_eq!((taken.map(|(l, _)| l), refill), (Some(1), true));
         assert_eq!(stale, vec![2]);
         spares.gave_up(10);
         assert_eq!(spares.take(10, &mut stale), (None, true));
@@ -113,7 +118,7 @@ mod tests {
         assert!(spares.give_back(5, 8, Instant::now()));
         assert!(spares.give_back(5, 9, Instant::now()));
         assert!(!spares.give_back(5, 10, Instant::now()), "three at most");
-        assert_eq!(spares.take(5, &mut stale).0, Some(9));
+        assert_eq!(spares.take(5, &mut stale).0.map(|(l, _)| l), Some(9));
     }
 
     #[test]
@@ -128,12 +133,12 @@ mod tests {
         let (lease, refill) = spares.take(10, &mut stale);
         assert!(refill);
         spares.put(10, 3, Instant::now());
-        assert!(spares.give_back(10, lease.unwrap(), Instant::now()));
+        assert!(spares.give_back(10, lease.unwrap().0, Instant::now()));
         for _ in 0..100 {
             let (lease, refill) = spares.take(10, &mut stale);
             assert!(!refill, "no grant");
             assert!(
-                spares.give_back(10, lease.unwrap(), Instant::now()),
+                spares.give_back(10, lease.unwrap().0, Instant::now()),
                 "no revocation"
             );
         }
