@@ -1,6 +1,7 @@
 //! One namespace's worker IDs, with O(log n) acquire.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
 use workerid_core::{Error, Grant, LeaseInfo, LeaseState, Result, Token, WorkerId};
@@ -19,14 +20,20 @@ struct Slot {
 /// One namespace.
 ///
 /// IDs that were never granted are `next_unused..=max_worker_id` (no
-/// pre-filling). Every other ID is either held, in `held` ordered by its
-/// expiry, or released, in `released` in the order of release (nearly the
-/// order of release time: two releases may read the clock in one order and
-/// queue in the other, which only changes which free ID is reused first).
-/// Acquire takes whichever of the two heads has been free longer: O(log n),
-/// and on a nearly full pool it touches only the ends of `held`, which stay
-/// in cache, where one ordered set of every ID made it walk a 2^16-entry tree
-/// twice per grant.
+/// pre-filling). Every other ID is either held, in `held` by its lease's end,
+/// or released, in `released` in the order of release (nearly the order of
+/// release time: two releases may read the clock in one order and queue in
+/// the other, which only changes which free ID is reused first). Acquire
+/// takes whichever of the two heads has been free longer.
+///
+/// `held` is a min-heap whose entries are never removed in place: a renewal
+/// or grant pushes the lease's new end (at the bottom, usually without a
+/// single swap, since it is the latest), and an entry that no longer matches
+/// its slot (renewed, released or granted again since) is dropped when it
+/// reaches the top, or when the heap, grown past twice the slots, is rebuilt
+/// from them (O(n), after at least n pushes). So acquire and release on a
+/// nearly full pool cost the same as on an empty one: no search of a
+/// 2^16-entry tree per operation, as an ordered set needs.
 #[derive(Debug)]
 pub(crate) struct Pool {
     pub(crate) max_worker_id: u32,
@@ -34,7 +41,7 @@ pub(crate) struct Pool {
     /// Indexed by ID: IDs are granted first in order (`0..next_unused`), so
     /// the slots are dense.
     slots: Vec<Slot>,
-    held: BTreeSet<(Duration, u32)>,
+    held: BinaryHeap<Reverse<(Duration, u32)>>,
     released: VecDeque<(Duration, u32)>,
 }
 
@@ -44,16 +51,46 @@ impl Pool {
             max_worker_id,
             next_unused: 0,
             slots: Vec::new(),
-            held: BTreeSet::new(),
+            held: BinaryHeap::new(),
             released: VecDeque::new(),
         }
     }
 
+    /// The held lease that ends first, after dropping the stale entries
+    /// above it.
+    fn first_held(&mut self) -> Option<(Duration, u32)> {
+        while let Some(&Reverse((end, id))) = self.held.peek() {
+            let current = self
+                .slots
+                .get(id as usize)
+                .is_some_and(|slot| slot.holder.is_some() && slot.expires_at == end);
+            if current {
+                return Some((end, id));
+            }
+            self.held.pop();
+        }
+        None
+    }
+
+    /// Records that `id`'s lease now ends at `end` (an earlier entry of it
+    /// goes stale), rebuilding the heap from the slots when stale entries
+    /// outnumber the slots.
+    fn push_held(&mut self, end: Duration, id: u32) {
+        self.held.push(Reverse((end, id)));
+        if self.held.len() > 2 * self.slots.len() + 64 {
+            self.held = (0u32..)
+                .zip(&self.slots)
+                .filter(|(_, slot)| slot.holder.is_some())
+                .map(|(id, slot)| Reverse((slot.expires_at, id)))
+                .collect();
+        }
+    }
+
     pub(crate) fn acquire(&mut self, now: Duration, token: &Token, ttl: Duration) -> Result<Grant> {
-        let expired = self.held.first().copied().filter(|&(end, _)| end <= now);
+        let expired = self.first_held().filter(|&(end, _)| end <= now);
         let id = match (self.released.front().copied(), expired) {
             (Some(released), Some(expired)) if expired.0 < released.0 => {
-                self.held.remove(&expired);
+                self.held.pop();
                 expired.1
             }
             (Some((_, id)), _) => {
@@ -61,7 +98,7 @@ impl Pool {
                 id
             }
             (None, Some(expired)) => {
-                self.held.remove(&expired);
+                self.held.pop();
                 expired.1
             }
             _ if self.next_unused <= u64::from(self.max_worker_id) => {
@@ -88,12 +125,14 @@ impl Pool {
         slot.holder = Some(*token);
         slot.expires_at = now + ttl;
         slot.fence += 1;
-        self.held.insert((slot.expires_at, id));
-        Ok(Grant {
+        let grant = Grant {
             id: WorkerId::from(id),
             fence: slot.fence,
             previous_watermark: slot.watermark,
-        })
+        };
+        let end = slot.expires_at;
+        self.push_held(end, id);
+        Ok(grant)
     }
 
     /// Checks that `token` holds `id` live, then applies `change` to its slot
@@ -117,14 +156,13 @@ impl Pool {
             Some(_) if now >= slot.expires_at => return Err(Error::TokenExpired { id }),
             Some(_) => {}
         }
-        self.held.remove(&(slot.expires_at, id.get()));
         slot.expires_at = free_at;
         slot.watermark = slot.watermark.max(watermark);
         if release {
             slot.holder = None;
             self.released.push_back((free_at, id.get()));
         } else {
-            self.held.insert((free_at, id.get()));
+            self.push_held(free_at, id.get());
         }
         Ok(())
     }
@@ -161,7 +199,6 @@ impl Pool {
         if slot.holder.is_none() || slot.expires_at <= now {
             return false;
         }
-        self.held.remove(&(slot.expires_at, id.get()));
         slot.holder = None;
         slot.expires_at = now;
         self.released.push_back((now, id.get()));
@@ -176,5 +213,73 @@ impl Pool {
         watermark: u64,
     ) -> Result<()> {
         self.update_held(now, id, token, watermark, now, true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEC: Duration = Duration::from_secs(1);
+
+    fn token() -> Token {
+        Token::generate()
+    }
+
+    #[test]
+    fn renewals_leave_a_bounded_heap_and_expiry_is_still_found_in_order() {
+        let mut pool = Pool::new(99);
+        let tokens: Vec<Token> = (0..100).map(|_| token()).collect();
+        for (i, t) in tokens.iter().enumerate() {
+            let grant = pool.acquire(SEC * i as u32, t, 1000 * SEC).unwrap();
+            assert_eq!(grant.id.get(), i as u32);
+        }
+        // Ten thousand renewals: each pushes an entry; the heap is rebuilt
+        // whenever stale entries pile up past twice the slots.
+        for round in 0..100u32 {
+            for (i, t) in tokens.iter().enumerate() {
+                let now = SEC * (100 + round);
+                // ID i ends at now + 10 s + i ms: the lower IDs end first.
+                let ttl = 10 * SEC + Duration::from_millis(i as u64);
+                pool.renew(now, WorkerId::from(i as u32), t, ttl, 0)
+                    .unwrap();
+            }
+            assert!(pool.held.len() <= 2 * pool.slots.len() + 65);
+        }
+        let now = SEC * 199;
+        assert!(matches!(
+            pool.acquire(now, &token(), SEC),
+            Err(Error::NoAvailableId { .. })
+        ));
+        // Past every end: reclaimed earliest end first.
+        let later = now + 20 * SEC;
+        for expected in 0..100 {
+            let grant = pool.acquire(later, &token(), SEC).unwrap();
+            assert_eq!(grant.id.get(), expected);
+            assert_eq!(grant.fence, 2);
+        }
+    }
+
+    #[test]
+    fn released_and_renewed_ids_are_never_reclaimed_through_a_stale_entry() {
+        let mut pool = Pool::new(2);
+        let (a, b, c) = (token(), token(), token());
+        pool.acquire(Duration::ZERO, &a, 10 * SEC).unwrap(); // ID 0, ends at 10 s
+        pool.acquire(Duration::ZERO, &b, 10 * SEC).unwrap(); // ID 1, ends at 10 s
+        pool.acquire(Duration::ZERO, &c, 10 * SEC).unwrap(); // ID 2, ends at 10 s
+                                                             // ID 0 renewed to 100 s, ID 1 released at 5 s: their 10 s entries
+                                                             // are stale.
+        pool.renew(SEC, WorkerId::from(0), &a, 99 * SEC, 0).unwrap();
+        pool.release(5 * SEC, WorkerId::from(1), &b, 0).unwrap();
+        let d = token();
+        // At 20 s: ID 2 expired at 10 s, ID 1 was released at 5 s (free
+        // longer), ID 0 is live.
+        assert_eq!(pool.acquire(20 * SEC, &d, SEC).unwrap().id.get(), 1);
+        assert_eq!(pool.acquire(20 * SEC, &d, SEC).unwrap().id.get(), 2);
+        assert!(matches!(
+            pool.acquire(20 * SEC, &d, SEC),
+            Err(Error::NoAvailableId { .. })
+        ));
+        assert!(pool.renew(20 * SEC, WorkerId::from(0), &a, SEC, 0).is_ok());
     }
 }
