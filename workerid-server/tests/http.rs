@@ -3,7 +3,7 @@
 //! no ID and releases the worker ID.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -13,12 +13,9 @@ struct Server {
     port: u16,
 }
 
+/// A port no other server of this test binary (etcd's included) was given.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    workerid_servers::free_port()
 }
 
 impl Server {
@@ -53,9 +50,16 @@ impl Server {
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
-        let server = Server { child, port };
+        let mut server = Server { child, port };
         let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        loop {
+            // Ours, not whatever else answers on the port: still running.
+            if let Some(status) = server.child.try_wait().unwrap() {
+                panic!("the server exited before it answered: {status}");
+            }
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
             assert!(Instant::now() < deadline, "the server never listened");
             std::thread::sleep(Duration::from_millis(50));
         }
