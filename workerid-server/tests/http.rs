@@ -11,6 +11,18 @@ use std::time::{Duration, Instant};
 struct Server {
     child: Child,
     port: u16,
+    /// The server's stderr (its log, connection errors included).
+    log: std::path::PathBuf,
+}
+
+impl Drop for Server {
+    /// A test that fails leaves no server behind.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }
 
 /// A port no other server of this test binary (etcd's included) was given.
@@ -42,20 +54,25 @@ impl Server {
             ),
         )
         .unwrap();
+        let log = dir.join(format!("server-{port}-{}.log", std::process::id()));
         let child = Command::new(env!("CARGO_BIN_EXE_workerid-server"))
             .arg("--config")
             .arg(&config)
             .args(args)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", "warn,workerid_server=debug")
             .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        let mut server = Server { child, port };
+        let mut server = Server { child, port, log };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             // Ours, not whatever else answers on the port: still running.
             if let Some(status) = server.child.try_wait().unwrap() {
-                panic!("the server exited before it answered: {status}");
+                panic!(
+                    "the server exited before it answered: {status}\n{}",
+                    server.log_text()
+                );
             }
             if TcpStream::connect(("127.0.0.1", port)).is_ok() {
                 break;
@@ -66,16 +83,23 @@ impl Server {
         server
     }
 
+    /// What the server has logged so far.
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
     /// `GET path` -> (status, body).
     fn get(&self, path: &str) -> (u16, String) {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        write!(
-            stream,
-            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
         let mut text = String::new();
-        stream.read_to_string(&mut text).unwrap();
+        let answered = TcpStream::connect(("127.0.0.1", self.port)).and_then(|mut stream| {
+            stream.write_all(request.as_bytes())?;
+            stream.read_to_string(&mut text)
+        });
+        if let Err(e) = answered {
+            panic!("GET {path}: {e}; the server's log:\n{}", self.log_text());
+        }
         let status = text[9..12].parse().unwrap();
         let body = text
             .split_once("\r\n\r\n")

@@ -6,9 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwap;
-
-use super::{check_step, Range, SegmentStore, Tag};
+use super::cursor::{Claim, Cursor, Segment, MAX_CLAIM};
+use super::{check_step, SegmentStore, Tag};
 use crate::{Error, Result};
 
 /// How a [`SegmentAllocator`] buffers.
@@ -39,52 +38,14 @@ impl Default for SegmentOptions {
     }
 }
 
-/// One reserved range being handed out.
-#[derive(Debug)]
-struct Segment {
-    first: u64,
-    last: u64,
-    /// The next ID to hand out; past `last` once used up.
-    cursor: AtomicU64,
-    /// The ID whose taker starts loading the next segment.
-    refill_point: u64,
-    loaded_at: Instant,
-}
-
-impl Segment {
-    fn new(range: Range, refill_at: f64) -> Segment {
-        let used = ((range.len() as f64) * refill_at.clamp(0.0, 1.0)) as u64;
-        Segment {
-            first: range.first,
-            last: range.last,
-            cursor: AtomicU64::new(range.first),
-            refill_point: range.first + used.min(range.len() - 1),
-            loaded_at: Instant::now(),
-        }
-    }
-
-    fn empty() -> Segment {
-        Segment {
-            first: 1,
-            last: 0,
-            cursor: AtomicU64::new(1),
-            refill_point: 0,
-            loaded_at: Instant::now(),
-        }
-    }
-
-    fn left(&self) -> u64 {
-        (self.last + 1).saturating_sub(self.cursor.load(Ordering::Relaxed))
-    }
-}
-
 /// The buffers of one tag.
 #[derive(Debug)]
 struct Buffers {
     tag: Tag,
     store: Arc<dyn SegmentStore>,
     options: SegmentOptions,
-    current: ArcSwap<Segment>,
+    /// The current segment.
+    current: Cursor,
     prefetched: Mutex<Option<Segment>>,
     /// Serialises switching segments (never held on the fast path).
     switch: tokio::sync::Mutex<()>,
@@ -114,7 +75,9 @@ impl TagHandle {
     pub async fn next_id(&self) -> Result<u64> {
         match self.take() {
             Some(id) => Ok(id),
-            None => self.switch_and_take().await,
+            // Boxed: the switch's large state stays out of this future,
+            // which the fast path builds on every call.
+            None => Box::pin(self.switch_and_take()).await,
         }
     }
 
@@ -132,10 +95,12 @@ impl TagHandle {
     /// batcher's unused IDs are lost when it is dropped (at most `batch - 1`).
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] for a batch of 0.
+    /// [`Error::InvalidConfig`] for a batch of 0 or above 2^32.
     pub fn local(&self, batch: u64) -> Result<LocalIds> {
-        if batch == 0 {
-            return Err(Error::invalid_config("a batch of 0 IDs"));
+        if !(1..=MAX_CLAIM).contains(&batch) {
+            return Err(Error::invalid_config(format!(
+                "a batch of {batch} IDs (1 to 2^32)"
+            )));
         }
         Ok(LocalIds {
             handle: self.clone(),
@@ -158,21 +123,22 @@ impl TagHandle {
 
     /// IDs left in memory (current segment and the prefetched one).
     pub fn left(&self) -> u64 {
-        let prefetched = self.lock_prefetched().as_ref().map_or(0, Segment::left);
-        self.0.current.load().left() + prefetched
+        let prefetched = self.lock_prefetched().as_ref().map_or(0, Segment::len);
+        self.0.current.left() + prefetched
     }
 
     /// The fast path: one atomic add on the current segment.
+    #[inline]
     fn take(&self) -> Option<u64> {
-        let segment = self.0.current.load();
-        let id = segment.cursor.fetch_add(1, Ordering::Relaxed);
-        if id > segment.last {
-            return None;
+        match self.0.current.claim(1) {
+            Claim::Ids { first, refill, .. } => {
+                if let Some(loaded_at) = refill {
+                    self.prefetch(loaded_at);
+                }
+                Some(first)
+            }
+            Claim::UsedUp => None,
         }
-        if id == segment.refill_point {
-            self.prefetch(segment.loaded_at);
-        }
-        Some(id)
     }
 
     fn lock_prefetched(&self) -> std::sync::MutexGuard<'_, Option<Segment>> {
@@ -271,13 +237,13 @@ impl TagHandle {
             let prefetched = self.lock_prefetched().take();
             let segment = match prefetched {
                 Some(segment) => segment,
-                None => self.load(b.current.load().loaded_at).await?,
+                None => self.load(b.current.loaded_at()).await?,
             };
             if waited {
                 b.stalls.fetch_add(1, Ordering::Relaxed);
                 b.all_stalls.fetch_add(1, Ordering::Relaxed);
             }
-            b.current.store(Arc::new(segment));
+            b.current.install(segment);
             if let Some(id) = self.take() {
                 return Ok(id);
             }
@@ -291,9 +257,9 @@ impl TagHandle {
         b.closed.store(true, Ordering::Release);
         let _switching = b.switch.lock().await;
         let _prefetching = b.prefetching.lock().await;
-        let current = b.current.swap(Arc::new(Segment::empty()));
         // Claims every ID not handed out yet, atomically with the fast path.
-        let unused_from = current.cursor.fetch_add(u64::MAX / 2, Ordering::AcqRel);
+        let current = b.current.install(Segment::empty());
+        let unused_from = current.unclaimed_from;
         let prefetched = self.lock_prefetched().take();
         let mut top = current.last;
         if let Some(next) = prefetched {
@@ -340,19 +306,15 @@ impl LocalIds {
             self.next += 1;
             return Ok(id);
         }
-        let segment = self.handle.0.current.load();
-        let start = segment.cursor.fetch_add(self.batch, Ordering::Relaxed);
-        if start <= segment.last {
-            let end = start.saturating_add(self.batch).min(segment.last + 1);
-            if (start..end).contains(&segment.refill_point) {
-                self.handle.prefetch(segment.loaded_at);
+        if let Claim::Ids { first, end, refill } = self.handle.0.current.claim(self.batch) {
+            if let Some(loaded_at) = refill {
+                self.handle.prefetch(loaded_at);
             }
-            self.next = start + 1;
+            self.next = first + 1;
             self.end = end;
-            return Ok(start);
+            return Ok(first);
         }
-        drop(segment);
-        self.handle.switch_and_take().await
+        Box::pin(self.handle.switch_and_take()).await
     }
 }
 
@@ -433,7 +395,7 @@ impl SegmentAllocator {
                 tag,
                 store: self.store.clone(),
                 options: self.options,
-                current: ArcSwap::from_pointee(Segment::empty()),
+                current: Cursor::new(),
                 prefetched: Mutex::new(None),
                 switch: tokio::sync::Mutex::new(()),
                 prefetching: tokio::sync::Mutex::new(()),

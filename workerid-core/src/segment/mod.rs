@@ -3,6 +3,7 @@
 //! double buffer; [`GaplessSequence`] for consecutive numbers.
 
 mod allocator;
+mod cursor;
 mod store;
 
 pub use allocator::{GaplessSequence, LocalIds, SegmentAllocator, SegmentOptions, TagHandle};

@@ -1,0 +1,374 @@
+//! A tag's current segment, handed out lock-free: one atomic add per claim,
+//! no reference count, no lock.
+//!
+//! One 64-bit word holds the segment's generation (top 16 bits) and the
+//! offset of the next unclaimed ID (low 48 bits). A claim adds to the word;
+//! the generation it read names the slot (one of four) where that segment's
+//! first ID and length are. Installing the next segment writes the next slot
+//! first and then swaps the word to (next generation, offset 0), so every
+//! claim belongs to exactly one segment: the swap is atomic with the adds.
+//! A slot is rewritten only three switches later; a claimer stalled that
+//! long notices (the slot's sequence number has changed, as in a seqlock),
+//! drops its claim, whose IDs are then lost (never handed out twice) and
+//! claims again.
+
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::Range;
+
+const OFFSET_BITS: u32 = 48;
+const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
+const GENERATION_MASK: u64 = (1 << (64 - OFFSET_BITS)) - 1;
+/// The longest segment served; IDs of a longer range past this are lost,
+/// never reused. (Steps are at most 2^40, so a well-behaved store never
+/// gets here.)
+const MAX_LEN: u64 = 1 << 46;
+/// Claims that found the segment used up still add to the offset while a
+/// switch is due; an offset past this is folded back to the length, long
+/// before it could carry into the generation.
+const FOLD_AT: u64 = 1 << 47;
+/// The largest claim: batches of [`Cursor::claim`] are at most this.
+pub(super) const MAX_CLAIM: u64 = 1 << 32;
+const SLOTS: usize = 4;
+/// A slot's sequence number while it is being written.
+const WRITING: u64 = u64::MAX;
+
+/// One reserved range, before and while it is current.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Segment {
+    pub(super) first: u64,
+    pub(super) last: u64,
+    /// The ID whose taker starts loading the next segment.
+    pub(super) refill_point: u64,
+    pub(super) loaded_at: Instant,
+}
+
+impl Segment {
+    pub(super) fn new(range: Range, refill_at: f64) -> Segment {
+        let used = ((range.len() as f64) * refill_at.clamp(0.0, 1.0)) as u64;
+        Segment {
+            first: range.first,
+            last: range.last,
+            refill_point: range.first + used.min(range.len().saturating_sub(1)),
+            loaded_at: Instant::now(),
+        }
+    }
+
+    pub(super) fn empty() -> Segment {
+        Segment {
+            first: 1,
+            last: 0,
+            refill_point: 0,
+            loaded_at: Instant::now(),
+        }
+    }
+
+    /// IDs in the segment (0 for an empty one).
+    pub(super) fn len(&self) -> u64 {
+        (self.last + 1).saturating_sub(self.first)
+    }
+}
+
+/// What a claim got.
+#[derive(Debug, PartialEq)]
+pub(super) enum Claim {
+    /// IDs `first..end` (at least one), and the current segment's load time
+    /// if the claim took its refill point.
+    Ids {
+        first: u64,
+        end: u64,
+        refill: Option<Instant>,
+    },
+    /// The current segment is used up: a switch is due.
+    UsedUp,
+}
+
+/// What [`Cursor::install`] replaced.
+#[derive(Debug)]
+pub(super) struct Replaced {
+    pub(super) first: u64,
+    pub(super) last: u64,
+    /// The first ID nobody claimed (past `last` when every one was).
+    pub(super) unclaimed_from: u64,
+}
+
+#[derive(Debug)]
+struct Slot {
+    /// The generation whose segment this is, or [`WRITING`].
+    sequence: AtomicU64,
+    first: AtomicU64,
+    len: AtomicU64,
+    /// The offset whose claimer starts the refill.
+    refill: AtomicU64,
+    /// Nanoseconds from the cursor's epoch.
+    loaded_at: AtomicU64,
+}
+
+/// A slot as read.
+struct View {
+    first: u64,
+    len: u64,
+    refill: u64,
+    loaded_at: u64,
+}
+
+/// The current segment of one tag.
+#[derive(Debug)]
+pub(super) struct Cursor {
+    word: AtomicU64,
+    slots: [Slot; SLOTS],
+    epoch: Instant,
+}
+
+impl Cursor {
+    /// A cursor on an empty segment.
+    pub(super) fn new() -> Cursor {
+        let slot = |sequence| Slot {
+            sequence: AtomicU64::new(sequence),
+            first: AtomicU64::new(1),
+            len: AtomicU64::new(0),
+            refill: AtomicU64::new(u64::MAX),
+            loaded_at: AtomicU64::new(0),
+        };
+        Cursor {
+            word: AtomicU64::new(0),
+            slots: [slot(0), slot(WRITING), slot(WRITING), slot(WRITING)],
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Claims up to `n` IDs (`1..=MAX_CLAIM`) of the current segment: fewer
+    /// when it has fewer left.
+    #[inline]
+    pub(super) fn claim(&self, n: u64) -> Claim {
+        debug_assert!((1..=MAX_CLAIM).contains(&n));
+        loop {
+            // Acquire: pairs with `install`'s swap, so the slot of the
+            // generation read is written.
+            let word = self.word.fetch_add(n, Ordering::Acquire);
+            let (generation, offset) = (word >> OFFSET_BITS, word & OFFSET_MASK);
+            let Some(view) = self.read(generation) else {
+                // Stalled for three switches: this claim's IDs are lost.
+                continue;
+            };
+            if offset >= view.len {
+                if offset >= FOLD_AT {
+                    self.fold(generation, view.len);
+                }
+                return Claim::UsedUp;
+            }
+            let end = offset.saturating_add(n).min(view.len);
+            let refill = (offset..end)
+                .contains(&view.refill)
+                .then(|| self.instant(view.loaded_at));
+            return Claim::Ids {
+                first: view.first + offset,
+                end: view.first + end,
+                refill,
+            };
+        }
+    }
+
+    /// Makes `segment` current and returns what it replaced, with the first
+    /// ID nobody had claimed: claims after the swap get `segment`'s IDs.
+    /// Callers serialise their installs (one switch at a time per tag).
+    pub(super) fn install(&self, segment: Segment) -> Replaced {
+        let current = self.word.load(Ordering::Acquire) >> OFFSET_BITS;
+        let next = (current + 1) & GENERATION_MASK;
+        let slot = &self.slots[next as usize % SLOTS];
+        slot.sequence.store(WRITING, Ordering::Relaxed);
+        fence(Ordering::Release);
+        let len = segment.len().min(MAX_LEN);
+        slot.first.store(segment.first, Ordering::Relaxed);
+        slot.len.store(len, Ordering::Relaxed);
+        slot.refill.store(
+            segment.refill_point.wrapping_sub(segment.first),
+            Ordering::Relaxed,
+        );
+        slot.loaded_at
+            .store(self.nanos(segment.loaded_at), Ordering::Relaxed);
+        slot.sequence.store(next, Ordering::Release);
+        let old = self.word.swap(next << OFFSET_BITS, Ordering::AcqRel);
+        let (generation, offset) = (old >> OFFSET_BITS, old & OFFSET_MASK);
+        // Nothing else writes slots: the old one still holds its segment.
+        let view = self.read(generation).unwrap_or(View {
+            first: 1,
+            len: 0,
+            refill: u64::MAX,
+            loaded_at: 0,
+        });
+        Replaced {
+            first: view.first,
+            last: (view.first + view.len).wrapping_sub(1),
+            unclaimed_from: view.first + offset.min(view.len),
+        }
+    }
+
+    /// IDs of the current segment nobody has claimed.
+    pub(super) fn left(&self) -> u64 {
+        let (view, offset) = self.current();
+        view.len.saturating_sub(offset)
+    }
+
+    /// When the current segment was loaded.
+    pub(super) fn loaded_at(&self) -> Instant {
+        let (view, _) = self.current();
+        self.instant(view.loaded_at)
+    }
+
+    fn current(&self) -> (View, u64) {
+        loop {
+            let word = self.word.load(Ordering::Acquire);
+            if let Some(view) = self.read(word >> OFFSET_BITS) {
+                return (view, word & OFFSET_MASK);
+            }
+        }
+    }
+
+    /// The slot of `generation`, unless it has been rewritten since.
+    #[inline]
+    fn read(&self, generation: u64) -> Option<View> {
+        let slot = &self.slots[generation as usize % SLOTS];
+        let before = slot.sequence.load(Ordering::Acquire);
+        let view = View {
+            first: slot.first.load(Ordering::Relaxed),
+            len: slot.len.load(Ordering::Relaxed),
+            refill: slot.refill.load(Ordering::Relaxed),
+            loaded_at: slot.loaded_at.load(Ordering::Relaxed),
+        };
+        fence(Ordering::Acquire);
+        let after = slot.sequence.load(Ordering::Relaxed);
+        (before == generation && after == generation).then_some(view)
+    }
+
+    /// Brings a used-up segment's offset back to its length (claims past
+    /// the end keep adding while the store is down).
+    fn fold(&self, generation: u64, len: u64) {
+        let word = self.word.load(Ordering::Relaxed);
+        if word >> OFFSET_BITS == generation && word & OFFSET_MASK >= FOLD_AT {
+            // Lost to a concurrent claim or switch: the next claim retries.
+            let _ = self.word.compare_exchange(
+                word,
+                (generation << OFFSET_BITS) | len,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    fn nanos(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn instant(&self, nanos: u64) -> Instant {
+        self.epoch + Duration::from_nanos(nanos)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+    use std::sync::Arc;
+
+    fn segment(first: u64, last: u64) -> Segment {
+        Segment::new(Range { first, last }, 0.5)
+    }
+
+    #[test]
+    fn claims_walk_the_segment_then_report_it_used_up() {
+        let cursor = Cursor::new();
+        assert_eq!(cursor.claim(1), Claim::UsedUp);
+        let loaded = segment(10, 13);
+        let replaced = cursor.install(loaded);
+        assert!(replaced.first > replaced.last, "the empty segment");
+        assert_eq!(cursor.left(), 4);
+        let Claim::Ids { first, end, refill } = cursor.claim(1) else {
+            panic!("an ID")
+        };
+        assert_eq!((first, end, refill), (10, 11, None));
+        // The refill point (10 + 2) falls in this batch; the batch is cut at
+        // the segment's end.
+        let Claim::Ids { first, end, refill } = cursor.claim(5) else {
+            panic!("IDs")
+        };
+        assert_eq!((first, end), (11, 14));
+        assert_eq!(refill, Some(cursor.loaded_at()));
+        assert_eq!(cursor.claim(1), Claim::UsedUp);
+        assert_eq!(cursor.left(), 0);
+    }
+
+    #[test]
+    fn install_reports_the_first_unclaimed_id() {
+        let cursor = Cursor::new();
+        cursor.install(segment(100, 199));
+        cursor.claim(30);
+        let replaced = cursor.install(segment(500, 599));
+        assert_eq!(
+            (replaced.first, replaced.last, replaced.unclaimed_from),
+            (100, 199, 130)
+        );
+        let Claim::Ids { first, .. } = cursor.claim(1) else {
+            panic!("an ID")
+        };
+        assert_eq!(first, 500);
+        // Generations wrap around without confusing the slots.
+        for round in 0..70_000u64 {
+            cursor.install(segment(1_000 + round, 1_000 + round));
+        }
+        let Claim::Ids { first, .. } = cursor.claim(1) else {
+            panic!("an ID")
+        };
+        assert_eq!(first, 70_999);
+    }
+
+    #[test]
+    fn claims_past_the_end_are_folded_back() {
+        let cursor = Cursor::new();
+        cursor.install(segment(1, 10));
+        cursor.word.fetch_add(FOLD_AT, Ordering::Relaxed);
+        assert_eq!(cursor.claim(1), Claim::UsedUp);
+        assert_eq!(cursor.word.load(Ordering::Relaxed) & OFFSET_MASK, 10);
+        assert_eq!(cursor.word.load(Ordering::Relaxed) >> OFFSET_BITS, 1);
+    }
+
+    #[test]
+    fn threads_racing_switches_never_share_an_id() {
+        let cursor = Arc::new(Cursor::new());
+        let switches = 2_000u64;
+        let len = 50u64;
+        let threads: Vec<_> = (0..3)
+            .map(|_| {
+                let cursor = cursor.clone();
+                std::thread::spawn(move || {
+                    let mut ids = Vec::new();
+                    let mut used_up = 0;
+                    while used_up < 10_000 {
+                        match cursor.claim(3) {
+                            Claim::Ids { first, end, .. } => ids.extend(first..end),
+                            Claim::UsedUp => used_up += 1,
+                        }
+                    }
+                    ids
+                })
+            })
+            .collect();
+        let mut unclaimed = 0;
+        for round in 0..switches {
+            let replaced = cursor.install(segment(round * len + 1, (round + 1) * len));
+            unclaimed += (replaced.last + 1).saturating_sub(replaced.unclaimed_from);
+        }
+        let mut seen = HashSet::new();
+        for thread in threads {
+            for id in thread.join().unwrap() {
+                assert!(seen.insert(id), "ID {id} handed out twice");
+                assert!((1..=switches * len).contains(&id));
+            }
+        }
+        // Every ID of a replaced segment was claimed or counted unclaimed,
+        // except those of a claim that stalled for three switches (lost).
+        assert!(seen.len() as u64 + unclaimed + cursor.left() <= switches * len);
+        assert!(!seen.is_empty());
+    }
+}
