@@ -44,30 +44,46 @@ fn main() {
         big.create_tag("speed", 1, 1 << 30).await.expect("tag");
         let tag = big.tag("speed").expect("handle");
         tag.next_id().await.expect("first segment");
-        let n = 200_000_000u64;
-        let started = Instant::now();
-        for _ in 0..n {
-            black_box(tag.next_id().await.expect("id"));
+        // Five runs of 40M each: the median and the range (this VM's speed
+        // swings by a third from one second to the next).
+        let (runs, n) = (5, 40_000_000u64);
+        let mut rates = Vec::new();
+        for _ in 0..runs {
+            let started = Instant::now();
+            for _ in 0..n {
+                black_box(tag.next_id().await.expect("id"));
+            }
+            rates.push(n as f64 / started.elapsed().as_secs_f64());
         }
-        let rate = n as f64 / started.elapsed().as_secs_f64();
         let mut local = tag.local(32).expect("batcher");
-        let started = Instant::now();
-        for _ in 0..n {
-            black_box(local.next_id().await.expect("id"));
+        let mut local_rates = Vec::new();
+        for _ in 0..runs {
+            let started = Instant::now();
+            for _ in 0..n {
+                black_box(local.next_id().await.expect("id"));
+            }
+            local_rates.push(n as f64 / started.elapsed().as_secs_f64());
         }
-        let local_rate = n as f64 / started.elapsed().as_secs_f64();
-        let verdict = |r: f64| if r >= 100e6 { "met" } else { "MISSED" };
-        println!("\n| segment IDs, one thread, no refill due | IDs per second | goal |");
-        println!("| --- | --- | --- |");
+        let summary = |rates: &mut Vec<f64>| {
+            rates.sort_by(f64::total_cmp);
+            let median = rates[rates.len() / 2];
+            let verdict = if median >= 100e6 { "met" } else { "MISSED" };
+            format!(
+                "{:.1}M | {:.1}M to {:.1}M | ≥ 100M {verdict}",
+                median / 1e6,
+                rates[0] / 1e6,
+                rates[rates.len() - 1] / 1e6
+            )
+        };
+        println!("\n| segment IDs, one thread, no refill due | IDs per second, median of {runs} | range | goal |");
+        println!("| --- | --- | --- | --- |");
         println!(
-            "| TagHandle::next_id (shared handle, one atomic add per ID) | {:.1}M | ≥ 100M {} |",
-            rate / 1e6,
-            verdict(rate)
+            "| TagHandle::next_id (shared handle, one atomic add per ID) | {} |",
+            summary(&mut rates)
         );
         println!(
-            "| LocalIds::next_id (batches of 32) | {:.1}M | ≥ 100M {} |",
-            local_rate / 1e6,
-            verdict(local_rate)
+            "| LocalIds::next_id (batches of 32) | {} |",
+            summary(&mut local_rates)
         );
 
         // Refills. Leaf's dynamic step (the allocator's default rule: double

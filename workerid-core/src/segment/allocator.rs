@@ -2,8 +2,11 @@
 //! background before the current one runs out.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::cursor::{Claim, Cursor, Segment, MAX_CLAIM};
@@ -72,12 +75,10 @@ impl TagHandle {
     /// [`Error::Unavailable`] when both buffers are empty and the store cannot
     /// answer; [`Error::UnknownTag`]; [`Error::TagExhausted`];
     /// [`Error::NotReady`] after [`SegmentAllocator::shutdown`].
-    pub async fn next_id(&self) -> Result<u64> {
-        match self.take() {
-            Some(id) => Ok(id),
-            // Boxed: the switch's large state stays out of this future,
-            // which the fast path builds on every call.
-            None => Box::pin(self.switch_and_take()).await,
+    pub fn next_id(&self) -> impl Future<Output = Result<u64>> + Send + '_ {
+        NextId {
+            handle: self,
+            switching: None,
         }
     }
 
@@ -234,6 +235,11 @@ impl TagHandle {
             // Waits for a prefetch in flight rather than reserving beside it:
             // every reservation of a tag is serialised, so none is wasted.
             let _prefetching = b.prefetching.lock().await;
+            if b.closed.load(Ordering::Acquire) {
+                // Shut down while this call waited for the locks: no segment
+                // after the shutdown (its tail would never be given back).
+                continue;
+            }
             let prefetched = self.lock_prefetched().take();
             let segment = match prefetched {
                 Some(segment) => segment,
@@ -282,6 +288,33 @@ impl TagHandle {
                 Err(e) => tracing::warn!(tag = %b.tag, "could not give the tail back: {e}"),
             }
         }
+    }
+}
+
+/// The future of [`TagHandle::next_id`]: a plain struct rather than an
+/// `async fn`'s state machine, so that the fast path (no switch due) costs
+/// the claim alone; the switch, rare, is boxed.
+struct NextId<'a> {
+    handle: &'a TagHandle,
+    switching: Option<Pin<Box<dyn Future<Output = Result<u64>> + Send + 'a>>>,
+}
+
+impl Future for NextId<'_> {
+    type Output = Result<u64>;
+
+    #[inline]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<u64>> {
+        let this = &mut *self;
+        if this.switching.is_none() {
+            if let Some(id) = this.handle.take() {
+                return Poll::Ready(Ok(id));
+            }
+        }
+        let handle = this.handle;
+        this.switching
+            .get_or_insert_with(|| Box::pin(handle.switch_and_take()))
+            .as_mut()
+            .poll(cx)
     }
 }
 

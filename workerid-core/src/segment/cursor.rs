@@ -10,7 +10,10 @@
 //! A slot is rewritten only three switches later; a claimer stalled that
 //! long notices (the slot's sequence number has changed, as in a seqlock),
 //! drops its claim, whose IDs are then lost (never handed out twice) and
-//! claims again.
+//! claims again. Slots carry the full 64-bit generation: a claimer tells
+//! which one its 16 bits belong to from the generation installed before its
+//! add, so a claimer stalled while the 16 bits came round again guesses too
+//! low, matches no slot and claims again.
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -22,10 +25,10 @@ const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
 const GENERATION_MASK: u64 = (1 << (64 - OFFSET_BITS)) - 1;
 /// The longest segment served; IDs of a longer range past this are lost,
 /// never reused. (Steps are at most 2^40, so a well-behaved store never
-/// gets here.)
+/// gets here.) An offset of this much is past the end of every segment.
 const MAX_LEN: u64 = 1 << 46;
 /// Claims that found the segment used up still add to the offset while a
-/// switch is due; an offset past this is folded back to the length, long
+/// switch is due; an offset past this is folded back to [`MAX_LEN`], long
 /// before it could carry into the generation.
 const FOLD_AT: u64 = 1 << 47;
 /// The largest claim: batches of [`Cursor::claim`] are at most this.
@@ -95,7 +98,7 @@ pub(super) struct Replaced {
 
 #[derive(Debug)]
 struct Slot {
-    /// The generation whose segment this is, or [`WRITING`].
+    /// The (full) generation whose segment this is, or [`WRITING`].
     sequence: AtomicU64,
     first: AtomicU64,
     len: AtomicU64,
@@ -105,18 +108,21 @@ struct Slot {
     loaded_at: AtomicU64,
 }
 
-/// A slot as read.
+/// A slot as read (its load time is read only when needed).
 struct View {
     first: u64,
     len: u64,
     refill: u64,
-    loaded_at: u64,
 }
 
 /// The current segment of one tag.
 #[derive(Debug)]
 pub(super) struct Cursor {
+    /// The low 16 bits of the current generation, and the next offset.
     word: AtomicU64,
+    /// The full current generation, stored after the swap that made it
+    /// current: never ahead of the word.
+    installed: AtomicU64,
     slots: [Slot; SLOTS],
     epoch: Instant,
 }
@@ -133,6 +139,7 @@ impl Cursor {
         };
         Cursor {
             word: AtomicU64::new(0),
+            installed: AtomicU64::new(0),
             slots: [slot(0), slot(WRITING), slot(WRITING), slot(WRITING)],
             epoch: Instant::now(),
         }
@@ -144,38 +151,50 @@ impl Cursor {
     pub(super) fn claim(&self, n: u64) -> Claim {
         debug_assert!((1..=MAX_CLAIM).contains(&n));
         loop {
+            let installed = self.installed.load(Ordering::Acquire);
             // Acquire: pairs with `install`'s swap, so the slot of the
             // generation read is written.
             let word = self.word.fetch_add(n, Ordering::Acquire);
-            let (generation, offset) = (word >> OFFSET_BITS, word & OFFSET_MASK);
-            let Some(view) = self.read(generation) else {
-                // Stalled for three switches: this claim's IDs are lost.
-                continue;
-            };
-            if offset >= view.len {
-                if offset >= FOLD_AT {
-                    self.fold(generation, view.len);
-                }
-                return Claim::UsedUp;
+            if let Some(claim) = self.resolve(installed, word, n) {
+                return claim;
             }
-            let end = offset.saturating_add(n).min(view.len);
-            let refill = (offset..end)
-                .contains(&view.refill)
-                .then(|| self.instant(view.loaded_at));
-            return Claim::Ids {
-                first: view.first + offset,
-                end: view.first + end,
-                refill,
-            };
         }
+    }
+
+    /// What a claim of `n` that added to `word`, having read `installed`
+    /// before, got; `None` if its slot was rewritten since (the claimer
+    /// stalled for three switches or more): its IDs are lost.
+    #[inline]
+    fn resolve(&self, installed: u64, word: u64, n: u64) -> Option<Claim> {
+        let (low, offset) = (word >> OFFSET_BITS, word & OFFSET_MASK);
+        // The first generation from `installed` on with these low bits: the
+        // claim's own, unless it stalled while they came round again (then
+        // lower, and no slot holds it).
+        let generation = installed + (low.wrapping_sub(installed) & GENERATION_MASK);
+        let view = self.read(generation)?;
+        if offset >= view.len {
+            if offset >= FOLD_AT {
+                self.fold(low);
+            }
+            return Some(Claim::UsedUp);
+        }
+        let end = offset.saturating_add(n).min(view.len);
+        let refill = (offset..end)
+            .contains(&view.refill)
+            .then(|| self.loaded_at_of(generation));
+        Some(Claim::Ids {
+            first: view.first + offset,
+            end: view.first + end,
+            refill,
+        })
     }
 
     /// Makes `segment` current and returns what it replaced, with the first
     /// ID nobody had claimed: claims after the swap get `segment`'s IDs.
     /// Callers serialise their installs (one switch at a time per tag).
     pub(super) fn install(&self, segment: Segment) -> Replaced {
-        let current = self.word.load(Ordering::Acquire) >> OFFSET_BITS;
-        let next = (current + 1) & GENERATION_MASK;
+        let current = self.installed.load(Ordering::Relaxed);
+        let next = current + 1;
         let slot = &self.slots[next as usize % SLOTS];
         slot.sequence.store(WRITING, Ordering::Relaxed);
         fence(Ordering::Release);
@@ -189,14 +208,16 @@ impl Cursor {
         slot.loaded_at
             .store(self.nanos(segment.loaded_at), Ordering::Relaxed);
         slot.sequence.store(next, Ordering::Release);
-        let old = self.word.swap(next << OFFSET_BITS, Ordering::AcqRel);
-        let (generation, offset) = (old >> OFFSET_BITS, old & OFFSET_MASK);
+        let old = self
+            .word
+            .swap((next & GENERATION_MASK) << OFFSET_BITS, Ordering::AcqRel);
+        self.installed.store(next, Ordering::Release);
+        let offset = old & OFFSET_MASK;
         // Nothing else writes slots: the old one still holds its segment.
-        let view = self.read(generation).unwrap_or(View {
+        let view = self.read(current).unwrap_or(View {
             first: 1,
             len: 0,
             refill: u64::MAX,
-            loaded_at: 0,
         });
         Replaced {
             first: view.first,
@@ -207,23 +228,35 @@ impl Cursor {
 
     /// IDs of the current segment nobody has claimed.
     pub(super) fn left(&self) -> u64 {
-        let (view, offset) = self.current();
+        let (view, offset, _) = self.current();
         view.len.saturating_sub(offset)
     }
 
     /// When the current segment was loaded.
     pub(super) fn loaded_at(&self) -> Instant {
-        let (view, _) = self.current();
-        self.instant(view.loaded_at)
+        let (_, _, generation) = self.current();
+        self.loaded_at_of(generation)
     }
 
-    fn current(&self) -> (View, u64) {
+    /// The current segment, the next offset, and the generation.
+    fn current(&self) -> (View, u64, u64) {
         loop {
+            let installed = self.installed.load(Ordering::Acquire);
             let word = self.word.load(Ordering::Acquire);
-            if let Some(view) = self.read(word >> OFFSET_BITS) {
-                return (view, word & OFFSET_MASK);
+            let low = word >> OFFSET_BITS;
+            let generation = installed + (low.wrapping_sub(installed) & GENERATION_MASK);
+            if let Some(view) = self.read(generation) {
+                return (view, word & OFFSET_MASK, generation);
             }
         }
+    }
+
+    /// When the segment of `generation` was loaded; only a heuristic (the
+    /// dynamic step) uses it, so a slot rewritten meanwhile gives a later
+    /// time, never an error.
+    fn loaded_at_of(&self, generation: u64) -> Instant {
+        let slot = &self.slots[generation as usize % SLOTS];
+        self.instant(slot.loaded_at.load(Ordering::Relaxed))
     }
 
     /// The slot of `generation`, unless it has been rewritten since.
@@ -235,25 +268,28 @@ impl Cursor {
             first: slot.first.load(Ordering::Relaxed),
             len: slot.len.load(Ordering::Relaxed),
             refill: slot.refill.load(Ordering::Relaxed),
-            loaded_at: slot.loaded_at.load(Ordering::Relaxed),
         };
         fence(Ordering::Acquire);
         let after = slot.sequence.load(Ordering::Relaxed);
         (before == generation && after == generation).then_some(view)
     }
 
-    /// Brings a used-up segment's offset back to its length (claims past
-    /// the end keep adding while the store is down).
-    fn fold(&self, generation: u64, len: u64) {
-        let word = self.word.load(Ordering::Relaxed);
-        if word >> OFFSET_BITS == generation && word & OFFSET_MASK >= FOLD_AT {
-            // Lost to a concurrent claim or switch: the next claim retries.
-            let _ = self.word.compare_exchange(
+    /// Brings the offset of a used-up segment whose generation ends in
+    /// `low` back to [`MAX_LEN`], still past its end (claims past the end
+    /// keep adding while the store is down). Whichever segment that is by
+    /// now: MAX_LEN is past the end of every one.
+    fn fold(&self, low: u64) {
+        let mut word = self.word.load(Ordering::Relaxed);
+        while word >> OFFSET_BITS == low && word & OFFSET_MASK >= FOLD_AT {
+            match self.word.compare_exchange_weak(
                 word,
-                (generation << OFFSET_BITS) | len,
+                (low << OFFSET_BITS) | MAX_LEN,
                 Ordering::Relaxed,
                 Ordering::Relaxed,
-            );
+            ) {
+                Ok(_) => return,
+                Err(now) => word = now,
+            }
         }
     }
 
@@ -329,8 +365,34 @@ mod tests {
         cursor.install(segment(1, 10));
         cursor.word.fetch_add(FOLD_AT, Ordering::Relaxed);
         assert_eq!(cursor.claim(1), Claim::UsedUp);
-        assert_eq!(cursor.word.load(Ordering::Relaxed) & OFFSET_MASK, 10);
+        assert_eq!(cursor.word.load(Ordering::Relaxed) & OFFSET_MASK, MAX_LEN);
         assert_eq!(cursor.word.load(Ordering::Relaxed) >> OFFSET_BITS, 1);
+        assert_eq!(cursor.claim(1), Claim::UsedUp);
+    }
+
+    #[test]
+    fn a_claim_stalled_while_the_generation_came_round_again_is_dropped() {
+        let cursor = Cursor::new();
+        cursor.install(segment(1, 100));
+        // A claimer's first half: it read the generation and added...
+        let installed = cursor.installed.load(Ordering::Acquire);
+        let word = cursor.word.fetch_add(1, Ordering::Acquire);
+        // ...then stalled for 2^16 switches: its generation's low bits and
+        // slot are those of the current segment again.
+        for round in 0..(1u64 << 16) {
+            cursor.install(segment(1_000 + round * 100, 1_099 + round * 100));
+        }
+        assert_eq!(
+            cursor.word.load(Ordering::Relaxed) >> OFFSET_BITS,
+            word >> OFFSET_BITS
+        );
+        let Claim::Ids { first, .. } = cursor.claim(1) else {
+            panic!("an ID")
+        };
+        // Its offset (0) would name the current segment's first ID, which
+        // was just handed out: it must get nothing.
+        assert_eq!(cursor.resolve(installed, word, 1), None);
+        assert_eq!(first, 1_000 + ((1u64 << 16) - 1) * 100);
     }
 
     #[test]
