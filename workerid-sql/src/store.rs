@@ -98,10 +98,15 @@ impl SqlStoreBuilder {
             // No idle or lifetime reaping: sqlx 0.9.0's reaper task reads the
             // idle count while a release and an acquire race on it, can read
             // it wrapped below zero, and then loops without ever yielding,
-            // which froze a test runtime. Connections are checked before use
-            // instead (sqlx's default `test_before_acquire`).
+            // which froze a test runtime.
             .idle_timeout(None)
             .max_lifetime(None)
+            // sqlx pings a connection when it goes back to the pool (which
+            // drops a broken one) and, by default, again before handing it
+            // out: a second round trip on every operation's path. A
+            // connection that broke while idle fails its next statement
+            // instead, with `Unavailable` (retryable), and is dropped.
+            .test_before_acquire(false)
             .after_connect(|conn, _| {
                 Box::pin(async move {
                     // MySQL's REPEATABLE READ takes next-key locks on rows an
@@ -130,8 +135,9 @@ impl SqlStoreBuilder {
     }
 
     /// Uses an existing pool (its URL scheme tells the database) and creates
-    /// the tables if they are missing. Prefer a pool with `idle_timeout(None)`
-    /// and `max_lifetime(None)`, as [`SqlStoreBuilder::connect`] makes: sqlx
+    /// the tables if they are missing. Prefer a pool with `idle_timeout(None)`,
+    /// `max_lifetime(None)` and `test_before_acquire(false)` (no ping round
+    /// trip before every operation), as [`SqlStoreBuilder::connect`] makes: sqlx
     /// 0.9.0's idle and lifetime reaper can read its idle count below zero
     /// when an acquire and a release race, and then loop without yielding.
     ///
