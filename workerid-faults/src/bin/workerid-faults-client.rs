@@ -105,6 +105,17 @@ async fn run(args: Args) -> i32 {
             }
         });
     }
+    // The nemesis starts clients with the clock signals blocked (one sent
+    // before they are handled would end the process): handled now, so
+    // unblocked on this thread, which takes any that waited.
+    // SAFETY: plain signal-mask calls on a local set.
+    unsafe {
+        let mut clock_signals: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut clock_signals);
+        libc::sigaddset(&mut clock_signals, libc::SIGUSR1);
+        libc::sigaddset(&mut clock_signals, libc::SIGUSR2);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &clock_signals, std::ptr::null_mut());
+    }
     // The store may be down (the nemesis restarts it): retry until the end.
     let store = loop {
         match workerid_cli::open::store_from_url(&args.store).await {
