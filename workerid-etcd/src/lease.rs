@@ -20,6 +20,10 @@ use crate::{lock, EtcdStore, HeldLease};
 /// gives up with `Unavailable` (each lost round means other processes got IDs).
 const ROUNDS: usize = 32;
 
+/// Candidates in an acquire's first round (later rounds: the store's
+/// `candidates`).
+const FIRST_CANDIDATES: usize = 1;
+
 fn nonsense(what: &str, answer: &impl std::fmt::Debug) -> Error {
     Error::unavailable("etcd", format!("unexpected answer to {what}: {answer:?}"))
 }
@@ -316,8 +320,16 @@ impl EtcdStore {
             // next round picks others; every fourth lost round reads etcd
             // afresh in case the mirror lags.
             let trust_mirror = mirror.watching() && rounds % 4 != 3;
+            // Few candidates while the mirror is trusted and nothing was
+            // lost yet: a smaller transaction, and acquirers start from
+            // random points, so they seldom meet; more after a lost round.
+            let wanted = if rounds == 0 {
+                FIRST_CANDIDATES
+            } else {
+                self.inner.candidates
+            };
             let mut candidates = if trust_mirror {
-                mirror.candidates(self.inner.candidates)
+                mirror.candidates(wanted)
             } else {
                 Vec::new()
             };
