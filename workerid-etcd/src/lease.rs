@@ -320,8 +320,8 @@ impl EtcdStore {
             // next round picks others; every fourth lost round reads etcd
             // afresh in case the mirror lags.
             let trust_mirror = mirror.watching() && rounds % 4 != 3;
-            // Few candidates while the mirror is trusted and nothing was
-            // lost yet: a smaller transaction, and acquirers start from
+            // One candidate while nothing was lost yet: a transaction of
+            // five operations rather than forty, and acquirers start from
             // random points, so they seldom meet; more after a lost round.
             let wanted = if rounds == 0 {
                 FIRST_CANDIDATES
