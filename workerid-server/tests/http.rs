@@ -5,13 +5,13 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 struct Server {
     child: Child,
     port: u16,
-    /// The server's stderr (its log, connection errors included).
+    /// The server's output (its log, connection errors included).
     log: std::path::PathBuf,
 }
 
@@ -32,18 +32,33 @@ fn free_port() -> u16 {
 
 impl Server {
     /// The server on a SQLite file in `dir`.
-    fn start(dir: &Path, port: u16) -> Server {
-        Server::start_with(dir, port, &[])
+    fn start(dir: &Path) -> Server {
+        Server::start_with(dir, &[])
     }
 
     /// As [`Server::start`], with more command-line arguments.
-    fn start_with(dir: &Path, port: u16, args: &[&str]) -> Server {
+    fn start_with(dir: &Path, args: &[&str]) -> Server {
         let store = format!("sqlite://{}?mode=rwc", dir.join("ids.db").display());
-        Server::start_on(dir, &store, port, args)
+        Server::start_on(dir, &store, args)
     }
 
-    /// The server on the store `store` names, its config file in `dir`.
-    fn start_on(dir: &Path, store: &str, port: u16, args: &[&str]) -> Server {
+    /// The server on the store `store` names, its config file in `dir`, on
+    /// a free port: another one if something took the port first (a port
+    /// free when picked can be taken, as another process's outgoing
+    /// connection, before the server binds it).
+    fn start_on(dir: &Path, store: &str, args: &[&str]) -> Server {
+        let mut refused = Vec::new();
+        for _ in 0..3 {
+            match Server::try_start_on(dir, store, free_port(), args) {
+                Ok(server) => return server,
+                Err(why) => refused.push(why),
+            }
+        }
+        panic!("no port could be listened on:\n{}", refused.join("\n"));
+    }
+
+    /// The server on `port`, or why it could not listen there.
+    fn try_start_on(dir: &Path, store: &str, port: u16, args: &[&str]) -> Result<Server, String> {
         let config = dir.join("server.toml");
         std::fs::write(
             &config,
@@ -55,32 +70,43 @@ impl Server {
         )
         .unwrap();
         let log = dir.join(format!("server-{port}-{}.log", std::process::id()));
+        // Its log (stdout) and any error it prints (stderr), in one file.
+        let output = std::fs::File::create(&log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_workerid-server"))
             .arg("--config")
             .arg(&config)
             .args(args)
             .env("RUST_LOG", "warn,workerid_server=debug")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
+            .stdout(output.try_clone().unwrap())
+            .stderr(output)
             .spawn()
             .unwrap();
         let mut server = Server { child, port, log };
         let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            // Ours, not whatever else answers on the port: still running.
+        // Ready once it says it listens: a connection that merely succeeds
+        // may reach something else (a bare connect succeeded and the request
+        // was reset while the server was still opening its store).
+        let listening = format!("listening on 127.0.0.1:{port}");
+        while !server.log_text().contains(&listening) {
             if let Some(status) = server.child.try_wait().unwrap() {
-                panic!(
-                    "the server exited before it answered: {status}\n{}",
-                    server.log_text()
+                let why = format!(
+                    "the server exited before it listened: {status}\n{}\nlisteners on the port:\n{}",
+                    server.log_text(),
+                    listeners(port)
                 );
+                if why.contains("cannot listen on") {
+                    return Err(why);
+                }
+                panic!("{why}");
             }
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                break;
-            }
-            assert!(Instant::now() < deadline, "the server never listened");
-            std::thread::sleep(Duration::from_millis(50));
+            assert!(
+                Instant::now() < deadline,
+                "the server never listened:\n{}",
+                server.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
-        server
+        Ok(server)
     }
 
     /// What the server has logged so far.
@@ -98,7 +124,11 @@ impl Server {
             stream.read_to_string(&mut text)
         });
         if let Err(e) = answered {
-            panic!("GET {path}: {e}; the server's log:\n{}", self.log_text());
+            panic!(
+                "GET {path}: {e}; the server's log:\n{}\nlisteners on the port:\n{}",
+                self.log_text(),
+                listeners(self.port)
+            );
         }
         let status = text[9..12].parse().unwrap();
         let body = text
@@ -118,11 +148,19 @@ impl Server {
     }
 }
 
+/// What listens on `port` (`ss`), for a failure's message.
+fn listeners(port: u16) -> String {
+    Command::new("ss")
+        .args(["-ltnp", &format!("sport = :{port}")])
+        .output()
+        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+        .unwrap_or_else(|e| format!("(ss: {e})"))
+}
+
 #[test]
 fn go_id_alloc_and_leaf_apis_and_a_graceful_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let server = Server::start(dir.path(), port);
+    let server = Server::start(dir.path());
 
     assert_eq!(
         server.get("/alloc?biz_tag=test"),
@@ -175,7 +213,7 @@ fn go_id_alloc_and_leaf_apis_and_a_graceful_restart() {
 
     assert!(server.terminate().success(), "SIGTERM is a clean exit");
     // Back on one thread (a current-thread runtime).
-    let server = Server::start_with(dir.path(), port, &["--workers", "1"]);
+    let server = Server::start_with(dir.path(), &["--workers", "1"]);
     assert_eq!(
         server.get("/alloc?biz_tag=test").1,
         r#"{"errno":0,"msg":"success","id":4}"#,
@@ -236,7 +274,7 @@ fn serves_segment_and_snowflake_ids_from_etcd() {
     // A key prefix of its own, so that reruns against a shared etcd start afresh.
     let prefix = format!("http-test-{}", std::process::id());
     let store = format!("etcd://{}/{prefix}", hosts.join(","));
-    let server = Server::start_on(dir.path(), &store, free_port(), &[]);
+    let server = Server::start_on(dir.path(), &store, &[]);
     let (status, first) = server.get("/alloc?biz_tag=test");
     assert_eq!(status, 200, "{first}");
     assert_eq!(first, r#"{"errno":0,"msg":"success","id":1}"#);
@@ -281,7 +319,7 @@ fn read_responses(stream: &mut TcpStream, count: usize) -> Vec<(String, String)>
 #[test]
 fn pipelined_requests_are_answered_in_order_and_idle_connections_do_not_hold_shutdown() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), free_port());
+    let server = Server::start(dir.path());
     let mut stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(20)))
