@@ -66,6 +66,7 @@ mod listing;
 mod mirror;
 mod segments;
 mod spare;
+mod txn;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
