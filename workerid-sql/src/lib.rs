@@ -46,10 +46,12 @@
 #![deny(missing_docs)]
 
 mod acquire_routine;
+mod builder;
 mod dialect;
 mod listing;
 mod segments;
 mod store;
 
+pub use builder::SqlStoreBuilder;
 pub use dialect::Dialect;
-pub use store::{SqlStore, SqlStoreBuilder, DEFAULT_SEGMENTS_TABLE, DEFAULT_TABLE};
+pub use store::{SqlStore, DEFAULT_SEGMENTS_TABLE, DEFAULT_TABLE};

@@ -1,0 +1,129 @@
+//! Options of a [`SqlStore`], and connecting with them.
+
+use std::time::Duration;
+
+use sqlx::any::AnyPoolOptions;
+use sqlx::AnyPool;
+use workerid_core::{Error, Result};
+
+use crate::dialect::check_table;
+use crate::store::{q, SqlStore, DEFAULT_SEGMENTS_TABLE, DEFAULT_TABLE};
+
+/// Options of a [`SqlStore`]; made by [`SqlStore::builder`].
+#[derive(Debug, Clone)]
+pub struct SqlStoreBuilder {
+    table: String,
+    segments_table: String,
+    max_connections: u32,
+    acquire_timeout: Duration,
+}
+
+impl Default for SqlStoreBuilder {
+    fn default() -> Self {
+        SqlStoreBuilder {
+            table: DEFAULT_TABLE.to_string(),
+            segments_table: DEFAULT_SEGMENTS_TABLE.to_string(),
+            max_connections: 10,
+            acquire_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl SqlStoreBuilder {
+    /// The lease table (default `workerid_leases`; the namespace table is
+    /// `<table>_namespaces`): 1 to 48 bytes of `[A-Za-z_][A-Za-z0-9_]*`.
+    pub fn table(mut self, table: impl Into<String>) -> Self {
+        self.table = table.into();
+        self
+    }
+
+    /// The segment table (default `segments`, the seed's name).
+    pub fn segments_table(mut self, table: impl Into<String>) -> Self {
+        self.segments_table = table.into();
+        self
+    }
+
+    /// The pool's largest number of connections (default 10).
+    pub fn max_connections(mut self, max: u32) -> Self {
+        self.max_connections = max;
+        self
+    }
+
+    /// How long to wait for a connection from the pool (default 5 s); past
+    /// it, `Unavailable`.
+    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
+        self.acquire_timeout = timeout;
+        self
+    }
+
+    /// Connects to `url` (`postgres://`, `mysql://`, `mariadb://` or
+    /// `sqlite://`) and creates the tables if they are missing.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a bad URL or table name;
+    /// [`Error::Unavailable`] when the database cannot be reached.
+    pub async fn connect(self, url: &str) -> Result<SqlStore> {
+        check_table(&self.table)?;
+        check_table(&self.segments_table)?;
+        sqlx::any::install_default_drivers();
+        let url = url.replacen("mariadb://", "mysql://", 1);
+        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+        let mut options = AnyPoolOptions::new()
+            .max_connections(self.max_connections)
+            .acquire_timeout(self.acquire_timeout)
+            // No idle or lifetime reaping: sqlx 0.9.0's reaper task reads the
+            // idle count while a release and an acquire race on it, can read
+            // it wrapped below zero, and then loops without ever yielding,
+            // which froze a test runtime.
+            .idle_timeout(None)
+            .max_lifetime(None)
+            // sqlx pings a connection when it goes back to the pool (which
+            // drops a broken one) and, by default, again before handing it
+            // out: a second round trip on every operation's path. A
+            // connection that broke while idle fails its next statement
+            // instead, with `Unavailable` (retryable), and is dropped.
+            .test_before_acquire(false)
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    // MySQL's REPEATABLE READ takes next-key locks on rows an
+                    // UPDATE only scans: under load, renewals in one namespace
+                    // deadlock. READ COMMITTED locks only the rows it changes.
+                    if conn.backend_name() == "MySQL" {
+                        q("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                            .execute(&mut *conn)
+                            .await?;
+                    }
+                    Ok(())
+                })
+            });
+        if in_memory {
+            // Each connection to an in-memory SQLite database is a database of
+            // its own: keep exactly one, for ever.
+            options = options.max_connections(1).min_connections(1);
+        }
+        let pool = options.connect(&url).await.map_err(|e| match e {
+            sqlx::Error::Configuration(_) => {
+                Error::invalid_config(format!("bad database URL {url:?}: {e}"))
+            }
+            e => Error::unavailable("sql", e),
+        })?;
+        SqlStore::open(pool, &self.table, &self.segments_table, !in_memory).await
+    }
+
+    /// Uses an existing pool (its URL scheme tells the database) and creates
+    /// the tables if they are missing. Prefer a pool with `idle_timeout(None)`,
+    /// `max_lifetime(None)` and `test_before_acquire(false)` (no ping round
+    /// trip before every operation), as [`SqlStoreBuilder::connect`] makes: sqlx
+    /// 0.9.0's idle and lifetime reaper can read its idle count below zero
+    /// when an acquire and a release race, and then loop without yielding.
+    ///
+    /// # Errors
+    /// As [`SqlStoreBuilder::connect`].
+    pub async fn from_pool(self, pool: AnyPool) -> Result<SqlStore> {
+        check_table(&self.table)?;
+        check_table(&self.segments_table)?;
+        let url = pool.connect_options().database_url.to_string();
+        let durable = !(url.contains(":memory:") || url.contains("mode=memory"));
+        SqlStore::open(pool, &self.table, &self.segments_table, durable).await
+    }
+}
