@@ -47,23 +47,23 @@ fn main() {
         // Five runs of 40M each: the median and the range (this VM's speed
         // swings by a third from one second to the next).
         let (runs, n) = (5, 40_000_000u64);
-        let mut rates = Vec::new();
-        for _ in 0..runs {
-            let started = Instant::now();
-            for _ in 0..n {
-                black_box(tag.next_id().await.expect("id"));
-            }
-            rates.push(n as f64 / started.elapsed().as_secs_f64());
+        // IDs per second of `runs` runs of `n` calls of `$call`.
+        macro_rules! rates {
+            ($call:expr) => {{
+                let mut rates = Vec::new();
+                for _ in 0..runs {
+                    let started = Instant::now();
+                    for _ in 0..n {
+                        black_box($call.await.expect("id"));
+                    }
+                    rates.push(n as f64 / started.elapsed().as_secs_f64());
+                }
+                rates
+            }};
         }
+        let mut rates = rates!(tag.next_id());
         let mut local = tag.local(32).expect("batcher");
-        let mut local_rates = Vec::new();
-        for _ in 0..runs {
-            let started = Instant::now();
-            for _ in 0..n {
-                black_box(local.next_id().await.expect("id"));
-            }
-            local_rates.push(n as f64 / started.elapsed().as_secs_f64());
-        }
+        let mut local_rates = rates!(local.next_id());
         let summary = |rates: &mut Vec<f64>| {
             rates.sort_by(f64::total_cmp);
             let median = rates[rates.len() / 2];

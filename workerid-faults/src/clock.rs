@@ -6,6 +6,22 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use workerid_core::snowflake::{Clock, Reading};
 
+/// The signals that step a client's wall clock: SIGUSR1 forward, SIGUSR2
+/// back. The nemesis starts clients with them blocked (SIGUSR1's default
+/// action ends a process that does not handle it yet); a client unblocks
+/// them once it handles them. Only async-signal-safe calls: usable between
+/// fork and exec.
+pub fn clock_signals() -> libc::sigset_t {
+    // SAFETY: sigemptyset and sigaddset only write the set we own.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGUSR1);
+        libc::sigaddset(&mut set, libc::SIGUSR2);
+        set
+    }
+}
+
 /// `CLOCK_MONOTONIC` now, in nanoseconds. Every process of one machine reads
 /// the same clock, so instants recorded by different processes compare.
 pub fn mono_ns() -> u64 {

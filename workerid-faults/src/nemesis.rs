@@ -383,7 +383,7 @@ impl Controller<'_> {
         if unsafe_mode {
             command.arg("--unsafe");
         }
-        // SAFETY: prctl, sigemptyset, sigaddset and sigprocmask are
+        // SAFETY: prctl, sigprocmask and `clock_signals` are
         // async-signal-safe; the closure touches nothing of the parent. The
         // client dies with the controller's thread, and starts with the
         // clock signals blocked: one sent before the client handles them
@@ -393,11 +393,8 @@ impl Controller<'_> {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                     return Err(io::Error::last_os_error());
                 }
-                let mut clock_signals: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut clock_signals);
-                libc::sigaddset(&mut clock_signals, libc::SIGUSR1);
-                libc::sigaddset(&mut clock_signals, libc::SIGUSR2);
-                if libc::sigprocmask(libc::SIG_BLOCK, &clock_signals, std::ptr::null_mut()) != 0 {
+                let blocked = crate::clock::clock_signals();
+                if libc::sigprocmask(libc::SIG_BLOCK, &blocked, std::ptr::null_mut()) != 0 {
                     return Err(io::Error::last_os_error());
                 }
                 Ok(())

@@ -25,11 +25,6 @@ impl Drop for Server {
     }
 }
 
-/// A port no other server of this test binary (etcd's included) was given.
-fn free_port() -> u16 {
-    workerid_servers::free_port()
-}
-
 impl Server {
     /// The server on a SQLite file in `dir`.
     fn start(dir: &Path) -> Server {
@@ -49,7 +44,9 @@ impl Server {
     fn start_on(dir: &Path, store: &str, args: &[&str]) -> Server {
         let mut refused = Vec::new();
         for _ in 0..3 {
-            match Server::try_start_on(dir, store, free_port(), args) {
+            // A port no other server of this test binary (etcd's
+            // included) was given.
+            match Server::try_start_on(dir, store, workerid_servers::free_port(), args) {
                 Ok(server) => return server,
                 Err(why) => refused.push(why),
             }

@@ -131,12 +131,20 @@ impl TagHandle {
     /// The fast path: one atomic add on the current segment.
     #[inline]
     fn take(&self) -> Option<u64> {
-        match self.0.current.claim(1) {
-            Claim::Ids { first, refill, .. } => {
+        self.claim(1).map(|(first, _)| first)
+    }
+
+    /// Up to `n` IDs `first..end` of the current segment (None when a switch
+    /// is due), starting the next segment's load if they include the
+    /// refill point.
+    #[inline]
+    fn claim(&self, n: u64) -> Option<(u64, u64)> {
+        match self.0.current.claim(n) {
+            Claim::Ids { first, end, refill } => {
                 if let Some(loaded_at) = refill {
                     self.prefetch(loaded_at);
                 }
-                Some(first)
+                Some((first, end))
             }
             Claim::UsedUp => None,
         }
@@ -339,10 +347,7 @@ impl LocalIds {
             self.next += 1;
             return Ok(id);
         }
-        if let Claim::Ids { first, end, refill } = self.handle.0.current.claim(self.batch) {
-            if let Some(loaded_at) = refill {
-                self.handle.prefetch(loaded_at);
-            }
+        if let Some((first, end)) = self.handle.claim(self.batch) {
             self.next = first + 1;
             self.end = end;
             return Ok(first);

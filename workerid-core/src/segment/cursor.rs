@@ -37,6 +37,12 @@ const SLOTS: usize = 4;
 /// A slot's sequence number while it is being written.
 const WRITING: u64 = u64::MAX;
 
+/// The first generation from `installed` on whose low 16 bits are `low`.
+#[inline]
+fn full_generation(installed: u64, low: u64) -> u64 {
+    installed + (low.wrapping_sub(installed) & GENERATION_MASK)
+}
+
 /// One reserved range, before and while it is current.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Segment {
@@ -167,10 +173,9 @@ impl Cursor {
     #[inline]
     fn resolve(&self, installed: u64, word: u64, n: u64) -> Option<Claim> {
         let (low, offset) = (word >> OFFSET_BITS, word & OFFSET_MASK);
-        // The first generation from `installed` on with these low bits: the
-        // claim's own, unless it stalled while they came round again (then
-        // lower, and no slot holds it).
-        let generation = installed + (low.wrapping_sub(installed) & GENERATION_MASK);
+        // The claim's own generation, unless it stalled while the low bits
+        // came round again (then lower, and no slot holds it).
+        let generation = full_generation(installed, low);
         let view = self.read(generation)?;
         if offset >= view.len {
             if offset >= FOLD_AT {
@@ -243,8 +248,7 @@ impl Cursor {
         loop {
             let installed = self.installed.load(Ordering::Acquire);
             let word = self.word.load(Ordering::Acquire);
-            let low = word >> OFFSET_BITS;
-            let generation = installed + (low.wrapping_sub(installed) & GENERATION_MASK);
+            let generation = full_generation(installed, word >> OFFSET_BITS);
             if let Some(view) = self.read(generation) {
                 return (view, word & OFFSET_MASK, generation);
             }

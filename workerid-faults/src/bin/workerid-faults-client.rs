@@ -13,7 +13,7 @@ use std::time::Duration;
 use clap::Parser;
 use tokio::signal::unix::{signal, SignalKind};
 use workerid_faults::client::{self, ClientConfig, ClientEnd};
-use workerid_faults::clock::{mono_ns, FaultClock};
+use workerid_faults::clock::{clock_signals, mono_ns, FaultClock};
 use workerid_faults::history::{Event, HistoryWriter};
 
 #[derive(Parser, Debug)]
@@ -108,13 +108,9 @@ async fn run(args: Args) -> i32 {
     // The nemesis starts clients with the clock signals blocked (one sent
     // before they are handled would end the process): handled now, so
     // unblocked on this thread, which takes any that waited.
-    // SAFETY: plain signal-mask calls on a local set.
+    // SAFETY: a signal-mask call on a set we own.
     unsafe {
-        let mut clock_signals: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut clock_signals);
-        libc::sigaddset(&mut clock_signals, libc::SIGUSR1);
-        libc::sigaddset(&mut clock_signals, libc::SIGUSR2);
-        libc::pthread_sigmask(libc::SIG_UNBLOCK, &clock_signals, std::ptr::null_mut());
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &clock_signals(), std::ptr::null_mut());
     }
     // The store may be down (the nemesis restarts it): retry until the end.
     let store = loop {
