@@ -7,11 +7,11 @@
 //!
 //! A namespace is two keys under the hash tag `{namespace}` (one cluster
 //! slot): a hash with the pool size, a counter of IDs never granted (no
-//! pre-filling of 2^bits entries) and each granted ID's holder, expiry, fence
-//! and watermark; and a sorted set of the IDs ever granted, ordered by the
-//! instant each is (or became) free. Acquire looks at the head of the sorted
-//! set only: O(log n) in the pool size. Each script makes at most six
-//! `redis.call`s.
+//! pre-filling of 2^bits entries) and each granted ID's holder, fence,
+//! watermark and expiry (in ms); and a sorted set of the IDs ever granted,
+//! ordered by the instant each is (or became) free. Acquire looks at the head
+//! of the sorted set only: O(log n) in the pool size. Acquire makes five
+//! `redis.call`s, renew and release four.
 //!
 //! ```no_run
 //! # async fn demo() -> workerid_core::Result<()> {
@@ -52,7 +52,7 @@ pub use builder::RedisStoreBuilder;
 use connection::Connection;
 use keys::keys;
 pub use keys::DEFAULT_PREFIX;
-use script::{ACQUIRE, RELEASE, RENEW};
+use script::{ACQUIRE, EXTEND};
 
 /// A lease store on Redis. Cheap to clone: clones share one multiplexed,
 /// self-reconnecting connection.
@@ -118,8 +118,10 @@ impl RedisStore {
     }
 }
 
-fn micros(ttl: Duration) -> String {
-    ttl.as_micros().to_string()
+/// A ttl in milliseconds, the store's granularity (the allocator rejects
+/// any other ttl), rounded up so that a lease never ends early.
+fn millis(ttl: Duration) -> String {
+    ttl.as_micros().div_ceil(1000).to_string()
 }
 
 pub(crate) fn nonsense(what: &str, answer: &Value) -> Error {
@@ -163,7 +165,7 @@ impl LeaseStore for RedisStore {
         ttl: Duration,
     ) -> Result<Grant> {
         let keys = keys(&self.prefix, namespace);
-        let args = [max_worker_id.to_string(), token.to_string(), micros(ttl)];
+        let args = [max_worker_id.to_string(), token.to_string(), millis(ttl)];
         let answer = self.call(&ACQUIRE, &keys, &args).await?;
         let parts = match &answer {
             Value::Array(parts) => parts.as_slice(),
@@ -209,10 +211,10 @@ impl LeaseStore for RedisStore {
         let args = [
             id.to_string(),
             token.to_string(),
-            micros(ttl),
+            millis(ttl),
             watermark.to_string(),
         ];
-        outcome("renew", id, self.call(&RENEW, &keys, &args).await?)
+        outcome("renew", id, self.call(&EXTEND, &keys, &args).await?)
     }
 
     async fn release(
@@ -223,8 +225,13 @@ impl LeaseStore for RedisStore {
         watermark: u64,
     ) -> Result<()> {
         let keys = keys(&self.prefix, namespace);
-        let args = [id.to_string(), token.to_string(), watermark.to_string()];
-        outcome("release", id, self.call(&RELEASE, &keys, &args).await?)
+        let args = [
+            id.to_string(),
+            token.to_string(),
+            String::new(),
+            watermark.to_string(),
+        ];
+        outcome("release", id, self.call(&EXTEND, &keys, &args).await?)
     }
 
     async fn list(&self, namespace: &Namespace) -> Result<Listing> {

@@ -20,8 +20,9 @@ fn parse_listing(answer: &Value) -> Option<Listing> {
     };
     match parts.as_slice() {
         [status] if text(status) == Some("unknown") => Some(Listing::unknown()),
-        [status, max, now, entries @ ..] if text(status) == Some("ok") => {
-            let now = Duration::from_micros(number(now)?);
+        [status, max, seconds, micros, entries @ ..] if text(status) == Some("ok") => {
+            let now =
+                Duration::from_secs(number(seconds)?) + Duration::from_micros(number(micros)?);
             let mut leases = entries
                 .chunks(4)
                 .map(|entry| match entry {
@@ -29,7 +30,7 @@ fn parse_listing(answer: &Value) -> Option<Listing> {
                         let ends: u64 = number(ends)?;
                         Some(LeaseInfo {
                             id: WorkerId::from(number::<u32>(id)?),
-                            state: LeaseState::judge(ends != 0, Duration::from_micros(ends), now),
+                            state: LeaseState::judge(ends != 0, Duration::from_millis(ends), now),
                             fence: number(fence)?,
                             watermark: number(watermark)?,
                         })
@@ -50,7 +51,7 @@ fn parse_listing(answer: &Value) -> Option<Listing> {
 impl RedisStore {
     pub(crate) async fn list_namespace(&self, namespace: &Namespace) -> Result<Listing> {
         let answer = self
-            .call(&LIST, &keys(&self.prefix, namespace), &[])
+            .call(&LIST, &keys(&self.prefix, namespace)[..1], &[])
             .await?;
         parse_listing(&answer).ok_or_else(|| nonsense("list", &answer))
     }
@@ -84,13 +85,14 @@ mod tests {
             [
                 "ok",
                 "7",
-                "1000000",
+                "1",
+                "0",
                 "3",
                 "0",
                 "2",
                 "18446744073709551615",
                 "1",
-                "1500000",
+                "1500",
                 "4",
                 "5",
             ]

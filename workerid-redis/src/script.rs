@@ -7,20 +7,13 @@ use redis::{cmd, ErrorKind, RedisResult, ServerErrorKind, Value};
 
 /// A Lua script with its SHA1, called with EVALSHA.
 pub(crate) struct LuaScript {
-    source: String,
+    source: &'static str,
     sha: String,
 }
 
 impl LuaScript {
-    /// A lease script: the shared prelude, then `body`.
-    fn new(body: &str) -> Self {
-        Self::plain(format!("{}\n{}", include_str!("lua/prelude.lua"), body))
-    }
-
-    /// A script that needs no prelude (the segment scripts): nothing extra
-    /// to run on every call.
-    fn plain(source: String) -> Self {
-        let sha = redis::Script::new(&source).get_hash().to_string();
+    fn new(source: &'static str) -> Self {
+        let sha = redis::Script::new(source).get_hash().to_string();
         LuaScript { source, sha }
     }
 
@@ -40,7 +33,7 @@ impl LuaScript {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 tracing::debug!("script not cached on the server: sending it with EVAL");
                 let mut eval = cmd("EVAL");
-                eval.arg(&self.source).arg(keys.len()).arg(keys).arg(args);
+                eval.arg(self.source).arg(keys.len()).arg(keys).arg(args);
                 eval.query_async(connection).await
             }
             answer => answer,
@@ -50,10 +43,9 @@ impl LuaScript {
 
 pub(crate) static ACQUIRE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("lua/acquire.lua")));
-pub(crate) static RENEW: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("lua/renew.lua")));
-pub(crate) static RELEASE: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("lua/release.lua")));
+/// Renew and release (an empty ttl).
+pub(crate) static EXTEND: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("lua/extend.lua")));
 
 pub(crate) static LIST: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("lua/list.lua")));
@@ -61,10 +53,10 @@ pub(crate) static FORCE_RELEASE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("lua/force_release.lua")));
 
 pub(crate) static SEGMENT_CREATE: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::plain(include_str!("lua/segment_create.lua").into()));
+    LazyLock::new(|| LuaScript::new(include_str!("lua/segment_create.lua")));
 pub(crate) static SEGMENT_RESERVE: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::plain(include_str!("lua/segment_reserve.lua").into()));
+    LazyLock::new(|| LuaScript::new(include_str!("lua/segment_reserve.lua")));
 pub(crate) static SEGMENT_GIVE_BACK: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::plain(include_str!("lua/segment_give_back.lua").into()));
+    LazyLock::new(|| LuaScript::new(include_str!("lua/segment_give_back.lua")));
 pub(crate) static SEGMENT_LIST: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::plain(include_str!("lua/segment_list.lua").into()));
+    LazyLock::new(|| LuaScript::new(include_str!("lua/segment_list.lua")));

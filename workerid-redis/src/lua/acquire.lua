@@ -1,13 +1,25 @@
 -- acquire: grant a free worker ID.
 -- KEYS[1] namespace hash   KEYS[2] lease-end sorted set
--- ARGV[1] max_worker_id   ARGV[2] token   ARGV[3] ttl in us
+-- ARGV[1] max_worker_id   ARGV[2] token   ARGV[3] ttl in ms
 -- Returns {'ok', id, fence, watermark} | {'mismatch', stored max} | {'full'}
+--
+-- A namespace is two keys:
+--   the hash:  `max`, `next` (IDs never granted are next..max), and per ID
+--              granted at least once "<token> <fence> <watermark> <ends>";
+--   the zset:  the same IDs scored by <ends>. Its head is the only acquire
+--              candidate: O(log n).
+-- <ends> is the instant (ms, server clock) the lease ends, 0 once released;
+-- a lease is live while ends * 1000 > now in us. Scripts are written for this
+-- VM's costs: every redis.call, number formatting and closure costs about a
+-- microsecond, so there are no helper functions, no ZSCORE (the hash holds
+-- <ends> too) and no string.format on the common paths.
 --
 -- Five calls: the time, the zset's head, one read of the hash (the stored
 -- max, the never-used counter and the head's state together), two writes.
-local now = server_now_us()
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
 local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-local free = head[1] and tonumber(head[2]) <= now
+local free = head[1] and head[2] * 1000 <= now
 local meta
 if free then
   meta = redis.call('HMGET', KEYS[1], 'max', 'next', head[1])
@@ -17,27 +29,32 @@ end
 if meta[1] and meta[1] ~= ARGV[1] then
   return {'mismatch', meta[1]}
 end
+-- ms since the epoch: 13 digits, exact in tostring's 14 significant digits
+-- (until the year 5138). Rounded up, so the lease lasts at least ttl.
+local ends = tostring(math.ceil(now / 1000) + ARGV[3])
 local id, fence, watermark
-local fields = {}
 if free then
   -- Released (score 0) or expired: the ID is free.
   id = head[1]
-  local _, old_fence, old_watermark = parse(meta[3] or '')
+  local _, old_fence, old_watermark = string.match(meta[3] or '', '^(%S+) (%d+) (%d+) (%d+)$')
   if not old_fence then
     return error('corrupt lease state for worker ID ' .. id)
   end
-  fence = tonumber(old_fence) + 1
+  fence = old_fence + 1
+  -- tostring keeps 14 digits: a fence past 10^14 (never, in practice) needs
+  -- the exact format.
+  local fence_text = fence < 1e14 and tostring(fence) or string.format('%.0f', fence)
   watermark = old_watermark
+  redis.call('HSET', KEYS[1], id, ARGV[2] .. ' ' .. fence_text .. ' ' .. watermark .. ' ' .. ends)
 else
   local next_id = tonumber(meta[2] or '0')
   if next_id > tonumber(ARGV[1]) then
     return {'full'}
   end
-  id = fmt(next_id)
+  id = tostring(next_id)
   fence = 1
   watermark = '0'
-  fields = {'next', fmt(next_id + 1), 'max', ARGV[1]}
+  redis.call('HSET', KEYS[1], id, ARGV[2] .. ' 1 0 ' .. ends, 'next', next_id + 1, 'max', ARGV[1])
 end
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), id)
-redis.call('HSET', KEYS[1], id, ARGV[2] .. ' ' .. fmt(fence) .. ' ' .. watermark, unpack(fields))
+redis.call('ZADD', KEYS[2], ends, id)
 return {'ok', id, fence, watermark}

@@ -1,0 +1,43 @@
+-- extend: renew a live lease to now + ttl, or release it (ttl ''), and raise
+-- its watermark. Renew and release are one script: they differ only in the
+-- new end.
+-- KEYS[1] namespace hash   KEYS[2] lease-end sorted set
+-- ARGV[1] id   ARGV[2] token   ARGV[3] ttl in ms, or '' to release
+-- ARGV[4] watermark
+-- Returns 'ok' | 'not_assigned' | 'mismatch' | 'expired'
+--
+-- Four calls: the state, the time, two writes. See acquire.lua for the keys.
+local state = redis.call('HGET', KEYS[1], ARGV[1])
+if not state then
+  return 'not_assigned'
+end
+local holder, fence, watermark, ends = string.match(state, '^(%S+) (%d+) (%d+) (%d+)$')
+if not holder then
+  return error('corrupt lease state for worker ID ' .. ARGV[1])
+end
+if ends == '0' then
+  -- Released: not assigned, whoever asks.
+  return 'not_assigned'
+end
+if holder ~= ARGV[2] then
+  return 'mismatch'
+end
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+if ends * 1000 <= now then
+  return 'expired'
+end
+-- Watermarks are u64 decimal strings without leading zeros, compared as
+-- such: a double would lose precision above 2^53.
+local given = ARGV[4]
+if #given > #watermark or (#given == #watermark and given > watermark) then
+  watermark = given
+end
+if ARGV[3] == '' then
+  ends = '0'
+else
+  ends = tostring(math.ceil(now / 1000) + ARGV[3])
+end
+redis.call('ZADD', KEYS[2], ends, ARGV[1])
+redis.call('HSET', KEYS[1], ARGV[1], holder .. ' ' .. fence .. ' ' .. watermark .. ' ' .. ends)
+return 'ok'
