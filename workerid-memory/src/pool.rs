@@ -17,6 +17,16 @@ struct Slot {
     watermark: u64,
 }
 
+/// A released ID in the queue of free IDs, with what its slot held when it
+/// was released (a free slot never changes until it is granted again).
+#[derive(Debug, Clone, Copy)]
+struct Released {
+    free_at: Duration,
+    id: u32,
+    fence: u64,
+    watermark: u64,
+}
+
 /// One namespace.
 ///
 /// IDs that were never granted are `next_unused..=max_worker_id` (no
@@ -42,7 +52,7 @@ pub(crate) struct Pool {
     /// the slots are dense.
     slots: Vec<Slot>,
     held: BinaryHeap<Reverse<(Duration, u32)>>,
-    released: VecDeque<(Duration, u32)>,
+    released: VecDeque<Released>,
 }
 
 impl Pool {
@@ -88,18 +98,22 @@ impl Pool {
 
     pub(crate) fn acquire(&mut self, now: Duration, token: &Token, ttl: Duration) -> Result<Grant> {
         let expired = self.first_held().filter(|&(end, _)| end <= now);
-        let id = match (self.released.front().copied(), expired) {
-            (Some(released), Some(expired)) if expired.0 < released.0 => {
+        // The fence and watermark the ID had, when known without reading its
+        // slot: a released ID carries them in its queue entry, so on a nearly
+        // full pool, where the ID free longest was last touched long ago,
+        // acquire only writes to its slot (no read that misses the cache).
+        let (id, before) = match (self.released.front().copied(), expired) {
+            (Some(released), Some(expired)) if expired.0 < released.free_at => {
                 self.held.pop();
-                expired.1
+                (expired.1, None)
             }
-            (Some((_, id)), _) => {
+            (Some(released), _) => {
                 self.released.pop_front();
-                id
+                (released.id, Some((released.fence, released.watermark)))
             }
             (None, Some(expired)) => {
                 self.held.pop();
-                expired.1
+                (expired.1, None)
             }
             _ if self.next_unused <= u64::from(self.max_worker_id) => {
                 let id = self.next_unused as u32;
@@ -110,7 +124,7 @@ impl Pool {
                     fence: 0,
                     watermark: 0,
                 });
-                id
+                (id, Some((0, 0)))
             }
             _ => {
                 return Err(Error::NoAvailableId {
@@ -122,13 +136,17 @@ impl Pool {
             .slots
             .get_mut(id as usize)
             .ok_or_else(|| Error::unavailable("memory", "internal state lost a slot"))?;
-        slot.holder = Some(*token);
-        slot.expires_at = now + ttl;
-        slot.fence += 1;
+        let (fence, watermark) = before.unwrap_or((slot.fence, slot.watermark));
+        *slot = Slot {
+            holder: Some(*token),
+            expires_at: now + ttl,
+            fence: fence + 1,
+            watermark,
+        };
         let grant = Grant {
             id: WorkerId::from(id),
-            fence: slot.fence,
-            previous_watermark: slot.watermark,
+            fence: fence + 1,
+            previous_watermark: watermark,
         };
         let end = slot.expires_at;
         self.push_held(end, id);
@@ -160,7 +178,12 @@ impl Pool {
         slot.watermark = slot.watermark.max(watermark);
         if release {
             slot.holder = None;
-            self.released.push_back((free_at, id.get()));
+            self.released.push_back(Released {
+                free_at,
+                id: id.get(),
+                fence: slot.fence,
+                watermark: slot.watermark,
+            });
         } else {
             self.push_held(free_at, id.get());
         }
@@ -201,7 +224,12 @@ impl Pool {
         }
         slot.holder = None;
         slot.expires_at = now;
-        self.released.push_back((now, id.get()));
+        self.released.push_back(Released {
+            free_at: now,
+            id: id.get(),
+            fence: slot.fence,
+            watermark: slot.watermark,
+        });
         true
     }
 
