@@ -21,8 +21,8 @@ fn parse_listing(answer: &Value) -> Option<Listing> {
     match parts.as_slice() {
         [status] if text(status) == Some("unknown") => Some(Listing::unknown()),
         [status, max, seconds, micros, entries @ ..] if text(status) == Some("ok") => {
-            let now =
-                Duration::from_secs(number(seconds)?) + Duration::from_micros(number(micros)?);
+            let now = Duration::from_secs(number(seconds)?)
+                .checked_add(Duration::from_micros(number(micros)?))?;
             let mut leases = entries
                 .chunks(4)
                 .map(|entry| match entry {

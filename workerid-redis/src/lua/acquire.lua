@@ -4,8 +4,9 @@
 -- Returns {'ok', id, fence, watermark} | {'mismatch', stored max} | {'full'}
 --
 -- A namespace is two keys:
---   the hash:  `max`, `next` (IDs never granted are next..max), and per ID
---              granted at least once "<token> <fence> <watermark> <ends>";
+--   the hash:  `max`, `next` (IDs never granted are next..max), `format`
+--              ('2': this layout), and per ID granted at least once
+--              "<token> <fence> <watermark> <ends>";
 --   the zset:  the same IDs scored by <ends>. Its head is the only acquire
 --              candidate: O(log n).
 -- <ends> is the instant (ms, server clock) the lease ends, 0 once released;
@@ -22,21 +23,28 @@ local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 local free = head[1] and head[2] * 1000 <= now
 local meta
 if free then
-  meta = redis.call('HMGET', KEYS[1], 'max', 'next', head[1])
+  meta = redis.call('HMGET', KEYS[1], 'max', 'format', 'next', head[1])
 else
-  meta = redis.call('HMGET', KEYS[1], 'max', 'next')
+  meta = redis.call('HMGET', KEYS[1], 'max', 'format', 'next')
+end
+if meta[1] and meta[2] ~= '2' then
+  -- Written by a version before the lease end moved into the state (lease
+  -- ends in us): its ends would read as ms, live for millennia.
+  return error('namespace written by an older workerid-redis (no format 2 marker): release its leases and delete its keys')
 end
 if meta[1] and meta[1] ~= ARGV[1] then
   return {'mismatch', meta[1]}
 end
 -- ms since the epoch: 13 digits, exact in tostring's 14 significant digits
--- (until the year 5138). Rounded up, so the lease lasts at least ttl.
-local ends = tostring(math.ceil(now / 1000) + ARGV[3])
+-- (string.format only past 10^14 ms: the year 5138, or a ttl of millennia).
+-- Rounded up, so the lease lasts at least ttl.
+local ends = math.ceil(now / 1000) + ARGV[3]
+ends = ends < 1e14 and tostring(ends) or string.format('%.0f', ends)
 local id, fence, watermark
 if free then
   -- Released (score 0) or expired: the ID is free.
   id = head[1]
-  local _, old_fence, old_watermark = string.match(meta[3] or '', '^(%S+) (%d+) (%d+) (%d+)$')
+  local _, old_fence, old_watermark = string.match(meta[4] or '', '^(%S+) (%d+) (%d+) (%d+)$')
   if not old_fence then
     return error('corrupt lease state for worker ID ' .. id)
   end
@@ -47,14 +55,14 @@ if free then
   watermark = old_watermark
   redis.call('HSET', KEYS[1], id, ARGV[2] .. ' ' .. fence_text .. ' ' .. watermark .. ' ' .. ends)
 else
-  local next_id = tonumber(meta[2] or '0')
+  local next_id = tonumber(meta[3] or '0')
   if next_id > tonumber(ARGV[1]) then
     return {'full'}
   end
   id = tostring(next_id)
   fence = 1
   watermark = '0'
-  redis.call('HSET', KEYS[1], id, ARGV[2] .. ' 1 0 ' .. ends, 'next', next_id + 1, 'max', ARGV[1])
+  redis.call('HSET', KEYS[1], id, ARGV[2] .. ' 1 0 ' .. ends, 'next', next_id + 1, 'max', ARGV[1], 'format', '2')
 end
 redis.call('ZADD', KEYS[2], ends, id)
 return {'ok', id, fence, watermark}

@@ -36,7 +36,8 @@ end
 if ARGV[3] == '' then
   ends = '0'
 else
-  ends = tostring(math.ceil(now / 1000) + ARGV[3])
+  ends = math.ceil(now / 1000) + ARGV[3]
+  ends = ends < 1e14 and tostring(ends) or string.format('%.0f', ends)
 end
 redis.call('ZADD', KEYS[2], ends, ARGV[1])
 redis.call('HSET', KEYS[1], ARGV[1], holder .. ' ' .. fence .. ' ' .. watermark .. ' ' .. ends)
