@@ -12,18 +12,18 @@
 -- <ends> is the instant (ms, server clock) the lease ends, 0 once released;
 -- a lease is live while ends * 1000 > now in us. Scripts are written for this
 -- VM's costs: every redis.call, number formatting and closure costs about a
--- microsecond, so there are no helper functions, no ZSCORE (the hash holds
--- <ends> too) and no string.format on the common paths.
+-- microsecond, so there are no helper functions, no scores read back (the
+-- hash holds <ends> too; a double reply is slow to format and to parse) and
+-- no string.format on the common paths.
 --
 -- Five calls: the time, the zset's head, one read of the hash (the stored
 -- max, the never-used counter and the head's state together), two writes.
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
-local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-local free = head[1] and head[2] * 1000 <= now
+local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 local meta
-if free then
-  meta = redis.call('HMGET', KEYS[1], 'max', 'format', 'next', head[1])
+if head then
+  meta = redis.call('HMGET', KEYS[1], 'max', 'format', 'next', head)
 else
   meta = redis.call('HMGET', KEYS[1], 'max', 'format', 'next')
 end
@@ -35,6 +35,15 @@ end
 if meta[1] and meta[1] ~= ARGV[1] then
   return {'mismatch', meta[1]}
 end
+local old_fence, old_watermark, free
+if head then
+  local holder, f, w, e = string.match(meta[4] or '', '^(%S+) (%d+) (%d+) (%d+)$')
+  if not holder then
+    return error('corrupt lease state for worker ID ' .. head)
+  end
+  -- Released (0) or expired: the ID is free.
+  old_fence, old_watermark, free = f, w, e * 1000 <= now
+end
 -- ms since the epoch: 13 digits, exact in tostring's 14 significant digits
 -- (string.format only past 10^14 ms: the year 5138, or a ttl of millennia).
 -- Rounded up, so the lease lasts at least ttl.
@@ -42,12 +51,7 @@ local ends = math.ceil(now / 1000) + ARGV[3]
 ends = ends < 1e14 and tostring(ends) or string.format('%.0f', ends)
 local id, fence, watermark
 if free then
-  -- Released (score 0) or expired: the ID is free.
-  id = head[1]
-  local _, old_fence, old_watermark = string.match(meta[4] or '', '^(%S+) (%d+) (%d+) (%d+)$')
-  if not old_fence then
-    return error('corrupt lease state for worker ID ' .. id)
-  end
+  id = head
   fence = old_fence + 1
   -- tostring keeps 14 digits: a fence past 10^14 (never, in practice) needs
   -- the exact format.
