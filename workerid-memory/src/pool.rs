@@ -27,6 +27,18 @@ struct Released {
     watermark: u64,
 }
 
+impl Released {
+    /// `id`, free from `free_at`, whose slot is `slot`.
+    fn new(free_at: Duration, id: WorkerId, slot: &Slot) -> Self {
+        Released {
+            free_at,
+            id: id.get(),
+            fence: slot.fence,
+            watermark: slot.watermark,
+        }
+    }
+}
+
 /// One namespace.
 ///
 /// IDs that were never granted are `next_unused..=max_worker_id` (no
@@ -98,10 +110,11 @@ impl Pool {
 
     pub(crate) fn acquire(&mut self, now: Duration, token: &Token, ttl: Duration) -> Result<Grant> {
         let expired = self.first_held().filter(|&(end, _)| end <= now);
-        // The fence and watermark the ID had, when known without reading its
-        // slot: a released ID carries them in its queue entry, so on a nearly
-        // full pool, where the ID free longest was last touched long ago,
-        // acquire only writes to its slot (no read that misses the cache).
+        // The fence and watermark a released ID had, from its queue entry
+        // rather than its slot: on a nearly full pool the ID free longest was
+        // last touched long ago, and acquire then only writes to its slot (no
+        // read that misses the cache). Other IDs' slots are read: an expired
+        // lease's was just checked by `first_held`, a new ID's just pushed.
         let (id, before) = match (self.released.front().copied(), expired) {
             (Some(released), Some(expired)) if expired.0 < released.free_at => {
                 self.held.pop();
@@ -124,7 +137,7 @@ impl Pool {
                     fence: 0,
                     watermark: 0,
                 });
-                (id, Some((0, 0)))
+                (id, None)
             }
             _ => {
                 return Err(Error::NoAvailableId {
@@ -178,12 +191,7 @@ impl Pool {
         slot.watermark = slot.watermark.max(watermark);
         if release {
             slot.holder = None;
-            self.released.push_back(Released {
-                free_at,
-                id: id.get(),
-                fence: slot.fence,
-                watermark: slot.watermark,
-            });
+            self.released.push_back(Released::new(free_at, id, slot));
         } else {
             self.push_held(free_at, id.get());
         }
@@ -224,12 +232,7 @@ impl Pool {
         }
         slot.holder = None;
         slot.expires_at = now;
-        self.released.push_back(Released {
-            free_at: now,
-            id: id.get(),
-            fence: slot.fence,
-            watermark: slot.watermark,
-        });
+        self.released.push_back(Released::new(now, id, slot));
         true
     }
 

@@ -116,6 +116,27 @@ impl RedisStore {
             .await
             .map_err(|e| Error::unavailable("redis", e))
     }
+
+    /// Renew (`ttl` in ms) or release (`ttl` empty): one `extend.lua` call,
+    /// answered as the contract says.
+    async fn extend(
+        &self,
+        what: &str,
+        namespace: &Namespace,
+        id: WorkerId,
+        token: &Token,
+        ttl: String,
+        watermark: u64,
+    ) -> Result<()> {
+        let keys = keys(&self.prefix, namespace);
+        let args = [
+            id.to_string(),
+            token.to_string(),
+            ttl,
+            watermark.to_string(),
+        ];
+        outcome(what, id, self.call(&EXTEND, &keys, &args).await?)
+    }
 }
 
 /// A ttl in milliseconds, the store's granularity (the allocator rejects
@@ -207,14 +228,8 @@ impl LeaseStore for RedisStore {
         ttl: Duration,
         watermark: u64,
     ) -> Result<()> {
-        let keys = keys(&self.prefix, namespace);
-        let args = [
-            id.to_string(),
-            token.to_string(),
-            millis(ttl),
-            watermark.to_string(),
-        ];
-        outcome("renew", id, self.call(&EXTEND, &keys, &args).await?)
+        self.extend("renew", namespace, id, token, millis(ttl), watermark)
+            .await
     }
 
     async fn release(
@@ -224,14 +239,8 @@ impl LeaseStore for RedisStore {
         token: &Token,
         watermark: u64,
     ) -> Result<()> {
-        let keys = keys(&self.prefix, namespace);
-        let args = [
-            id.to_string(),
-            token.to_string(),
-            String::new(),
-            watermark.to_string(),
-        ];
-        outcome("release", id, self.call(&EXTEND, &keys, &args).await?)
+        self.extend("release", namespace, id, token, String::new(), watermark)
+            .await
     }
 
     async fn list(&self, namespace: &Namespace) -> Result<Listing> {
