@@ -8,7 +8,7 @@
 //!
 //! `cargo bench -p benches --bench etcd` (starts its own servers).
 
-use benches::{acquire_op, release_op, Op, Slot};
+use benches::{acquire_op, release_op, Slot};
 use workerid_etcd::EtcdStore;
 use workerid_servers::etcd::{EtcdCluster, EtcdServer};
 
@@ -18,9 +18,8 @@ async fn measure(name: &str, endpoints: &[String]) {
     let store = EtcdStore::connect(endpoints).await.expect("connect");
     let raw = benches::etcd_raw_txn(&store).await;
     let allocator = benches::allocator(store, "bench", 16);
-    let raw: Op = Box::new(move || raw());
     let raw_name = "raw guarded txn (one round trip)";
-    benches::lease_ops_table(name, raw_name, raw, &allocator, ROUNDS).await;
+    benches::lease_ops_table(name, raw_name, &|| raw(), &allocator, ROUNDS).await;
 }
 
 /// Acquire in an empty 2^16 pool vs a 99%-full one, interleaved.

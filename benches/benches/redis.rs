@@ -180,6 +180,10 @@ fn ratios() {
             ("acquire", acquire_op(&empty, &slot)),
             ("release", release_op(&empty, &slot)),
             ("renew", benches::renew_op(&empty, &held)),
+            (
+                benches::RENEW_RAISING,
+                benches::renew_raising_op(&empty, &held),
+            ),
             ("renew, store alone (no Allocator)", store_renew_op),
             (FULL, acquire_op(&full, &full_slot)),
             ("release, 99% full 2^16 pool", release_op(&full, &full_slot)),
@@ -191,6 +195,7 @@ fn ratios() {
         &[
             ("acquire", RAW, 1.2),
             ("renew", RAW, 1.2),
+            (benches::RENEW_RAISING, RAW, 1.2),
             ("release", RAW, 1.2),
             (FULL, "acquire", 1.5),
         ],

@@ -6,7 +6,6 @@
 //! | --- | --- | --- | --- |
 //! | `config` | `max_worker_id` | none | the pool size the namespace was first used with |
 //! | `owner/<id>` | token | the holder's | the ID is live; deleted by etcd at expiry |
-//! | `token/<token>` | id | the holder's | which ID a token holds (makes a retried acquire safe) |
 //! | `holder/<id>` | token | none | the last grant; written by grants only, so its mod revision is that grant's fence |
 //! | `ownership/<id>` | `held <ttl secs>`, `released <token>` or `forced` | none | the last grant's ttl, and whether it was released (by its holder, or by an operator) |
 //! | `mark/<id>` | watermark, 20 digits | none | the highest watermark ever stored |
@@ -71,10 +70,6 @@ impl Keys {
 
     pub fn owner(&self, id: u32) -> String {
         format!("{}owner/{id:07}", self.base)
-    }
-
-    pub fn token(&self, token: &Token) -> String {
-        format!("{}token/{token}", self.base)
     }
 
     pub fn holder(&self, id: u32) -> String {
@@ -225,12 +220,7 @@ mod tests {
         let inside = |key: String| key.as_str() >= start.as_str() && key.as_bytes() < &end[..];
         assert!(inside(keys.owner(0)) && inside(keys.owner(4_194_303)));
         assert!(inside(keys.ownership(0)) && inside(keys.ownership(4_194_303)));
-        for other in [
-            keys.holder(1),
-            keys.mark(1),
-            keys.config(),
-            keys.token(&Token::generate()),
-        ] {
+        for other in [keys.holder(1), keys.mark(1), keys.config()] {
             assert!(!inside(other.clone()), "{other}");
         }
     }

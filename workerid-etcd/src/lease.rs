@@ -12,7 +12,7 @@ use workerid_core::{
     Capabilities, Error, Grant, LeaseStore, Listing, Namespace, Result, Token, WorkerId,
 };
 
-use crate::keys::{number, Keys, Ownership};
+use crate::keys::{Keys, Ownership};
 use crate::mirror::{scan, Mirror};
 use crate::txn::{
     acquire_txn, got, guarded, nonsense, parse_acquire, raise_mark, refusal, Acquired,
@@ -183,9 +183,32 @@ impl EtcdStore {
                     return Err(Error::NoAvailableId { max_worker_id });
                 }
             }
-            let txn = acquire_txn(keys, max_worker_id, token, (lease, ttl_secs), &candidates);
-            let answer = self.txn("acquire", txn).await?.value;
-            match parse_acquire(&answer, max_worker_id, &candidates)? {
+            // Sent again after a lost answer, the transaction first looks for
+            // the grant its first sending may have made (see `acquire_txn`).
+            let mut resent = false;
+            let config_known = mirror.config_confirmed();
+            let max = (!config_known).then_some(max_worker_id);
+            let answer = self
+                .inner
+                .cluster
+                .call("acquire", |mut c| {
+                    let txn = acquire_txn(
+                        keys,
+                        max,
+                        token,
+                        (lease, ttl_secs),
+                        &candidates,
+                        std::mem::replace(&mut resent, true),
+                    );
+                    async move { c.txn(txn).await }
+                })
+                .await?;
+            let (resent, answer) = (answer.retried, answer.value);
+            let acquired = parse_acquire(&answer, max_worker_id, &candidates, resent)?;
+            if matches!(acquired, Acquired::Won { .. } | Acquired::AllTaken) {
+                mirror.confirm_config();
+            }
+            match acquired {
                 Acquired::Won { id, fence, mark } => {
                     mirror.mark_held(&[id]);
                     let grant = Grant {
@@ -207,7 +230,6 @@ impl EtcdStore {
                         requested: max_worker_id,
                     })
                 }
-                Acquired::AlreadyGranted(id) => return self.own_grant(keys, id, token).await,
             }
         }
         Err(Error::unavailable(
@@ -222,42 +244,6 @@ impl EtcdStore {
             .when([Compare::create_revision(keys.config(), CompareOp::Equal, 0)])
             .and_then([TxnOp::put(keys.config(), max_worker_id.to_string(), None)]);
         self.txn("create namespace", txn).await.map(|_| ())
-    }
-
-    /// The grant an earlier attempt of this same acquire made (its answer was
-    /// lost and the transaction was sent again).
-    async fn own_grant(&self, keys: &Keys, id: u32, token: &Token) -> Result<(Grant, i64)> {
-        let txn = Txn::new().and_then([
-            TxnOp::get(keys.owner(id), None),
-            TxnOp::get(keys.mark(id), None),
-        ]);
-        let answer = self.txn("acquire", txn).await?.value;
-        let responses = answer.op_responses();
-        let owner = match responses.first() {
-            Some(TxnOpResponse::Get(get)) => get.kvs().first().cloned(),
-            _ => None,
-        };
-        let mark = got(&responses, 1).flatten();
-        match owner {
-            Some(kv) if kv.value() == token.to_string().as_bytes() => {
-                let previous_watermark = match mark {
-                    Some(value) => number(&value).ok_or_else(|| nonsense("acquire", &answer))?,
-                    None => 0,
-                };
-                let fence = u64::try_from(kv.create_revision())
-                    .map_err(|_| nonsense("acquire", &answer))?;
-                let grant = Grant {
-                    id: WorkerId::from(id),
-                    fence,
-                    previous_watermark,
-                };
-                Ok((grant, kv.lease()))
-            }
-            _ => Err(Error::unavailable(
-                "etcd",
-                "an acquire whose answer was lost granted an ID that is gone already",
-            )),
-        }
     }
 
     /// Moves the keys of the lease `token` holds on `id` to a new etcd lease
@@ -276,13 +262,12 @@ impl EtcdStore {
     ) -> Result<i64> {
         let n = id.get();
         let (lease, secs) = self.grant(ttl).await?;
-        let with_lease = || Some(PutOptions::new().with_lease(lease));
-        let then = vec![
-            TxnOp::put(keys.owner(n), token.to_string(), with_lease()),
-            TxnOp::put(keys.token(token), n.to_string(), with_lease()),
+        let with_lease = Some(PutOptions::new().with_lease(lease));
+        let mut then = vec![
+            TxnOp::put(keys.owner(n), token.to_string(), with_lease),
             TxnOp::put(keys.ownership(n), Ownership::held(secs).encode(), None),
-            raise_mark(keys, n, watermark),
         ];
+        then.extend(raise_mark(keys, n, watermark));
         let answer = self
             .txn("renew", guarded(keys, n, token, then))
             .await?
@@ -428,7 +413,8 @@ impl LeaseStore for EtcdStore {
             // transaction (which raises the watermark) go out together.
             Some(mut held) if held.ttl_secs == secs => {
                 let started = Instant::now();
-                let txn = guarded(&keys, n, token, vec![raise_mark(&keys, n, watermark)]);
+                let then = raise_mark(&keys, n, watermark).into_iter().collect();
+                let txn = guarded(&keys, n, token, then);
                 let (alive, answer) =
                     tokio::join!(self.keep_alive(held.lease), self.txn("renew", txn));
                 let answer = answer?.value;
@@ -482,16 +468,15 @@ impl LeaseStore for EtcdStore {
     ) -> Result<()> {
         let keys = Keys::new(&self.inner.prefix, namespace);
         let n = id.get();
-        let then = vec![
+        let mut then = vec![
             TxnOp::delete(keys.owner(n), Some(DeleteOptions::new().with_prev_key())),
-            TxnOp::delete(keys.token(token), None),
             TxnOp::put(
                 keys.ownership(n),
                 Ownership::Released(token.to_string()).encode(),
                 None,
             ),
-            raise_mark(&keys, n, watermark),
         ];
+        then.extend(raise_mark(&keys, n, watermark));
         let answer = self.txn("release", guarded(&keys, n, token, then)).await?;
         let retried = answer.retried;
         let answer = answer.value;

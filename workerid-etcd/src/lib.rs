@@ -26,8 +26,8 @@
 //!   comparison inside the same transaction that checks the token.
 //! - **Node failures**: the store talks to one endpoint at a time and moves to
 //!   the next when a request fails for a reason another member may not have.
-//!   Every request is safe to send twice (a retried acquire finds its own
-//!   grant through a `token/` key; a retried release recognises its own
+//!   Every request is safe to send twice (a resent acquire first looks for a
+//!   candidate its token owns already; a retried release recognises its own
 //!   `ownership/` marker), so retries never double-grant or misreport. Without
 //!   a quorum every operation ends in `Unavailable` after the configured
 //!   operation timeout, never in a false success.

@@ -22,6 +22,7 @@
 //! than the deletion, so each one's quarantine is long enough on its own.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -90,6 +91,9 @@ impl State {
 pub(crate) struct Mirror {
     keys: Keys,
     max_worker_id: u32,
+    /// Whether an acquire transaction found the namespace's config equal to
+    /// `max_worker_id` (it never changes once written).
+    config_confirmed: AtomicBool,
     state: Mutex<State>,
     watch: Mutex<Option<AbortHandle>>,
 }
@@ -109,6 +113,7 @@ impl Mirror {
         Arc::new(Mirror {
             keys,
             max_worker_id,
+            config_confirmed: AtomicBool::new(false),
             state: Mutex::new(State {
                 held: vec![0; words],
                 revision: 0,
@@ -122,6 +127,16 @@ impl Mirror {
 
     pub fn max_worker_id(&self) -> u32 {
         self.max_worker_id
+    }
+
+    /// Whether the namespace's config is known to be `max_worker_id`.
+    pub fn config_confirmed(&self) -> bool {
+        self.config_confirmed.load(Ordering::Relaxed)
+    }
+
+    /// Records that an acquire transaction compared the config equal.
+    pub fn confirm_config(&self) {
+        self.config_confirmed.store(true, Ordering::Relaxed);
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {

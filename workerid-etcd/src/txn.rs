@@ -22,18 +22,23 @@ pub(crate) fn got(responses: &[TxnOpResponse], n: usize) -> Option<Option<Vec<u8
 
 /// Raises `mark/<id>` to `value` unless it is higher already (creating it if
 /// absent): a value comparison, exact because the values are fixed-width.
-pub(crate) fn raise_mark(keys: &Keys, id: u32, value: u64) -> TxnOp {
+/// None for 0, which every mark is at least (an absent one reads as 0): the
+/// transaction is spared two comparisons.
+pub(crate) fn raise_mark(keys: &Keys, id: u32, value: u64) -> Option<TxnOp> {
+    if value == 0 {
+        return None;
+    }
     let key = keys.mark(id);
     let value = watermark(value);
     let create = Txn::new()
         .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
         .and_then([TxnOp::put(key.clone(), value.clone(), None)]);
-    TxnOp::txn(
+    Some(TxnOp::txn(
         Txn::new()
             .when([Compare::value(key.clone(), CompareOp::Less, value.clone())])
             .and_then([TxnOp::put(key, value, None)])
             .or_else([TxnOp::txn(create)]),
-    )
+    ))
 }
 
 /// If `owner/<id>` is held by `token`, `then`; else read the owner and the
@@ -73,20 +78,28 @@ pub(crate) fn refusal(
     }
 }
 
-/// The acquire transaction: if the namespace has this pool size and the token
-/// holds nothing yet, take the first absent candidate (nested branches);
-/// else read the config and the token's ID.
+/// The acquire transaction: if the namespace has the pool size `max`, take
+/// the first absent candidate (nested branches); else read the config.
+/// `max` is None once this process has seen the namespace's config agree
+/// (it is written once and never changed): the comparison is skipped.
+///
+/// `resent` is for a transaction sent again after its answer was lost (the
+/// first sending may have taken a candidate): before taking anything, it
+/// looks for a candidate `token` owns already and, if there is one, reads it
+/// and its watermark instead, so a retry never takes a second ID. A value
+/// comparison is false on an absent key, so each check is one comparison.
 pub(crate) fn acquire_txn(
     keys: &Keys,
-    max: u32,
+    max: Option<u32>,
     token: &Token,
     (lease, ttl_secs): (i64, i64),
     candidates: &[u32],
+    resent: bool,
 ) -> Txn {
     let ownership = Ownership::held(ttl_secs).encode();
     let mut chain: Option<Txn> = None;
     for &id in candidates.iter().rev() {
-        let with_lease = || Some(PutOptions::new().with_lease(lease));
+        let with_lease = Some(PutOptions::new().with_lease(lease));
         let mut level = Txn::new()
             .when([Compare::create_revision(
                 keys.owner(id),
@@ -94,8 +107,7 @@ pub(crate) fn acquire_txn(
                 0,
             )])
             .and_then([
-                TxnOp::put(keys.owner(id), token.to_string(), with_lease()),
-                TxnOp::put(keys.token(token), id.to_string(), with_lease()),
+                TxnOp::put(keys.owner(id), token.to_string(), with_lease),
                 TxnOp::put(keys.holder(id), token.to_string(), None),
                 TxnOp::get(keys.mark(id), None),
                 TxnOp::put(keys.ownership(id), ownership.clone(), None),
@@ -105,66 +117,104 @@ pub(crate) fn acquire_txn(
         }
         chain = Some(level);
     }
-    let mut txn = Txn::new().when([
-        Compare::value(keys.config(), CompareOp::Equal, max.to_string()),
-        Compare::create_revision(keys.token(token), CompareOp::Equal, 0),
-    ]);
+    if resent {
+        for &id in candidates.iter().rev() {
+            let mut check = Txn::new()
+                .when([Compare::value(
+                    keys.owner(id),
+                    CompareOp::Equal,
+                    token.to_string(),
+                )])
+                .and_then([
+                    TxnOp::get(keys.owner(id), None),
+                    TxnOp::get(keys.mark(id), None),
+                ]);
+            if let Some(next) = chain.take() {
+                check = check.or_else([TxnOp::txn(next)]);
+            }
+            chain = Some(check);
+        }
+    }
+    let config = max.map(|max| Compare::value(keys.config(), CompareOp::Equal, max.to_string()));
+    let mut txn = Txn::new().when(Vec::from_iter(config));
     if let Some(chain) = chain {
         txn = txn.and_then([TxnOp::txn(chain)]);
     }
-    txn.or_else([
-        TxnOp::get(keys.config(), None),
-        TxnOp::get(keys.token(token), None),
-    ])
+    txn.or_else([TxnOp::get(keys.config(), None)])
 }
 
+/// What an acquire transaction did.
 pub(crate) enum Acquired {
+    /// `id` is granted, by this transaction or (resent) by its first sending.
     Won { id: u32, fence: u64, mark: u64 },
+    /// Every candidate was held by someone else.
     AllTaken,
+    /// The namespace has no config yet.
     NoConfig,
+    /// The namespace was created with another pool size.
     Mismatch(u32),
-    AlreadyGranted(u32),
 }
 
+/// Reads the answer to [`acquire_txn`] with the same `candidates` and
+/// `resent`.
 pub(crate) fn parse_acquire(
     answer: &TxnResponse,
     max: u32,
     candidates: &[u32],
+    resent: bool,
 ) -> Result<Acquired> {
     let bad = || nonsense("acquire", answer);
     let responses = answer.op_responses();
     if !answer.succeeded() {
-        let (Some(config), Some(owned)) = (got(&responses, 0), got(&responses, 1)) else {
+        let Some(config) = got(&responses, 0) else {
             return Err(bad());
         };
         let Some(config) = config else {
             return Ok(Acquired::NoConfig);
         };
         let stored: u32 = number(&config).ok_or_else(bad)?;
-        if stored != max {
-            return Ok(Acquired::Mismatch(stored));
+        // A config equal to `max` passed the comparison: not this branch.
+        if stored == max {
+            return Err(bad());
         }
-        return match owned {
-            Some(id) => Ok(Acquired::AlreadyGranted(number(&id).ok_or_else(bad)?)),
-            None => Err(bad()),
+        return Ok(Acquired::Mismatch(stored));
+    }
+    let read_mark = |value: Option<Option<Vec<u8>>>| match value {
+        Some(None) => Ok(0),
+        Some(Some(value)) => number(&value).ok_or_else(bad),
+        None => Err(bad()),
+    };
+    let mut level = match responses.first() {
+        Some(TxnOpResponse::Txn(level)) => level.clone(),
+        _ => return Err(bad()),
+    };
+    let checks = if resent { candidates } else { &[] };
+    for &id in checks {
+        let ops = level.op_responses();
+        if level.succeeded() {
+            // Granted by the first sending: its fence is the revision that
+            // created the owner key.
+            let fence = match ops.first() {
+                Some(TxnOpResponse::Get(get)) => get.kvs().first().map(|kv| kv.create_revision()),
+                _ => None,
+            };
+            let fence = fence.and_then(|f| u64::try_from(f).ok()).ok_or_else(bad)?;
+            let mark = read_mark(got(&ops, 1))?;
+            return Ok(Acquired::Won { id, fence, mark });
+        }
+        level = match ops.first() {
+            Some(TxnOpResponse::Txn(next)) => next.clone(),
+            _ => return Err(bad()),
         };
     }
     let fence = answer
         .header()
         .and_then(|h| u64::try_from(h.revision()).ok())
         .ok_or_else(bad)?;
-    let mut level = match responses.first() {
-        Some(TxnOpResponse::Txn(level)) => level.clone(),
-        _ => return Err(bad()),
-    };
     for &id in candidates {
         let ops = level.op_responses();
         if level.succeeded() {
-            let mark = match got(&ops, 3) {
-                Some(None) => 0,
-                Some(Some(value)) => number(&value).ok_or_else(bad)?,
-                None => return Err(bad()),
-            };
+            let mark = read_mark(got(&ops, 2))?;
             return Ok(Acquired::Won { id, fence, mark });
         }
         level = match ops.first() {
@@ -174,4 +224,80 @@ pub(crate) fn parse_acquire(
         };
     }
     Ok(Acquired::AllTaken)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use workerid_core::{LeaseStore, Namespace, Token};
+    use workerid_servers::etcd::EtcdServer;
+
+    use super::*;
+    use crate::keys::DEFAULT_PREFIX;
+    use crate::EtcdStore;
+
+    fn won(answer: &TxnResponse, candidates: &[u32], resent: bool) -> (u32, u64, u64) {
+        match parse_acquire(answer, 15, candidates, resent).expect("an answer") {
+            Acquired::Won { id, fence, mark } => (id, fence, mark),
+            _ => panic!("no candidate won: {answer:?}"),
+        }
+    }
+
+    /// The answer to a first sending was lost: the resent transaction finds
+    /// that grant and takes no other candidate, even one that is free.
+    #[tokio::test]
+    async fn a_resent_acquire_finds_its_first_grant_and_takes_nothing_else() {
+        let node = EtcdServer::start();
+        let store = EtcdStore::connect(&[node.endpoint()])
+            .await
+            .expect("connect");
+        let namespace = Namespace::new("resent").expect("namespace");
+        let token = Token::generate();
+        let ttl = Duration::from_secs(30);
+        let grant = store
+            .acquire(&namespace, 15, &token, ttl)
+            .await
+            .expect("acquire");
+        let keys = Keys::new(DEFAULT_PREFIX, &namespace);
+        let mine = grant.id.get();
+        let free = (mine + 1) % 16;
+        let client = store.client().await.expect("client");
+        let mut kv = client.kv_client();
+        let lease = client
+            .lease_client()
+            .grant(30, None)
+            .await
+            .expect("grant")
+            .id();
+        // The free candidate comes first: a plain resend would take it.
+        let candidates = [free, mine];
+
+        let resent = acquire_txn(&keys, Some(15), &token, (lease, 30), &candidates, true);
+        let answer = kv.txn(resent).await.expect("txn");
+        assert_eq!(
+            won(&answer, &candidates, true),
+            (mine, grant.fence, grant.previous_watermark)
+        );
+        let other = kv.get(keys.owner(free), None).await.expect("get");
+        assert_eq!(other.count(), 0, "a resent acquire took a second ID");
+
+        // Teeth: the same transaction as a first sending takes the free one.
+        let plain = acquire_txn(&keys, Some(15), &token, (lease, 30), &candidates, false);
+        let answer = kv.txn(plain).await.expect("txn");
+        assert_eq!(won(&answer, &candidates, false).0, free);
+
+        // A resent transaction whose first sending took nothing takes a
+        // candidate as a first sending does, at its own revision.
+        let fresh = Token::generate();
+        let candidates = [(mine + 2) % 16];
+        let resent = acquire_txn(&keys, Some(15), &fresh, (lease, 30), &candidates, true);
+        let answer = kv.txn(resent).await.expect("txn");
+        let revision = answer.header().expect("header").revision();
+        let (id, fence, _) = won(&answer, &candidates, true);
+        assert_eq!(
+            (id, i64::try_from(fence).ok()),
+            (candidates[0], Some(revision))
+        );
+    }
 }

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use benches::{acquire_op, release_op, renew_op, Latency, Op, Raw, Slot};
+use benches::{acquire_op, release_op, Latency, Op, Raw, Slot};
 use redis::aio::ConnectionLike;
 use sqlx::AssertSqlSafe;
 use workerid_core::segment::{SegmentStore, Tag};
@@ -114,13 +114,8 @@ async fn measure(name: &'static str, store: Arc<dyn Store>, raw: Option<Raw>) ->
     let allocator = Allocator::from_arc(leases.clone(), "report", options(16)).expect("allocator");
     let held = allocator.acquire().await.expect("acquire");
     let slot = Slot::default();
-    let mut ops: Vec<(&str, Op)> = Vec::new();
-    if let Some(raw) = &raw {
-        ops.push(("raw", Box::new(move || raw())));
-    }
-    ops.push(("acquire", acquire_op(&allocator, &slot)));
-    ops.push(("release", release_op(&allocator, &slot)));
-    ops.push(("renew", renew_op(&allocator, &held)));
+    let raw_op = || raw.as_ref().map(|raw| -> Op { Box::new(move || raw()) });
+    let ops = benches::lease_ops(raw_op(), raw_op(), &allocator, &slot, &held);
     let lat = benches::interleaved(ROUNDS, ops).await;
 
     // Renews per second with 1, 8 and 64 clients: windows taken in turn
@@ -264,8 +259,8 @@ async fn etcd_row(name: &'static str, endpoints: &[String]) -> Row {
 }
 
 fn print(rows: &[Row]) {
-    println!("\n| store | raw round trip p50 | acquire p50 / p99 | renew p50 / p99 | release p50 / p99 |");
-    println!("| --- | --- | --- | --- | --- |");
+    println!("\n| store | raw round trip p50 | acquire p50 / p99 | renew p50 / p99 | renew raising the watermark | release p50 / p99 |");
+    println!("| --- | --- | --- | --- | --- | --- |");
     for r in rows {
         let raw = r.lat.iter().find(|l| l.name == "raw");
         let cell = |op: &str| {
@@ -277,10 +272,11 @@ fn print(rows: &[Row]) {
         };
         let raw = raw.map(|l| ms(l.p50)).unwrap_or_else(|| "n/a".into());
         println!(
-            "| {} | {raw} | {} | {} | {} |",
+            "| {} | {raw} | {} | {} | {} | {} |",
             r.name,
             cell("acquire"),
             cell("renew"),
+            cell(benches::RENEW_RAISING),
             cell("release")
         );
     }
