@@ -185,7 +185,9 @@ impl EtcdStore {
             }
             // Sent again after a lost answer, the transaction first looks for
             // the grant its first sending may have made (see `acquire_txn`).
-            let mut resent = false;
+            // Counted here, not by the cluster's `retried`, which is also set
+            // when no endpoint could be reached before the first sending.
+            let mut sendings = 0;
             let config_known = mirror.config_confirmed();
             let max = (!config_known).then_some(max_worker_id);
             let answer = self
@@ -198,12 +200,14 @@ impl EtcdStore {
                         token,
                         (lease, ttl_secs),
                         &candidates,
-                        std::mem::replace(&mut resent, true),
+                        sendings > 0,
                     );
+                    sendings += 1;
                     async move { c.txn(txn).await }
                 })
-                .await?;
-            let (resent, answer) = (answer.retried, answer.value);
+                .await?
+                .value;
+            let resent = sendings > 1;
             let acquired = parse_acquire(&answer, max_worker_id, &candidates, resent)?;
             if matches!(acquired, Acquired::Won { .. } | Acquired::AllTaken) {
                 mirror.confirm_config();
