@@ -19,7 +19,7 @@ async fn measure(name: &str, endpoints: &[String]) {
     let raw = benches::etcd_raw_txn(&store).await;
     let allocator = benches::allocator(store, "bench", 16);
     let raw_name = "raw guarded txn (one round trip)";
-    benches::lease_ops_table(name, raw_name, &|| raw(), &allocator, ROUNDS).await;
+    benches::lease_ops_table(name, raw_name, &raw, &allocator, ROUNDS).await;
 }
 
 /// Acquire in an empty 2^16 pool vs a 99%-full one, interleaved.

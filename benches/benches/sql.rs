@@ -6,9 +6,6 @@
 //!
 //! `cargo bench -p benches --bench sql` (starts its own servers).
 
-use std::future::Future;
-use std::pin::Pin;
-
 use sqlx::AssertSqlSafe;
 use workerid_servers::mariadb::MariaDbServer;
 use workerid_servers::postgres::PostgresServer;
@@ -40,11 +37,9 @@ async fn measure(name: &str, url: &str) {
         _ => "UPDATE bench_raw SET v = v + 1 WHERE k = 1 AND v >= 0 RETURNING v",
     };
     let allocator = benches::allocator(store, "bench", 16);
-    let raw = || -> Pin<Box<dyn Future<Output = ()> + '_>> {
-        let pool = &pool;
-        Box::pin(async move {
-            q(raw_sql).execute(pool).await.expect("raw update");
-        })
+    let pool = &pool;
+    let raw = move || async move {
+        q(raw_sql).execute(pool).await.expect("raw update");
     };
     let raw_name = "raw guarded UPDATE (one round trip)";
     benches::lease_ops_table(name, raw_name, &raw, &allocator, ROUNDS).await;

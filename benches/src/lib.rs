@@ -142,14 +142,14 @@ pub fn renew_raising_op<'a>(allocator: &'a Allocator, lease: &'a Lease) -> Op<'a
 /// Name of the renewal that raises the watermark in [`lease_ops`].
 pub const RENEW_RAISING: &str = "renew, raising the watermark";
 
-/// Name of the unmeasured-in-ratios raw round trip in [`lease_ops`] that
-/// follows a plain renew.
+/// Name of the raw round trip in [`lease_ops`] that follows a plain renew
+/// (shown, but no ratio is taken against it).
 pub const RAW_AFTER_RENEW: &str = "raw, right after a renew";
 
 /// The operations every lease ratio table times, in the order each round
-/// runs them: the raw round trip (when the store has one), acquire and
-/// release (the lease `slot` carries), renew of `held`, and renew of `held`
-/// raising the watermark.
+/// runs them: the store's raw round trip `raw` (when it has one) under its
+/// name, acquire and release (the lease `slot` carries), renew of `held`,
+/// and renew of `held` raising the watermark.
 ///
 /// A plain renew may not write at all (etcd's is a keep-alive and a
 /// read-only guarded transaction), and on etcd a write right after a read
@@ -157,22 +157,26 @@ pub const RAW_AFTER_RENEW: &str = "raw, right after a renew";
 /// op, another one follows the plain renew, shown on its own row: every
 /// other op, the raw one included, follows a write, as in a loop of raw
 /// writes.
-pub fn lease_ops<'a>(
-    raw: Option<Op<'a>>,
-    raw_again: Option<Op<'a>>,
+pub fn lease_ops<'a, R, F>(
+    raw: Option<(&'static str, &'a R)>,
     allocator: &'a Allocator,
     slot: &Slot,
     held: &'a Lease,
-) -> Vec<(&'static str, Op<'a>)> {
+) -> Vec<(&'static str, Op<'a>)>
+where
+    R: Fn() -> F + ?Sized,
+    F: Future<Output = ()> + 'a,
+{
+    let raw_op = |raw: &'a R| -> Op<'a> { Box::new(move || Box::pin(raw())) };
     let mut ops: Vec<(&'static str, Op<'a>)> = Vec::new();
-    if let Some(raw) = raw {
-        ops.push(("raw", raw));
+    if let Some((name, raw)) = raw {
+        ops.push((name, raw_op(raw)));
     }
     ops.push(("acquire", acquire_op(allocator, slot)));
     ops.push(("release", release_op(allocator, slot)));
     ops.push(("renew", renew_op(allocator, held)));
-    if let Some(raw_again) = raw_again {
-        ops.push((RAW_AFTER_RENEW, raw_again));
+    if let Some((_, raw)) = raw {
+        ops.push((RAW_AFTER_RENEW, raw_op(raw)));
     }
     ops.push((RENEW_RAISING, renew_raising_op(allocator, held)));
     ops
@@ -215,39 +219,26 @@ pub async fn etcd_raw_txn(store: &workerid_etcd::EtcdStore) -> Raw {
 /// Measures acquire, release and renew with `allocator` interleaved with
 /// `raw` (the store's one round trip, named `raw_name`) for `rounds` rounds,
 /// and prints the table against the 1.2x goal.
-pub async fn lease_ops_table<'a>(
+pub async fn lease_ops_table<R, F>(
     title: &str,
-    raw_name: &str,
-    raw: &'a dyn Fn() -> Pin<Box<dyn Future<Output = ()> + 'a>>,
-    allocator: &'a Allocator,
+    raw_name: &'static str,
+    raw: &R,
+    allocator: &Allocator,
     rounds: usize,
-) {
+) where
+    R: Fn() -> F + ?Sized,
+    F: Future<Output = ()>,
+{
     let held = allocator.acquire().await.expect("acquire");
     let slot = Slot::default();
-    let ops = lease_ops(
-        Some(shorter(raw)),
-        Some(shorter(raw)),
-        allocator,
-        &slot,
-        &held,
-    );
-    let mut results = interleaved(rounds, ops).await;
-    for latency in &mut results {
-        if latency.name == "raw" {
-            latency.name = raw_name.to_string();
-        }
-    }
+    let ops = lease_ops(Some((raw_name, raw)), allocator, &slot, &held);
+    let results = interleaved(rounds, ops).await;
     let goals = ["acquire", "release", "renew", RENEW_RAISING].map(|op| (op, raw_name, 1.2));
     print_table(
         &format!("{title}, interleaved ({rounds} rounds)"),
         &results,
         &goals,
     );
-}
-
-/// `raw` as an op of a shorter lifetime.
-fn shorter<'b, 'a: 'b>(raw: &'a dyn Fn() -> Pin<Box<dyn Future<Output = ()> + 'a>>) -> Op<'b> {
-    Box::new(move || -> Pin<Box<dyn Future<Output = ()> + 'b>> { raw() })
 }
 
 /// Fills `allocator`'s pool with 64 tasks at once until it is full, then

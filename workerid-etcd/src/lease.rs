@@ -14,10 +14,8 @@ use workerid_core::{
 
 use crate::keys::{Keys, Ownership};
 use crate::mirror::{scan, Mirror};
-use crate::txn::{
-    acquire_txn, got, guarded, nonsense, parse_acquire, raise_mark, refusal, Acquired,
-};
-use crate::{lock, EtcdStore, HeldLease};
+use crate::txn::{acquire_txn, got, guarded, parse_acquire, raise_mark, refusal, Acquired};
+use crate::{lock, nonsense, EtcdStore, HeldLease};
 
 /// How many transactions one acquire may lose to other acquirers before it
 /// gives up with `Unavailable` (each lost round means other processes got IDs).

@@ -179,6 +179,11 @@ impl EtcdStore {
     }
 }
 
+/// `Unavailable` for an answer etcd cannot have given to `what`.
+fn nonsense(what: &str, answer: &impl std::fmt::Debug) -> workerid_core::Error {
+    workerid_core::Error::unavailable("etcd", format!("unexpected answer to {what}: {answer:?}"))
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }

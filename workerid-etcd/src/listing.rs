@@ -5,14 +5,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use etcd_client::{Compare, CompareOp, DeleteOptions, GetOptions, Txn, TxnOp, TxnOpResponse};
-use workerid_core::{Error, LeaseInfo, LeaseState, Listing, Namespace, Result, WorkerId};
+use workerid_core::{LeaseInfo, LeaseState, Listing, Namespace, Result, WorkerId};
 
 use crate::keys::{number, Keys, Ownership};
-use crate::EtcdStore;
-
-fn nonsense(what: &str, answer: &impl std::fmt::Debug) -> Error {
-    Error::unavailable("etcd", format!("unexpected answer to {what}: {answer:?}"))
-}
+use crate::{nonsense, EtcdStore};
 
 /// The kinds of keys a listing reads, in the order of the transaction.
 const KINDS: [&str; 4] = ["owner", "holder", "mark", "ownership"];

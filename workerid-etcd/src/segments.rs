@@ -17,7 +17,7 @@ use workerid_core::segment::{Range, SegmentStore, Tag, TagInfo, MAX_SEGMENT_ID};
 use workerid_core::{Error, Result};
 
 use crate::keys::{segment, segments};
-use crate::{lock, EtcdStore};
+use crate::{lock, nonsense, EtcdStore};
 
 /// A tag's counter as last seen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,10 +42,6 @@ fn decode(value: &[u8], revision: i64) -> Option<Seen> {
         revision,
     };
     parts.next().is_none().then_some(seen)
-}
-
-fn nonsense(what: &str, answer: &impl std::fmt::Debug) -> Error {
-    Error::unavailable("etcd", format!("unexpected answer to {what}: {answer:?}"))
 }
 
 /// The tag as the else branch of a swap read it (None: the tag is gone).

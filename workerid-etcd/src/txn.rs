@@ -6,11 +6,7 @@ use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp, TxnOpResponse, Txn
 use workerid_core::{Error, Result, Token, WorkerId};
 
 use crate::keys::{number, refusal as refused, watermark, Keys, Ownership};
-
-/// `Unavailable` for an answer a transaction cannot have had.
-pub(crate) fn nonsense(what: &str, answer: &impl std::fmt::Debug) -> Error {
-    Error::unavailable("etcd", format!("unexpected answer to {what}: {answer:?}"))
-}
+use crate::nonsense;
 
 /// The `n`th response of a transaction, if it is a get: its first value.
 pub(crate) fn got(responses: &[TxnOpResponse], n: usize) -> Option<Option<Vec<u8>>> {
@@ -97,44 +93,44 @@ pub(crate) fn acquire_txn(
     resent: bool,
 ) -> Txn {
     let ownership = Ownership::held(ttl_secs).encode();
-    let mut chain: Option<Txn> = None;
-    for &id in candidates.iter().rev() {
-        let with_lease = Some(PutOptions::new().with_lease(lease));
-        let mut level = Txn::new()
+    let mine = token.to_string();
+    let checks = candidates.iter().filter(|_| resent).map(|&id| {
+        Txn::new()
+            .when([Compare::value(
+                keys.owner(id),
+                CompareOp::Equal,
+                mine.clone(),
+            )])
+            .and_then([
+                TxnOp::get(keys.owner(id), None),
+                TxnOp::get(keys.mark(id), None),
+            ])
+    });
+    let takes = candidates.iter().map(|&id| {
+        Txn::new()
             .when([Compare::create_revision(
                 keys.owner(id),
                 CompareOp::Equal,
                 0,
             )])
             .and_then([
-                TxnOp::put(keys.owner(id), token.to_string(), with_lease),
-                TxnOp::put(keys.holder(id), token.to_string(), None),
+                TxnOp::put(
+                    keys.owner(id),
+                    mine.clone(),
+                    Some(PutOptions::new().with_lease(lease)),
+                ),
+                TxnOp::put(keys.holder(id), mine.clone(), None),
                 TxnOp::get(keys.mark(id), None),
                 TxnOp::put(keys.ownership(id), ownership.clone(), None),
-            ]);
-        if let Some(next) = chain.take() {
-            level = level.or_else([TxnOp::txn(next)]);
-        }
-        chain = Some(level);
-    }
-    if resent {
-        for &id in candidates.iter().rev() {
-            let mut check = Txn::new()
-                .when([Compare::value(
-                    keys.owner(id),
-                    CompareOp::Equal,
-                    token.to_string(),
-                )])
-                .and_then([
-                    TxnOp::get(keys.owner(id), None),
-                    TxnOp::get(keys.mark(id), None),
-                ]);
-            if let Some(next) = chain.take() {
-                check = check.or_else([TxnOp::txn(next)]);
-            }
-            chain = Some(check);
-        }
-    }
+            ])
+    });
+    // Each level's else branch is the next level; the last has none.
+    let chain = checks.chain(takes).rev().fold(None, |next, level| {
+        Some(match next {
+            Some(next) => level.or_else([TxnOp::txn(next)]),
+            None => level,
+        })
+    });
     let config = max.map(|max| Compare::value(keys.config(), CompareOp::Equal, max.to_string()));
     let mut txn = Txn::new().when(Vec::from_iter(config));
     if let Some(chain) = chain {
@@ -188,33 +184,27 @@ pub(crate) fn parse_acquire(
         Some(TxnOpResponse::Txn(level)) => level.clone(),
         _ => return Err(bad()),
     };
-    let checks = if resent { candidates } else { &[] };
-    for &id in checks {
+    // The levels in the order `acquire_txn` nested them: (candidate, whether
+    // it is a resent transaction's check for a first sending's grant).
+    let checks = candidates.iter().filter(|_| resent).map(|&id| (id, true));
+    let takes = candidates.iter().map(|&id| (id, false));
+    for (id, check) in checks.chain(takes) {
         let ops = level.op_responses();
         if level.succeeded() {
-            // Granted by the first sending: its fence is the revision that
-            // created the owner key.
-            let fence = match ops.first() {
-                Some(TxnOpResponse::Get(get)) => get.kvs().first().map(|kv| kv.create_revision()),
-                _ => None,
+            // A first sending's grant: its fence is the revision that created
+            // the owner key. This transaction's: its own revision.
+            let fence = if check {
+                match ops.first() {
+                    Some(TxnOpResponse::Get(get)) => {
+                        get.kvs().first().map(|kv| kv.create_revision())
+                    }
+                    _ => None,
+                }
+            } else {
+                answer.header().map(|h| h.revision())
             };
             let fence = fence.and_then(|f| u64::try_from(f).ok()).ok_or_else(bad)?;
-            let mark = read_mark(got(&ops, 1))?;
-            return Ok(Acquired::Won { id, fence, mark });
-        }
-        level = match ops.first() {
-            Some(TxnOpResponse::Txn(next)) => next.clone(),
-            _ => return Err(bad()),
-        };
-    }
-    let fence = answer
-        .header()
-        .and_then(|h| u64::try_from(h.revision()).ok())
-        .ok_or_else(bad)?;
-    for &id in candidates {
-        let ops = level.op_responses();
-        if level.succeeded() {
-            let mark = read_mark(got(&ops, 2))?;
+            let mark = read_mark(got(&ops, if check { 1 } else { 2 }))?;
             return Ok(Acquired::Won { id, fence, mark });
         }
         level = match ops.first() {

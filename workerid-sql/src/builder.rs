@@ -67,7 +67,7 @@ impl SqlStoreBuilder {
         check_table(&self.segments_table)?;
         sqlx::any::install_default_drivers();
         let url = url.replacen("mariadb://", "mysql://", 1);
-        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+        let in_memory = in_memory(&url);
         let mut options = AnyPoolOptions::new()
             .max_connections(self.max_connections)
             .acquire_timeout(self.acquire_timeout)
@@ -123,7 +123,13 @@ impl SqlStoreBuilder {
         check_table(&self.table)?;
         check_table(&self.segments_table)?;
         let url = pool.connect_options().database_url.to_string();
-        let durable = !(url.contains(":memory:") || url.contains("mode=memory"));
+        let durable = !in_memory(&url);
         SqlStore::open(pool, &self.table, &self.segments_table, durable).await
     }
+}
+
+/// Whether `url` names an in-memory SQLite database (gone with its last
+/// connection).
+fn in_memory(url: &str) -> bool {
+    url.contains(":memory:") || url.contains("mode=memory")
 }
