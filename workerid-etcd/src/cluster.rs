@@ -8,15 +8,21 @@
 //! refused, timeout, "no leader"). Every operation of the store is written so
 //! that sending it twice is safe (see the crate docs), which is what makes
 //! these retries correct.
+//!
+//! The current endpoint is the leader's when the store can tell which it is
+//! (see [`crate::leader`]).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions};
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 use workerid_core::{Error, Result};
+
+use crate::leader::{same_endpoint, LeaderCheck};
 
 /// What an answer came with.
 pub(crate) struct Answer<T> {
@@ -32,10 +38,14 @@ struct Endpoint {
 }
 
 pub(crate) struct Cluster {
+    /// This cluster, for the background leader checks.
+    me: Weak<Cluster>,
     endpoints: Vec<Endpoint>,
     current: AtomicUsize,
     options: ConnectOptions,
     operation_timeout: Duration,
+    /// None when the leader is not looked for (one endpoint, or turned off).
+    leader: Option<LeaderCheck>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -44,13 +54,26 @@ impl std::fmt::Debug for Cluster {
         f.debug_struct("Cluster")
             .field("endpoints", &urls)
             .field("operation_timeout", &self.operation_timeout)
+            .field("current", &self.current.load(Ordering::Relaxed))
+            .field("leader", &self.leader)
             .finish()
     }
 }
 
 impl Cluster {
-    pub fn new(urls: Vec<String>, options: ConnectOptions, operation_timeout: Duration) -> Self {
-        Cluster {
+    /// A cluster of `urls`; with `leader_check`, it looks for the leader
+    /// that often (when there is more than one endpoint).
+    pub fn new(
+        urls: Vec<String>,
+        options: ConnectOptions,
+        operation_timeout: Duration,
+        leader_check: Option<Duration>,
+    ) -> Arc<Self> {
+        let leader = leader_check
+            .filter(|_| urls.len() > 1)
+            .map(LeaderCheck::new);
+        Arc::new_cyclic(|me| Cluster {
+            me: me.clone(),
             endpoints: urls
                 .into_iter()
                 .map(|url| Endpoint {
@@ -61,7 +84,8 @@ impl Cluster {
             current: AtomicUsize::new(0),
             options,
             operation_timeout,
-        }
+            leader,
+        })
     }
 
     async fn client(&self, index: usize) -> std::result::Result<Client, etcd_client::Error> {
@@ -77,6 +101,9 @@ impl Cluster {
 
     /// Moves off `index` (unless another caller did already).
     fn rotate(&self, index: usize) {
+        if let Some(check) = &self.leader {
+            check.member_failed();
+        }
         let next = (index + 1) % self.endpoints.len();
         let _ = self
             .current
@@ -115,7 +142,10 @@ impl Cluster {
                 Err(e) => Err(e),
             };
             let error = match outcome {
-                Ok(value) => return Ok(Answer { value, retried }),
+                Ok(value) => {
+                    self.check_leader_if_due();
+                    return Ok(Answer { value, retried });
+                }
                 Err(e) => e,
             };
             if !worth_retrying(&error) {
@@ -157,6 +187,99 @@ impl Cluster {
     /// Tells the cluster that `index` failed a watch.
     pub fn failed(&self, index: usize) {
         self.rotate(index);
+    }
+}
+
+impl Cluster {
+    /// Moves to the leader's endpoint now, if the store looks for it and can
+    /// tell which it is (when the store connects).
+    pub async fn go_to_leader(self: &Arc<Self>) {
+        if let Some(checking) = Checking::now(self) {
+            checking.0.find_leader().await;
+        }
+    }
+
+    /// Starts a leader check in the background if one is due.
+    fn check_leader_if_due(&self) {
+        if !self.leader.as_ref().is_some_and(LeaderCheck::claim) {
+            return;
+        }
+        match self.me.upgrade() {
+            Some(me) => {
+                let checking = Checking(me);
+                tokio::spawn(async move { checking.0.find_leader().await });
+            }
+            None => self.leader.iter().for_each(LeaderCheck::finish),
+        }
+    }
+
+    /// Moves to the leader's endpoint if it is another one than the current.
+    async fn find_leader(&self) {
+        let asked = self.current.load(Ordering::Acquire);
+        let found = tokio::time::timeout(self.operation_timeout, self.leader_among(asked)).await;
+        match found {
+            Ok(Ok(Some(leader))) if leader != asked => {
+                let moved = self
+                    .current
+                    .compare_exchange(asked, leader, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok();
+                if moved {
+                    tracing::debug!(endpoint = %self.endpoints[leader].url, "etcd: sending to the leader");
+                }
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::debug!("etcd: looking for the leader: {e}"),
+            Err(_) => tracing::debug!("etcd: looking for the leader: no answer"),
+        }
+    }
+
+    /// The index of the leader's endpoint, as the member at `asked` and then
+    /// the leader itself say; None when the leader is not among the
+    /// endpoints (or not known yet).
+    async fn leader_among(
+        &self,
+        asked: usize,
+    ) -> std::result::Result<Option<usize>, etcd_client::Error> {
+        let mut client = self.client(asked).await?;
+        let leader = client.status().await?.leader();
+        if leader == 0 {
+            return Ok(None);
+        }
+        let members = client.member_list().await?;
+        let urls = match members.members().iter().find(|m| m.id() == leader) {
+            Some(member) => member.client_urls(),
+            None => return Ok(None),
+        };
+        let found = self
+            .endpoints
+            .iter()
+            .position(|e| urls.iter().any(|url| same_endpoint(url, &e.url)));
+        let Some(index) = found else {
+            tracing::debug!("etcd: the leader's URLs {urls:?} are not among the endpoints");
+            return Ok(None);
+        };
+        if index == asked {
+            return Ok(Some(index));
+        }
+        let status = self.client(index).await?.status().await?;
+        let leads = status.header().map(|h| h.member_id()) == Some(status.leader());
+        Ok(leads.then_some(index))
+    }
+}
+
+/// A claimed leader check; dropped (done, or its task cancelled), it ends.
+struct Checking(Arc<Cluster>);
+
+impl Checking {
+    fn now(cluster: &Arc<Cluster>) -> Option<Checking> {
+        let check = cluster.leader.as_ref()?;
+        check.claim_now().then(|| Checking(cluster.clone()))
+    }
+}
+
+impl Drop for Checking {
+    fn drop(&mut self) {
+        self.0.leader.iter().for_each(LeaderCheck::finish);
     }
 }
 

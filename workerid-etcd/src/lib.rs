@@ -61,6 +61,7 @@ mod builder;
 mod cluster;
 mod keepalive;
 mod keys;
+mod leader;
 mod lease;
 mod listing;
 mod mirror;

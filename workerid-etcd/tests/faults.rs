@@ -1,6 +1,7 @@
 //! Fault tests on etcd servers of their own: a node crash, the loss of a
-//! follower and then of the leader in the middle of a run, a frozen member,
-//! the loss of quorum, and clusters that cannot be reached at all.
+//! follower and then of the leader in the middle of a run, a leader that
+//! moves, a frozen member, the loss of quorum, and clusters that cannot be
+//! reached at all.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -216,13 +217,25 @@ async fn a_cluster_keeps_granting_through_the_loss_of_a_follower_then_the_leader
     let started = Instant::now();
     let until = started + Duration::from_secs(13);
     let mut workers = Vec::new();
+    let mut preferring = Vec::new();
     for worker in 0..6 {
-        // Two store handles, three workers on each.
+        // A store each: half of them stay on the member that dies first,
+        // half go to the leader (the default), which dies second.
+        let prefer_leader = worker % 2 == 0;
         let store = EtcdStore::builder()
             .request_timeout(Duration::from_millis(500))
+            .prefer_leader(prefer_leader)
             .connect(&endpoints)
             .await
             .unwrap();
+        assert_eq!(
+            on_the_leader(&store).await,
+            prefer_leader,
+            "worker {worker}: on the leader when it prefers it, else on the first endpoint"
+        );
+        if prefer_leader {
+            preferring.push(store.clone());
+        }
         // A ttl that a loaded 2-core machine does not outlast while the cluster
         // elects a new leader (with 3 s, renewals stalled by the load ran out).
         let allocator =
@@ -305,6 +318,85 @@ async fn a_cluster_keeps_granting_through_the_loss_of_a_follower_then_the_leader
         late.is_empty(),
         "failures while a follower was dead: {late:?}"
     );
+    for store in preferring {
+        assert!(
+            on_the_leader(&store).await,
+            "a store that prefers the leader found the new one"
+        );
+    }
+}
+
+/// Whether `store` sends its requests to the leader now.
+async fn on_the_leader(store: &EtcdStore) -> bool {
+    let status = store.client().await.unwrap().status().await.unwrap();
+    status.header().unwrap().member_id() == status.leader()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_follows_the_leader_when_it_moves() {
+    let cluster = EtcdCluster::start();
+    let (leader, follower) = {
+        let leader = cluster.leader().expect("a leader").endpoint();
+        (
+            leader.clone(),
+            cluster.follower().expect("a follower").endpoint(),
+        )
+    };
+    // The leader last: the store finds it all the same.
+    let mut endpoints = endpoints_starting_with(&cluster, &follower);
+    endpoints.sort_by_key(|e| *e == leader);
+    let connect = |prefer: bool| {
+        EtcdStore::builder()
+            .prefer_leader(prefer)
+            .leader_check_interval(Duration::from_millis(200))
+            .connect(endpoints.clone())
+    };
+    let (following, staying) = (connect(true).await.unwrap(), connect(false).await.unwrap());
+    assert!(on_the_leader(&following).await);
+    assert!(
+        !on_the_leader(&staying).await,
+        "no preference: the first endpoint"
+    );
+    let before = following.client().await.unwrap().status().await.unwrap();
+
+    // Hand the leadership to the member the other store is on.
+    let mut staying_client = staying.client().await.unwrap();
+    let target = staying_client
+        .status()
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .member_id();
+    let mut leader_client = following.client().await.unwrap();
+    leader_client.move_leader(target).await.unwrap();
+    tokio::task::block_in_place(|| cluster.wait_healthy(Duration::from_secs(30)));
+
+    // Nothing failed: the periodic check alone finds the new leader, while
+    // the store keeps working.
+    let allocator =
+        Allocator::new(following.clone(), "moved", options(Duration::from_secs(5))).unwrap();
+    let mut lease = allocator.acquire().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !on_the_leader(&following).await {
+        assert!(
+            Instant::now() < deadline,
+            "the store never followed the leader"
+        );
+        allocator.renew(&mut lease).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let after = following.client().await.unwrap().status().await.unwrap();
+    assert_ne!(
+        before.header().unwrap().member_id(),
+        after.header().unwrap().member_id(),
+        "the store moved to another member"
+    );
+    assert!(
+        on_the_leader(&staying).await,
+        "the leader came to the other store's member"
+    );
+    allocator.release(&lease).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -314,6 +406,8 @@ async fn a_frozen_member_is_passed_over_within_the_request_timeout() {
     let endpoints = endpoints_starting_with(&cluster, &victim.endpoint());
     let store = EtcdStore::builder()
         .request_timeout(Duration::from_millis(300))
+        // On the member that freezes, not on the leader.
+        .prefer_leader(false)
         .connect(&endpoints)
         .await
         .unwrap();
