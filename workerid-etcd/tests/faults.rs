@@ -280,6 +280,13 @@ async fn a_cluster_keeps_granting_through_the_loss_of_a_follower_then_the_leader
         worker.await.unwrap();
     }
 
+    for store in preferring {
+        assert!(
+            on_the_leader(&store).await,
+            "a store that prefers the leader found the new one"
+        );
+    }
+
     let violations = holders.violations.lock().unwrap();
     assert!(violations.is_empty(), "double grants: {violations:?}");
     let lost = log.lost.lock().unwrap();
@@ -318,12 +325,6 @@ async fn a_cluster_keeps_granting_through_the_loss_of_a_follower_then_the_leader
         late.is_empty(),
         "failures while a follower was dead: {late:?}"
     );
-    for store in preferring {
-        assert!(
-            on_the_leader(&store).await,
-            "a store that prefers the leader found the new one"
-        );
-    }
 }
 
 /// Whether `store` sends its requests to the leader now.
