@@ -9,7 +9,9 @@
 //! `curl 'localhost:8880/alloc?biz_tag=test'` works with no server at all.
 
 mod config;
+mod fast_path;
 mod metrics;
+mod rewind;
 mod routes;
 mod serve;
 

@@ -1,9 +1,12 @@
-//! Serving connections: hyper's HTTP/1.1 directly, `/alloc` answered before
-//! the router, everything else through it.
+//! Serving connections: each starts on the `/alloc` fast path
+//! ([`crate::fast_path`]); the first request it does not answer hands the
+//! connection to hyper's HTTP/1.1, where `/alloc` is still answered before
+//! the router and everything else goes through it.
 //!
 //! `/alloc` is the service's hot path (go-id-alloc's clients call it once per
-//! ID): it skips the router's matching, extractors and boxed body. Requests a
-//! client pipelines are answered in one write (`pipeline_flush`).
+//! ID): it skips hyper, the router's matching, extractors and boxed body.
+//! Requests a client pipelines are answered in one write on both paths
+//! (hyper's `pipeline_flush`).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -19,8 +22,11 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tower::ServiceExt;
 
+use crate::fast_path::{self, Ended};
+use crate::rewind::Rewind;
 use crate::routes::{self, App};
 
 /// A response body: the hot path's bytes, or whatever the router answers.
@@ -43,6 +49,9 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
         .header_read_timeout(HEADER_READ_TIMEOUT)
         .pipeline_flush(true);
     let graceful = GracefulShutdown::new();
+    // Tells the connections still on the fast path to finish; closed once
+    // every one has.
+    let (stop_fast_paths, fast_paths) = watch::channel(false);
     tokio::pin!(shutdown);
     loop {
         let stream = tokio::select! {
@@ -60,22 +69,30 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!("TCP_NODELAY: {e}");
         }
-        let (app, router) = (app.clone(), router.clone());
-        let service = service_fn(move |request: Request<Incoming>| {
-            answer(app.clone(), router.clone(), request)
-        });
-        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        let (app, router, http) = (app.clone(), router.clone(), http.clone());
+        let (watcher, stop) = (graceful.watcher(), fast_paths.clone());
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
+            let Ended::HandOver { unread, stream } =
+                fast_path::serve(stream, &app, stop, HEADER_READ_TIMEOUT).await
+            else {
+                return;
+            };
+            let service = service_fn(move |request: Request<Incoming>| {
+                answer(app.clone(), router.clone(), request)
+            });
+            let io = TokioIo::new(Rewind::new(unread, stream));
+            if let Err(e) = watcher.watch(http.serve_connection(io, service)).await {
                 tracing::debug!("connection: {e}");
             }
         });
     }
     drop(listener);
-    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    drop(fast_paths);
+    let _ = stop_fast_paths.send(true);
+    let drained = async {
+        tokio::join!(graceful.shutdown(), stop_fast_paths.closed());
+    };
+    if tokio::time::timeout(DRAIN_TIMEOUT, drained).await.is_err() {
         tracing::warn!("requests still in flight after {DRAIN_TIMEOUT:?}: closing them");
     }
 }

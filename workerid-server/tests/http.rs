@@ -376,3 +376,132 @@ fn pipelined_requests_are_answered_in_order_and_idle_connections_do_not_hold_shu
         "the idle connection was closed"
     );
 }
+
+/// The ID in go-id-alloc's success body.
+fn alloc_id(body: &str) -> u64 {
+    body.strip_prefix(r#"{"errno":0,"msg":"success","id":"#)
+        .and_then(|b| b.strip_suffix('}'))
+        .unwrap_or_else(|| panic!("{body}"))
+        .parse()
+        .unwrap()
+}
+
+fn connect(server: &Server) -> TcpStream {
+    let stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    stream
+}
+
+#[test]
+fn the_alloc_fast_path_speaks_http_and_hands_the_rest_to_hyper() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let alloc = "GET /alloc?biz_tag=test HTTP/1.1\r\nHost: localhost\r\n\r\n";
+
+    // Fifty in one write, answered in order, framed as hyper frames them.
+    let mut idle = connect(&server);
+    idle.write_all(alloc.repeat(50).as_bytes()).unwrap();
+    let mut last = 0;
+    for (head, body) in read_responses(&mut idle, 50) {
+        let head = head.to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 200 ok\r\n"), "{head}");
+        assert!(
+            head.contains("\r\ncontent-type: application/json"),
+            "{head}"
+        );
+        assert!(head.contains("\r\ndate: "), "{head}");
+        assert!(!head.contains("connection: close"), "{head}");
+        let id = alloc_id(&body);
+        assert!(id > last, "in order: {id} after {last}");
+        last = id;
+    }
+
+    // A head that arrives in pieces is answered once whole.
+    let mut slow = connect(&server);
+    let (first, second) = alloc.split_at(20);
+    slow.write_all(first.as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    slow.write_all(second.as_bytes()).unwrap();
+    let (_, body) = read_responses(&mut slow, 1).remove(0);
+    assert_eq!(alloc_id(&body), last + 1);
+
+    // The same errors as through the router.
+    slow.write_all(b"GET /alloc?biz_tag=nope HTTP/1.1\r\n\r\nGET /alloc HTTP/1.1\r\n\r\n")
+        .unwrap();
+    let answers = read_responses(&mut slow, 2);
+    assert!(
+        answers[0].1.starts_with(r#"{"errno":2,"#),
+        "{}",
+        answers[0].1
+    );
+    assert!(answers[0].1.contains("nope"), "{}", answers[0].1);
+    assert_eq!(
+        answers[1].1,
+        r#"{"errno":1,"msg":"missing parameter biz_tag"}"#
+    );
+
+    // `Connection: close`: answered, then closed.
+    let mut closing = connect(&server);
+    closing
+        .write_all(b"GET /alloc?biz_tag=test HTTP/1.1\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let (head, body) = read_responses(&mut closing, 1).remove(0);
+    assert!(
+        head.to_ascii_lowercase().contains("connection: close"),
+        "{head}"
+    );
+    assert_eq!(alloc_id(&body), last + 2);
+    let mut rest = Vec::new();
+    assert_eq!(closing.read_to_end(&mut rest).unwrap(), 0, "closed");
+
+    // A body (which /alloc never has) and HTTP/1.0 go to hyper, with what
+    // was read already: every request is answered, in order.
+    let mut handed = connect(&server);
+    let mixed = format!(
+        "{alloc}GET /alloc?biz_tag=test HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc{alloc}\
+         GET /health?biz_tag=test HTTP/1.1\r\n\r\n{alloc}"
+    );
+    handed.write_all(mixed.as_bytes()).unwrap();
+    let answers = read_responses(&mut handed, 5);
+    let ids: Vec<u64> = [0, 1, 2, 4]
+        .iter()
+        .map(|&i| alloc_id(&answers[i].1))
+        .collect();
+    assert_eq!(ids, (last + 3..last + 7).collect::<Vec<_>>());
+    assert!(answers[3].1.contains(r#""left":"#), "{}", answers[3].1);
+    let mut old = connect(&server);
+    old.write_all(b"GET /alloc?biz_tag=test HTTP/1.0\r\n\r\n")
+        .unwrap();
+    let (head, body) = read_responses(&mut old, 1).remove(0);
+    assert!(
+        head.starts_with("HTTP/1.0 200"),
+        "hyper answers HTTP/1.0: {head}"
+    );
+    assert_eq!(alloc_id(&body), last + 7);
+
+    // Nonsense gets hyper's answer: the connection closed (or a 4xx).
+    let mut bad = connect(&server);
+    bad.write_all(b"NONSENSE\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    bad.read_to_string(&mut answer).unwrap();
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 4"),
+        "{answer}"
+    );
+
+    // A connection idle on the fast path does not hold shutdown.
+    let started = Instant::now();
+    assert!(server.terminate().success());
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "an idle connection held shutdown for {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        idle.read_to_end(&mut rest).unwrap(),
+        0,
+        "the idle connection was closed"
+    );
+}
