@@ -13,7 +13,7 @@
 //! (see [`crate::leader`]).
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -41,7 +41,10 @@ pub(crate) struct Cluster {
     /// This cluster, for the background leader checks.
     me: Weak<Cluster>,
     endpoints: Vec<Endpoint>,
-    current: AtomicUsize,
+    /// The current endpoint's index (low 32 bits) and how many times it
+    /// changed (high 32 bits), so that a leader check that took long does
+    /// not undo a move made meanwhile by a failure.
+    current: AtomicU64,
     options: ConnectOptions,
     operation_timeout: Duration,
     /// None when the leader is not looked for (one endpoint, or turned off).
@@ -54,7 +57,7 @@ impl std::fmt::Debug for Cluster {
         f.debug_struct("Cluster")
             .field("endpoints", &urls)
             .field("operation_timeout", &self.operation_timeout)
-            .field("current", &self.current.load(Ordering::Relaxed))
+            .field("current", &index_of(self.current.load(Ordering::Relaxed)))
             .field("leader", &self.leader)
             .finish()
     }
@@ -69,9 +72,11 @@ impl Cluster {
         operation_timeout: Duration,
         leader_check: Option<Duration>,
     ) -> Arc<Self> {
+        // A check takes at most the operation timeout; past twice that its
+        // task is taken for lost.
         let leader = leader_check
             .filter(|_| urls.len() > 1)
-            .map(LeaderCheck::new);
+            .map(|every| LeaderCheck::new(every, operation_timeout * 2));
         Arc::new_cyclic(|me| Cluster {
             me: me.clone(),
             endpoints: urls
@@ -81,7 +86,7 @@ impl Cluster {
                     client: OnceCell::new(),
                 })
                 .collect(),
-            current: AtomicUsize::new(0),
+            current: AtomicU64::new(0),
             options,
             operation_timeout,
             leader,
@@ -105,9 +110,18 @@ impl Cluster {
             check.member_failed();
         }
         let next = (index + 1) % self.endpoints.len();
-        let _ = self
-            .current
-            .compare_exchange(index, next, Ordering::AcqRel, Ordering::Acquire);
+        let mut seen = self.current.load(Ordering::Acquire);
+        while index_of(seen) == index {
+            match self.current.compare_exchange(
+                seen,
+                moved_to(seen, next),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(now) => seen = now,
+            }
+        }
     }
 
     /// Runs `request` on the current endpoint, and on the next ones while it
@@ -124,7 +138,7 @@ impl Cluster {
         let mut retried = false;
         let mut pause = Duration::from_millis(10);
         loop {
-            let index = self.current.load(Ordering::Acquire);
+            let index = index_of(self.current.load(Ordering::Acquire));
             let outcome = match self.client(index).await {
                 Ok(client) => match tokio::time::timeout_at(deadline, request(client)).await {
                     Ok(outcome) => outcome,
@@ -174,7 +188,7 @@ impl Cluster {
     /// A client for the current endpoint (for watches, which handle their own
     /// failures).
     pub async fn current(&self) -> Result<(usize, Client)> {
-        let index = self.current.load(Ordering::Acquire);
+        let index = index_of(self.current.load(Ordering::Acquire));
         match self.client(index).await {
             Ok(client) => Ok((index, client)),
             Err(e) => {
@@ -213,42 +227,53 @@ impl Cluster {
         }
     }
 
-    /// Moves to the leader's endpoint if it is another one than the current.
+    /// Moves to the leader's endpoint if it is another one than the current
+    /// (and nothing moved the store meanwhile); when the check cannot tell,
+    /// it is tried again a second later.
     async fn find_leader(&self) {
-        let asked = self.current.load(Ordering::Acquire);
-        let found = tokio::time::timeout(self.operation_timeout, self.leader_among(asked)).await;
+        let seen = self.current.load(Ordering::Acquire);
+        let asked = index_of(seen);
+        let found = tokio::time::timeout(self.operation_timeout, self.leader_among(asked))
+            .await
+            .unwrap_or_else(|_| Err("no answer".to_string()));
         match found {
-            Ok(Ok(Some(leader))) if leader != asked => {
+            Ok(Some(leader)) if leader != asked => {
                 let moved = self
                     .current
-                    .compare_exchange(asked, leader, Ordering::AcqRel, Ordering::Acquire)
+                    .compare_exchange(
+                        seen,
+                        moved_to(seen, leader),
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    )
                     .is_ok();
                 if moved {
                     tracing::debug!(endpoint = %self.endpoints[leader].url, "etcd: sending to the leader");
                 }
             }
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::debug!("etcd: looking for the leader: {e}"),
-            Err(_) => tracing::debug!("etcd: looking for the leader: no answer"),
+            Ok(_) => {}
+            Err(why) => {
+                tracing::debug!("etcd: looking for the leader: {why}");
+                self.leader.iter().for_each(LeaderCheck::member_failed);
+            }
         }
     }
 
     /// The index of the leader's endpoint, as the member at `asked` and then
     /// the leader itself say; None when the leader is not among the
-    /// endpoints (or not known yet).
-    async fn leader_among(
-        &self,
-        asked: usize,
-    ) -> std::result::Result<Option<usize>, etcd_client::Error> {
-        let mut client = self.client(asked).await?;
-        let leader = client.status().await?.leader();
+    /// endpoints; an error when this cannot tell (no answer, no leader yet,
+    /// or the member named does not say it leads).
+    async fn leader_among(&self, asked: usize) -> std::result::Result<Option<usize>, String> {
+        let text = |e: etcd_client::Error| e.to_string();
+        let mut client = self.client(asked).await.map_err(text)?;
+        let leader = client.status().await.map_err(text)?.leader();
         if leader == 0 {
-            return Ok(None);
+            return Err("no leader yet".into());
         }
-        let members = client.member_list().await?;
+        let members = client.member_list().await.map_err(text)?;
         let urls = match members.members().iter().find(|m| m.id() == leader) {
             Some(member) => member.client_urls(),
-            None => return Ok(None),
+            None => return Err(format!("leader {leader:x} is not a member yet")),
         };
         let found = self
             .endpoints
@@ -261,10 +286,33 @@ impl Cluster {
         if index == asked {
             return Ok(Some(index));
         }
-        let status = self.client(index).await?.status().await?;
-        let leads = status.header().map(|h| h.member_id()) == Some(status.leader());
-        Ok(leads.then_some(index))
+        let status = self
+            .client(index)
+            .await
+            .map_err(text)?
+            .status()
+            .await
+            .map_err(text)?;
+        if status.header().map(|h| h.member_id()) == Some(status.leader()) {
+            Ok(Some(index))
+        } else {
+            Err(format!(
+                "{} does not say it leads",
+                self.endpoints[index].url
+            ))
+        }
     }
+}
+
+/// The endpoint index in a [`Cluster::current`] word.
+fn index_of(word: u64) -> usize {
+    (word & u64::from(u32::MAX)) as usize
+}
+
+/// `word` moved to endpoint `index`, one change later.
+fn moved_to(word: u64, index: usize) -> u64 {
+    let changes = (word >> 32).wrapping_add(1) & u64::from(u32::MAX);
+    (changes << 32) | (index as u64 & u64::from(u32::MAX))
 }
 
 /// A claimed leader check; dropped (done, or its task cancelled), it ends.

@@ -26,58 +26,69 @@ use tokio::time::Instant;
 pub(crate) struct LeaderCheck {
     /// The interval between checks while nothing fails.
     pub every: Duration,
+    /// How long a claimed check may run before it counts as lost (its task
+    /// on a runtime nobody drives any more) and another may start.
+    lost_after: Duration,
     epoch: Instant,
     /// When the last check started, in ms since `epoch` (the first check,
     /// when the store connects, is claimed with [`LeaderCheck::claim_now`]).
     last: AtomicU64,
-    /// Whether a member failed since the last check.
-    stale: AtomicBool,
+    /// When a member last failed (or a check found no leader), in ms since
+    /// `epoch`; [`NO_FAILURE`] when none did since the last check.
+    failed: AtomicU64,
     /// Whether a check runs now.
     running: AtomicBool,
 }
 
-/// How soon after a member failed the leader is looked for again (an
-/// election takes about a second with etcd's default settings).
+/// How soon after a member failed the leader is looked for again: after an
+/// election (about a second with etcd's default settings; a check sooner
+/// would ask a member that still names the dead leader, or none).
 const AFTER_FAILURE: Duration = Duration::from_secs(1);
 
+const NO_FAILURE: u64 = u64::MAX;
+
+fn ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 impl LeaderCheck {
-    pub fn new(every: Duration) -> Self {
+    /// Checks every `every`; a check running over `lost_after` is lost.
+    pub fn new(every: Duration, lost_after: Duration) -> Self {
         LeaderCheck {
             every,
+            lost_after,
             epoch: Instant::now(),
             last: AtomicU64::new(0),
-            stale: AtomicBool::new(false),
+            failed: AtomicU64::new(NO_FAILURE),
             running: AtomicBool::new(false),
         }
     }
 
     fn now_ms(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+        ms(self.epoch.elapsed())
     }
 
     /// Claims the next check if one is due and none runs; the claimer
     /// calls [`LeaderCheck::finish`] when done.
     pub fn claim(&self) -> bool {
-        let wait = if self.stale.load(Ordering::Relaxed) {
-            AFTER_FAILURE.min(self.every)
-        } else {
-            self.every
+        let now = self.now_ms();
+        let due = match self.failed.load(Ordering::Relaxed) {
+            NO_FAILURE => now.saturating_sub(self.last.load(Ordering::Relaxed)) >= ms(self.every),
+            failed => now.saturating_sub(failed) >= ms(AFTER_FAILURE.min(self.every)),
         };
-        let last = self.last.load(Ordering::Relaxed);
-        let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
-        if self.now_ms().saturating_sub(last) < wait_ms {
-            return false;
-        }
-        self.claim_now()
+        due && self.claim_now()
     }
 
-    /// Claims a check now, unless one runs.
+    /// Claims a check now, unless one runs (and is not lost).
     pub fn claim_now(&self) -> bool {
-        if self.running.swap(true, Ordering::AcqRel) {
+        let now = self.now_ms();
+        if self.running.swap(true, Ordering::AcqRel)
+            && now.saturating_sub(self.last.load(Ordering::Relaxed)) < ms(self.lost_after)
+        {
             return false;
         }
-        self.last.store(self.now_ms(), Ordering::Relaxed);
-        self.stale.store(false, Ordering::Relaxed);
+        self.last.store(now, Ordering::Relaxed);
+        self.failed.store(NO_FAILURE, Ordering::Relaxed);
         true
     }
 
@@ -86,9 +97,10 @@ impl LeaderCheck {
         self.running.store(false, Ordering::Release);
     }
 
-    /// A member failed: check again soon.
+    /// A member failed, or a check could not tell the leader: check again
+    /// a second from now.
     pub fn member_failed(&self) {
-        self.stale.store(true, Ordering::Relaxed);
+        self.failed.store(self.now_ms(), Ordering::Relaxed);
     }
 }
 
@@ -123,21 +135,26 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn checks_are_claimed_when_due_one_at_a_time() {
-        let check = LeaderCheck::new(Duration::from_secs(10));
+        let check = LeaderCheck::new(Duration::from_secs(10), Duration::from_secs(6));
         assert!(!check.claim(), "not due before the interval");
         assert!(check.claim_now(), "claimed when the store connects");
         assert!(!check.claim_now(), "one check at a time");
         check.finish();
         assert!(!check.claim(), "not due again yet");
-        tokio::time::advance(Duration::from_millis(500)).await;
+        tokio::time::advance(Duration::from_secs(5)).await;
         check.member_failed();
-        assert!(!check.claim(), "not yet a second since the last check");
-        tokio::time::advance(Duration::from_millis(600)).await;
-        assert!(check.claim(), "due a second after a failure");
+        tokio::time::advance(Duration::from_millis(900)).await;
+        assert!(!check.claim(), "not yet a second after the failure");
+        tokio::time::advance(Duration::from_millis(100)).await;
+        assert!(check.claim(), "due a second after the failure");
         check.finish();
         tokio::time::advance(Duration::from_secs(2)).await;
         assert!(!check.claim(), "the failure is counted once");
-        tokio::time::advance(Duration::from_secs(9)).await;
+        tokio::time::advance(Duration::from_secs(8)).await;
         assert!(check.claim(), "due after the interval");
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert!(!check.claim_now(), "still running");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(check.claim_now(), "a check running past lost_after is lost");
     }
 }

@@ -21,6 +21,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use axum::http::uri::PathAndQuery;
 use axum::http::StatusCode;
 use hyper::body::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -49,41 +50,40 @@ pub enum Ended {
 
 /// A request at the front of the buffer.
 #[derive(Debug, PartialEq)]
-enum Parsed<'a> {
-    /// `GET /alloc` with no body, `len` bytes long.
+enum Parsed {
+    /// `GET /alloc` with no body, `len` bytes long; its target as hyper
+    /// reads it (`http`'s parser: the same characters refused, a fragment
+    /// dropped).
     Alloc {
         len: usize,
-        query: Option<&'a str>,
+        target: PathAndQuery,
         close: bool,
     },
     /// Not all of the head yet.
     Partial,
+    /// Not all of the head yet, and over [`MAX_HEAD`] already.
+    TooLong,
     /// Anything else: hyper's.
     Other,
 }
 
 /// Classifies the request at the front of `buf`.
-fn parse(buf: &[u8]) -> Parsed<'_> {
+fn parse(buf: &[u8]) -> Parsed {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut request = httparse::Request::new(&mut headers);
     let len = match request.parse(buf) {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) if buf.len() <= MAX_HEAD => return Parsed::Partial,
-        Ok(httparse::Status::Partial) | Err(_) => return Parsed::Other,
+        Ok(httparse::Status::Partial) => return Parsed::TooLong,
+        Err(_) => return Parsed::Other,
     };
     if request.method != Some("GET") || request.version != Some(1) {
         return Parsed::Other;
     }
-    let (route, query) = match request.path {
-        Some(path) => match path.split_once('?') {
-            Some((route, query)) => (route, Some(query)),
-            None => (path, None),
-        },
-        None => return Parsed::Other,
+    let target = match request.path.map(PathAndQuery::try_from) {
+        Some(Ok(target)) if target.path() == "/alloc" => target,
+        _ => return Parsed::Other,
     };
-    if route != "/alloc" {
-        return Parsed::Other;
-    }
     let mut close = false;
     for header in request.headers.iter() {
         let name = header.name;
@@ -105,7 +105,7 @@ fn parse(buf: &[u8]) -> Parsed<'_> {
             }
         }
     }
-    Parsed::Alloc { len, query, close }
+    Parsed::Alloc { len, target, close }
 }
 
 /// The `Date` header's value, formatted once a second.
@@ -154,8 +154,9 @@ fn write_response(
 
 /// Serves `stream` until it closes or a request needs hyper. When
 /// `shutdown` turns true, an idle connection closes, and a busy one closes
-/// after answering what it has read (with `Connection: close`); a request
-/// head that takes over `header_timeout` to arrive closes it too.
+/// after answering its next request (with `Connection: close`), as hyper
+/// does; a request head that takes over `header_timeout` to arrive closes
+/// it too.
 pub async fn serve(
     mut stream: TcpStream,
     app: &App,
@@ -173,10 +174,10 @@ pub async fn serve(
             match parse(&buf) {
                 Parsed::Alloc {
                     len,
-                    query,
+                    target,
                     close: asked,
                 } => {
-                    let (status, body) = routes::alloc(app, query).await;
+                    let (status, body) = routes::alloc(app, target.query()).await;
                     close = asked || *shutdown.borrow();
                     write_response(&mut out, status, &body, close, &mut date);
                     let _ = buf.split_to(len);
@@ -186,7 +187,14 @@ pub async fn serve(
                     }
                 }
                 Parsed::Partial => break,
-                Parsed::Other => {
+                // A head that has been arriving for half the timeout would
+                // get a whole new one from hyper: closed instead.
+                Parsed::TooLong
+                    if head_since.is_some_and(|since| since.elapsed() > header_timeout / 2) =>
+                {
+                    return Ended::Closed;
+                }
+                Parsed::TooLong | Parsed::Other => {
                     if !out.is_empty() && stream.write_all(&out).await.is_err() {
                         return Ended::Closed;
                     }
@@ -204,6 +212,9 @@ pub async fn serve(
             out.clear();
         }
         if close || (buf.is_empty() && *shutdown.borrow()) {
+            // A FIN after the answers, as hyper sends, before the socket
+            // closes.
+            let _ = stream.shutdown().await;
             return Ended::Closed;
         }
         let deadline = match (buf.is_empty(), head_since) {
@@ -229,6 +240,7 @@ pub async fn serve(
             // Idle (nothing read of a next request): shutdown closes it.
             changed = shutdown.changed(), if buf.is_empty() => {
                 if changed.is_err() || *shutdown.borrow() {
+                    let _ = stream.shutdown().await;
                     return Ended::Closed;
                 }
             }
@@ -244,21 +256,28 @@ pub async fn serve(
 mod tests {
     use super::*;
 
-    fn alloc(len: usize, query: Option<&str>, close: bool) -> Parsed<'_> {
-        Parsed::Alloc { len, query, close }
+    fn alloc(len: usize, target: &str, close: bool) -> Parsed {
+        let target = PathAndQuery::try_from(target).unwrap();
+        Parsed::Alloc { len, target, close }
     }
 
     #[test]
     fn plain_alloc_requests_are_taken() {
         let one = b"GET /alloc?biz_tag=test HTTP/1.1\r\nHost: x\r\n\r\n";
-        assert_eq!(parse(one), alloc(one.len(), Some("biz_tag=test"), false));
+        assert_eq!(parse(one), alloc(one.len(), "/alloc?biz_tag=test", false));
         let mut two = one.to_vec();
         two.extend_from_slice(b"GET /alloc HTTP/1.1\r\n\r\n");
-        assert_eq!(parse(&two), alloc(one.len(), Some("biz_tag=test"), false));
+        assert_eq!(parse(&two), alloc(one.len(), "/alloc?biz_tag=test", false));
         let bare = b"GET /alloc HTTP/1.1\r\ncontent-length: 0\r\n\r\n";
-        assert_eq!(parse(bare), alloc(bare.len(), None, false));
+        assert_eq!(parse(bare), alloc(bare.len(), "/alloc", false));
         let close = b"GET /alloc?biz_tag=a HTTP/1.1\r\nConnection: keep-alive, Close\r\n\r\n";
-        assert_eq!(parse(close), alloc(close.len(), Some("biz_tag=a"), true));
+        assert_eq!(parse(close), alloc(close.len(), "/alloc?biz_tag=a", true));
+        // Read as hyper reads it: the fragment is not part of the query.
+        let fragment = b"GET /alloc?biz_tag=a#f HTTP/1.1\r\n\r\n";
+        let Parsed::Alloc { target, .. } = parse(fragment) else {
+            panic!("not taken")
+        };
+        assert_eq!(target.query(), Some("biz_tag=a"));
     }
 
     #[test]
@@ -270,7 +289,7 @@ mod tests {
         );
         let mut long = b"GET /alloc HTTP/1.1\r\nx: ".to_vec();
         long.resize(MAX_HEAD + 1, b'a');
-        assert_eq!(parse(&long), Parsed::Other, "too long: hyper's");
+        assert_eq!(parse(&long), Parsed::TooLong);
     }
 
     #[test]
@@ -285,6 +304,7 @@ mod tests {
             b"GET /alloc HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
             b"GET /alloc HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n",
             b"GET http://host/alloc HTTP/1.1\r\n\r\n",
+            b"GET /alloc?biz_tag=\"x\" HTTP/1.1\r\n\r\n",
             b"GET /alloc HTTP/1.1\r\nbad header\r\n\r\n",
             b"NONSENSE\r\n\r\n",
         ] {
