@@ -204,12 +204,16 @@ impl EtcdStoreBuilder {
     }
 }
 
+/// `url` without its `http://` or `https://`.
+pub(crate) fn without_scheme(url: &str) -> &str {
+    url.strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .unwrap_or(url)
+}
+
 /// `http://host:port`, `https://host:port` or `host:port`.
 fn check_endpoint(url: &str) -> Result<()> {
-    let rest = url
-        .strip_prefix("http://")
-        .or_else(|| url.strip_prefix("https://"))
-        .unwrap_or(url);
+    let rest = without_scheme(url);
     let ok = match rest.rsplit_once(':') {
         Some((host, port)) => {
             !host.is_empty()

@@ -14,7 +14,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions};
@@ -38,8 +38,6 @@ struct Endpoint {
 }
 
 pub(crate) struct Cluster {
-    /// This cluster, for the background leader checks.
-    me: Weak<Cluster>,
     endpoints: Vec<Endpoint>,
     /// The current endpoint's index (low 32 bits) and how many times it
     /// changed (high 32 bits), so that a leader check that took long does
@@ -77,8 +75,7 @@ impl Cluster {
         let leader = leader_check
             .filter(|_| urls.len() > 1)
             .map(|every| LeaderCheck::new(every, operation_timeout * 2));
-        Arc::new_cyclic(|me| Cluster {
-            me: me.clone(),
+        Arc::new(Cluster {
             endpoints: urls
                 .into_iter()
                 .map(|url| Endpoint {
@@ -129,7 +126,11 @@ impl Cluster {
     ///
     /// # Errors
     /// [`Error::Unavailable`] with the last cause.
-    pub async fn call<T, F, Fut>(&self, what: &'static str, mut request: F) -> Result<Answer<T>>
+    pub async fn call<T, F, Fut>(
+        self: &Arc<Self>,
+        what: &'static str,
+        mut request: F,
+    ) -> Result<Answer<T>>
     where
         F: FnMut(Client) -> Fut,
         Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
@@ -214,16 +215,10 @@ impl Cluster {
     }
 
     /// Starts a leader check in the background if one is due.
-    fn check_leader_if_due(&self) {
-        if !self.leader.as_ref().is_some_and(LeaderCheck::claim) {
-            return;
-        }
-        match self.me.upgrade() {
-            Some(me) => {
-                let checking = Checking(me);
-                tokio::spawn(async move { checking.0.find_leader().await });
-            }
-            None => self.leader.iter().for_each(LeaderCheck::finish),
+    fn check_leader_if_due(self: &Arc<Self>) {
+        if self.leader.as_ref().is_some_and(LeaderCheck::claim) {
+            let checking = Checking(self.clone());
+            tokio::spawn(async move { checking.0.find_leader().await });
         }
     }
 

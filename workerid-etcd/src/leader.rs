@@ -21,6 +21,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::builder::without_scheme;
+
 /// When to look for the leader again.
 #[derive(Debug)]
 pub(crate) struct LeaderCheck {
@@ -108,12 +110,7 @@ impl LeaderCheck {
 /// whatever the scheme, letter case or trailing slash.
 pub(crate) fn same_endpoint(a: &str, b: &str) -> bool {
     fn bare(url: &str) -> &str {
-        let url = url.trim();
-        let url = url
-            .strip_prefix("http://")
-            .or_else(|| url.strip_prefix("https://"))
-            .unwrap_or(url);
-        url.trim_end_matches('/')
+        without_scheme(url.trim()).trim_end_matches('/')
     }
     bare(a).eq_ignore_ascii_case(bare(b))
 }

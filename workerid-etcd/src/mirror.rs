@@ -291,7 +291,7 @@ fn set(bits: &mut [u64], id: u32, held: bool) {
 
 /// Reads every `owner/` and `ownership/` key of the namespace (in pages, at
 /// one revision).
-pub(crate) async fn scan(cluster: &Cluster, keys: &Keys) -> workerid_core::Result<Snapshot> {
+pub(crate) async fn scan(cluster: &Arc<Cluster>, keys: &Keys) -> workerid_core::Result<Snapshot> {
     let (start, end) = keys.owners_and_ownership();
     let mut from = start.into_bytes();
     let mut revision = 0;

@@ -217,15 +217,10 @@ pub async fn serve(
             let _ = stream.shutdown().await;
             return Ended::Closed;
         }
-        let deadline = match (buf.is_empty(), head_since) {
-            (true, _) => None,
-            (false, Some(since)) => Some(since + header_timeout),
-            (false, None) => {
-                let since = Instant::now();
-                head_since = Some(since);
-                Some(since + header_timeout)
-            }
-        };
+        if !buf.is_empty() {
+            head_since.get_or_insert_with(Instant::now);
+        }
+        let deadline = head_since.map(|since| since + header_timeout);
         let waiting_for_head = async {
             match deadline {
                 Some(deadline) => tokio::time::sleep_until(deadline).await,
