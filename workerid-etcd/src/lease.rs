@@ -475,11 +475,13 @@ impl LeaseStore for EtcdStore {
     ) -> Result<()> {
         let keys = Keys::new(&self.inner.prefix, namespace);
         let n = id.get();
-        // Deleting `ownership/` is the release's mark: a watch of deletions
-        // sees it in the same answer as the owner's deletion (see keys.rs).
         let mut then = vec![
             TxnOp::delete(keys.owner(n), Some(DeleteOptions::new().with_prev_key())),
-            TxnOp::delete(keys.ownership(n), None),
+            TxnOp::put(
+                keys.ownership(n),
+                Ownership::Released(token.to_string()).encode(),
+                None,
+            ),
         ];
         then.extend(raise_mark(&keys, n, watermark));
         let answer = self.txn("release", guarded(&keys, n, token, then)).await?;
@@ -502,16 +504,11 @@ impl LeaseStore for EtcdStore {
             }
             return Ok(());
         }
-        // A release sent again after its answer was lost finds what its
-        // first sending did: no owner, the last grant its own, no `held`
-        // record (an operator's force release leaves `forced`).
+        // A release sent again after its answer was lost finds its own marker.
         if retried {
             let responses = answer.op_responses();
-            let mine = token.to_string();
-            if let (Some(None), Some(Some(holder)), Some(None)) =
-                (got(&responses, 0), got(&responses, 1), got(&responses, 2))
-            {
-                if holder == mine.as_bytes() {
+            if let (Some(None), Some(Some(ownership))) = (got(&responses, 0), got(&responses, 2)) {
+                if Ownership::parse(&ownership) == Some(Ownership::Released(token.to_string())) {
                     return Ok(());
                 }
             }

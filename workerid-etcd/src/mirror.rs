@@ -11,8 +11,8 @@
 //! # Quarantine
 //!
 //! The mirror also follows the `ownership/` keys, so it tells an ID that was
-//! released (its `ownership/` key deleted in the same revision as the owner)
-//! from one whose etcd lease ran out. An expired ID is not offered
+//! released (its `ownership/` key says so in the same revision that deleted
+//! the owner) from one whose etcd lease ran out. An expired ID is not offered
 //! as a candidate until one more of its ttl has passed since this process
 //! saw it gone: etcd may delete an owner key early (a stalled old leader's
 //! late revocation, or a keep-alive answered by a leader that no longer was
@@ -20,27 +20,13 @@
 //! than that deletion plus its ttl, so after the quarantine no holder can
 //! still believe in it. Every process that sees the ID gone sees it no earlier
 //! than the deletion, so each one's quarantine is long enough on its own.
-//!
-//! # Deletions only
-//!
-//! The watch asks for deletions only (etcd's `NOPUT` filter): a grant is all
-//! puts, so etcd sends this process nothing for it, which keeps a grant as
-//! cheap as the same transaction on keys nobody watches (measured on one
-//! node: without the filter a watched grant cost about 5 % more). Other
-//! processes' grants are therefore unseen: their IDs still look free until a
-//! transaction finds them taken (the lost round marks them held) or a scan
-//! reloads the mirror, and the grant's ttl is unknown when its owner goes.
-//! Such an expiry is *unresolved*: the ID is not offered until one read of
-//! its `ownership/` record (done by the watch loop at once) or the next scan
-//! tells the grant's ttl, and its quarantine then counts from the moment
-//! the deletion was seen, as any other.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use etcd_client::{EventType, GetOptions, WatchFilterType, WatchOptions};
+use etcd_client::{EventType, GetOptions, WatchOptions};
 use rand::Rng;
 use tokio::task::AbortHandle;
 
@@ -53,14 +39,6 @@ const PAGE: i64 = 10_000;
 /// Added to every quarantine, for the rates of two machines' clocks and the
 /// time a holder's answer takes to reach it.
 const QUARANTINE_MARGIN: Duration = Duration::from_millis(250);
-
-/// An expiry whose grant this process did not see: the moment the deletion
-/// was seen and its revision.
-#[derive(Debug, Clone, Copy)]
-struct Unresolved {
-    seen: Instant,
-    deleted: i64,
-}
 
 /// A namespace's owners and ownership records at one revision.
 #[derive(Debug, Default)]
@@ -88,12 +66,12 @@ struct State {
     held: Vec<u64>,
     /// The etcd revision the mirror reflects (0: never loaded).
     revision: i64,
-    /// Whether a watch is delivering every deletion after `revision`.
+    /// Whether a watch is delivering every change after `revision`.
     watching: bool,
+    /// The grants not released: ID to (ttl in seconds, ownership mod revision).
+    granted: HashMap<u32, (u32, i64)>,
     /// Expired IDs not offered until their quarantine ends.
     quarantine: HashMap<u32, Quarantine>,
-    /// Expired IDs whose grant's ttl is not known yet: not offered either.
-    unresolved: HashMap<u32, Unresolved>,
 }
 
 impl State {
@@ -105,24 +83,6 @@ impl State {
         }
         let until = now + Duration::from_secs(u64::from(ttl_secs)) + QUARANTINE_MARGIN;
         self.quarantine.insert(id, Quarantine { until, grant });
-    }
-
-    /// Settles the unresolved expiry of `id` (the deletion at revision
-    /// `deleted`) with the `ownership/` record `(ttl, mod revision)` of the
-    /// grant that expired, when that record is older than the deletion; a
-    /// newer record or none (a later grant, a release) means no quarantine
-    /// is owed by this process.
-    fn settle(&mut self, id: u32, deleted: i64, grant: Option<(u32, i64)>) {
-        let Some(unresolved) = self.unresolved.get(&id).copied() else {
-            return;
-        };
-        if unresolved.deleted != deleted {
-            return;
-        }
-        self.unresolved.remove(&id);
-        if let Some((ttl, revision)) = grant.filter(|&(_, revision)| revision < deleted) {
-            self.expired(id, (ttl, revision), unresolved.seen);
-        }
     }
 }
 
@@ -158,8 +118,8 @@ impl Mirror {
                 held: vec![0; words],
                 revision: 0,
                 watching: false,
+                granted: HashMap::new(),
                 quarantine: HashMap::new(),
-                unresolved: HashMap::new(),
             }),
             watch: Mutex::new(None),
         })
@@ -190,8 +150,7 @@ impl Mirror {
 
     /// Replaces the contents with `snapshot`, unless the mirror already
     /// reflects a later revision. A grant not released whose owner is gone
-    /// expired: it is quarantined from when this process saw it go (an
-    /// unresolved expiry), or else from now (unless it already was).
+    /// expired: it is quarantined from now (unless it already was).
     pub fn install(&self, snapshot: &Snapshot) {
         let now = Instant::now();
         let mut state = self.state();
@@ -202,22 +161,16 @@ impl Mirror {
         for &id in &snapshot.held {
             set(&mut state.held, id, true);
         }
-        let expired: Vec<(u32, u32, i64)> = snapshot
+        state.granted = snapshot
             .granted
             .iter()
-            .copied()
-            .filter(|&(id, _, _)| id <= self.max_worker_id && !get(&state.held, id))
+            .filter(|(id, _, _)| *id <= self.max_worker_id)
+            .map(|&(id, ttl, grant)| (id, (ttl, grant)))
             .collect();
-        for &(id, ttl, grant) in &expired {
-            if let Some(unresolved) = state.unresolved.get(&id).copied() {
-                state.settle(id, unresolved.deleted, Some((ttl, grant)));
+        for &(id, ttl, grant) in &snapshot.granted {
+            if id <= self.max_worker_id && !get(&state.held, id) {
+                state.expired(id, (ttl, grant), now);
             }
-        }
-        // Every other unresolved expiry is settled by this snapshot too: the
-        // ID is held again or was released.
-        state.unresolved.clear();
-        for (id, ttl, grant) in expired {
-            state.expired(id, (ttl, grant), now);
         }
         state.revision = snapshot.revision;
     }
@@ -230,8 +183,7 @@ impl Mirror {
         }
     }
 
-    /// Up to `n` IDs the mirror believes free and neither in quarantine nor
-    /// unresolved, from a
+    /// Up to `n` IDs the mirror believes free and not in quarantine, from a
     /// random starting point (so that processes acquiring at once seldom pick
     /// the same ones).
     pub fn candidates(&self, n: usize) -> Vec<u32> {
@@ -251,10 +203,7 @@ impl Mirror {
                     id += 64;
                     continue;
                 }
-                let free = word & (1 << (id % 64)) == 0
-                    && !state.quarantine.contains_key(&(id as u32))
-                    && !state.unresolved.contains_key(&(id as u32));
-                if free {
+                if word & (1 << (id % 64)) == 0 && !state.quarantine.contains_key(&(id as u32)) {
                     found.push(id as u32);
                 }
                 id += 1;
@@ -272,17 +221,13 @@ impl Mirror {
         }
     }
 
-    /// Applies the changes of one watch answer (deletions; a put, should
-    /// one come, is applied too). An owner deleted without its `ownership/`
-    /// record (a release deletes both in one transaction, so in the same
-    /// answer) expired: it is unresolved until its grant's ttl is known.
-    /// Returns those IDs with the revision of their deletion, for
-    /// [`Mirror::settle`].
-    fn apply(&self, events: &[etcd_client::Event], revision: i64) -> Vec<(u32, i64)> {
+    /// Applies the changes of one watch answer. An owner deleted without a
+    /// release recorded with it (a release writes `ownership/` in the same
+    /// transaction, so in the same answer) expired: its quarantine starts.
+    fn apply(&self, events: &[etcd_client::Event], revision: i64) {
         let now = Instant::now();
         let mut state = self.state();
         let mut gone = Vec::new();
-        let mut released = Vec::new();
         for event in events {
             let Some(kv) = event.kv() else { continue };
             if kv.mod_revision() <= state.revision {
@@ -294,36 +239,29 @@ impl Mirror {
                     set(&mut state.held, id, put);
                     if put {
                         state.quarantine.remove(&id);
-                        state.unresolved.remove(&id);
                     } else {
-                        gone.push((id, kv.mod_revision()));
+                        gone.push(id);
                     }
                 }
             } else if let Some(id) = self.keys.id_of("ownership", kv.key()) {
-                if !put || Ownership::released(Some(kv.value())) {
-                    released.push(id);
+                match Ownership::parse(kv.value()).filter(|_| put) {
+                    Some(Ownership::Held { ttl_secs }) => {
+                        state.granted.insert(id, (ttl_secs, kv.mod_revision()));
+                    }
+                    _ => {
+                        state.granted.remove(&id);
+                    }
                 }
             }
         }
-        gone.retain(|&(id, _)| !get(&state.held, id) && !released.contains(&id));
-        for &(id, deleted) in &gone {
-            state
-                .unresolved
-                .insert(id, Unresolved { seen: now, deleted });
+        for id in gone {
+            if !get(&state.held, id) {
+                if let Some(grant) = state.granted.get(&id).copied() {
+                    state.expired(id, grant, now);
+                }
+            }
         }
         state.revision = state.revision.max(revision);
-        gone
-    }
-
-    /// Settles the unresolved expiry of `id` deleted at revision `deleted`,
-    /// from the `ownership/` record read after it (its value and mod
-    /// revision; None when there is none).
-    fn settle(&self, id: u32, deleted: i64, record: Option<(&[u8], i64)>) {
-        let grant = record.and_then(|(value, revision)| match Ownership::parse(value)? {
-            Ownership::Held { ttl_secs } => Some((ttl_secs, revision)),
-            _ => None,
-        });
-        self.state().settle(id, deleted, grant);
     }
 
     fn set_watching(&self, watching: bool) {
@@ -415,7 +353,6 @@ async fn follow(mirror: Weak<Mirror>, cluster: Arc<Cluster>) {
                 let options = WatchOptions::new()
                     .with_range(end)
                     .with_start_revision(start);
-                let options = options.with_filters([WatchFilterType::NoPut]);
                 match client.watch_client().watch(from, Some(options)).await {
                     Ok((_watcher, mut stream)) => {
                         if let Some(m) = mirror.upgrade() {
@@ -438,11 +375,7 @@ async fn follow(mirror: Weak<Mirror>, cluster: Arc<Cluster>) {
                                 Ok(Some(answer)) => {
                                     let revision =
                                         answer.header().map(|h| h.revision()).unwrap_or(0);
-                                    let unresolved = m.apply(answer.events(), revision);
-                                    drop(m);
-                                    for (id, deleted) in unresolved {
-                                        resolve(&mirror, &cluster, id, deleted).await;
-                                    }
+                                    m.apply(answer.events(), revision);
                                 }
                                 Ok(None) | Err(_) => {
                                     cluster.failed(index);
@@ -463,33 +396,6 @@ async fn follow(mirror: Weak<Mirror>, cluster: Arc<Cluster>) {
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_secs(1));
-    }
-}
-
-/// Reads the `ownership/` record of `id`, whose owner was deleted at
-/// revision `deleted` without a release, and settles its expiry. A failed
-/// read leaves it unresolved: the next scan settles it.
-async fn resolve(mirror: &Weak<Mirror>, cluster: &Arc<Cluster>, id: u32, deleted: i64) {
-    let Some(key) = mirror.upgrade().map(|m| m.keys.ownership(id)) else {
-        return;
-    };
-    let read = cluster
-        .call("ownership read", |mut c| {
-            let key = key.clone();
-            async move { c.get(key, None).await }
-        })
-        .await;
-    match (read, mirror.upgrade()) {
-        (Ok(answer), Some(m)) => {
-            let record = answer
-                .value
-                .kvs()
-                .first()
-                .map(|kv| (kv.value(), kv.mod_revision()));
-            m.settle(id, deleted, record);
-        }
-        (Err(e), _) => tracing::debug!("reading the ownership of expired ID {id}: {e}"),
-        (Ok(_), None) => {}
     }
 }
 
@@ -557,59 +463,6 @@ mod tests {
         m.state().quarantine.get_mut(&1).unwrap().until = Instant::now();
         assert_eq!(sorted(m.candidates(4)), vec![1, 2, 3]);
         assert!(m.state().quarantine.is_empty());
-    }
-
-    /// `id`'s owner was deleted at revision `deleted`, `ago` before now,
-    /// by an expiry of a grant the mirror did not see.
-    fn unresolved(m: &Mirror, id: u32, deleted: i64, ago: Duration) -> Instant {
-        let seen = Instant::now() - ago;
-        m.state()
-            .unresolved
-            .insert(id, Unresolved { seen, deleted });
-        seen
-    }
-
-    #[test]
-    fn an_unresolved_expiry_is_quarantined_from_when_it_was_seen() {
-        let m = mirror(3);
-        m.install(&snapshot(&[], &[], 10));
-        let seen = unresolved(&m, 1, 20, Duration::from_secs(2));
-        unresolved(&m, 2, 21, Duration::ZERO);
-        unresolved(&m, 3, 22, Duration::ZERO);
-        assert_eq!(sorted(m.candidates(4)), vec![0]);
-        // 1: the record of the grant that expired (older than the deletion).
-        m.settle(1, 20, Some((b"held 5", 15)));
-        let q = m.state().quarantine[&1];
-        assert_eq!(q.until, seen + Duration::from_secs(5) + QUARANTINE_MARGIN);
-        assert_eq!(q.grant, 15);
-        // 2: a record written after the deletion (a later grant): no
-        // quarantine owed. 3: a release's record (an older version's marker).
-        m.settle(2, 21, Some((b"held 5", 30)));
-        m.settle(3, 22, Some((b"released abc", 22)));
-        assert_eq!(sorted(m.candidates(4)), vec![0, 2, 3]);
-        // A settlement for another deletion than the pending one is ignored.
-        unresolved(&m, 2, 40, Duration::ZERO);
-        m.settle(2, 39, None);
-        assert_eq!(sorted(m.candidates(4)), vec![0, 3]);
-        m.settle(2, 40, None);
-        assert_eq!(sorted(m.candidates(4)), vec![0, 2, 3]);
-    }
-
-    #[test]
-    fn a_scan_settles_every_unresolved_expiry() {
-        let m = mirror(3);
-        m.install(&snapshot(&[], &[], 10));
-        let seen = unresolved(&m, 1, 20, Duration::from_secs(3));
-        unresolved(&m, 2, 21, Duration::ZERO);
-        unresolved(&m, 3, 22, Duration::ZERO);
-        // 1 expired (its grant at 12), 2 is held again, 3 was released.
-        m.install(&snapshot(&[2], &[(1, 4, 12), (2, 4, 25)], 30));
-        assert!(m.state().unresolved.is_empty());
-        assert_eq!(
-            m.state().quarantine[&1].until,
-            seen + Duration::from_secs(4) + QUARANTINE_MARGIN
-        );
-        assert_eq!(sorted(m.candidates(4)), vec![0, 3]);
     }
 
     #[test]
