@@ -78,27 +78,8 @@ fn lease_ops(c: &mut Criterion) {
     let raw = rt
         .block_on(ConnectionManager::new_with_config(client, config))
         .expect("connect");
-    let trivial = redis::Script::new("return 1");
-    rt.block_on(
-        trivial
-            .prepare_invoke()
-            .invoke_async::<i64>(&mut raw.clone()),
-    )
-    .expect("load");
-    group.bench_function("raw_evalsha", |b| {
-        b.to_async(&rt).iter(|| {
-            let mut conn = raw.clone();
-            let sha = trivial.get_hash().to_string();
-            async move {
-                redis::cmd("EVALSHA")
-                    .arg(sha)
-                    .arg(0)
-                    .query_async::<i64>(&mut conn)
-                    .await
-                    .expect("evalsha")
-            }
-        })
-    });
+    let raw = rt.block_on(benches::redis_raw_evalsha(raw));
+    group.bench_function("raw_evalsha", |b| b.to_async(&rt).iter(&raw));
 
     let empty = allocator(&rt, &url, "bench-empty", 16);
     group.bench_function("acquire", |b| {
@@ -146,22 +127,12 @@ fn ratios() {
             ConnectionManagerConfig::new(),
         ))
         .expect("connect");
-    let trivial = redis::Script::new("return 1");
+    let raw = rt.block_on(benches::redis_raw_evalsha(raw));
     let empty = allocator(&rt, &url, "ratio-empty", 16);
     let full = ninety_nine_percent_full(&rt, &url);
     let held = rt.block_on(empty.acquire()).expect("acquire");
     let store = empty.store().clone();
     let (slot, full_slot) = (Slot::default(), Slot::default());
-    let raw_op: Op = Box::new(|| {
-        let (mut conn, script) = (raw.clone(), &trivial);
-        Box::pin(async move {
-            script
-                .prepare_invoke()
-                .invoke_async::<i64>(&mut conn)
-                .await
-                .expect("evalsha");
-        })
-    });
     let store_renew_op: Op = Box::new(|| {
         let (store, lease, ttl) = (&store, &held, empty.options().default_ttl());
         Box::pin(async move {
@@ -173,33 +144,16 @@ fn ratios() {
     });
     const RAW: &str = "raw EVALSHA (one round trip)";
     const FULL: &str = "acquire, 99% full 2^16 pool";
-    let results = rt.block_on(benches::interleaved(
-        3000,
-        vec![
-            (RAW, raw_op),
-            ("acquire", acquire_op(&empty, &slot)),
-            ("release", release_op(&empty, &slot)),
-            ("renew", benches::renew_op(&empty, &held)),
-            (
-                benches::RENEW_RAISING,
-                benches::renew_raising_op(&empty, &held),
-            ),
-            ("renew, store alone (no Allocator)", store_renew_op),
-            (FULL, acquire_op(&full, &full_slot)),
-            ("release, 99% full 2^16 pool", release_op(&full, &full_slot)),
-        ],
-    ));
-    benches::print_table(
-        "redis, interleaved (3000 rounds)",
-        &results,
-        &[
-            ("acquire", RAW, 1.2),
-            ("renew", RAW, 1.2),
-            (benches::RENEW_RAISING, RAW, 1.2),
-            ("release", RAW, 1.2),
-            (FULL, "acquire", 1.5),
-        ],
-    );
+    let mut ops = benches::lease_ops(Some((RAW, &raw)), &empty, &slot, &held);
+    ops.extend([
+        ("renew, store alone (no Allocator)", store_renew_op),
+        (FULL, acquire_op(&full, &full_slot)),
+        ("release, 99% full 2^16 pool", release_op(&full, &full_slot)),
+    ]);
+    let results = rt.block_on(benches::interleaved(3000, ops));
+    let mut goals = benches::lease_goals(RAW).to_vec();
+    goals.push((FULL, "acquire", 1.5));
+    benches::print_table("redis, interleaved (3000 rounds)", &results, &goals);
 }
 
 fn main() {

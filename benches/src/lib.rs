@@ -216,6 +216,65 @@ pub async fn etcd_raw_txn(store: &workerid_etcd::EtcdStore) -> Raw {
     })
 }
 
+/// SQL's physical limit for a lease operation: one guarded `UPDATE` of a
+/// row (with `RETURNING` where the database has it; MariaDB has not) on the
+/// store's own pool.
+pub async fn sql_raw_update(store: &workerid_sql::SqlStore) -> Raw {
+    fn q(sql: &'static str) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+    }
+    let pool = store.pool().clone();
+    for setup in [
+        "CREATE TABLE IF NOT EXISTS bench_raw (k BIGINT PRIMARY KEY, v BIGINT NOT NULL)",
+        "DELETE FROM bench_raw",
+        "INSERT INTO bench_raw (k, v) VALUES (1, 0)",
+    ] {
+        q(setup).execute(&pool).await.expect("raw table");
+    }
+    let update = match store.dialect() {
+        workerid_sql::Dialect::MySql => "UPDATE bench_raw SET v = v + 1 WHERE k = 1 AND v >= 0",
+        _ => "UPDATE bench_raw SET v = v + 1 WHERE k = 1 AND v >= 0 RETURNING v",
+    };
+    Box::new(move || {
+        let pool = pool.clone();
+        Box::pin(async move {
+            q(update).execute(&pool).await.expect("raw update");
+        })
+    })
+}
+
+/// Redis's physical limit for a lease operation: an `EVALSHA` of a trivial
+/// script (`return 1`) on `conn`, with one key (hash-tagged, so it routes on
+/// a Redis Cluster too).
+pub async fn redis_raw_evalsha(mut conn: impl redis::aio::ConnectionLike + Clone + 'static) -> Raw {
+    const KEY: &str = "bench{raw}";
+    let script = redis::Script::new("return 1");
+    let _: i64 = script
+        .key(KEY)
+        .invoke_async(&mut conn)
+        .await
+        .expect("load the trivial script");
+    let sha = script.get_hash().to_string();
+    Box::new(move || {
+        let (mut conn, sha) = (conn.clone(), sha.clone());
+        Box::pin(async move {
+            let _: i64 = redis::cmd("EVALSHA")
+                .arg(sha)
+                .arg(1)
+                .arg(KEY)
+                .query_async(&mut conn)
+                .await
+                .expect("evalsha");
+        })
+    })
+}
+
+/// The goals of a lease ratio table: every lease op of [`lease_ops`] at
+/// most 1.2x the raw round trip named `raw_name`.
+pub fn lease_goals(raw_name: &str) -> [(&str, &str, f64); 4] {
+    ["acquire", "release", "renew", RENEW_RAISING].map(|op| (op, raw_name, 1.2))
+}
+
 /// Measures acquire, release and renew with `allocator` interleaved with
 /// `raw` (the store's one round trip, named `raw_name`) for `rounds` rounds,
 /// and prints the table against the 1.2x goal.
@@ -233,11 +292,10 @@ pub async fn lease_ops_table<R, F>(
     let slot = Slot::default();
     let ops = lease_ops(Some((raw_name, raw)), allocator, &slot, &held);
     let results = interleaved(rounds, ops).await;
-    let goals = ["acquire", "release", "renew", RENEW_RAISING].map(|op| (op, raw_name, 1.2));
     print_table(
         &format!("{title}, interleaved ({rounds} rounds)"),
         &results,
-        &goals,
+        &lease_goals(raw_name),
     );
 }
 

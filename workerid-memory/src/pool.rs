@@ -116,17 +116,14 @@ impl Pool {
         // read that misses the cache). Other IDs' slots are read: an expired
         // lease's was just checked by `first_held`, a new ID's just pushed.
         let (id, before) = match (self.released.front().copied(), expired) {
-            (Some(released), Some(expired)) if expired.0 < released.free_at => {
+            // Whichever was free first: the expired lease or the released ID.
+            (released, Some((end, id))) if released.is_none_or(|r| end < r.free_at) => {
                 self.held.pop();
-                (expired.1, None)
+                (id, None)
             }
             (Some(released), _) => {
                 self.released.pop_front();
                 (released.id, Some((released.fence, released.watermark)))
-            }
-            (None, Some(expired)) => {
-                self.held.pop();
-                (expired.1, None)
             }
             _ if self.next_unused <= u64::from(self.max_worker_id) => {
                 let id = self.next_unused as u32;

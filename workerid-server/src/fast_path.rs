@@ -23,6 +23,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::http::uri::PathAndQuery;
 use axum::http::StatusCode;
+use bytes::Buf;
 use hyper::body::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -141,7 +142,9 @@ fn write_response(
     out.extend_from_slice(status.as_str().as_bytes());
     out.push(b' ');
     out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
-    out.extend_from_slice(b"\r\ncontent-type: application/json\r\ncontent-length: ");
+    out.extend_from_slice(b"\r\ncontent-type: ");
+    out.extend_from_slice(routes::JSON.as_bytes());
+    out.extend_from_slice(b"\r\ncontent-length: ");
     out.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
     if close {
         out.extend_from_slice(b"\r\nconnection: close");
@@ -170,6 +173,7 @@ pub async fn serve(
     let mut head_since: Option<Instant> = None;
     loop {
         let mut close = false;
+        let mut hand_over = false;
         loop {
             match parse(&buf) {
                 Parsed::Alloc {
@@ -180,7 +184,7 @@ pub async fn serve(
                     let (status, body) = routes::alloc(app, target.query()).await;
                     close = asked || *shutdown.borrow();
                     write_response(&mut out, status, &body, close, &mut date);
-                    let _ = buf.split_to(len);
+                    buf.advance(len);
                     head_since = None;
                     if close {
                         break;
@@ -195,13 +199,8 @@ pub async fn serve(
                     return Ended::Closed;
                 }
                 Parsed::TooLong | Parsed::Other => {
-                    if !out.is_empty() && stream.write_all(&out).await.is_err() {
-                        return Ended::Closed;
-                    }
-                    return Ended::HandOver {
-                        unread: buf.freeze(),
-                        stream,
-                    };
+                    hand_over = true;
+                    break;
                 }
             }
         }
@@ -210,6 +209,12 @@ pub async fn serve(
                 return Ended::Closed;
             }
             out.clear();
+        }
+        if hand_over {
+            return Ended::HandOver {
+                unread: buf.freeze(),
+                stream,
+            };
         }
         if close || (buf.is_empty() && *shutdown.borrow()) {
             // A FIN after the answers, as hyper sends, before the socket

@@ -83,7 +83,7 @@ pub static JSON: HeaderValue = HeaderValue::from_static("application/json");
 /// `GET /alloc?biz_tag=test` -> `{"errno":0,"msg":"success","id":201}`:
 /// the status and body to answer with.
 ///
-/// The hot path of the service (`serve` calls it before the router): the
+/// The hot path of the service (the fast path calls it off the socket): the
 /// query is scanned for `biz_tag` without building a map, and the success
 /// body is written without a serializer.
 pub async fn alloc(app: &App, query: Option<&str>) -> (StatusCode, String) {
@@ -106,8 +106,8 @@ pub async fn alloc(app: &App, query: Option<&str>) -> (StatusCode, String) {
     }
 }
 
-/// `/alloc` through the router (`serve` answers it first; this serves
-/// whoever uses the router alone).
+/// `/alloc` through the router (on connections handed to hyper; the fast
+/// path answers it first).
 async fn alloc_route(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Response {
     let (status, body) = alloc(&app, query.as_deref()).await;
     (status, [(CONTENT_TYPE, JSON.clone())], body).into_response()

@@ -1,23 +1,18 @@
 //! Serving connections: each starts on the `/alloc` fast path
 //! ([`crate::fast_path`]); the first request it does not answer hands the
-//! connection to hyper's HTTP/1.1, where `/alloc` is still answered before
-//! the router and everything else goes through it.
+//! connection to hyper's HTTP/1.1 and the router for the rest of its life.
 //!
 //! `/alloc` is the service's hot path (go-id-alloc's clients call it once per
 //! ID): it skips hyper, the router's matching, extractors and boxed body.
 //! Requests a client pipelines are answered in one write on both paths
 //! (hyper's `pipeline_flush`).
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{Method, Request, Response};
-use axum::Router;
-use http_body_util::{Either, Full};
-use hyper::body::{Bytes, Incoming};
+use axum::http::Request;
+use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -28,9 +23,6 @@ use tower::ServiceExt;
 use crate::fast_path::{self, Ended};
 use crate::rewind::Rewind;
 use crate::routes::{self, App};
-
-/// A response body: the hot path's bytes, or whatever the router answers.
-type ReplyBody = Either<Full<Bytes>, Body>;
 
 /// How long a client may take to send a request's headers.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -48,10 +40,11 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     http.timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
         .pipeline_flush(true);
+    // Every connection task holds a watcher from its start, on the fast
+    // path too, so `graceful.shutdown()` waits for all of them.
     let graceful = GracefulShutdown::new();
-    // Tells the connections still on the fast path to finish; closed once
-    // every one has.
-    let (stop_fast_paths, fast_paths) = watch::channel(false);
+    // Tells the connections still on the fast path to finish.
+    let stop_fast_paths = watch::Sender::new(false);
     tokio::pin!(shutdown);
     loop {
         let stream = tokio::select! {
@@ -70,16 +63,15 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
             tracing::debug!("TCP_NODELAY: {e}");
         }
         let (app, router, http) = (app.clone(), router.clone(), http.clone());
-        let (watcher, stop) = (graceful.watcher(), fast_paths.clone());
+        let (watcher, stop) = (graceful.watcher(), stop_fast_paths.subscribe());
         tokio::spawn(async move {
             let Ended::HandOver { unread, stream } =
                 fast_path::serve(stream, &app, stop, HEADER_READ_TIMEOUT).await
             else {
                 return;
             };
-            let service = service_fn(move |request: Request<Incoming>| {
-                answer(app.clone(), router.clone(), request)
-            });
+            let service =
+                service_fn(move |request: Request<Incoming>| router.clone().oneshot(request));
             let io = TokioIo::new(Rewind::new(unread, stream));
             if let Err(e) = watcher.watch(http.serve_connection(io, service)).await {
                 tracing::debug!("connection: {e}");
@@ -87,30 +79,11 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
         });
     }
     drop(listener);
-    drop(fast_paths);
-    let _ = stop_fast_paths.send(true);
-    let drained = async {
-        tokio::join!(graceful.shutdown(), stop_fast_paths.closed());
-    };
-    if tokio::time::timeout(DRAIN_TIMEOUT, drained).await.is_err() {
+    stop_fast_paths.send_replace(true);
+    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
+        .await
+        .is_err()
+    {
         tracing::warn!("requests still in flight after {DRAIN_TIMEOUT:?}: closing them");
     }
-}
-
-async fn answer(
-    app: Arc<App>,
-    router: Router,
-    request: Request<Incoming>,
-) -> Result<Response<ReplyBody>, Infallible> {
-    if request.method() == Method::GET && request.uri().path() == "/alloc" {
-        let (status, json) = routes::alloc(&app, request.uri().query()).await;
-        let mut response = Response::new(Either::Left(Full::new(Bytes::from(json))));
-        *response.status_mut() = status;
-        response
-            .headers_mut()
-            .insert(axum::http::header::CONTENT_TYPE, routes::JSON.clone());
-        return Ok(response);
-    }
-    let response = router.oneshot(request).await?;
-    Ok(response.map(Either::Right))
 }

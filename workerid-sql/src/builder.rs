@@ -107,7 +107,7 @@ impl SqlStoreBuilder {
             }
             e => Error::unavailable("sql", e),
         })?;
-        SqlStore::open(pool, &self.table, &self.segments_table, !in_memory).await
+        self.from_pool(pool).await
     }
 
     /// Uses an existing pool (its URL scheme tells the database) and creates

@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use benches::{acquire_op, release_op, Latency, Raw, Slot};
 use redis::aio::ConnectionLike;
-use sqlx::AssertSqlSafe;
 use workerid_core::segment::{SegmentStore, Tag};
 use workerid_core::snowflake::{Worker, WorkerOptions};
 use workerid_core::{Allocator, LeaseOptions, LeaseStore};
@@ -190,63 +189,18 @@ async fn measure(name: &'static str, store: Arc<dyn Store>, raw: Option<Raw>) ->
     }
 }
 
-fn q(sql: &'static str) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
-    sqlx::query(AssertSqlSafe(sql))
-}
-
 async fn sql(name: &'static str, url: &str) -> Row {
     let store = SqlStore::connect(url).await.expect("connect");
-    let pool = store.pool().clone();
-    q("CREATE TABLE IF NOT EXISTS bench_raw (k BIGINT PRIMARY KEY, v BIGINT NOT NULL)")
-        .execute(&pool)
-        .await
-        .expect("raw");
-    q("DELETE FROM bench_raw")
-        .execute(&pool)
-        .await
-        .expect("raw");
-    q("INSERT INTO bench_raw (k, v) VALUES (1, 0)")
-        .execute(&pool)
-        .await
-        .expect("raw");
-    let raw_sql = if store.dialect() == workerid_sql::Dialect::MySql {
-        "UPDATE bench_raw SET v = v + 1 WHERE k = 1 AND v >= 0"
-    } else {
-        "UPDATE bench_raw SET v = v + 1 WHERE k = 1 AND v >= 0 RETURNING v"
-    };
-    let raw: Raw = Box::new(move || {
-        let pool = pool.clone();
-        Box::pin(async move {
-            q(raw_sql).execute(&pool).await.expect("raw update");
-        })
-    });
+    let raw = benches::sql_raw_update(&store).await;
     measure(name, Arc::new(store), Some(raw)).await
 }
 
 async fn redis_row(
     name: &'static str,
     store: workerid_redis::RedisStore,
-    mut conn: impl ConnectionLike + Clone + 'static,
+    conn: impl ConnectionLike + Clone + 'static,
 ) -> Row {
-    let script = redis::Script::new("return 1");
-    let _: i64 = script
-        .key("report{raw}")
-        .invoke_async(&mut conn)
-        .await
-        .expect("load");
-    let sha = script.get_hash().to_string();
-    let raw: Raw = Box::new(move || {
-        let (mut conn, sha) = (conn.clone(), sha.clone());
-        Box::pin(async move {
-            let _: i64 = redis::cmd("EVALSHA")
-                .arg(sha)
-                .arg(1)
-                .arg("report{raw}")
-                .query_async(&mut conn)
-                .await
-                .expect("evalsha");
-        })
-    });
+    let raw = benches::redis_raw_evalsha(conn).await;
     measure(name, Arc::new(store), Some(raw)).await
 }
 

@@ -4,9 +4,9 @@
 -- Returns {'ok', id, fence, watermark} | {'mismatch', stored max} | {'full'}
 --
 -- A namespace is two keys:
---   the hash:  `max`, `next` (IDs never granted are next..max), `format`
---              ('2': this layout), and per ID granted at least once
---              "<token> <fence> <watermark> <ends>";
+--   the hash:  `max`, `next` (IDs never granted are next..max), and per ID
+--              granted at least once "<token> <fence> <watermark> <ends>"
+--              (some earlier versions also wrote `format` = '2': ignored);
 --   the zset:  the same IDs scored by <ends>. Its head is the only acquire
 --              candidate: O(log n).
 -- <ends> is the instant (ms, server clock) the lease ends, 0 once released;
@@ -23,22 +23,23 @@ local now = t[1] * 1000000 + t[2]
 local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 local meta
 if head then
-  meta = redis.call('HMGET', KEYS[1], 'max', 'format', 'next', head)
+  meta = redis.call('HMGET', KEYS[1], 'max', 'next', head)
 else
-  meta = redis.call('HMGET', KEYS[1], 'max', 'format', 'next')
-end
-if meta[1] and meta[2] ~= '2' then
-  -- Written by a version before the lease end moved into the state (lease
-  -- ends in us): its ends would read as ms, live for millennia.
-  return error('namespace written by an older workerid-redis (no format 2 marker): release its leases and delete its keys')
+  meta = redis.call('HMGET', KEYS[1], 'max', 'next')
 end
 if meta[1] and meta[1] ~= ARGV[1] then
   return {'mismatch', meta[1]}
 end
 local old_fence, old_watermark, free
 if head then
-  local holder, f, w, e = string.match(meta[4] or '', '^(%S+) (%d+) (%d+) (%d+)$')
+  local holder, f, w, e = string.match(meta[3] or '', '^(%S+) (%d+) (%d+) (%d+)$')
   if not holder then
+    -- Versions before the lease end moved into the state wrote three
+    -- fields (ends in us, in the zset only) and never took an ID out of the
+    -- zset, so such a namespace always has a head, refused here.
+    if string.find(meta[3] or '', '^%S+ %d+ %d+$') then
+      return error('namespace written by an older workerid-redis (lease ends in the sorted set): release its leases and delete its keys')
+    end
     return error('corrupt lease state for worker ID ' .. head)
   end
   -- Released (0) or expired: the ID is free.
@@ -59,14 +60,14 @@ if free then
   watermark = old_watermark
   redis.call('HSET', KEYS[1], id, ARGV[2] .. ' ' .. fence_text .. ' ' .. watermark .. ' ' .. ends)
 else
-  local next_id = tonumber(meta[3] or '0')
+  local next_id = tonumber(meta[2] or '0')
   if next_id > tonumber(ARGV[1]) then
     return {'full'}
   end
   id = tostring(next_id)
   fence = 1
   watermark = '0'
-  redis.call('HSET', KEYS[1], id, ARGV[2] .. ' 1 0 ' .. ends, 'next', next_id + 1, 'max', ARGV[1], 'format', '2')
+  redis.call('HSET', KEYS[1], id, ARGV[2] .. ' 1 0 ' .. ends, 'next', next_id + 1, 'max', ARGV[1])
 end
 redis.call('ZADD', KEYS[2], ends, id)
 return {'ok', id, fence, watermark}
