@@ -7,7 +7,7 @@
 //! | `config` | `max_worker_id` | none | the pool size the namespace was first used with |
 //! | `owner/<id>` | token | the holder's | the ID is live; deleted by etcd at expiry |
 //! | `holder/<id>` | token | none | the last grant; written by grants only, so its mod revision is that grant's fence |
-//! | `ownership/<id>` | `held <ttl secs>`, `released <token>` or `forced` | none | the last grant's ttl, and whether it was released (by its holder, or by an operator) |
+//! | `ownership/<id>` | `held <ttl secs>` or `forced`; deleted by a release | none | the last grant's ttl, and whether it was released (deleted by its holder, `forced` by an operator) |
 //! | `mark/<id>` | watermark, 20 digits | none | the highest watermark ever stored |
 //!
 //! IDs are written with 7 digits so that keys sort by ID; watermarks with 20
@@ -18,7 +18,11 @@
 //! `owner/` and `ownership/` sort next to each other (no other kind sorts
 //! between them), so one range read or one watch covers both: that is how a
 //! process tells an ID that expired (its holder may still believe in it for
-//! up to one ttl, see [`crate::mirror`]) from one that was released.
+//! up to one ttl, see [`crate::mirror`]) from one that was released. A
+//! release *deletes* `ownership/<id>` in the transaction that deletes the
+//! owner, so a watch of deletions alone sees both (grants, all puts, then
+//! cost the watch nothing). Earlier versions wrote `released <token>`
+//! instead; that is still read as a release.
 //!
 //! Segment counters live under `<prefix>/seg/<tag>` as `<max_id> <step> <nonce>`.
 
@@ -130,7 +134,8 @@ pub(crate) fn watermark(value: u64) -> String {
 pub(crate) enum Ownership {
     /// Granted, or last moved to a new etcd lease, for `ttl_secs`; not released.
     Held { ttl_secs: u32 },
-    /// Released by its holder, whose token this is.
+    /// Released by its holder, whose token this is: written by earlier
+    /// versions (a release now deletes the key), still read as a release.
     Released(String),
     /// Released by an operator.
     Forced,
@@ -163,11 +168,13 @@ impl Ownership {
         Some(Ownership::Held { ttl_secs })
     }
 
-    /// Whether the last grant ended by a release (its holder's or an operator's).
+    /// Whether the last grant, if any, ended by a release (its holder's or
+    /// an operator's), from the value of `ownership/<id>`: a release deletes
+    /// the key, so no value means released (or never granted).
     pub fn released(bytes: Option<&[u8]>) -> bool {
-        matches!(
-            bytes.and_then(Ownership::parse),
-            Some(Ownership::Released(_) | Ownership::Forced)
+        !matches!(
+            bytes.map(Ownership::parse),
+            Some(Some(Ownership::Held { .. }) | None)
         )
     }
 }
@@ -237,8 +244,10 @@ mod tests {
         }
         assert_eq!(Ownership::parse(b"held x"), None);
         assert!(Ownership::released(Some(b"forced")));
+        assert!(Ownership::released(Some(b"released abc")));
         assert!(!Ownership::released(Some(b"held 3")));
-        assert!(!Ownership::released(None));
+        assert!(!Ownership::released(Some(b"nonsense")));
+        assert!(Ownership::released(None));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use workerid_core::{
 };
 
 use crate::keys::{Keys, Ownership};
-use crate::mirror::{scan, Mirror};
+use crate::mirror::{scan, Candidate, Mirror};
 use crate::txn::{acquire_txn, got, guarded, parse_acquire, raise_mark, refusal, Acquired};
 use crate::{lock, nonsense, EtcdStore, HeldLease};
 
@@ -134,7 +134,7 @@ impl EtcdStore {
         &self,
         keys: &Keys,
         mirror: &std::sync::Arc<Mirror>,
-    ) -> Result<Vec<u32>> {
+    ) -> Result<Vec<Candidate>> {
         if self.full(keys, mirror.max_worker_id()).await? {
             // Watch from now on: an ID that expires later is seen going (and
             // its quarantine counted) from that moment.
@@ -212,7 +212,7 @@ impl EtcdStore {
             }
             match acquired {
                 Acquired::Won { id, fence, mark } => {
-                    mirror.mark_held(&[id]);
+                    mirror.mark_held([id]);
                     let grant = Grant {
                         id: WorkerId::from(id),
                         fence,
@@ -221,7 +221,7 @@ impl EtcdStore {
                     return Ok((grant, lease));
                 }
                 Acquired::AllTaken => {
-                    mirror.mark_held(&candidates);
+                    mirror.mark_held(candidates.iter().map(|c| c.id));
                     rounds += 1;
                 }
                 Acquired::NoConfig => self.init_config(keys, max_worker_id).await?,
@@ -475,13 +475,11 @@ impl LeaseStore for EtcdStore {
     ) -> Result<()> {
         let keys = Keys::new(&self.inner.prefix, namespace);
         let n = id.get();
+        // Deleting `ownership/` is the release's mark: a watch of deletions
+        // sees it in the same answer as the owner's deletion (see keys.rs).
         let mut then = vec![
             TxnOp::delete(keys.owner(n), Some(DeleteOptions::new().with_prev_key())),
-            TxnOp::put(
-                keys.ownership(n),
-                Ownership::Released(token.to_string()).encode(),
-                None,
-            ),
+            TxnOp::delete(keys.ownership(n), None),
         ];
         then.extend(raise_mark(&keys, n, watermark));
         let answer = self.txn("release", guarded(&keys, n, token, then)).await?;
@@ -504,11 +502,16 @@ impl LeaseStore for EtcdStore {
             }
             return Ok(());
         }
-        // A release sent again after its answer was lost finds its own marker.
+        // A release sent again after its answer was lost finds what its
+        // first sending did: no owner, the last grant its own, no `held`
+        // record (an operator's force release leaves `forced`).
         if retried {
             let responses = answer.op_responses();
-            if let (Some(None), Some(Some(ownership))) = (got(&responses, 0), got(&responses, 2)) {
-                if Ownership::parse(&ownership) == Some(Ownership::Released(token.to_string())) {
+            let mine = token.to_string();
+            if let (Some(None), Some(Some(holder)), Some(None)) =
+                (got(&responses, 0), got(&responses, 1), got(&responses, 2))
+            {
+                if holder == mine.as_bytes() {
                     return Ok(());
                 }
             }

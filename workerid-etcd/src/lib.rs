@@ -18,8 +18,12 @@
 //!   keep-alive sent together with one transaction (or a grant plus a
 //!   transaction when the ttl changes), release one transaction.
 //! - **No scan per acquire**: candidates come from a per-namespace mirror of
-//!   the held IDs, kept current by an etcd watch. The transaction decides;
-//!   `NoAvailableId` is only answered after etcd itself counted the pool full.
+//!   the held IDs, kept current by an etcd watch of deletions only (a grant
+//!   costs no watch event). The transaction decides: each candidate's take
+//!   also compares the mod revision of its `ownership/` record with the one
+//!   the mirror judged free, so a grant the mirror has not seen always fails
+//!   it. `NoAvailableId` is only answered after etcd itself counted the pool
+//!   full.
 //! - **Fence and watermark outlive the lease**: the fence of a grant is the
 //!   etcd revision of its transaction (it only rises, across restarts too);
 //!   the watermark lives in a key with no lease, raised with a value
@@ -27,8 +31,8 @@
 //! - **Node failures**: the store talks to one endpoint at a time and moves to
 //!   the next when a request fails for a reason another member may not have.
 //!   Every request is safe to send twice (a resent acquire first looks for a
-//!   candidate its token owns already; a retried release recognises its own
-//!   `ownership/` marker), so retries never double-grant or misreport. Without
+//!   candidate its token owns already; a retried release recognises that its
+//!   first sending deleted the owner and its `ownership/` record), so retries never double-grant or misreport. Without
 //!   a quorum every operation ends in `Unavailable` after the configured
 //!   operation timeout, never in a false success.
 //! - **Expired IDs wait one more ttl** before they are granted again (a

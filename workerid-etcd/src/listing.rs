@@ -46,9 +46,11 @@ impl EtcdStore {
         };
         let owners = by_id("owner", owners);
         let marks = by_id("mark", marks);
-        let released: HashSet<u32> = by_id("ownership", ownership)
+        // A release deletes `ownership/<id>`: the IDs not released are
+        // those whose record is there and says otherwise.
+        let not_released: HashSet<u32> = by_id("ownership", ownership)
             .into_iter()
-            .filter(|(_, kv)| Ownership::released(Some(kv.value())))
+            .filter(|(_, kv)| !Ownership::released(Some(kv.value())))
             .map(|(id, _)| id)
             .collect();
         let holders: BTreeMap<u32, etcd_client::KeyValue> =
@@ -64,8 +66,8 @@ impl EtcdStore {
                     Some(remaining) => LeaseState::Live { remaining },
                     None => LeaseState::Expired,
                 },
-                None if released.contains(&id) => LeaseState::Free,
-                None => LeaseState::Expired,
+                None if not_released.contains(&id) => LeaseState::Expired,
+                None => LeaseState::Free,
             };
             let watermark = match marks.get(&id) {
                 Some(kv) => number(kv.value()).ok_or_else(bad)?,

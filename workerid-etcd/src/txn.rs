@@ -6,6 +6,7 @@ use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp, TxnOpResponse, Txn
 use workerid_core::{Error, Result, Token, WorkerId};
 
 use crate::keys::{number, refusal as refused, watermark, Keys, Ownership};
+use crate::mirror::Candidate;
 use crate::nonsense;
 
 /// The `n`th response of a transaction, if it is a get: its first value.
@@ -75,7 +76,9 @@ pub(crate) fn refusal(
 }
 
 /// The acquire transaction: if the namespace has the pool size `max`, take
-/// the first absent candidate (nested branches); else read the config.
+/// the first candidate that has no owner and whose `ownership/` record still
+/// has the mod revision the mirror judged free (nested branches; see
+/// [`crate::mirror`]); else read the config.
 /// `max` is None once this process has seen the namespace's config agree
 /// (it is written once and never changed): the comparison is skipped.
 ///
@@ -89,12 +92,13 @@ pub(crate) fn acquire_txn(
     max: Option<u32>,
     token: &Token,
     (lease, ttl_secs): (i64, i64),
-    candidates: &[u32],
+    candidates: &[Candidate],
     resent: bool,
 ) -> Txn {
     let ownership = Ownership::held(ttl_secs).encode();
     let mine = token.to_string();
-    let checks = candidates.iter().filter(|_| resent).map(|&id| {
+    let checks = candidates.iter().filter(|_| resent).map(|c| {
+        let id = c.id;
         Txn::new()
             .when([Compare::value(
                 keys.owner(id),
@@ -106,13 +110,12 @@ pub(crate) fn acquire_txn(
                 TxnOp::get(keys.mark(id), None),
             ])
     });
-    let takes = candidates.iter().map(|&id| {
+    let takes = candidates.iter().map(|&Candidate { id, record }| {
         Txn::new()
-            .when([Compare::create_revision(
-                keys.owner(id),
-                CompareOp::Equal,
-                0,
-            )])
+            .when([
+                Compare::create_revision(keys.owner(id), CompareOp::Equal, 0),
+                Compare::mod_revision(keys.ownership(id), CompareOp::Equal, record),
+            ])
             .and_then([
                 TxnOp::put(
                     keys.owner(id),
@@ -143,7 +146,8 @@ pub(crate) fn acquire_txn(
 pub(crate) enum Acquired {
     /// `id` is granted, by this transaction or (resent) by its first sending.
     Won { id: u32, fence: u64, mark: u64 },
-    /// Every candidate was held by someone else.
+    /// Every candidate was held by someone else, or granted since the
+    /// mirror judged it free.
     AllTaken,
     /// The namespace has no config yet.
     NoConfig,
@@ -156,7 +160,7 @@ pub(crate) enum Acquired {
 pub(crate) fn parse_acquire(
     answer: &TxnResponse,
     max: u32,
-    candidates: &[u32],
+    candidates: &[Candidate],
     resent: bool,
 ) -> Result<Acquired> {
     let bad = || nonsense("acquire", answer);
@@ -186,8 +190,8 @@ pub(crate) fn parse_acquire(
     };
     // The levels in the order `acquire_txn` nested them: (candidate, whether
     // it is a resent transaction's check for a first sending's grant).
-    let checks = candidates.iter().filter(|_| resent).map(|&id| (id, true));
-    let takes = candidates.iter().map(|&id| (id, false));
+    let checks = candidates.iter().filter(|_| resent).map(|c| (c.id, true));
+    let takes = candidates.iter().map(|c| (c.id, false));
     for (id, check) in checks.chain(takes) {
         let ops = level.op_responses();
         if level.succeeded() {
@@ -220,14 +224,27 @@ pub(crate) fn parse_acquire(
 mod tests {
     use std::time::Duration;
 
+    use std::time::Instant;
+
     use workerid_core::{LeaseStore, Namespace, Token};
-    use workerid_servers::etcd::EtcdServer;
+    use workerid_servers::etcd::shared_endpoints;
 
     use super::*;
     use crate::keys::DEFAULT_PREFIX;
     use crate::EtcdStore;
 
-    fn won(answer: &TxnResponse, candidates: &[u32], resent: bool) -> (u32, u64, u64) {
+    async fn store() -> EtcdStore {
+        EtcdStore::connect(shared_endpoints())
+            .await
+            .expect("connect")
+    }
+
+    /// Candidates with no `ownership/` record.
+    fn unrecorded(ids: &[u32]) -> Vec<Candidate> {
+        ids.iter().map(|&id| Candidate { id, record: 0 }).collect()
+    }
+
+    fn won(answer: &TxnResponse, candidates: &[Candidate], resent: bool) -> (u32, u64, u64) {
         match parse_acquire(answer, 15, candidates, resent).expect("an answer") {
             Acquired::Won { id, fence, mark } => (id, fence, mark),
             _ => panic!("no candidate won: {answer:?}"),
@@ -238,10 +255,7 @@ mod tests {
     /// that grant and takes no other candidate, even one that is free.
     #[tokio::test]
     async fn a_resent_acquire_finds_its_first_grant_and_takes_nothing_else() {
-        let node = EtcdServer::start();
-        let store = EtcdStore::connect(&[node.endpoint()])
-            .await
-            .expect("connect");
+        let store = store().await;
         let namespace = Namespace::new("resent").expect("namespace");
         let token = Token::generate();
         let ttl = Duration::from_secs(30);
@@ -261,7 +275,7 @@ mod tests {
             .expect("grant")
             .id();
         // The free candidate comes first: a plain resend would take it.
-        let candidates = [free, mine];
+        let candidates = unrecorded(&[free, mine]);
 
         let resent = acquire_txn(&keys, Some(15), &token, (lease, 30), &candidates, true);
         let answer = kv.txn(resent).await.expect("txn");
@@ -280,14 +294,126 @@ mod tests {
         // A resent transaction whose first sending took nothing takes a
         // candidate as a first sending does, at its own revision.
         let fresh = Token::generate();
-        let candidates = [(mine + 2) % 16];
+        let candidates = unrecorded(&[(mine + 2) % 16]);
         let resent = acquire_txn(&keys, Some(15), &fresh, (lease, 30), &candidates, true);
         let answer = kv.txn(resent).await.expect("txn");
         let revision = answer.header().expect("header").revision();
         let (id, fence, _) = won(&answer, &candidates, true);
         assert_eq!(
             (id, i64::try_from(fence).ok()),
-            (candidates[0], Some(revision))
+            (candidates[0].id, Some(revision))
         );
+    }
+
+    /// Revokes the etcd lease under `owner/<id>` with a raw client, as a
+    /// stalled old leader's late revocation would: the owner goes while its
+    /// holder still believes in its lease. Returns the `ownership/` record's
+    /// mod revision.
+    async fn delete_owner_early(store: &EtcdStore, keys: &Keys, id: u32) -> i64 {
+        let client = store.client().await.expect("client");
+        let owner = client
+            .kv_client()
+            .get(keys.owner(id), None)
+            .await
+            .expect("get");
+        let lease = owner.kvs().first().expect("an owner").lease();
+        let record = client
+            .kv_client()
+            .get(keys.ownership(id), None)
+            .await
+            .expect("get");
+        client.lease_client().revoke(lease).await.expect("revoke");
+        record.kvs().first().expect("a record").mod_revision()
+    }
+
+    /// A grant the mirror did not see (its watch delivers deletions only)
+    /// whose owner etcd deleted early: a take that expects no record fails,
+    /// however free the ID looks; one that expects the grant's record (a
+    /// mirror that saw it expire and served its quarantine) succeeds.
+    #[tokio::test]
+    async fn a_take_fails_when_the_id_was_granted_since_the_mirror_judged_it() {
+        let store = store().await;
+        let namespace = Namespace::new("record-guard").expect("namespace");
+        let holder = store
+            .acquire(&namespace, 15, &Token::generate(), Duration::from_secs(30))
+            .await
+            .expect("acquire");
+        let keys = Keys::new(DEFAULT_PREFIX, &namespace);
+        let y = holder.id.get();
+        let record = delete_owner_early(&store, &keys, y).await;
+
+        let client = store.client().await.expect("client");
+        let mut kv = client.kv_client();
+        let lease = client
+            .lease_client()
+            .grant(30, None)
+            .await
+            .expect("grant")
+            .id();
+        let token = Token::generate();
+        let stale = unrecorded(&[y]);
+        let txn = acquire_txn(&keys, Some(15), &token, (lease, 30), &stale, false);
+        let answer = kv.txn(txn).await.expect("txn");
+        assert!(
+            matches!(
+                parse_acquire(&answer, 15, &stale, false),
+                Ok(Acquired::AllTaken)
+            ),
+            "an ID granted since the mirror judged it free was taken: {answer:?}"
+        );
+        // Teeth: expecting the record that is there, the take succeeds.
+        let current = [Candidate { id: y, record }];
+        let txn = acquire_txn(&keys, Some(15), &token, (lease, 30), &current, false);
+        let answer = kv.txn(txn).await.expect("txn");
+        assert_eq!(won(&answer, &current, false).0, y);
+    }
+
+    /// End to end: a store whose mirror watches a pool of two (it holds one
+    /// ID) does not grant the other after etcd deletes its owner early, not
+    /// even at once, before its watch could deliver the deletion: only after
+    /// a quarantine of one ttl, and then the old holder is refused.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_early_deleted_owner_is_granted_again_only_after_its_quarantine() {
+        let (a, b) = (store().await, store().await);
+        let namespace = Namespace::new("early-deletion").expect("namespace");
+        let keys = Keys::new(DEFAULT_PREFIX, &namespace);
+        let ttl = a.capabilities().min_ttl.max(Duration::from_secs(2));
+        let mine = b
+            .acquire(&namespace, 1, &Token::generate(), ttl)
+            .await
+            .expect("b acquires");
+        let token = Token::generate();
+        let theirs = a
+            .acquire(&namespace, 1, &token, ttl)
+            .await
+            .expect("a acquires");
+        assert_ne!(mine.id, theirs.id);
+
+        delete_owner_early(&a, &keys, theirs.id.get()).await;
+        let deleted = Instant::now();
+        let at_once = b.acquire(&namespace, 1, &Token::generate(), ttl).await;
+        assert!(
+            matches!(at_once, Err(workerid_core::Error::NoAvailableId { .. })),
+            "an ID whose owner was deleted early was granted at once: {at_once:?}"
+        );
+        let regranted = loop {
+            match b.acquire(&namespace, 1, &Token::generate(), ttl).await {
+                Ok(grant) => break grant,
+                Err(workerid_core::Error::NoAvailableId { .. }) => {
+                    assert!(deleted.elapsed() < ttl * 5, "never granted again");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("acquire: {e}"),
+            }
+        };
+        assert_eq!(regranted.id, theirs.id);
+        assert!(
+            deleted.elapsed() >= ttl,
+            "granted again {:?} after the deletion, before one ttl ({ttl:?})",
+            deleted.elapsed()
+        );
+        assert!(regranted.fence > theirs.fence);
+        let renewed = a.renew(&namespace, theirs.id, &token, ttl, 0).await;
+        assert!(renewed.is_err(), "the old holder renewed: {renewed:?}");
     }
 }
