@@ -212,7 +212,7 @@ impl EtcdStore {
             }
             match acquired {
                 Acquired::Won { id, fence, mark } => {
-                    mirror.mark_held([id]);
+                    mirror.mark_held(id);
                     let grant = Grant {
                         id: WorkerId::from(id),
                         fence,
@@ -221,7 +221,7 @@ impl EtcdStore {
                     return Ok((grant, lease));
                 }
                 Acquired::AllTaken => {
-                    mirror.mark_held(candidates.iter().map(|c| c.id));
+                    mirror.mark_taken(&candidates);
                     rounds += 1;
                 }
                 Acquired::NoConfig => self.init_config(keys, max_worker_id).await?,
@@ -252,6 +252,11 @@ impl EtcdStore {
     /// of `ttl`, raising the watermark to at least `watermark`; returns the
     /// new lease.
     ///
+    /// The `ownership/` record, whose ttl an expiry's quarantine lasts, gets
+    /// the new ttl or `known_secs` (the ttl this process last held the lease
+    /// for), whichever is longer: a renew to a shorter ttl whose answer is
+    /// lost leaves its holder counting on the longer one.
+    ///
     /// # Errors
     /// The contract's refusals for renew; `Unavailable`.
     async fn reattach(
@@ -259,15 +264,16 @@ impl EtcdStore {
         keys: &Keys,
         id: WorkerId,
         token: &Token,
-        ttl: Duration,
+        (ttl, known_secs): (Duration, i64),
         watermark: u64,
     ) -> Result<i64> {
         let n = id.get();
         let (lease, secs) = self.grant(ttl).await?;
         let with_lease = Some(PutOptions::new().with_lease(lease));
+        let record = Ownership::held(secs.max(known_secs)).encode();
         let mut then = vec![
             TxnOp::put(keys.owner(n), token.to_string(), with_lease),
-            TxnOp::put(keys.ownership(n), Ownership::held(secs).encode(), None),
+            TxnOp::put(keys.ownership(n), record, None),
         ];
         then.extend(raise_mark(keys, n, watermark));
         let answer = self
@@ -379,7 +385,9 @@ impl LeaseStore for EtcdStore {
         if used == lease && !extended {
             // The grant rides on a lease that may end before now + ttl: move
             // it to a new one before answering.
-            used = self.reattach(&keys, grant.id, token, ttl, 0).await?;
+            used = self
+                .reattach(&keys, grant.id, token, (ttl, secs), 0)
+                .await?;
         }
         if used != lease {
             self.revoke_later(lease);
@@ -442,7 +450,11 @@ impl LeaseStore for EtcdStore {
             // new etcd lease of the new ttl.
             known => {
                 let started = Instant::now();
-                let lease = match self.reattach(&keys, id, token, ttl, watermark).await {
+                let known_secs = known.as_ref().map_or(0, |k| k.ttl_secs);
+                let lease = match self
+                    .reattach(&keys, id, token, (ttl, known_secs), watermark)
+                    .await
+                {
                     Ok(lease) => lease,
                     Err(e) => {
                         if e.is_lease_lost() {
@@ -531,6 +543,46 @@ impl LeaseStore for EtcdStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A renew to a shorter ttl keeps the longer one in the `ownership/`
+    /// record, which an expiry's quarantine lasts: had the renew's answer
+    /// been lost, the holder would still count on the longer one.
+    #[tokio::test]
+    async fn a_shorter_ttl_keeps_the_longer_one_in_the_record() {
+        let store = EtcdStore::connect(workerid_servers::etcd::shared_endpoints())
+            .await
+            .expect("connect");
+        let namespace = Namespace::new("shorter-ttl").expect("namespace");
+        let token = Token::generate();
+        let grant = store
+            .acquire(&namespace, 3, &token, Duration::from_secs(30))
+            .await
+            .expect("acquire");
+        let keys = Keys::new(crate::keys::DEFAULT_PREFIX, &namespace);
+        let record = || async {
+            let client = store.client().await.expect("client");
+            let answer = client
+                .kv_client()
+                .get(keys.ownership(grant.id.get()), None)
+                .await
+                .expect("get");
+            let kv = answer.kvs().first().expect("a record").clone();
+            Ownership::parse(kv.value())
+        };
+        assert_eq!(record().await, Some(Ownership::Held { ttl_secs: 30 }));
+        for secs in [10, 40] {
+            store
+                .renew(&namespace, grant.id, &token, Duration::from_secs(secs), 0)
+                .await
+                .expect("renew");
+        }
+        assert_eq!(record().await, Some(Ownership::Held { ttl_secs: 40 }));
+        store
+            .renew(&namespace, grant.id, &token, Duration::from_secs(10), 0)
+            .await
+            .expect("renew");
+        assert_eq!(record().await, Some(Ownership::Held { ttl_secs: 40 }));
+    }
 
     #[test]
     fn ttls_are_whole_seconds_rounded_up() {

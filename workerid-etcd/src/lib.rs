@@ -32,9 +32,10 @@
 //!   the next when a request fails for a reason another member may not have.
 //!   Every request is safe to send twice (a resent acquire first looks for a
 //!   candidate its token owns already; a retried release recognises that its
-//!   first sending deleted the owner and its `ownership/` record), so retries never double-grant or misreport. Without
-//!   a quorum every operation ends in `Unavailable` after the configured
-//!   operation timeout, never in a false success.
+//!   first sending deleted the owner and its `ownership/` record), so retries
+//!   never double-grant or misreport. Without a quorum every operation ends
+//!   in `Unavailable` after the configured operation timeout, never in a
+//!   false success.
 //! - **Expired IDs wait one more ttl** before they are granted again (a
 //!   released ID does not). etcd's leases are not exact when a leader stalls:
 //!   a stalled old leader can still revoke a lease its successor renewed, or

@@ -110,7 +110,7 @@ pub(crate) fn acquire_txn(
                 TxnOp::get(keys.mark(id), None),
             ])
     });
-    let takes = candidates.iter().map(|&Candidate { id, record }| {
+    let takes = candidates.iter().map(|&Candidate { id, record, .. }| {
         Txn::new()
             .when([
                 Compare::create_revision(keys.owner(id), CompareOp::Equal, 0),
@@ -241,7 +241,13 @@ mod tests {
 
     /// Candidates with no `ownership/` record.
     fn unrecorded(ids: &[u32]) -> Vec<Candidate> {
-        ids.iter().map(|&id| Candidate { id, record: 0 }).collect()
+        ids.iter()
+            .map(|&id| Candidate {
+                id,
+                record: 0,
+                as_of: 0,
+            })
+            .collect()
     }
 
     fn won(answer: &TxnResponse, candidates: &[Candidate], resent: bool) -> (u32, u64, u64) {
@@ -362,7 +368,11 @@ mod tests {
             "an ID granted since the mirror judged it free was taken: {answer:?}"
         );
         // Teeth: expecting the record that is there, the take succeeds.
-        let current = [Candidate { id: y, record }];
+        let current = [Candidate {
+            id: y,
+            record,
+            as_of: 0,
+        }];
         let txn = acquire_txn(&keys, Some(15), &token, (lease, 30), &current, false);
         let answer = kv.txn(txn).await.expect("txn");
         assert_eq!(won(&answer, &current, false).0, y);

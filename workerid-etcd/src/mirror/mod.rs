@@ -119,9 +119,15 @@ impl Mirror {
         self.state().install(snapshot, Instant::now());
     }
 
-    /// Marks `ids` held (a transaction found them taken, or took one).
-    pub fn mark_held(&self, ids: impl IntoIterator<Item = u32>) {
-        self.state().mark_held(ids);
+    /// Marks `id` held (this process took it).
+    pub fn mark_held(&self, id: u32) {
+        self.state().mark_held(id);
+    }
+
+    /// Marks held the candidates a transaction found taken (see
+    /// [`State::mark_taken`]).
+    pub fn mark_taken(&self, candidates: &[Candidate]) {
+        self.state().mark_taken(candidates);
     }
 
     /// Up to `n` IDs the mirror believes free and out of quarantine, each

@@ -14,6 +14,8 @@ pub(crate) const QUARANTINE_MARGIN: Duration = Duration::from_millis(250);
 pub(crate) struct Candidate {
     pub id: u32,
     pub record: i64,
+    /// The mirror's revision when it offered the ID.
+    pub as_of: i64,
 }
 
 /// An `ownership/` record as read from etcd.
@@ -96,6 +98,10 @@ pub(crate) struct State {
     /// The `ownership/` records known; an ID with none has no record.
     records: HashMap<u32, Record>,
     unresolved: HashMap<u32, Unresolved>,
+    /// The revision of each ID's last owner deletion the mirror applied.
+    deleted: HashMap<u32, i64>,
+    /// The revision of the last snapshot installed.
+    installed: i64,
 }
 
 impl State {
@@ -107,6 +113,8 @@ impl State {
             watching: false,
             records: HashMap::new(),
             unresolved: HashMap::new(),
+            deleted: HashMap::new(),
+            installed: 0,
         }
     }
 
@@ -152,12 +160,25 @@ impl State {
             self.records.insert(read.id, record);
         }
         self.revision = snapshot.revision;
+        self.installed = snapshot.revision;
     }
 
-    /// Marks `ids` held (a transaction found them taken, or took one).
-    pub fn mark_held(&mut self, ids: impl IntoIterator<Item = u32>) {
-        for id in ids {
-            set(&mut self.held, id, true);
+    /// Marks `id` held (this process took it).
+    pub fn mark_held(&mut self, id: u32) {
+        set(&mut self.held, id, true);
+    }
+
+    /// Marks held the candidates a transaction found taken (or granted
+    /// since they were judged free), except those the mirror has learnt
+    /// more about since it offered them (a scan, or the owner's deletion):
+    /// marking those would hide a free ID until the next scan.
+    pub fn mark_taken(&mut self, candidates: &[Candidate]) {
+        for c in candidates {
+            let newer =
+                self.installed > c.as_of || self.deleted.get(&c.id).is_some_and(|&at| at > c.as_of);
+            if !newer {
+                set(&mut self.held, c.id, true);
+            }
         }
     }
 
@@ -193,6 +214,7 @@ impl State {
                     found.push(Candidate {
                         id: id as u32,
                         record,
+                        as_of: self.revision,
                     });
                 }
                 id += 1;
@@ -201,8 +223,10 @@ impl State {
         found
     }
 
-    /// Applies the changes of one watch answer (at `revision`, received at
-    /// `now`). An owner deleted without a release in the same revision (a
+    /// Applies the changes of one watch answer (received at `now`; its
+    /// events go up to `revision`, which the mirror then reflects: not the
+    /// answer's header revision, since etcd splits a long catch-up into
+    /// several answers that all carry the current revision). An owner deleted without a release in the same revision (a
     /// release deletes `ownership/<id>` in the transaction that deletes the
     /// owner, an operator's force release writes `forced`) is unresolved
     /// until its record is read: returns those IDs with the revision of the
@@ -222,6 +246,7 @@ impl State {
                 }
                 Change::Owner { put: false, .. } => {
                     set(&mut self.held, id, false);
+                    self.deleted.insert(id, at);
                     gone.push((id, at));
                 }
                 Change::Record(read) => {
@@ -350,7 +375,7 @@ mod tests {
             .map(|c| c.id)
             .collect();
         assert_eq!(from_100, vec![105, 112, 119]);
-        s.mark_held(free);
+        free.into_iter().for_each(|id| s.mark_held(id));
         assert!(s.candidates(8, 0, Instant::now()).is_empty());
     }
 
@@ -405,11 +430,14 @@ mod tests {
             },
             // 1 expired: the owner alone.
             owner_deleted(1, 12),
-            // 2 force-released by an operator: `forced` in the same revision.
+            // 2 force-released by an operator: `forced` is a put, which the
+            // watch does not deliver, so it looks like an expiry at first.
             owner_deleted(2, 13),
-            Change::Record(read(2, 13, None)),
         ];
-        assert_eq!(s.apply(&changes, 13, now), vec![(1, 12)]);
+        assert_eq!(s.apply(&changes, 13, now), vec![(1, 12), (2, 13)]);
+        assert_eq!(offered(&s, now), vec![(0, 0)]);
+        // One read of the record settles it: free at once.
+        s.settle(2, 13, Some(read(2, 13, None)));
         assert_eq!(offered(&s, now), vec![(0, 0), (2, 13)]);
         assert_eq!(s.revision, 13);
         // Changes the mirror reflects already are ignored.
@@ -486,5 +514,30 @@ mod tests {
         assert_eq!(offered(&s, now), vec![(0, 0), (3, 0)]);
         let end = seen + Duration::from_secs(4) + QUARANTINE_MARGIN;
         assert_eq!(offered(&s, end), vec![(0, 0), (1, 12), (3, 0)]);
+    }
+
+    #[test]
+    fn a_candidate_learnt_about_since_it_was_offered_is_not_marked_taken() {
+        let mut s = State::new(2);
+        let now = Instant::now();
+        s.install(&snapshot(&[], &[], 10), now);
+        let offer = s.candidates(3, 0, now);
+        assert!(offer.iter().all(|c| c.as_of == 10));
+        // 1's owner (a grant this mirror did not see) is deleted and settled
+        // before the lost round is handled: 1 stays offered.
+        s.apply(&[owner_deleted(1, 12)], 12, now);
+        s.settle(1, 12, None);
+        s.mark_taken(&offer);
+        assert_eq!(ids(&s, now), vec![1]);
+        // A lost round with nothing learnt since marks its candidates held.
+        let offer = s.candidates(3, 0, now);
+        s.mark_taken(&offer);
+        assert!(ids(&s, now).is_empty());
+        // A scan after the offer supersedes what the lost round saw.
+        s.install(&snapshot(&[], &[], 20), now);
+        let offer = s.candidates(3, 0, now);
+        s.install(&snapshot(&[0], &[], 21), now);
+        s.mark_taken(&offer);
+        assert_eq!(ids(&s, now), vec![1, 2]);
     }
 }

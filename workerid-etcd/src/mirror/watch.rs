@@ -166,8 +166,12 @@ pub(crate) async fn follow(mirror: Weak<Mirror>, cluster: Arc<Cluster>) {
                                     break;
                                 }
                                 Ok(Some(answer)) => {
-                                    let revision =
-                                        answer.header().map(|h| h.revision()).unwrap_or(0);
+                                    let revision = answer
+                                        .events()
+                                        .iter()
+                                        .filter_map(|e| e.kv().map(|kv| kv.mod_revision()))
+                                        .max()
+                                        .unwrap_or(0);
                                     let changes: Vec<Change> = answer
                                         .events()
                                         .iter()
