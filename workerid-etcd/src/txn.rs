@@ -239,6 +239,14 @@ mod tests {
             .expect("connect")
     }
 
+    /// The store's etcd client, for raw transactions, and a fresh etcd lease
+    /// of 30 s for them to take IDs on.
+    async fn raw_client(store: &EtcdStore) -> (etcd_client::KvClient, i64) {
+        let client = store.client().await.expect("client");
+        let lease = client.lease_client().grant(30, None).await.expect("grant");
+        (client.kv_client(), lease.id())
+    }
+
     /// Candidates with no `ownership/` record.
     fn unrecorded(ids: &[u32]) -> Vec<Candidate> {
         ids.iter()
@@ -272,14 +280,7 @@ mod tests {
         let keys = Keys::new(DEFAULT_PREFIX, &namespace);
         let mine = grant.id.get();
         let free = (mine + 1) % 16;
-        let client = store.client().await.expect("client");
-        let mut kv = client.kv_client();
-        let lease = client
-            .lease_client()
-            .grant(30, None)
-            .await
-            .expect("grant")
-            .id();
+        let (mut kv, lease) = raw_client(&store).await;
         // The free candidate comes first: a plain resend would take it.
         let candidates = unrecorded(&[free, mine]);
 
@@ -348,14 +349,7 @@ mod tests {
         let y = holder.id.get();
         let record = delete_owner_early(&store, &keys, y).await;
 
-        let client = store.client().await.expect("client");
-        let mut kv = client.kv_client();
-        let lease = client
-            .lease_client()
-            .grant(30, None)
-            .await
-            .expect("grant")
-            .id();
+        let (mut kv, lease) = raw_client(&store).await;
         let token = Token::generate();
         let stale = unrecorded(&[y]);
         let txn = acquire_txn(&keys, Some(15), &token, (lease, 30), &stale, false);

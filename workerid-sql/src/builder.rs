@@ -81,11 +81,9 @@ impl SqlStoreBuilder {
         let url = url.replacen("mariadb://", "mysql://", 1);
         let in_memory = in_memory(&url);
         let sqlite = url.starts_with("sqlite:");
-        let max_connections = self.max_connections.unwrap_or(if sqlite {
-            1
-        } else {
-            DEFAULT_MAX_CONNECTIONS
-        });
+        let max_connections =
+            self.max_connections
+                .unwrap_or(if sqlite { 1 } else { DEFAULT_MAX_CONNECTIONS });
         let mut options = AnyPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(self.acquire_timeout)
