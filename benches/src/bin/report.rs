@@ -84,7 +84,7 @@ fn empty_namespace(name: &str) -> String {
 /// Client counts of the throughput columns.
 const CLIENTS: [usize; 3] = [1, 8, 64];
 /// Windows per client count, and their length.
-const WINDOWS: u32 = 4;
+const WINDOWS: u32 = 8;
 const WINDOW: Duration = Duration::from_millis(400);
 
 /// `clients` tasks, each holding a lease of its own, renew it as fast as they
