@@ -2,7 +2,8 @@
 //!
 //! Each takes the [`StoreFactory`] of the store under test, works in a fresh
 //! namespace of its own, panics with a message naming the broken rule, and
-//! returns [`Outcome::Passed`] or [`Outcome::Skipped`].
+//! returns [`Outcome::Passed`](crate::Outcome::Passed) or
+//! [`Outcome::Skipped`](crate::Outcome::Skipped).
 
 mod contention;
 mod durability;
