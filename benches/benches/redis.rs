@@ -133,50 +133,42 @@ fn ratios() {
     let held = rt.block_on(empty.acquire()).expect("acquire");
     let store = empty.store().clone();
     let (slot, full_slot) = (Slot::default(), Slot::default());
-    let store_renew_op: Op = Box::new(|| {
-        let (store, lease, ttl) = (&store, &held, empty.options().default_ttl());
-        Box::pin(async move {
-            store
-                .renew(lease.namespace(), lease.id(), lease.token(), ttl, 0)
-                .await
-                .expect("renew");
-        })
-    });
     const RAW: &str = "raw EVALSHA (one round trip)";
     const FULL: &str = "acquire, 99% full 2^16 pool";
-    let mut ops = benches::lease_ops(Some((RAW, &raw)), &empty, &slot, &held);
-    ops.extend([
-        ("renew, store alone (no Allocator)", store_renew_op),
-        (FULL, acquire_op(&full, &full_slot)),
-        ("release, 99% full 2^16 pool", release_op(&full, &full_slot)),
-    ]);
     let mut goals = benches::lease_goals(RAW).to_vec();
     goals.push((FULL, "acquire", 1.5));
-    let results = rt.block_on(benches::interleaved(3000, ops));
-    benches::print_table(
-        "redis, interleaved (3000 rounds), as the scheduler places them",
-        &results,
-        &goals,
-    );
+    let table = |placement: &str| {
+        let store_renew_op: Op = Box::new(|| {
+            let (store, lease, ttl) = (&store, &held, empty.options().default_ttl());
+            Box::pin(async move {
+                store
+                    .renew(lease.namespace(), lease.id(), lease.token(), ttl, 0)
+                    .await
+                    .expect("renew");
+            })
+        });
+        let mut ops = benches::lease_ops(Some((RAW, &raw)), &empty, &slot, &held);
+        ops.extend([
+            ("renew, store alone (no Allocator)", store_renew_op),
+            (FULL, acquire_op(&full, &full_slot)),
+            ("release, 99% full 2^16 pool", release_op(&full, &full_slot)),
+        ]);
+        let results = rt.block_on(benches::interleaved(3000, ops));
+        let title = format!("redis, interleaved (3000 rounds), {placement}");
+        benches::print_table(&title, &results, &goals);
+    };
+    table("as the scheduler places client and server");
 
     // The same on one CPU: the round trip is then two context switches on
     // that CPU, never the wake-up of another, idle one (see `pin`).
-    let server_pid = server.process().pid().expect("the server runs");
+    let pids = [
+        server.process().pid().expect("the server runs"),
+        std::process::id(),
+    ];
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    pin(&[server_pid, std::process::id()], "0");
-    let mut ops = benches::lease_ops(Some((RAW, &raw)), &empty, &slot, &held);
-    ops.push((FULL, acquire_op(&full, &full_slot)));
-    ops.push(("release, 99% full 2^16 pool", release_op(&full, &full_slot)));
-    let results = rt.block_on(benches::interleaved(3000, ops));
-    pin(
-        &[server_pid, std::process::id()],
-        &format!("0-{}", cpus - 1),
-    );
-    benches::print_table(
-        "redis, interleaved (3000 rounds), client and server on one CPU",
-        &results,
-        &goals,
-    );
+    pin(&pids, "0");
+    table("client and server on one CPU");
+    pin(&pids, &format!("0-{}", cpus - 1));
 }
 
 /// Pins every thread of the processes `pids` to `cpus` (a `taskset` list).

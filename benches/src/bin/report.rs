@@ -61,19 +61,13 @@ fn full_pool_bits(name: &str) -> u8 {
 }
 
 /// The namespace of the empty pool that the 99%-full one (`report.full`) is
-/// compared with. On a Redis Cluster it is named to hash to the same slot, so
-/// that both live on one node. How fast one node answers on this VM depends
-/// on what the machine did just before: right after the fill, the node that
-/// took its 65 536 writes answered every command, a `PING` on a fresh
-/// connection included, about 45 µs slower than the others for some hundreds
-/// of milliseconds, its CPU idle meanwhile; after a pause of a second it was
-/// another node that answered slower. With the two pools on two nodes, that
-/// alone made the full pool's acquire 2.8x (and after the pause 0.48x) the
-/// empty one's; on one node, 1.03x.
-fn empty_namespace(name: &str) -> String {
-    if !name.contains("Cluster") {
-        return "report.empty".into();
-    }
+/// compared with, named to hash to the same Redis Cluster slot (on other
+/// stores the name is just a name). With the two pools on two cluster nodes,
+/// the comparison measured the nodes: right after the fill the node that took
+/// its writes answered every command, `PING` included, about 45 µs slower
+/// for some hundreds of milliseconds (2.8x); after a pause of a second,
+/// another node was the slow one (0.48x). On one node: 1.03x.
+fn empty_namespace() -> String {
     let full = ClusterSlot::for_key("{report.full}");
     (0u32..)
         .map(|k| format!("report.empty{k}"))
@@ -157,21 +151,17 @@ async fn measure(name: &'static str, store: Arc<dyn Store>, raw: Option<Raw>) ->
     let spent = (WINDOW * WINDOWS).as_secs_f64();
     let throughput = std::array::from_fn(|i| renewed[i] as f64 / spent);
 
+    let bits = full_pool_bits(name);
     let full = Arc::new(
-        Allocator::from_arc(leases.clone(), "report.full", options(full_pool_bits(name)))
-            .expect("allocator"),
+        Allocator::from_arc(leases.clone(), "report.full", options(bits)).expect("allocator"),
     );
-    let empty = Allocator::from_arc(
-        leases.clone(),
-        &empty_namespace(name),
-        options(full_pool_bits(name)),
-    )
-    .expect("allocator");
+    let empty =
+        Allocator::from_arc(leases.clone(), &empty_namespace(), options(bits)).expect("allocator");
     let filling = Instant::now();
     let _held = benches::fill_to_99_percent(&full).await;
     eprintln!(
         "{name}: filled a 2^{} pool in {:.0} s",
-        full_pool_bits(name),
+        bits,
         filling.elapsed().as_secs_f64()
     );
     let (empty_slot, full_slot) = (Slot::default(), Slot::default());
