@@ -10,7 +10,7 @@
 
 use benches::{acquire_op, release_op, Slot};
 use workerid_etcd::EtcdStore;
-use workerid_servers::etcd::{EtcdCluster, EtcdServer};
+use workerid_testkit::etcd::{EtcdCluster, EtcdServer};
 
 const ROUNDS: usize = 1000;
 

@@ -15,7 +15,7 @@ use workerid_core::segment::{
     GaplessSequence, SegmentAllocator, SegmentOptions, SegmentStore, Tag,
 };
 use workerid_etcd::EtcdStore;
-use workerid_servers::etcd::EtcdServer;
+use workerid_testkit::etcd::EtcdServer;
 
 const TASKS: usize = 500;
 const EACH: usize = 10;

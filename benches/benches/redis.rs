@@ -13,7 +13,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::runtime::Runtime;
 use workerid_core::Allocator;
 use workerid_redis::RedisStore;
-use workerid_servers::redis::{RedisConfig, RedisServer};
+use workerid_testkit::redis::{RedisConfig, RedisServer};
 
 const GROUP: &str = "redis";
 

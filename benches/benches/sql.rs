@@ -6,8 +6,8 @@
 //!
 //! `cargo bench -p benches --bench sql` (starts its own servers).
 
-use workerid_servers::mariadb::MariaDbServer;
-use workerid_servers::postgres::PostgresServer;
+use workerid_testkit::mariadb::MariaDbServer;
+use workerid_testkit::postgres::PostgresServer;
 use workerid_sql::SqlStore;
 
 const ROUNDS: usize = 2000;

@@ -363,7 +363,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_unreachable_etcd_is_exit_3() {
-        let port = workerid_servers::free_port();
+        let port = workerid_testkit::free_port();
         let err = open(&format!("etcd://127.0.0.1:{port}")).await.unwrap_err();
         assert_eq!(err.exit_code(), exit::UNREACHABLE, "{err}");
     }

@@ -213,12 +213,12 @@ async fn exercise(url: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_redis() {
-    exercise(&workerid_servers::redis::shared_url()).await;
+    exercise(&workerid_testkit::redis::shared_url()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_redis_cluster() {
-    let nodes: Vec<String> = workerid_servers::redis::shared_cluster_urls()
+    let nodes: Vec<String> = workerid_testkit::redis::shared_cluster_urls()
         .iter()
         .map(|u| {
             u.trim_start_matches("redis://")
@@ -231,7 +231,7 @@ async fn on_a_redis_cluster() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_etcd() {
-    let endpoints = workerid_servers::etcd::shared_endpoints();
+    let endpoints = workerid_testkit::etcd::shared_endpoints();
     let hosts: Vec<&str> = endpoints
         .iter()
         .map(|e| e.trim_start_matches("http://"))
@@ -241,12 +241,12 @@ async fn on_etcd() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_postgres() {
-    exercise(&workerid_servers::postgres::shared_url()).await;
+    exercise(&workerid_testkit::postgres::shared_url()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_mariadb() {
-    exercise(&workerid_servers::mariadb::shared_url()).await;
+    exercise(&workerid_testkit::mariadb::shared_url()).await;
 }
 
 fn sqlite_url() -> String {

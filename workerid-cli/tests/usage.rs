@@ -96,7 +96,7 @@ fn bad_urls_exit_2() {
 
 #[test]
 fn unreachable_stores_exit_3_and_hide_passwords() {
-    let port = workerid_servers::free_port().to_string();
+    let port = workerid_testkit::free_port().to_string();
     for url in [
         format!("redis://127.0.0.1:{port}/"),
         format!("postgres://me:secret@127.0.0.1:{port}/db"),

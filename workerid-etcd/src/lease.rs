@@ -549,7 +549,7 @@ mod tests {
     /// been lost, the holder would still count on the longer one.
     #[tokio::test]
     async fn a_shorter_ttl_keeps_the_longer_one_in_the_record() {
-        let store = EtcdStore::connect(workerid_servers::etcd::shared_endpoints())
+        let store = EtcdStore::connect(workerid_testkit::etcd::shared_endpoints())
             .await
             .expect("connect");
         let namespace = Namespace::new("shorter-ttl").expect("namespace");

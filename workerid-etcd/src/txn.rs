@@ -227,7 +227,7 @@ mod tests {
     use std::time::Instant;
 
     use workerid_core::{LeaseStore, Namespace, Token};
-    use workerid_servers::etcd::shared_endpoints;
+    use workerid_testkit::etcd::shared_endpoints;
 
     use super::*;
     use crate::keys::DEFAULT_PREFIX;

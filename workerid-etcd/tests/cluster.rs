@@ -6,8 +6,8 @@ mod support;
 use support::Endpoints;
 
 workerid_conformance::lease_store_tests!(Endpoints(
-    workerid_servers::etcd::shared_cluster_endpoints()
+    workerid_testkit::etcd::shared_cluster_endpoints()
 ));
 workerid_conformance::segment_store_tests!(Endpoints(
-    workerid_servers::etcd::shared_cluster_endpoints()
+    workerid_testkit::etcd::shared_cluster_endpoints()
 ));

@@ -4,5 +4,5 @@
 mod support;
 use support::Endpoints;
 
-workerid_conformance::lease_store_tests!(Endpoints(workerid_servers::etcd::shared_endpoints()));
-workerid_conformance::segment_store_tests!(Endpoints(workerid_servers::etcd::shared_endpoints()));
+workerid_conformance::lease_store_tests!(Endpoints(workerid_testkit::etcd::shared_endpoints()));
+workerid_conformance::segment_store_tests!(Endpoints(workerid_testkit::etcd::shared_endpoints()));

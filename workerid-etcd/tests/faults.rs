@@ -12,7 +12,7 @@ use workerid_conformance::{scenarios, segments, Outcome, SegmentFactory, StoreFa
 use workerid_core::segment::{SegmentStore, Tag};
 use workerid_core::{Allocator, Error, LeaseOptions, LeaseStore};
 use workerid_etcd::EtcdStore;
-use workerid_servers::etcd::{EtcdCluster, EtcdServer};
+use workerid_testkit::etcd::{EtcdCluster, EtcdServer};
 
 mod support;
 use support::Endpoints;
@@ -517,7 +517,7 @@ async fn bad_input_and_unreachable_clusters_are_typed_errors() {
         "{prefix:?}"
     );
 
-    let closed = [workerid_servers::free_port(), workerid_servers::free_port()]
+    let closed = [workerid_testkit::free_port(), workerid_testkit::free_port()]
         .map(|p| format!("http://127.0.0.1:{p}"));
     let started = Instant::now();
     let answer = EtcdStore::builder()
@@ -534,7 +534,7 @@ async fn bad_input_and_unreachable_clusters_are_typed_errors() {
         started.elapsed()
     );
 
-    let node = Endpoints(workerid_servers::etcd::shared_endpoints());
+    let node = Endpoints(workerid_testkit::etcd::shared_endpoints());
     let store = node.store().await;
     for ttl in [Duration::from_secs(1), Duration::from_millis(2500)] {
         let refused = Allocator::new(store.clone(), "ttl", options(ttl));

@@ -9,7 +9,7 @@
 //!   while, then stop gracefully or die without releasing; every grant and
 //!   every batch of IDs goes to a JSON-lines [`history`] first.
 //! - [`nemesis`]: the controller. It starts the clients against a store
-//!   ([`targets`]: a server started by `workerid-servers`, or a SQLite file)
+//!   ([`targets`]: a server started by `workerid-testkit`, or a SQLite file)
 //!   and, from a seeded random schedule that it prints and can replay, kills
 //!   clients (SIGKILL), freezes them for longer than the ttl (SIGSTOP, then
 //!   SIGCONT), steps their wall clocks, kills the store server and starts it

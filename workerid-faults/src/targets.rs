@@ -1,4 +1,4 @@
-//! The stores a run can target: a server started by `workerid-servers` (that
+//! The stores a run can target: a server started by `workerid-testkit` (that
 //! the nemesis may kill and start again on the same data), or a SQLite file.
 
 use std::path::PathBuf;
@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::Rng;
-use workerid_servers::etcd::{EtcdCluster, EtcdServer};
-use workerid_servers::mariadb::MariaDbServer;
-use workerid_servers::postgres::PostgresServer;
-use workerid_servers::redis::{RedisConfig, RedisServer};
-use workerid_servers::ServerProcess;
+use workerid_testkit::etcd::{EtcdCluster, EtcdServer};
+use workerid_testkit::mariadb::MariaDbServer;
+use workerid_testkit::postgres::PostgresServer;
+use workerid_testkit::redis::{RedisConfig, RedisServer};
+use workerid_testkit::ServerProcess;
 
 use crate::clock::mono_ns;
 use crate::nemesis::Fault;

@@ -22,7 +22,7 @@ impl StoreFactory for SharedCluster {
 }
 
 workerid_conformance::lease_store_tests!(SharedCluster(
-    workerid_servers::redis::shared_cluster_urls()
+    workerid_testkit::redis::shared_cluster_urls()
 ));
 
 #[async_trait]
@@ -37,5 +37,5 @@ impl SegmentFactory for SharedCluster {
 }
 
 workerid_conformance::segment_store_tests!(SharedCluster(
-    workerid_servers::redis::shared_cluster_urls()
+    workerid_testkit::redis::shared_cluster_urls()
 ));

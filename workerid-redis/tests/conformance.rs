@@ -21,7 +21,7 @@ impl StoreFactory for SharedServer {
     }
 }
 
-workerid_conformance::lease_store_tests!(SharedServer(workerid_servers::redis::shared_url()));
+workerid_conformance::lease_store_tests!(SharedServer(workerid_testkit::redis::shared_url()));
 
 #[async_trait]
 impl SegmentFactory for SharedServer {
@@ -34,4 +34,4 @@ impl SegmentFactory for SharedServer {
     }
 }
 
-workerid_conformance::segment_store_tests!(SharedServer(workerid_servers::redis::shared_url()));
+workerid_conformance::segment_store_tests!(SharedServer(workerid_testkit::redis::shared_url()));

@@ -10,7 +10,7 @@ use workerid_conformance::{scenarios, segments, Outcome, SegmentFactory, StoreFa
 use workerid_core::segment::SegmentStore;
 use workerid_core::{Allocator, Error, LeaseOptions, LeaseStore, Result};
 use workerid_redis::RedisStore;
-use workerid_servers::redis::{RedisConfig, RedisServer};
+use workerid_testkit::redis::{RedisConfig, RedisServer};
 
 fn options() -> LeaseOptions {
     LeaseOptions::new()
@@ -207,7 +207,7 @@ async fn bad_urls_and_unreachable_servers_are_typed_errors() {
         "{prefix:?}"
     );
 
-    let closed = workerid_servers::free_port();
+    let closed = workerid_testkit::free_port();
     let started = Instant::now();
     let answer = RedisStore::builder()
         .connection_timeout(Duration::from_millis(500))

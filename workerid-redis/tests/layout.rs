@@ -9,7 +9,7 @@ use workerid_core::{Error, LeaseState, LeaseStore, Namespace, Token, WorkerId};
 use workerid_redis::RedisStore;
 
 async fn store() -> RedisStore {
-    RedisStore::connect(&workerid_servers::redis::shared_url())
+    RedisStore::connect(&workerid_testkit::redis::shared_url())
         .await
         .expect("connect to Redis")
 }
@@ -30,7 +30,7 @@ async fn a_namespace_written_by_an_older_version_is_refused_not_misread() {
     // The layout before lease ends moved into the state: "<token> <fence>
     // <watermark>", ends in µs in the sorted set, no format marker. IDs 0 and
     // 1 expired long ago; read as ms, their ends would be live for millennia.
-    let client = redis::Client::open(workerid_servers::redis::shared_url()).expect("client");
+    let client = redis::Client::open(workerid_testkit::redis::shared_url()).expect("client");
     let mut conn = client
         .get_multiplexed_async_connection()
         .await

@@ -1,4 +1,4 @@
-//! The stores under test: each started by the harness (`workerid-servers`)
+//! The stores under test: each started by the harness (`workerid-testkit`)
 //! on free loopback ports in a temporary directory, with one store handle
 //! (one multiplexed connection, one pool, one etcd client) for all workers.
 
@@ -8,10 +8,10 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use workerid_core::LeaseStore;
-use workerid_servers::etcd::{EtcdCluster, EtcdServer};
-use workerid_servers::mariadb::MariaDbServer;
-use workerid_servers::postgres::PostgresServer;
-use workerid_servers::redis::{RedisCluster, RedisConfig, RedisServer};
+use workerid_testkit::etcd::{EtcdCluster, EtcdServer};
+use workerid_testkit::mariadb::MariaDbServer;
+use workerid_testkit::postgres::PostgresServer;
+use workerid_testkit::redis::{RedisCluster, RedisConfig, RedisServer};
 
 use crate::timed::TimedStore;
 use crate::Error;

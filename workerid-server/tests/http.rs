@@ -46,7 +46,7 @@ impl Server {
         for _ in 0..3 {
             // A port no other server of this test binary (etcd's
             // included) was given.
-            match Server::try_start_on(dir, store, workerid_servers::free_port(), args) {
+            match Server::try_start_on(dir, store, workerid_testkit::free_port(), args) {
                 Ok(server) => return server,
                 Err(why) => refused.push(why),
             }
@@ -262,7 +262,7 @@ fn bad_arguments_and_configs_exit_with_a_message() {
 
 #[test]
 fn serves_segment_and_snowflake_ids_from_etcd() {
-    let endpoints = workerid_servers::etcd::shared_endpoints();
+    let endpoints = workerid_testkit::etcd::shared_endpoints();
     let hosts: Vec<&str> = endpoints
         .iter()
         .map(|e| e.trim_start_matches("http://"))

@@ -4,16 +4,16 @@
 mod support;
 
 workerid_conformance::lease_store_tests!(support::Database {
-    url: workerid_servers::mariadb::shared_url()
+    url: workerid_testkit::mariadb::shared_url()
 });
 
 workerid_conformance::segment_store_tests!(support::Database {
-    url: workerid_servers::mariadb::shared_url()
+    url: workerid_testkit::mariadb::shared_url()
 });
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_clients_renew_in_one_namespace_without_error() {
-    support::renewal_storm(&workerid_servers::mariadb::shared_url()).await;
+    support::renewal_storm(&workerid_testkit::mariadb::shared_url()).await;
 }
 
 /// Acquire is one round trip: the store creates its stored procedure, and a
@@ -25,7 +25,7 @@ async fn acquire_uses_a_procedure_and_works_without_the_privilege_for_it() {
     use workerid_core::{Allocator, LeaseOptions};
     use workerid_sql::SqlStore;
 
-    let url = workerid_servers::mariadb::shared_url();
+    let url = workerid_testkit::mariadb::shared_url();
     let admin = SqlStore::builder()
         .table("proc_check")
         .connect(&url)

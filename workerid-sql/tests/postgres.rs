@@ -4,14 +4,14 @@
 mod support;
 
 workerid_conformance::lease_store_tests!(support::Database {
-    url: workerid_servers::postgres::shared_url()
+    url: workerid_testkit::postgres::shared_url()
 });
 
 workerid_conformance::segment_store_tests!(support::Database {
-    url: workerid_servers::postgres::shared_url()
+    url: workerid_testkit::postgres::shared_url()
 });
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_clients_renew_in_one_namespace_without_error() {
-    support::renewal_storm(&workerid_servers::postgres::shared_url()).await;
+    support::renewal_storm(&workerid_testkit::postgres::shared_url()).await;
 }

@@ -4,11 +4,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use workerid_servers::etcd::{EtcdCluster, EtcdServer};
-use workerid_servers::mariadb::MariaDbServer;
-use workerid_servers::postgres::PostgresServer;
-use workerid_servers::redis::{RedisConfig, RedisServer};
-use workerid_servers::ServerProcess;
+use workerid_testkit::etcd::{EtcdCluster, EtcdServer};
+use workerid_testkit::mariadb::MariaDbServer;
+use workerid_testkit::postgres::PostgresServer;
+use workerid_testkit::redis::{RedisConfig, RedisServer};
+use workerid_testkit::ServerProcess;
 
 fn exercise(process: &ServerProcess) -> (u32, PathBuf) {
     assert!(process.is_running());

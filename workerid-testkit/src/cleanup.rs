@@ -42,7 +42,7 @@ pub(crate) fn spawn(mut command: Command) -> io::Result<Child> {
             .get_or_insert_with(|| {
                 let (tx, rx) = mpsc::channel::<Job>();
                 std::thread::Builder::new()
-                    .name("workerid-servers-spawner".into())
+                    .name("workerid-testkit-spawner".into())
                     .spawn(move || {
                         for (mut command, reply) in rx {
                             let _ = reply.send(command.spawn());

@@ -1,4 +1,4 @@
-//! # workerid-servers
+//! # workerid-testkit
 //!
 //! The test harness: real server processes for tests and benchmarks, never
 //! mocks. Each server runs on free loopback ports (never a default port), in a
@@ -14,9 +14,9 @@
 //! ```no_run
 //! // The Redis server shared by every test of this binary (or the one
 //! // WORKERID_REDIS_URL points at):
-//! let url = workerid_servers::redis::shared_url();
+//! let url = workerid_testkit::redis::shared_url();
 //! // A server of one's own, for a test that kills it:
-//! let own = workerid_servers::redis::RedisServer::start(workerid_servers::redis::RedisConfig::default());
+//! let own = workerid_testkit::redis::RedisServer::start(workerid_testkit::redis::RedisConfig::default());
 //! own.process().kill();
 //! own.process().start();
 //! ```
