@@ -6,9 +6,9 @@
 //!
 //! `cargo bench -p benches --bench sql` (starts its own servers).
 
+use workerid_sql::SqlStore;
 use workerid_testkit::mariadb::MariaDbServer;
 use workerid_testkit::postgres::PostgresServer;
-use workerid_sql::SqlStore;
 
 const ROUNDS: usize = 2000;
 

@@ -27,6 +27,7 @@ mod lease;
 mod listing;
 mod namespace;
 mod options;
+mod redact;
 pub mod segment;
 pub mod snowflake;
 mod store;
@@ -42,6 +43,7 @@ pub use options::{
     LeaseOptions, DEFAULT_DRIFT_ALLOWANCE_PPM, DEFAULT_MAX_LEASE_TIME, DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_WORKER_BITS,
 };
+pub use redact::redact_url;
 pub use store::{Capabilities, Grant, LeaseStore};
 pub use token::{Token, TOKEN_LEN};
 pub use worker_id::{WorkerId, MAX_WORKER_BITS, MAX_WORKER_ID_LIMIT};

@@ -9,10 +9,10 @@ use async_trait::async_trait;
 use workerid_conformance::{scenarios, segments, Outcome, SegmentFactory, StoreFactory};
 use workerid_core::segment::SegmentStore;
 use workerid_core::{Allocator, Error, LeaseOptions, LeaseStore};
+use workerid_sql::SqlStore;
 use workerid_testkit::mariadb::MariaDbServer;
 use workerid_testkit::postgres::PostgresServer;
 use workerid_testkit::ServerProcess;
-use workerid_sql::SqlStore;
 
 async fn connect(url: &str) -> SqlStore {
     SqlStore::builder()

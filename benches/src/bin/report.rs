@@ -17,11 +17,11 @@ use redis::cluster_routing::Slot as ClusterSlot;
 use workerid_core::segment::{SegmentStore, Tag};
 use workerid_core::snowflake::{Worker, WorkerOptions};
 use workerid_core::{Allocator, LeaseOptions, LeaseStore};
+use workerid_sql::SqlStore;
 use workerid_testkit::etcd::{EtcdCluster, EtcdServer};
 use workerid_testkit::mariadb::MariaDbServer;
 use workerid_testkit::postgres::PostgresServer;
 use workerid_testkit::redis::{RedisCluster, RedisConfig, RedisServer};
-use workerid_sql::SqlStore;
 
 /// A store that leases worker IDs and keeps segment counters.
 trait Store: LeaseStore + SegmentStore {}
