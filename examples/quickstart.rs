@@ -1,49 +1,54 @@
-//! Quick start: lease a worker ID from the in-process store, renew it,
-//! release it. Run with `cargo run --example quickstart`.
+//! Quick start: snowflake IDs on a leased worker ID, and segment IDs, from
+//! the in-process store. Run with `cargo run --example quickstart`.
+//!
+//! Swap `"memory://"` for a shared store's URL (`redis://...`,
+//! `postgres://...`, `etcd://...`, with that store's feature) and the same
+//! code runs on many machines without two of them ever issuing one ID.
 
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
 
-use workerid::memory::MemoryStore;
-use workerid::{Allocator, Error, LeaseOptions};
+use workerid::segment::{SegmentAllocator, SegmentOptions};
+use workerid::snowflake::{Worker, WorkerOptions};
+use workerid::{Allocator, LeaseOptions};
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
-    // A pool of 2^8 = 256 worker IDs in the namespace "mycluster", leased for 30 s.
-    let options = LeaseOptions::new()
-        .worker_bits(8)
-        .max_lease_time(Duration::from_secs(60))
-        .ttl(Duration::from_secs(30));
-    let allocator = Allocator::new(MemoryStore::new(), "mycluster", options)?;
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let store = workerid::open("memory://").await?;
 
-    let mut lease = allocator.acquire().await?;
+    // Snowflake IDs: lease a worker ID in the namespace "orders" (the lease
+    // is renewed in the background), then make IDs without any I/O.
+    let options = LeaseOptions::new().ttl(Duration::from_secs(30));
+    let allocator = Allocator::new(store.clone(), "orders", options)?;
+    let worker = Worker::join(allocator, WorkerOptions::new()).await?;
     println!(
-        "acquired worker ID {} with token {}",
-        lease.id(),
-        lease.token()
+        "leased worker ID {} (fence {})",
+        worker.worker_id(),
+        worker.fence()
     );
-    println!(
-        "  fence {}, previous watermark {}",
-        lease.fence(),
-        lease.previous_watermark()
-    );
-    println!("  hold it until {:?} from now", lease.time_left());
-
-    allocator.renew(&mut lease).await?;
-    println!("renewed: {:?} left", lease.time_left());
-
-    // The seed library's style: an ID and a token string.
-    let (other, token) = allocator.get_id().await?;
-    println!("acquired worker ID {other} with token {token}");
-    match allocator
-        .renew_id(u64::from(other), "not-a-valid-token")
-        .await
-    {
-        Err(err @ Error::InvalidToken { .. }) => println!("a bad token is refused: {err}"),
-        unexpected => println!("unexpected: {unexpected:?}"),
+    let layout = worker.generator().layout();
+    for _ in 0..3 {
+        let id = worker.next_id()?;
+        let parts = layout.decompose(id);
+        let unix_ms = parts.time.duration_since(UNIX_EPOCH)?.as_millis();
+        println!(
+            "  snowflake {id}: time {unix_ms} ms since 1970, worker {}, sequence {}",
+            parts.worker_id, parts.sequence
+        );
     }
-    allocator.release_id(u64::from(other), &token).await?;
 
-    allocator.release(&lease).await?;
-    println!("released worker ID {}", lease.id());
+    // Segment IDs (Leaf-segment): ranges of a per-tag counter, served from
+    // memory; the next range is fetched before this one runs out.
+    let segments = SegmentAllocator::new(store, SegmentOptions::default());
+    segments.create_tag("invoices", 1_000, 100).await?;
+    let invoice = segments.tag("invoices")?;
+    for _ in 0..3 {
+        println!("  invoice number {}", invoice.next_id().await?);
+    }
+
+    // A clean stop: unused segment IDs go back to the store, the worker ID
+    // is released for the next process.
+    segments.shutdown().await;
+    let state = worker.stop().await;
+    println!("stopped: {state:?}");
     Ok(())
 }

@@ -1,24 +1,63 @@
 //! # workerid
 //!
-//! Unique IDs for distributed systems. This facade re-exports
-//! [`workerid_core`] (the lease contract, [`Allocator`], the types) and the
-//! built-in stores behind features (`memory`, on by default).
+//! Unique IDs for distributed systems: a process leases a small worker ID
+//! from a shared store, and makes snowflake IDs on it; or it takes ranges of
+//! a counter from the store (segment IDs). This facade is the one crate to
+//! depend on: it re-exports [`workerid_core`] (the lease contract,
+//! [`Allocator`], [`snowflake`], [`segment`]) and each store behind a
+//! feature, and opens any store from its URL with [`open`].
+//!
+//! | feature | store | URL |
+//! | --- | --- | --- |
+//! | `memory` (default) | [`memory`] | `memory://` |
+//! | `redis` | [`redis`] | `redis://`, `rediss://`, `redis+cluster://` |
+//! | `etcd` | [`etcd`] | `etcd://`, `etcds://` |
+//! | `postgres`, `mysql`, `sqlite` | [`sql`] | `postgres://`, `mysql://`, `mariadb://`, `sqlite://` |
+//! | `all` | every one | |
+//!
+//! `tls-rustls` (on by default) compiles TLS into the stores that are
+//! compiled in (rustls with the ring provider; no system library needed).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> workerid::Result<()> {
-//! use workerid::{memory::MemoryStore, Allocator, LeaseOptions};
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use workerid::{Allocator, LeaseOptions};
 //!
-//! let allocator = Allocator::new(MemoryStore::new(), "mycluster", LeaseOptions::new().worker_bits(8))?;
-//! let (id, token) = allocator.get_id().await?;
-//! allocator.renew_id(u64::from(id), &token).await?;
-//! allocator.release_id(u64::from(id), &token).await?;
+//! let store = workerid::open("memory://").await?; // or "redis://...", "postgres://..."
+//! let allocator = Allocator::new(store, "mycluster", LeaseOptions::new().worker_bits(8))?;
+//! let lease = allocator.acquire().await?;
+//! allocator.renew(&mut lease.clone()).await?;
+//! allocator.release(&lease).await?;
 //! # Ok(()) }
 //! ```
 #![deny(missing_docs)]
 
+mod any_store;
+mod kind;
+mod open;
+mod open_error;
+// URL helpers for the network stores; a build without some uses fewer of them.
+#[cfg_attr(not(all(feature = "redis", feature = "etcd")), allow(dead_code))]
+mod store_url;
+
+pub use any_store::AnyStore;
+pub use kind::StoreKind;
+pub use open::{open, OpenOptions};
+pub use open_error::OpenError;
 pub use workerid_core::*;
 
 /// The in-process store ([`workerid_memory`]).
 #[cfg(feature = "memory")]
 pub use workerid_memory as memory;
+
+/// The Redis store ([`workerid_redis`]).
+#[cfg(feature = "redis")]
+pub use workerid_redis as redis;
+
+/// The etcd store ([`workerid_etcd`]).
+#[cfg(feature = "etcd")]
+pub use workerid_etcd as etcd;
+
+/// The SQL store ([`workerid_sql`]): PostgreSQL, MySQL, MariaDB, SQLite.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub use workerid_sql as sql;

@@ -2,10 +2,10 @@
 
 use std::time::{Duration, Instant};
 
+use crate::error::CliError;
+use crate::store::open;
 use serde::Serialize;
-use workerid_cli::error::CliError;
-use workerid_cli::open::open;
-use workerid_core::{Allocator, LeaseOptions, Namespace};
+use workerid::{Allocator, LeaseOptions, Namespace};
 
 use crate::args::BenchArgs;
 use crate::render::{latency, table};
@@ -53,7 +53,7 @@ pub async fn bench(args: &BenchArgs, json: bool) -> Result<String, CliError> {
         .worker_bits(10)
         .max_lease_time(TTL)
         .ttl(TTL);
-    let allocator = Allocator::from_arc(stores.leases, &args.namespace, options)?;
+    let allocator = Allocator::from_arc(stores.lease_store(), &args.namespace, options)?;
     let rounds = args.rounds as usize;
     let mut times = [
         Vec::with_capacity(rounds),
@@ -76,7 +76,7 @@ pub async fn bench(args: &BenchArgs, json: bool) -> Result<String, CliError> {
         }
     }
     let [acquire, renew, release] = times.map(|mut samples| stats(&mut samples));
-    let scheme = stores.scheme.name();
+    let scheme = stores.kind().name();
     if json {
         let to_json = |(p50, p99, max): (Duration, Duration, Duration)| Stats {
             p50_us: us(p50),

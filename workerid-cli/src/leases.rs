@@ -1,10 +1,12 @@
 //! `leases` and `release`: an operator's view of a namespace, and a forced
 //! release of a stuck worker ID.
 
+use crate::error::CliError;
+use crate::store::open;
 use serde::Serialize;
-use workerid_cli::error::CliError;
-use workerid_cli::open::{open, Scheme};
-use workerid_core::{Allocator, LeaseInfo, LeaseOptions, LeaseState, Listing, Namespace};
+use workerid::StoreKind;
+
+use workerid::{Allocator, LeaseInfo, LeaseOptions, LeaseState, Listing, Namespace};
 
 use crate::args::{LeasesArgs, ReleaseArgs};
 use crate::render::{table, time_left, watermark_date};
@@ -50,12 +52,15 @@ struct ListingJson {
 
 /// An allocator on the namespace, after checking that the store can list and
 /// that the namespace exists; with its listing.
-async fn namespace(url: &str, namespace: &str) -> Result<(Allocator, Listing, Scheme), CliError> {
+async fn namespace(
+    url: &str,
+    namespace: &str,
+) -> Result<(Allocator, Listing, StoreKind), CliError> {
     Namespace::new(namespace)?; // a bad name is refused before any I/O
     let stores = open(url).await?;
-    let scheme = stores.scheme;
+    let scheme = stores.kind();
     // The pool size comes from the store; 10 bits only to build the allocator.
-    let allocator = Allocator::from_arc(stores.leases, namespace, LeaseOptions::new())?;
+    let allocator = Allocator::from_arc(stores.lease_store(), namespace, LeaseOptions::new())?;
     if !allocator.store().capabilities().list {
         return Err(CliError::Unsupported {
             store: scheme.name(),

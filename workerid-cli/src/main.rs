@@ -3,15 +3,17 @@
 mod args;
 mod bench;
 mod decode;
+mod error;
 mod leases;
 mod render;
 mod segments;
+mod store;
 
 use std::io::Write;
 use std::process::ExitCode;
 
+use crate::error::CliError;
 use clap::Parser;
-use workerid_cli::error::CliError;
 
 use args::{Cli, Command};
 
@@ -41,7 +43,7 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("workerid: cannot start the async runtime: {e}");
-            return ExitCode::from(workerid_cli::error::exit::FAILED);
+            return ExitCode::from(error::exit::FAILED);
         }
     };
     let answer = runtime.block_on(run(&cli));
@@ -52,7 +54,7 @@ fn main() -> ExitCode {
         Ok(())
     });
     match answer {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => ExitCode::from(error::exit::OK),
         Err(e) => {
             eprintln!("workerid: {e}");
             ExitCode::from(e.exit_code())

@@ -1,9 +1,9 @@
 //! `segments` and `segments create`: the tags of a segment store.
 
+use crate::error::CliError;
+use crate::store::open;
 use serde::Serialize;
-use workerid_cli::error::CliError;
-use workerid_cli::open::open;
-use workerid_core::segment::{check_step, Tag, MAX_SEGMENT_ID};
+use workerid::segment::{check_step, SegmentStore, Tag, MAX_SEGMENT_ID};
 
 use crate::args::{SegmentsArgs, SegmentsCommand};
 use crate::render::table;
@@ -38,7 +38,7 @@ pub async fn segments(args: &SegmentsArgs, json: bool) -> Result<String, CliErro
 }
 
 async fn list(url: &str, json: bool) -> Result<String, CliError> {
-    let tags = open(url).await?.segments.list_tags().await?;
+    let tags = open(url).await?.list_tags().await?;
     if json {
         let tags: Vec<TagJson> = tags
             .into_iter()
@@ -76,11 +76,7 @@ async fn create(
             "--start {start} must be in 1..={MAX_SEGMENT_ID}"
         )));
     }
-    let created = open(url)
-        .await?
-        .segments
-        .create_tag(&tag, start, step)
-        .await?;
+    let created = open(url).await?.create_tag(&tag, start, step).await?;
     if !created {
         return Err(CliError::Refused(format!(
             "tag {tag} exists already: nothing was changed (see `workerid segments`)"

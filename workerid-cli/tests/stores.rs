@@ -11,13 +11,13 @@ use std::time::Duration;
 
 use serde_json::Value;
 use support::{unique, workerid};
-use workerid_core::{Allocator, Error, LeaseOptions};
+use workerid::{Allocator, Error, LeaseOptions};
 
 /// 2024-01-01T00:00:01Z in ms: a watermark the table shows as a date.
 const WATERMARK: u64 = 1_704_067_201_000;
 
 fn allocator(
-    store: &std::sync::Arc<dyn workerid_core::LeaseStore>,
+    store: &std::sync::Arc<dyn workerid::LeaseStore>,
     ns: &str,
     ttl: Duration,
 ) -> Allocator {
@@ -44,9 +44,10 @@ fn listed(url: &str, ns: &str) -> BTreeMap<u64, Value> {
 
 /// Everything the CLI does with a store, on the store at `url`.
 async fn exercise(url: &str) {
-    let store = workerid_cli::open::store_from_url(url)
+    let store = workerid::open(url)
         .await
-        .expect("the store is up");
+        .expect("the store is up")
+        .lease_store();
     let ns = unique("cli.");
     // A lease that expires within the test, as short as the store allows.
     let caps = store.capabilities();
@@ -261,7 +262,7 @@ async fn on_a_sqlite_file() {
     // The CLI never creates a database file by itself...
     workerid(&["leases", "--store", &url, "--namespace", "x"]).expect(3);
     // ...the application does, on its first connection.
-    workerid_sql::SqlStore::connect(&format!("{url}?mode=rwc"))
+    workerid::sql::SqlStore::connect(&format!("{url}?mode=rwc"))
         .await
         .expect("create the database");
     exercise(&url).await;

@@ -4,7 +4,7 @@
 mod support;
 
 use support::workerid;
-use workerid_core::snowflake::Layout;
+use workerid::snowflake::Layout;
 
 #[test]
 fn every_command_has_help_with_examples_and_exit_codes() {

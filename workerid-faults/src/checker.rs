@@ -26,7 +26,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use workerid_core::snowflake::Layout;
+use workerid::snowflake::Layout;
 
 use crate::history::{ClientHistory, Event};
 

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use workerid_core::snowflake::{Generator, Layout, Worker, WorkerOptions, WorkerState};
-use workerid_core::{Allocator, LeaseOptions, LeaseStore};
+use workerid::snowflake::{Generator, Layout, Worker, WorkerOptions, WorkerState};
+use workerid::{Allocator, LeaseOptions, LeaseStore};
 
 use crate::clock::{mono_ns, FaultClock};
 use crate::history::{Event, HistoryWriter};

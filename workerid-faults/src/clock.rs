@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use workerid_core::snowflake::{Clock, Reading};
+use workerid::snowflake::{Clock, Reading};
 
 /// The signals that step a client's wall clock: SIGUSR1 forward, SIGUSR2
 /// back. The nemesis starts clients with them blocked (SIGUSR1's default
@@ -44,7 +44,7 @@ pub fn mono_ns() -> u64 {
 /// as an NTP step or an operator's `date -s` would.
 ///
 /// ```
-/// use workerid_core::snowflake::Clock;
+/// use workerid::snowflake::Clock;
 /// use workerid_faults::clock::FaultClock;
 /// let clock = FaultClock::new(0);
 /// let before = clock.now().wall;

@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use workerid_core::snowflake::Layout;
-use workerid_core::LeaseStore;
-use workerid_memory::MemoryStore;
+use workerid::memory::MemoryStore;
+use workerid::snowflake::Layout;
+use workerid::LeaseStore;
 
 use crate::checker::{check, CheckOptions};
 use crate::client::{self, ClientConfig, ClientEnd};

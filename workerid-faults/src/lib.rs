@@ -1,7 +1,7 @@
 //! # workerid-faults
 //!
 //! A Jepsen-style safety suite for worker-ID leases and the snowflake
-//! [`Worker`](workerid_core::snowflake::Worker) on every store.
+//! [`Worker`](workerid::snowflake::Worker) on every store.
 //!
 //! - [`client`]: what each client does, in a real OS process
 //!   (`workerid-faults-client`) or, for the in-process memory store, on a
@@ -67,7 +67,7 @@ pub enum FaultsError {
     Open(String),
     /// The store or the worker refused in a way the client cannot go on from.
     #[error(transparent)]
-    Store(#[from] workerid_core::Error),
+    Store(#[from] workerid::Error),
     /// A client process could not be started.
     #[error("cannot start client {name}: {source}")]
     Spawn {

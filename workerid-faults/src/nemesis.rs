@@ -16,7 +16,7 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use workerid_core::snowflake::Layout;
+use workerid::snowflake::Layout;
 
 use crate::checker::{check, CheckOptions, Report};
 use crate::clock::mono_ns;
@@ -181,7 +181,7 @@ struct Client {
 }
 
 struct Controller<'a> {
-    target: &'a dyn Target,
+    target: &'a Target,
     config: &'a RunConfig,
     rng: StdRng,
     dir: PathBuf,
@@ -199,7 +199,7 @@ struct Controller<'a> {
 /// [`FaultsError::Spawn`] when a client cannot start; [`FaultsError::Io`]
 /// and [`FaultsError::BadHistory`] for the histories; [`FaultsError::Config`]
 /// for a fault the target cannot take.
-pub fn run(target: &dyn Target, config: &RunConfig) -> Result<RunOutcome> {
+pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
     for fault in &config.faults {
         if !Fault::CLIENT.contains(fault) && !target.server_faults().contains(fault) {
             return Err(FaultsError::Config(format!(

@@ -5,10 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use workerid_core::{
-    Allocator, Error, LeaseOptions, LeaseStore, Listing, Namespace, Token, TOKEN_LEN,
-};
-use workerid_memory::MemoryStore;
+use workerid::memory::MemoryStore;
+use workerid::{Allocator, Error, LeaseOptions, LeaseStore, Listing, Namespace, Token, TOKEN_LEN};
 
 const NAMESPACE: &str = "bad-input";
 

@@ -5,10 +5,10 @@ mod support;
 
 use std::time::Duration;
 
-use workerid_faults::targets::Etcd;
+use workerid_faults::targets::{StoreKind, Target};
 
 #[test]
 fn etcd_keeps_every_rule_under_client_faults_and_crashes() {
-    let target = Etcd::start();
+    let target = Target::start(StoreKind::Etcd).unwrap();
     support::survives_every_fault(&target, Duration::from_secs(30));
 }

@@ -11,10 +11,10 @@ mod support;
 
 use std::time::Duration;
 
-use workerid_faults::targets::Etcd3;
+use workerid_faults::targets::{StoreKind, Target};
 
 #[test]
 fn etcd_cluster_keeps_every_rule_when_members_die() {
-    let target = Etcd3::start();
+    let target = Target::start(StoreKind::EtcdCluster).unwrap();
     support::survives_every_fault(&target, Duration::from_secs(35));
 }

@@ -6,10 +6,10 @@ mod support;
 
 use std::time::Duration;
 
-use workerid_faults::targets::Sql;
+use workerid_faults::targets::{StoreKind, Target};
 
 #[test]
 fn postgres_keeps_every_rule_under_client_faults_and_crashes() {
-    let target = Sql::postgres();
+    let target = Target::start(StoreKind::Postgres).unwrap();
     support::survives_every_fault(&target, Duration::from_secs(30));
 }

@@ -6,10 +6,10 @@ mod support;
 
 use std::time::Duration;
 
-use workerid_faults::targets::Redis;
+use workerid_faults::targets::{StoreKind, Target};
 
 #[test]
 fn durable_redis_keeps_every_rule_under_client_faults_and_crashes() {
-    let target = Redis::start(true);
+    let target = Target::start(StoreKind::RedisDurable).unwrap();
     support::survives_every_fault(&target, Duration::from_secs(30));
 }

@@ -14,11 +14,11 @@ mod support;
 
 use std::time::Duration;
 
-use workerid_faults::targets::{Redis, Target};
+use workerid_faults::targets::{StoreKind, Target};
 
 #[test]
 fn volatile_redis_breaks_rules_between_holders_only_across_a_restart() {
-    let target = Redis::start(false);
+    let target = Target::start(StoreKind::Redis).unwrap();
     assert!(target.forgetful());
     let outcome = support::survives_every_fault(&target, Duration::from_secs(25));
     println!(

@@ -7,11 +7,11 @@ mod support;
 use std::time::Duration;
 
 use workerid_faults::nemesis::{self, Fault};
-use workerid_faults::targets::SqliteFile;
+use workerid_faults::targets::{StoreKind, Target};
 
 #[test]
 fn sqlite_keeps_every_rule_under_client_faults() {
-    let target = SqliteFile::new().unwrap();
+    let target = Target::start(StoreKind::Sqlite).unwrap();
     let faults = Fault::CLIENT;
     let config = support::config(Duration::from_secs(25), &faults);
     let outcome = nemesis::run(&target, &config).unwrap();

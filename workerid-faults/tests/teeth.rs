@@ -8,11 +8,11 @@ mod support;
 use std::time::Duration;
 
 use workerid_faults::nemesis::{self, Fault};
-use workerid_faults::targets::SqliteFile;
+use workerid_faults::targets::{StoreKind, Target};
 
 #[test]
 fn an_unsafe_client_that_ignores_its_deadline_is_caught() {
-    let target = SqliteFile::new().unwrap();
+    let target = Target::start(StoreKind::Sqlite).unwrap();
     let faults = [Fault::PauseClient];
     let mut config = support::config(Duration::from_secs(15), &faults);
     // One worker ID for the unsafe client, one for two safe clients, which

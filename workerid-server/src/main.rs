@@ -22,9 +22,9 @@ use config::Config;
 use metrics::{Counted, Metrics};
 use routes::App;
 use tokio::signal::unix::{signal, SignalKind};
-use workerid_core::segment::{SegmentAllocator, SegmentOptions};
-use workerid_core::snowflake::{DriftPolicy, Worker, WorkerOptions};
-use workerid_core::{Allocator, LeaseOptions};
+use workerid::segment::{SegmentAllocator, SegmentOptions};
+use workerid::snowflake::{DriftPolicy, Worker, WorkerOptions};
+use workerid::{Allocator, LeaseOptions};
 
 const USAGE: &str = "usage: workerid-server [--config FILE] [--listen ADDR] [--workers N]
 
@@ -76,12 +76,14 @@ fn parse_args() -> Result<Config, String> {
 }
 
 async fn run(config: Config) -> Result<(), String> {
-    // The same URLs as the `workerid` CLI: redis://, etcd://, postgres://,
-    // mysql://, mariadb://, sqlite://.
-    let stores = workerid_cli::open::open(&config.store)
+    let store = workerid::OpenOptions::new()
+        .connect_timeout(Duration::from_secs(3))
+        .request_timeout(Duration::from_secs(3))
+        .max_connections(2)
+        .open(&config.store)
         .await
         .map_err(|e| format!("store: {e}"))?;
-    let (segment_store, lease_store) = (stores.segments, stores.leases);
+    let (segment_store, lease_store) = (store.segment_store(), store.lease_store());
     let metrics = Arc::new(Metrics::default());
     let counted = Counted {
         inner: segment_store,

@@ -3,8 +3,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use workerid_core::segment::{Range, SegmentStore, Tag, TagInfo};
-use workerid_core::Result;
+use workerid::segment::{Range, SegmentStore, Tag, TagInfo};
+use workerid::Result;
 
 /// The server's counters.
 #[derive(Debug, Default)]
@@ -17,7 +17,7 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// The Prometheus text; `stalls` from [`SegmentAllocator::stalls`](workerid_core::segment::SegmentAllocator::stalls).
+    /// The Prometheus text; `stalls` from [`SegmentAllocator::stalls`](workerid::segment::SegmentAllocator::stalls).
     pub fn render(&self, lease_ready: bool, stalls: u64) -> String {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         format!(

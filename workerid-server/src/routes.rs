@@ -11,9 +11,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
-use workerid_core::segment::SegmentAllocator;
-use workerid_core::snowflake::{Worker, WorkerState};
-use workerid_core::Error;
+use workerid::segment::SegmentAllocator;
+use workerid::snowflake::{Worker, WorkerState};
+use workerid::Error;
 
 use crate::metrics::Metrics;
 

@@ -11,6 +11,17 @@
 //! Servers can be stopped, killed, restarted and paused (SIGSTOP / SIGCONT),
 //! so fault tests can use them.
 //!
+//! Every kind of store the harness runs is a [`StoreKind`]: `start()` gives a
+//! [`RunningStore`] with the URL that opens it, `shared_url()` the URL of the
+//! one every test of the binary shares.
+//!
+//! ```no_run
+//! use workerid_testkit::StoreKind;
+//! let postgres = StoreKind::Postgres.start(); // stopped when dropped
+//! let url = postgres.url(); // postgres://...
+//! let shared = StoreKind::Redis.shared_url();
+//! ```
+//!
 //! ```no_run
 //! // The Redis server shared by every test of this binary (or the one
 //! // WORKERID_REDIS_URL points at):
@@ -32,9 +43,11 @@ mod ports;
 pub mod postgres;
 mod process;
 pub mod redis;
+mod stores;
 
 pub use ports::free_port;
 pub use process::{ServerProcess, ServerSpec};
+pub use stores::{RunningStore, Servers, StoreKind};
 
 /// The value of the environment variable `env` when it is set and not empty,
 /// else `start()` (which starts a server that lives as long as the test

@@ -16,6 +16,17 @@ use workerid_faults::client::{self, ClientConfig, ClientEnd};
 use workerid_faults::clock::{clock_signals, mono_ns, FaultClock};
 use workerid_faults::history::{Event, HistoryWriter};
 
+/// Opens the store with the timeouts an operator's tool uses: a frozen
+/// store must fail calls well within a lease's ttl.
+async fn open(url: &str) -> Result<workerid::AnyStore, workerid::OpenError> {
+    workerid::OpenOptions::new()
+        .connect_timeout(Duration::from_secs(3))
+        .request_timeout(Duration::from_secs(3))
+        .max_connections(2)
+        .open(url)
+        .await
+}
+
 #[derive(Parser, Debug)]
 #[command(about = "A client of a workerid fault run (started by the nemesis)")]
 struct Args {
@@ -114,8 +125,8 @@ async fn run(args: Args) -> i32 {
     }
     // The store may be down (the nemesis restarts it): retry until the end.
     let store = loop {
-        match workerid_cli::open::store_from_url(&args.store).await {
-            Ok(store) => break store,
+        match open(&args.store).await {
+            Ok(store) => break store.lease_store(),
             Err(e) if mono_ns() < args.until_mono => {
                 tracing::warn!("cannot open the store yet: {e}");
                 tokio::time::sleep(Duration::from_millis(200)).await;

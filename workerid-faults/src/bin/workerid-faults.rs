@@ -12,13 +12,15 @@ use std::time::Duration;
 
 use clap::Parser;
 use workerid_faults::nemesis::{self, seed_from_env, Fault, RunConfig};
-use workerid_faults::targets::{self, StoreKind};
+use workerid_faults::targets::{StoreKind, Target};
 
 #[derive(Parser, Debug)]
 #[command(about = "Fault-injection safety run of workerid on one store")]
 struct Args {
-    /// Which store to start and attack.
-    #[arg(long, value_enum)]
+    /// Which store to start and attack: memory, sqlite, redis (no
+    /// persistence: a restart forgets every lease), redis-durable, etcd,
+    /// etcd-cluster, postgres, mariadb.
+    #[arg(long, value_parser = clap::builder::ValueParser::new(|s: &str| s.parse::<StoreKind>()))]
     store: StoreKind,
     /// How long faults go on, in seconds.
     #[arg(long, default_value_t = 60)]
@@ -83,7 +85,7 @@ fn main() {
         config.faults = vec![Fault::KillClient, Fault::StepClock];
         workerid_faults::inprocess::run(&config)
     } else {
-        match targets::start(args.store) {
+        match Target::start(args.store) {
             Ok(target) => {
                 if !args.client_faults_only {
                     config.faults.extend(target.server_faults());
@@ -91,7 +93,7 @@ fn main() {
                 if !args.faults.is_empty() {
                     config.faults = args.faults.clone();
                 }
-                nemesis::run(target.as_ref(), &config)
+                nemesis::run(&target, &config)
             }
             Err(e) => Err(e),
         }

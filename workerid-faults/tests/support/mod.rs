@@ -24,7 +24,7 @@ pub fn config(duration: Duration, faults: &[Fault]) -> RunConfig {
 
 /// Runs `duration` of the client faults and every fault `target` can take,
 /// asserts the run safe (see [`assert_safe`]), and returns it.
-pub fn survives_every_fault(target: &dyn Target, duration: Duration) -> RunOutcome {
+pub fn survives_every_fault(target: &Target, duration: Duration) -> RunOutcome {
     let mut faults = Fault::CLIENT.to_vec();
     faults.extend(target.server_faults());
     let config = config(duration, &faults);

@@ -1,0 +1,155 @@
+//! One handle for any store: both store traits, whichever backend is behind.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use workerid_core::segment::{Range, SegmentStore, Tag, TagInfo};
+use workerid_core::{Capabilities, Grant, LeaseStore, Listing, Namespace, Result, Token, WorkerId};
+
+use crate::StoreKind;
+
+/// A store that keeps both leases and segment counters (every built-in one).
+pub(crate) trait BothStores: LeaseStore + SegmentStore {}
+
+impl<S: LeaseStore + SegmentStore> BothStores for S {}
+
+/// A handle on any store, as [`open`](crate::open) returns it: a
+/// [`LeaseStore`] and a [`SegmentStore`] on one connection. Cheap to clone
+/// (clones share the connection).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use workerid::{Allocator, LeaseOptions, StoreKind};
+///
+/// let store = workerid::open("memory://").await?;
+/// assert_eq!(store.kind(), StoreKind::Memory);
+/// let allocator = Allocator::new(store.clone(), "mycluster", LeaseOptions::new())?;
+/// let lease = allocator.acquire().await?;
+/// allocator.release(&lease).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct AnyStore {
+    kind: StoreKind,
+    url: Arc<str>,
+    inner: Arc<dyn BothStores>,
+}
+
+impl AnyStore {
+    /// Wraps a store that was opened some other way; `url` is how to name it
+    /// in messages (its password is hidden here).
+    pub fn new<S: LeaseStore + SegmentStore>(kind: StoreKind, url: &str, store: S) -> AnyStore {
+        AnyStore {
+            kind,
+            url: workerid_core::redact_url(url).into(),
+            inner: Arc::new(store),
+        }
+    }
+
+    pub(crate) fn from_opened(
+        kind: StoreKind,
+        redacted_url: &str,
+        inner: Arc<dyn BothStores>,
+    ) -> AnyStore {
+        AnyStore {
+            kind,
+            url: redacted_url.into(),
+            inner,
+        }
+    }
+
+    /// Which kind of store this is.
+    pub fn kind(&self) -> StoreKind {
+        self.kind
+    }
+
+    /// The URL it was opened with, password hidden.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The lease face alone, as a trait object.
+    pub fn lease_store(&self) -> Arc<dyn LeaseStore> {
+        Arc::new(self.clone())
+    }
+
+    /// The segment face alone, as a trait object.
+    pub fn segment_store(&self) -> Arc<dyn SegmentStore> {
+        Arc::new(self.clone())
+    }
+}
+
+impl fmt::Debug for AnyStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AnyStore")
+            .field("kind", &self.kind)
+            .field("url", &self.url)
+            .field("store", &self.inner)
+            .finish()
+    }
+}
+
+#[async_trait]
+impl LeaseStore for AnyStore {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    async fn acquire(
+        &self,
+        namespace: &Namespace,
+        max_worker_id: u32,
+        token: &Token,
+        ttl: Duration,
+    ) -> Result<Grant> {
+        self.inner
+            .acquire(namespace, max_worker_id, token, ttl)
+            .await
+    }
+    async fn renew(
+        &self,
+        namespace: &Namespace,
+        id: WorkerId,
+        token: &Token,
+        ttl: Duration,
+        watermark: u64,
+    ) -> Result<()> {
+        self.inner.renew(namespace, id, token, ttl, watermark).await
+    }
+    async fn release(
+        &self,
+        namespace: &Namespace,
+        id: WorkerId,
+        token: &Token,
+        watermark: u64,
+    ) -> Result<()> {
+        self.inner.release(namespace, id, token, watermark).await
+    }
+    async fn list(&self, namespace: &Namespace) -> Result<Listing> {
+        self.inner.list(namespace).await
+    }
+    async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
+        self.inner.force_release(namespace, id).await
+    }
+}
+
+#[async_trait]
+impl SegmentStore for AnyStore {
+    fn segments_durable(&self) -> bool {
+        self.inner.segments_durable()
+    }
+    async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
+        self.inner.create_tag(tag, first_id, step).await
+    }
+    async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
+        self.inner.reserve(tag, step).await
+    }
+    async fn give_back(&self, tag: &Tag, expected_max: u64, new_max: u64) -> Result<bool> {
+        self.inner.give_back(tag, expected_max, new_max).await
+    }
+    async fn list_tags(&self) -> Result<Vec<TagInfo>> {
+        self.inner.list_tags().await
+    }
+}

@@ -1,0 +1,199 @@
+//! Opening a store from its URL: the scheme picks the store crate.
+
+use std::time::Duration;
+
+use workerid_core::Error;
+
+#[cfg(feature = "etcd")]
+mod etcd;
+#[cfg(feature = "redis")]
+mod redis;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod sql;
+#[cfg(any(feature = "redis", feature = "etcd"))]
+mod tls_files;
+
+use std::sync::Arc;
+
+use crate::any_store::BothStores;
+use crate::store_url::StoreUrl;
+use crate::{AnyStore, OpenError, StoreKind};
+
+/// Opens the store `url` names, with the default [`OpenOptions`].
+///
+/// | URL | store |
+/// | --- | --- |
+/// | `memory://` | a new, empty in-process store |
+/// | `redis://[[user]:password@]host[:port][/db]`, `rediss://` (TLS) | one Redis server |
+/// | `redis+cluster://host:port,host:port`, `rediss+cluster://` (TLS) | a Redis Cluster |
+/// | `etcd://[user:password@]host:port,host:port[/prefix]`, `etcds://` (TLS) | etcd (key prefix default `workerid`) |
+/// | `postgres://`, `postgresql://` | PostgreSQL (sqlx's URL: `sslmode`, `sslrootcert`, ...) |
+/// | `mysql://`, `mariadb://` | MySQL or MariaDB (sqlx's URL: `ssl-mode`, `ssl-ca`, ...) |
+/// | `sqlite://PATH` (`?mode=rwc` creates the file) | SQLite |
+///
+/// Options in the query: Redis takes `prefix=` (key prefix), `durable=true`
+/// (the server keeps every write: `appendonly yes`, `appendfsync always`),
+/// and, over TLS, `cacert=FILE` (trust this CA instead of the system's),
+/// `cert=FILE` and `key=FILE` (a client certificate); etcd takes `cacert`,
+/// `cert` and `key`. An unknown parameter is refused. User names and
+/// passwords are percent-decoded (`%2F` for `/`, `%40` for `@`).
+///
+/// Each kind needs its feature of this crate (`memory`, on by default;
+/// `redis`, `etcd`, `postgres`, `mysql`, `sqlite`, or `all`).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), workerid::OpenError> {
+/// let store = workerid::open("memory://").await?;
+/// assert!(matches!(
+///     workerid::open("ftp://me:secret@host/").await,
+///     Err(workerid::OpenError::UnknownScheme { url }) if !url.contains("secret")
+/// ));
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// [`OpenError::UnknownScheme`], [`OpenError::NotCompiledIn`],
+/// [`OpenError::BadUrl`] and [`OpenError::File`] before any I/O;
+/// [`OpenError::Unreachable`] when the store does not answer (or refuses the
+/// credentials or the TLS handshake) within the connect timeout;
+/// [`OpenError::Refused`] when it answers but cannot be used as asked. No
+/// error contains the password.
+pub async fn open(url: &str) -> Result<AnyStore, OpenError> {
+    OpenOptions::new().open(url).await
+}
+
+/// How [`open`] connects: timeouts and pool size. Unset values are the
+/// store's own defaults.
+///
+/// ```
+/// # async fn demo() -> Result<(), workerid::OpenError> {
+/// use std::time::Duration;
+/// let store = workerid::OpenOptions::new()
+///     .connect_timeout(Duration::from_secs(3))
+///     .request_timeout(Duration::from_secs(1))
+///     .open("memory://")
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct OpenOptions {
+    pub(crate) connect_timeout: Option<Duration>,
+    pub(crate) request_timeout: Option<Duration>,
+    pub(crate) max_connections: Option<u32>,
+}
+
+impl OpenOptions {
+    /// The stores' own defaults.
+    pub fn new() -> OpenOptions {
+        OpenOptions::default()
+    }
+
+    /// How long to wait for a connection (a SQL pool: for a connection from
+    /// the pool).
+    pub fn connect_timeout(mut self, timeout: Duration) -> OpenOptions {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// How long to wait for one answer (Redis, etcd); past it, the call
+    /// fails with `Unavailable`.
+    pub fn request_timeout(mut self, timeout: Duration) -> OpenOptions {
+        self.request_timeout = Some(timeout);
+        self
+    }
+
+    /// The largest number of connections of a SQL store's pool.
+    pub fn max_connections(mut self, max: u32) -> OpenOptions {
+        self.max_connections = Some(max);
+        self
+    }
+
+    /// Opens the store `url` names (see [`open`]).
+    ///
+    /// # Errors
+    /// As [`open`].
+    pub async fn open(&self, url: &str) -> Result<AnyStore, OpenError> {
+        let url = StoreUrl::parse(url)?;
+        let opened: Result<Opened, OpenError> = match url.kind {
+            #[cfg(feature = "memory")]
+            StoreKind::Memory => Ok(Arc::new(workerid_memory::MemoryStore::new())),
+            #[cfg(feature = "redis")]
+            StoreKind::Redis | StoreKind::RedisCluster => redis::open(self, &url).await,
+            #[cfg(feature = "etcd")]
+            StoreKind::Etcd => etcd::open(self, &url).await,
+            #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+            StoreKind::Postgres | StoreKind::MySql | StoreKind::Sqlite => {
+                sql::open(self, &url).await
+            }
+            // StoreUrl::parse refused the kinds this build leaves out.
+            #[allow(unreachable_patterns)]
+            _ => Err(OpenError::NotCompiledIn {
+                url: url.redacted.clone(),
+                kind: url.kind,
+                feature: url.kind.feature(),
+            }),
+        };
+        opened.map(|store| AnyStore::from_opened(url.kind, &url.redacted, store))
+    }
+}
+
+/// A store just opened, before it is wrapped.
+pub(crate) type Opened = Arc<dyn BothStores>;
+
+#[cfg_attr(
+    not(any(
+        feature = "redis",
+        feature = "etcd",
+        feature = "postgres",
+        feature = "mysql",
+        feature = "sqlite"
+    )),
+    allow(dead_code)
+)]
+/// Maps a store's connect error to an [`OpenError`], password scrubbed.
+pub(crate) fn connect_error(url: &StoreUrl, error: Error) -> OpenError {
+    let reason = match &error {
+        Error::Unavailable { source, .. } => url.scrub(&source_chain(source.as_ref())),
+        Error::InvalidConfig { reason } => url.scrub(reason),
+        other => url.scrub(&other.to_string()),
+    };
+    match error {
+        Error::Unavailable { .. } => OpenError::Unreachable {
+            url: url.redacted.clone(),
+            kind: url.kind,
+            reason,
+        },
+        Error::InvalidConfig { .. } => url.bad(reason),
+        _ => OpenError::Refused {
+            url: url.redacted.clone(),
+            kind: url.kind,
+            reason,
+        },
+    }
+}
+
+#[cfg_attr(
+    not(any(
+        feature = "redis",
+        feature = "etcd",
+        feature = "postgres",
+        feature = "mysql",
+        feature = "sqlite"
+    )),
+    allow(dead_code)
+)]
+/// An error and its causes, `: `-separated, each said once.
+fn source_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut said = error.to_string();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !said.contains(&text) {
+            said.push_str(": ");
+            said.push_str(&text);
+        }
+        next = cause.source();
+    }
+    said
+}

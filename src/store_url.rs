@@ -1,0 +1,295 @@
+//! Reading a store URL: its kind, hosts, credentials, path and options.
+
+use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, CONTROLS};
+use url::Url;
+
+use crate::{redact_url, OpenError, StoreKind};
+
+/// What a store URL says, its password decoded.
+pub(crate) struct StoreUrl {
+    pub kind: StoreKind,
+    /// The URL as given (handed to drivers that read URLs themselves).
+    pub raw: String,
+    /// The URL with its password hidden, for messages.
+    pub redacted: String,
+    /// `rediss://`, `rediss+cluster://`, `etcds://`.
+    pub tls: bool,
+    pub user: Option<String>,
+    pub password: Option<String>,
+    /// `host:port` (or `host`) entries of the authority, comma-separated in
+    /// the URL. Empty for the SQL stores and memory.
+    pub hosts: Vec<String>,
+    /// The path without its leading `/`.
+    pub path: String,
+    /// The query's parameters, decoded, in order.
+    pub params: Vec<(String, String)>,
+}
+
+impl StoreUrl {
+    /// Reads `url`.
+    ///
+    /// # Errors
+    /// [`OpenError::UnknownScheme`], [`OpenError::NotCompiledIn`] or
+    /// [`OpenError::BadUrl`].
+    pub fn parse(url: &str) -> Result<StoreUrl, OpenError> {
+        let url = url.trim();
+        let redacted = redact_url(url);
+        let scheme = url.split_once(':').map(|(scheme, _)| scheme).unwrap_or("");
+        let Some(kind) = StoreKind::from_scheme(scheme) else {
+            return Err(OpenError::UnknownScheme { url: redacted });
+        };
+        if !kind.is_compiled_in() {
+            return Err(OpenError::NotCompiledIn {
+                url: redacted,
+                kind,
+                feature: kind.feature(),
+            });
+        }
+        let scheme = scheme.to_ascii_lowercase();
+        let mut parsed = StoreUrl {
+            kind,
+            raw: url.to_string(),
+            redacted,
+            tls: matches!(scheme.as_str(), "rediss" | "rediss+cluster" | "etcds"),
+            user: None,
+            password: None,
+            hosts: Vec::new(),
+            path: String::new(),
+            params: Vec::new(),
+        };
+        match kind {
+            StoreKind::Sqlite => {}
+            StoreKind::Memory => parsed.read_memory()?,
+            StoreKind::Postgres | StoreKind::MySql => parsed.read_sql_credentials(),
+            StoreKind::Redis | StoreKind::RedisCluster | StoreKind::Etcd => parsed.read_hosts()?,
+        }
+        Ok(parsed)
+    }
+
+    /// A [`OpenError::BadUrl`] about this URL.
+    pub fn bad(&self, reason: impl Into<String>) -> OpenError {
+        OpenError::BadUrl {
+            url: self.redacted.clone(),
+            kind: self.kind,
+            reason: reason.into(),
+        }
+    }
+
+    /// The value of parameter `name`, if given (the last one wins).
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .rev()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// Refuses parameters not in `known`: a misspelt option must not be
+    /// silently ignored.
+    pub fn check_params(&self, known: &[&str]) -> Result<(), OpenError> {
+        match self
+            .params
+            .iter()
+            .find(|(key, _)| !known.contains(&key.as_str()))
+        {
+            Some((key, _)) => Err(self.bad(format!(
+                "unknown parameter {key:?} (known: {})",
+                known.join(", ")
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// A boolean parameter: `true`/`false`/`1`/`0`, absent: false.
+    pub fn flag(&self, name: &str) -> Result<bool, OpenError> {
+        match self.param(name) {
+            None => Ok(false),
+            Some("true" | "1" | "yes") => Ok(true),
+            Some("false" | "0" | "no") => Ok(false),
+            Some(other) => Err(self.bad(format!("{name}={other:?} is not true or false"))),
+        }
+    }
+
+    /// Hides this URL's password in a driver's message (raw and
+    /// percent-encoded), and any URL in it.
+    pub fn scrub(&self, message: &str) -> String {
+        let mut out = message.to_string();
+        if let Some(password) = self.password.as_deref().filter(|p| !p.is_empty()) {
+            let encoded = encode_user_info(password);
+            for secret in [password, encoded.as_str()] {
+                out = out.replace(secret, "***");
+            }
+        }
+        if out.contains(&self.raw) {
+            out = out.replace(&self.raw, &self.redacted);
+        }
+        out
+    }
+
+    fn read_memory(&mut self) -> Result<(), OpenError> {
+        let rest = self.raw.split_once(':').map(|(_, r)| r).unwrap_or("");
+        if matches!(rest, "" | "//" | "///") {
+            Ok(())
+        } else {
+            Err(self.bad("memory:// takes no host, path or parameter"))
+        }
+    }
+
+    fn read_sql_credentials(&mut self) {
+        // The SQL drivers read the URL themselves; the password is only
+        // needed to keep it out of their messages.
+        if let Ok(url) = Url::parse(&self.raw) {
+            self.password = url.password().map(decode);
+            self.user = Some(decode(url.username())).filter(|u| !u.is_empty());
+        }
+    }
+
+    /// `scheme://[user[:password]@]host[:port][,host[:port]...][/path][?query]`:
+    /// the host list is split off, and the rest read by the `url` crate with
+    /// one placeholder host.
+    fn read_hosts(&mut self) -> Result<(), OpenError> {
+        let (scheme, rest) = self
+            .raw
+            .split_once("://")
+            .ok_or_else(|| self.bad("expected scheme://host:port"))?;
+        let before_query = rest.find(['?', '#']).unwrap_or(rest.len());
+        let hosts_start = rest[..before_query].rfind('@').map_or(0, |at| at + 1);
+        let authority_end = hosts_start
+            + rest[hosts_start..]
+                .find(['/', '?', '#'])
+                .unwrap_or(rest.len() - hosts_start);
+        let (authority, tail) = rest.split_at(authority_end);
+        let (user_info, host_list) = match authority.rsplit_once('@') {
+            Some((user_info, hosts)) => (Some(user_info), hosts),
+            None => (None, authority),
+        };
+        let placeholder = match user_info {
+            Some(user_info) => format!("{scheme}://{user_info}@placeholder{tail}"),
+            None => format!("{scheme}://placeholder{tail}"),
+        };
+        let url = Url::parse(&placeholder).map_err(|e| self.bad(e.to_string()))?;
+        if url.fragment().is_some() {
+            return Err(self.bad("a fragment (#...) means nothing here"));
+        }
+        self.user = Some(decode(url.username())).filter(|u| !u.is_empty());
+        self.password = url.password().map(decode);
+        self.path = decode(url.path().trim_start_matches('/'));
+        self.params = url
+            .query_pairs()
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        for host in host_list.split(',') {
+            let host = host.trim();
+            if host.is_empty() {
+                continue;
+            }
+            let checked = Url::parse(&format!("http://{host}"))
+                .ok()
+                .filter(|u| u.host_str().is_some() && u.path() == "/" && u.username().is_empty());
+            if checked.is_none() {
+                return Err(self.bad(format!("{host:?} is not HOST or HOST:PORT")));
+            }
+            self.hosts.push(host.to_string());
+        }
+        if self.hosts.is_empty() {
+            return Err(self.bad("no host: expected scheme://host:port[,host:port...]"));
+        }
+        Ok(())
+    }
+}
+
+/// Percent-decodes a URL component (invalid UTF-8 replaced).
+fn decode(component: &str) -> String {
+    percent_decode_str(component)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+/// Characters a user name or password must escape in a URL.
+const USER_INFO: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'/')
+    .add(b':')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'@')
+    .add(b'[')
+    .add(b']')
+    .add(b'\\')
+    .add(b'^')
+    .add(b'`')
+    .add(b'{')
+    .add(b'|')
+    .add(b'}');
+
+/// Percent-encodes a user name or password for a URL's user info.
+pub(crate) fn encode_user_info(text: &str) -> String {
+    utf8_percent_encode(text, USER_INFO).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[cfg(feature = "etcd")]
+    fn host_lists_credentials_prefix_and_options() {
+        let url =
+            StoreUrl::parse("etcds://root:p%2Fw%40x@a:2379,[::1]:2380/app/ids?cacert=/ca.pem")
+                .unwrap();
+        assert_eq!(url.kind, StoreKind::Etcd);
+        assert!(url.tls);
+        assert_eq!(url.hosts, ["a:2379", "[::1]:2380"]);
+        assert_eq!(url.user.as_deref(), Some("root"));
+        assert_eq!(url.password.as_deref(), Some("p/w@x"));
+        assert_eq!(url.path, "app/ids");
+        assert_eq!(url.param("cacert"), Some("/ca.pem"));
+        assert!(!url.redacted.contains("p%2Fw"));
+        for bad in [
+            "etcd://",
+            "etcd:///prefix",
+            "etcd://a:notaport",
+            "etcd://a/b#frag",
+        ] {
+            assert!(
+                matches!(StoreUrl::parse(bad), Err(OpenError::BadUrl { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_schemes_are_named_without_the_password() {
+        let err = StoreUrl::parse("ftp://me:hunter2@h/").err().unwrap();
+        assert!(matches!(err, OpenError::UnknownScheme { .. }));
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn a_password_is_scrubbed_from_driver_messages() {
+        let url = StoreUrl {
+            kind: StoreKind::Postgres,
+            raw: "postgres://u:a%2Fb@h/db".into(),
+            redacted: "postgres://u:***@h/db".into(),
+            tls: false,
+            user: Some("u".into()),
+            password: Some("a/b".into()),
+            hosts: Vec::new(),
+            path: String::new(),
+            params: Vec::new(),
+        };
+        let said = url.scrub("failed for postgres://u:a%2Fb@h/db with a/b");
+        assert_eq!(said, "failed for postgres://u:***@h/db with ***");
+    }
+
+    #[test]
+    fn user_info_round_trips() {
+        for text in ["plain", "a/b@c:d", "100% ?#[]"] {
+            assert_eq!(decode(&encode_user_info(text)), text);
+        }
+    }
+}

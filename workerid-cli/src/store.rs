@@ -1,0 +1,109 @@
+//! Opening the store a `--store` URL names, through the facade's `open`,
+//! with the CLI's timeouts and its rules for SQLite files.
+
+use std::time::Duration;
+
+use workerid::{AnyStore, OpenError, OpenOptions, StoreKind};
+
+use crate::error::CliError;
+
+/// How long to wait for a connection, and for each answer.
+pub const TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Connects to the store `url` names.
+///
+/// # Errors
+/// [`CliError::BadUrl`] for a URL the CLI cannot use (the memory store, a
+/// missing SQLite file); the facade's [`OpenError`]s otherwise.
+pub async fn open(url: &str) -> Result<AnyStore, CliError> {
+    let scheme = url.split_once(':').map(|(scheme, _)| scheme).unwrap_or("");
+    match StoreKind::from_scheme(scheme) {
+        Some(StoreKind::Memory) => {
+            return Err(bad(
+                url,
+                "the memory store lives inside one process; the CLI cannot see it",
+            ))
+        }
+        Some(StoreKind::Sqlite) => check_sqlite_file(url)?,
+        _ => {}
+    }
+    Ok(OpenOptions::new()
+        .connect_timeout(TIMEOUT)
+        .request_timeout(TIMEOUT)
+        .max_connections(2)
+        .open(url)
+        .await?)
+}
+
+fn bad(url: &str, reason: &str) -> CliError {
+    CliError::BadUrl {
+        url: workerid::redact_url(url),
+        reason: reason.to_string(),
+    }
+}
+
+impl From<OpenError> for CliError {
+    fn from(e: OpenError) -> Self {
+        CliError::Open(e)
+    }
+}
+
+/// A SQLite URL must name an existing file, unless it asks for one to be
+/// created (`mode=rwc`) or is in memory: an operator's typo must not
+/// create an empty database and report it empty.
+fn check_sqlite_file(url: &str) -> Result<(), CliError> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .unwrap_or(url);
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if path.is_empty() {
+        return Err(bad(url, "no database file: sqlite://PATH"));
+    }
+    let creates = query
+        .split('&')
+        .any(|kv| kv == "mode=rwc" || kv == "mode=memory");
+    if creates || path == ":memory:" || std::path::Path::new(path).is_file() {
+        return Ok(());
+    }
+    Err(CliError::Unreachable {
+        url: workerid::redact_url(url),
+        reason: format!("no SQLite database file at {path} (add ?mode=rwc to create one)"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::exit;
+
+    #[tokio::test]
+    async fn urls_the_cli_cannot_use_are_usage_errors() {
+        for url in ["", "localhost:6379", "http://x", "memory://"] {
+            let err = open(url).await.unwrap_err();
+            assert_eq!(err.exit_code(), exit::USAGE, "{url}: {err}");
+        }
+        let err = open("ftp://u:pw@h/").await.unwrap_err().to_string();
+        assert!(!err.contains("pw@"), "{err}");
+    }
+
+    #[test]
+    fn missing_sqlite_files_are_not_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("absent.db");
+        let url = format!("sqlite://{}", path.display());
+        assert_eq!(
+            check_sqlite_file(&url).unwrap_err().exit_code(),
+            exit::UNREACHABLE
+        );
+        assert!(check_sqlite_file(&format!("{url}?mode=rwc")).is_ok());
+        assert!(!path.exists());
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_etcd_is_exit_3() {
+        let port = workerid_testkit::free_port();
+        let err = open(&format!("etcd://127.0.0.1:{port}")).await.unwrap_err();
+        assert_eq!(err.exit_code(), exit::UNREACHABLE, "{err}");
+    }
+}
