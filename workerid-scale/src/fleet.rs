@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use futures::stream::{self, StreamExt};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
-use workerid_core::snowflake::{Layout, Worker, WorkerOptions, WorkerState};
-use workerid_core::{Allocator, Error as CoreError, LeaseOptions, LeaseStore};
+use workerid::snowflake::{Layout, Worker, WorkerOptions, WorkerState};
+use workerid::{Allocator, Error as CoreError, LeaseOptions, LeaseStore};
 
 use crate::histogram::Histogram;
 use crate::Error;

@@ -1,7 +1,7 @@
 //! # workerid-scale
 //!
 //! The scale benchmark: N live snowflake workers at once (tokio tasks, each
-//! a real [`Worker`](workerid_core::snowflake::Worker) with its own keeper
+//! a real [`Worker`](workerid::snowflake::Worker) with its own keeper
 //! task and lease) on one real store started by the harness, all sharing one
 //! store handle. It measures the renewals per second the store sustains, the
 //! store's CPU and memory, the renew latency (through [`TimedStore`], a
@@ -40,7 +40,10 @@ pub enum Error {
     Config(String),
     /// The store refused or could not answer.
     #[error("store: {0}")]
-    Store(#[from] workerid_core::Error),
+    Store(#[from] workerid::Error),
+    /// The store could not be opened.
+    #[error("store: {0}")]
+    Open(#[from] workerid::OpenError),
     /// The harness could not start a server.
     #[error("server: {0}")]
     Server(String),

@@ -17,8 +17,8 @@ use workerid_scale::{report, run, Connect, Settings, StoreKind, Target};
     workerid-scale --store all                  # the README's sizing table (about 30 min)\n  \
     workerid-scale --quick                      # about a minute: Redis, SQLite, PostgreSQL")]
 struct Args {
-    /// Stores, comma-separated: memory, redis, redis-cluster, etcd,
-    /// etcd-cluster, postgres, mariadb, sqlite, or all.
+    /// Stores, comma-separated: memory, sqlite, redis, redis-durable,
+    /// redis-cluster, etcd, etcd-cluster, postgres, mariadb, or all.
     #[arg(long, default_value = "redis")]
     store: String,
     /// One worker count instead of the ramp.
@@ -126,7 +126,7 @@ async fn main() -> std::process::ExitCode {
                 // Each lost lease is counted and reported as a lapse; the
                 // worker's own log line per lost lease would drown the table.
                 .unwrap_or_else(|_| {
-                    tracing_subscriber::EnvFilter::new("error,workerid_core::snowflake::worker=off")
+                    tracing_subscriber::EnvFilter::new("error,workerid::snowflake::worker=off")
                 }),
         )
         .with_writer(std::io::stderr)
@@ -144,7 +144,7 @@ async fn main() -> std::process::ExitCode {
     println!(
         "workerid-scale: {} on {} core(s); ttl {:?}, renew every {:?}, steady {:?}, churn {:?} \
          ({:.0} % every {:?}), {} per namespace",
-        kinds.iter().map(|k| k.flag()).collect::<Vec<_>>().join(","),
+        kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(","),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         settings.ttl,
         settings.renew_every(),

@@ -43,10 +43,11 @@ fn memory(m: Option<u64>) -> String {
 pub fn step_line(kind: StoreKind, step: &Step) -> String {
     let s = &step.steady;
     let mut line = format!(
-        "{kind}: {} workers ({} live, {} namespaces), joined in {:.1} s ({} lapses meanwhile); \
+        "{}: {} workers ({} live, {} namespaces), joined in {:.1} s ({} lapses meanwhile); \
          steady {:.1} s: \
          {} renewals, {:.0}/s of {:.0} expected, renew p50 {} p99 {} max {}, store CPU {} memory {}, \
          client CPU {:.0} %, {} per worker, {} lapses, {} failed renewals, load {:.1}",
+        kind.title(),
         step.workers,
         step.live,
         step.namespaces,
@@ -138,7 +139,7 @@ pub fn summary_row(kind: StoreKind, steps: &[Step]) -> String {
         None => "no step ran".into(),
     };
     let Some(s) = held else {
-        return format!("| {kind} | none | | | | | | | | | {limit} |");
+        return format!("| {} | none | | | | | | | | | {limit} |", kind.title());
     };
     let per_renewal = |cpu: f64| {
         let us = cpu / 100.0 / s.steady.renews_per_sec.max(1e-9) * 1e6;
@@ -164,8 +165,9 @@ pub fn summary_row(kind: StoreKind, steps: &[Step]) -> String {
         ""
     };
     format!(
-        "| {kind} | {reached}{} | {:.0} | {} | {store_per_renewal} | {} | {} | {} | {} | {churn} \
+        "| {} | {reached}{} | {:.0} | {} | {store_per_renewal} | {} | {} | {} | {} | {churn} \
          | {limit} |",
+        kind.title(),
         s.workers,
         s.steady.renews_per_sec,
         cpu(s.steady.store_cpu),

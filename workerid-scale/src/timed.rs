@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use workerid_core::{Capabilities, Grant, LeaseStore, Listing, Namespace, Result, Token, WorkerId};
+use workerid::{Capabilities, Grant, LeaseStore, Listing, Namespace, Result, Token, WorkerId};
 
 use crate::histogram::{Histogram, Snapshot};
 

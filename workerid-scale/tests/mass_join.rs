@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
-use workerid_core::snowflake::{Worker, WorkerOptions};
-use workerid_core::{Allocator, LeaseOptions};
+use workerid::snowflake::{Worker, WorkerOptions};
+use workerid::{Allocator, LeaseOptions};
 
 const WORKERS: usize = 40;
 
@@ -38,7 +38,7 @@ fn joins_that_wait_do_not_queue_on_blocking_threads() {
             .worker_bits(6)
             .max_lease_time(ttl)
             .ttl(ttl);
-        let store = Arc::new(workerid_memory::MemoryStore::new());
+        let store = Arc::new(workerid::memory::MemoryStore::new());
         let allocator = Allocator::from_arc(store, "mass", options).expect("allocator");
         for worker in join_all(&allocator).await {
             worker.stop().await;
