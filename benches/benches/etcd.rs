@@ -9,7 +9,7 @@
 //! `cargo bench -p benches --bench etcd` (starts its own servers).
 
 use benches::{acquire_op, release_op, Slot};
-use workerid_etcd::EtcdStore;
+use workerid::etcd::EtcdStore;
 use workerid_testkit::etcd::{EtcdCluster, EtcdServer};
 
 const ROUNDS: usize = 1000;

@@ -11,10 +11,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use workerid_core::segment::{
-    GaplessSequence, SegmentAllocator, SegmentOptions, SegmentStore, Tag,
-};
-use workerid_etcd::EtcdStore;
+use workerid::etcd::EtcdStore;
+use workerid::segment::{GaplessSequence, SegmentAllocator, SegmentOptions, SegmentStore, Tag};
 use workerid_testkit::etcd::EtcdServer;
 
 const TASKS: usize = 500;

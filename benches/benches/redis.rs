@@ -11,8 +11,8 @@ use benches::{acquire_op, release_op, Op, Slot};
 use criterion::{criterion_group, Criterion};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::runtime::Runtime;
-use workerid_core::Allocator;
-use workerid_redis::RedisStore;
+use workerid::redis::RedisStore;
+use workerid::Allocator;
 use workerid_testkit::redis::{RedisConfig, RedisServer};
 
 const GROUP: &str = "redis";

@@ -12,11 +12,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use workerid_core::segment::{
+use workerid::segment::{
     Range, SegmentAllocator, SegmentOptions, SegmentStore, Tag, TagHandle, TagInfo,
 };
-use workerid_core::Result;
-use workerid_sql::SqlStore;
+use workerid::sql::SqlStore;
+use workerid::Result;
 
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, Criterion};
 use ferroid::generator::AtomicSnowflakeGenerator;
 use ferroid::time::MonotonicClock;
-use workerid_core::snowflake::{Generator, Layout, CLASSIC_EPOCH};
+use workerid::snowflake::{Generator, Layout, CLASSIC_EPOCH};
 
 ferroid::define_snowflake_id!(
     /// 41 bits of ms, 2 machine bits, 20 sequence bits: never caps here.

@@ -6,7 +6,7 @@
 //!
 //! `cargo bench -p benches --bench sql` (starts its own servers).
 
-use workerid_sql::SqlStore;
+use workerid::sql::SqlStore;
 use workerid_testkit::mariadb::MariaDbServer;
 use workerid_testkit::postgres::PostgresServer;
 

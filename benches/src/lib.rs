@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use workerid_core::{Allocator, Lease, LeaseOptions, LeaseStore};
+use workerid::{Allocator, Lease, LeaseOptions, LeaseStore};
 
 /// One operation to time: an async closure called once per round.
 pub type Op<'a> = Box<dyn FnMut() -> Pin<Box<dyn Future<Output = ()> + 'a>> + 'a>;
@@ -195,7 +195,7 @@ pub type Raw = Box<dyn Fn() -> Pin<Box<dyn Future<Output = ()>>>>;
 
 /// etcd's physical limit for a lease operation: one guarded transaction
 /// (compare a key's value, then put it) on the client the store uses.
-pub async fn etcd_raw_txn(store: &workerid_etcd::EtcdStore) -> Raw {
+pub async fn etcd_raw_txn(store: &workerid::etcd::EtcdStore) -> Raw {
     use etcd_client::{Compare, CompareOp, Txn, TxnOp};
     let client = store.client().await.expect("the store's etcd client");
     let key = "bench/raw";
@@ -219,7 +219,7 @@ pub async fn etcd_raw_txn(store: &workerid_etcd::EtcdStore) -> Raw {
 /// SQL's physical limit for a lease operation: one guarded `UPDATE` of a
 /// row (with `RETURNING` where the database has it; MariaDB has not) on the
 /// store's own pool.
-pub async fn sql_raw_update(store: &workerid_sql::SqlStore) -> Raw {
+pub async fn sql_raw_update(store: &workerid::sql::SqlStore) -> Raw {
     fn q(sql: &'static str) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
         sqlx::query(sqlx::AssertSqlSafe(sql))
     }
@@ -232,7 +232,7 @@ pub async fn sql_raw_update(store: &workerid_sql::SqlStore) -> Raw {
         q(setup).execute(&pool).await.expect("raw table");
     }
     let update = match store.dialect() {
-        workerid_sql::Dialect::MySql => "UPDATE bench_raw SET v = v + 1 WHERE k = 1 AND v >= 0",
+        workerid::sql::Dialect::MySql => "UPDATE bench_raw SET v = v + 1 WHERE k = 1 AND v >= 0",
         _ => "UPDATE bench_raw SET v = v + 1 WHERE k = 1 AND v >= 0 RETURNING v",
     };
     Box::new(move || {

@@ -87,7 +87,12 @@ impl Target {
             .open(&running.url())
             .await?;
         let pids = running.pids();
-        Ok(Target::new(kind, store.lease_store(), pids, Box::new(running)))
+        Ok(Target::new(
+            kind,
+            store.lease_store(),
+            pids,
+            Box::new(running),
+        ))
     }
 }
 

@@ -14,14 +14,13 @@ use std::time::{Duration, Instant};
 use benches::{acquire_op, release_op, Latency, Raw, Slot};
 use redis::aio::ConnectionLike;
 use redis::cluster_routing::Slot as ClusterSlot;
-use workerid_core::segment::{SegmentStore, Tag};
-use workerid_core::snowflake::{Worker, WorkerOptions};
-use workerid_core::{Allocator, LeaseOptions, LeaseStore};
-use workerid_sql::SqlStore;
-use workerid_testkit::etcd::{EtcdCluster, EtcdServer};
-use workerid_testkit::mariadb::MariaDbServer;
-use workerid_testkit::postgres::PostgresServer;
-use workerid_testkit::redis::{RedisCluster, RedisConfig, RedisServer};
+use workerid::etcd::EtcdStore;
+use workerid::redis::RedisStore;
+use workerid::segment::{SegmentStore, Tag};
+use workerid::snowflake::{Worker, WorkerOptions};
+use workerid::sql::SqlStore;
+use workerid::{Allocator, LeaseOptions, LeaseStore};
+use workerid_testkit::{RunningStore, Servers, StoreKind};
 
 /// A store that leases worker IDs and keeps segment counters.
 trait Store: LeaseStore + SegmentStore {}
@@ -220,7 +219,7 @@ async fn sql(name: &'static str, url: &str) -> Row {
 
 async fn redis_row(
     name: &'static str,
-    store: workerid_redis::RedisStore,
+    store: RedisStore,
     conn: impl ConnectionLike + Clone + 'static,
 ) -> Row {
     let raw = benches::redis_raw_evalsha(conn).await;
@@ -228,9 +227,7 @@ async fn redis_row(
 }
 
 async fn etcd_row(name: &'static str, endpoints: &[String]) -> Row {
-    let store = workerid_etcd::EtcdStore::connect(endpoints)
-        .await
-        .expect("etcd");
+    let store = EtcdStore::connect(endpoints).await.expect("etcd");
     let raw = benches::etcd_raw_txn(&store).await;
     measure(name, Arc::new(store), Some(raw)).await
 }
@@ -279,6 +276,51 @@ fn wanted(name: &str) -> bool {
     words.is_empty() || words.iter().any(|w| name.to_lowercase().contains(w))
 }
 
+/// The stores of the report, in its order.
+const REPORTED: [StoreKind; 8] = [
+    StoreKind::Memory,
+    StoreKind::Redis,
+    StoreKind::RedisCluster,
+    StoreKind::Etcd,
+    StoreKind::EtcdCluster,
+    StoreKind::Postgres,
+    StoreKind::MariaDb,
+    StoreKind::Sqlite,
+];
+
+/// The row of one store, measured beside its own client's raw round trip.
+async fn row(running: &RunningStore) -> Row {
+    let name = running.kind().title();
+    let url = running.url();
+    match running.servers() {
+        Servers::None => {
+            let store = workerid::open(&url).await.expect("memory");
+            measure(name, Arc::new(store), None).await
+        }
+        Servers::Redis(_) => {
+            let store = RedisStore::connect(&url).await.expect("redis");
+            let client = redis::Client::open(url).expect("client");
+            let conn = redis::aio::ConnectionManager::new(client)
+                .await
+                .expect("connect");
+            redis_row(name, store, conn).await
+        }
+        Servers::RedisCluster(cluster) => {
+            let store = RedisStore::connect_cluster(&cluster.urls())
+                .await
+                .expect("cluster");
+            let client = redis::cluster::ClusterClient::new(cluster.urls()).expect("client");
+            let conn = client.get_async_connection().await.expect("connect");
+            redis_row(name, store, conn).await
+        }
+        Servers::Etcd(node) => etcd_row(name, &[node.endpoint()]).await,
+        Servers::EtcdCluster(cluster) => etcd_row(name, &cluster.endpoints()).await,
+        Servers::Postgres(_) | Servers::MariaDb(_) | Servers::SqliteFile(_) => {
+            sql(name, &url).await
+        }
+    }
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -287,50 +329,11 @@ fn main() {
     let started = Instant::now();
     let rows = rt.block_on(async {
         let mut rows = Vec::new();
-        if wanted("memory") {
-            let store = Arc::new(workerid_memory::MemoryStore::new());
-            rows.push(measure("memory", store, None).await);
-        }
-        if wanted("Redis") {
-            let server = RedisServer::start(RedisConfig::default());
-            let store = workerid_redis::RedisStore::connect(&server.url())
-                .await
-                .expect("redis");
-            let client = redis::Client::open(server.url()).expect("client");
-            let conn = redis::aio::ConnectionManager::new(client)
-                .await
-                .expect("connect");
-            rows.push(redis_row("Redis", store, conn).await);
-        }
-        if wanted("Redis Cluster (3 masters)") {
-            let cluster = RedisCluster::start(false);
-            let store = workerid_redis::RedisStore::connect_cluster(&cluster.urls())
-                .await
-                .expect("cluster");
-            let client = redis::cluster::ClusterClient::new(cluster.urls()).expect("client");
-            let conn = client.get_async_connection().await.expect("connect");
-            rows.push(redis_row("Redis Cluster (3 masters)", store, conn).await);
-        }
-        if wanted("etcd (single node)") {
-            let node = EtcdServer::start();
-            rows.push(etcd_row("etcd (single node)", &[node.endpoint()]).await);
-        }
-        if wanted("etcd (3 members)") {
-            let cluster = EtcdCluster::start();
-            rows.push(etcd_row("etcd (3 members)", &cluster.endpoints()).await);
-        }
-        if wanted("PostgreSQL") {
-            let pg = PostgresServer::start();
-            rows.push(sql("PostgreSQL", &pg.url()).await);
-        }
-        if wanted("MariaDB") {
-            let maria = MariaDbServer::start();
-            rows.push(sql("MariaDB", &maria.url()).await);
-        }
-        if wanted("SQLite (file, WAL)") {
-            let dir = tempfile::tempdir().expect("temporary directory");
-            let url = format!("sqlite://{}?mode=rwc", dir.path().join("r.db").display());
-            rows.push(sql("SQLite (file, WAL)", &url).await);
+        for kind in REPORTED {
+            if wanted(kind.title()) {
+                let running = kind.start();
+                rows.push(row(&running).await);
+            }
         }
         rows
     });
