@@ -106,6 +106,7 @@ fn launch(
     let client = format!("{scheme}://127.0.0.1:{}", member.client_port);
     let peer = format!("http://127.0.0.1:{}", member.peer_port);
     let mut tls_args = Vec::new();
+    let mut extra_args = Vec::new();
     let mut port = member.client_port;
     if tls != ClientTls::None {
         let files = crate::tls::files();
@@ -117,25 +118,29 @@ fn launch(
         tls_args.push(("--key-file", files.server_key().display().to_string()));
         if tls == ClientTls::Mutual {
             tls_args.push(("--trusted-ca-file", files.ca_cert().display().to_string()));
-            tls_args.push(("--client-cert-auth", "true".to_string()));
+            // A boolean flag: `--flag value` would end the flags at "true".
+            extra_args.push("--client-cert-auth=true");
         }
     }
     let process = ServerProcess::launch(&format!("etcd-{}", member.name), |dir: &Path| {
-        let spec = ServerSpec::new(program).arg_pairs(&tls_args).arg_pairs(&[
-            ("--name", member.name.clone()),
-            ("--data-dir", dir.join("data").display().to_string()),
-            ("--listen-client-urls", client.clone()),
-            ("--advertise-client-urls", client.clone()),
-            ("--listen-peer-urls", peer.clone()),
-            ("--initial-advertise-peer-urls", peer.clone()),
-            ("--initial-cluster", initial_cluster.to_string()),
-            ("--initial-cluster-state", "new".to_string()),
-            ("--initial-cluster-token", token.to_string()),
-            ("--heartbeat-interval", "50".to_string()),
-            ("--election-timeout", "500".to_string()),
-            ("--logger", "zap".to_string()),
-            ("--log-level", "warn".to_string()),
-        ]);
+        let spec = ServerSpec::new(program)
+            .args(extra_args)
+            .arg_pairs(&tls_args)
+            .arg_pairs(&[
+                ("--name", member.name.clone()),
+                ("--data-dir", dir.join("data").display().to_string()),
+                ("--listen-client-urls", client.clone()),
+                ("--advertise-client-urls", client.clone()),
+                ("--listen-peer-urls", peer.clone()),
+                ("--initial-advertise-peer-urls", peer.clone()),
+                ("--initial-cluster", initial_cluster.to_string()),
+                ("--initial-cluster-state", "new".to_string()),
+                ("--initial-cluster-token", token.to_string()),
+                ("--heartbeat-interval", "50".to_string()),
+                ("--election-timeout", "500".to_string()),
+                ("--logger", "zap".to_string()),
+                ("--log-level", "warn".to_string()),
+            ]);
         // A lone member is ready when it serves; a cluster member as soon as
         // it listens (it cannot serve before a quorum of its peers runs).
         if alone {
