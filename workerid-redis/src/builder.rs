@@ -176,14 +176,13 @@ impl RedisStoreBuilder {
             .connection_timeout(self.connection_timeout)
             .response_timeout(self.response_timeout)
             .retries(2);
+        #[cfg(feature = "tls-rustls")]
+        if nodes.iter().any(|url| is_tls(url)) {
+            crate::tls::install_provider();
+            builder = builder.certs(self.tls.certificates());
+        }
+        #[cfg(not(feature = "tls-rustls"))]
         if let Some(url) = nodes.iter().find(|url| is_tls(url)) {
-            #[cfg(feature = "tls-rustls")]
-            {
-                let _ = url;
-                crate::tls::install_provider();
-                builder = builder.certs(self.tls.certificates());
-            }
-            #[cfg(not(feature = "tls-rustls"))]
             return Err(no_tls(url));
         }
         let client = builder.build().map_err(|e| {

@@ -179,3 +179,32 @@ pub fn files() -> &'static TlsFiles {
         files
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_file_is_pem_and_the_password_encodes_as_declared() {
+        let files = TlsFiles::generate();
+        for path in [
+            files.ca_cert(),
+            files.server_cert(),
+            files.client_cert(),
+            files.wrong_ca_cert(),
+        ] {
+            let text = std::fs::read_to_string(&path).expect("a certificate");
+            assert!(text.starts_with("-----BEGIN CERTIFICATE-----"), "{path:?}");
+        }
+        for path in [files.server_key(), files.client_key()] {
+            let text = std::fs::read_to_string(&path).expect("a key");
+            assert!(text.starts_with("-----BEGIN PRIVATE KEY-----"), "{path:?}");
+        }
+        assert_ne!(files.ca_pem(), files.wrong_ca_pem());
+        assert_eq!(crate::url_encode(crate::PASSWORD), crate::PASSWORD_IN_URL);
+        assert_eq!(
+            crate::url_encode(crate::WRONG_PASSWORD),
+            crate::WRONG_PASSWORD_IN_URL
+        );
+    }
+}
