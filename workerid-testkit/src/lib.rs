@@ -21,6 +21,11 @@
 //! own.process().start();
 //! ```
 //!
+//! For TLS and credential tests: [`tls`] makes a throwaway CA and
+//! certificates; each server module starts TLS servers with them
+//! (`shared_tls_url()`, `shared_tls_endpoint()`, ...) and servers that need
+//! [`PASSWORD`], a password with a `/` and an `@`.
+//!
 //! A missing server program is a test failure with a message that says how to
 //! install it (`bash scripts/test.sh` does), never a silent skip.
 #![deny(missing_docs)]
