@@ -57,6 +57,7 @@ macro_rules! registry {
 
 mod factory;
 pub mod scenarios;
+pub mod secrets;
 pub mod segments;
 mod support;
 

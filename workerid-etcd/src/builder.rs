@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use etcd_client::{ConnectOptions, GetOptions};
-use workerid_core::{Error, Result};
+use workerid_core::{redact_url, Error, Result};
 
 use crate::cluster::Cluster;
 use crate::keys::{check_prefix, DEFAULT_PREFIX};
@@ -25,7 +25,13 @@ use crate::{EtcdStore, Inner};
 ///     .await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
+///
+/// With the feature `tls-rustls` (on by default), `https://` endpoints
+/// connect over TLS, trusting the system's roots or the CA given with
+/// [`ca_certificate_pem`](Self::ca_certificate_pem), and presenting the
+/// client certificate given with
+/// [`client_identity_pem`](Self::client_identity_pem).
+#[derive(Clone)]
 pub struct EtcdStoreBuilder {
     prefix: String,
     credentials: Option<(String, String)>,
@@ -35,6 +41,30 @@ pub struct EtcdStoreBuilder {
     min_ttl: Duration,
     prefer_leader: bool,
     leader_check_interval: Duration,
+    #[cfg(feature = "tls-rustls")]
+    tls: crate::tls::TlsMaterial,
+}
+
+/// Shows the user of the credentials, never the password or a key.
+impl std::fmt::Debug for EtcdStoreBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let credentials = self
+            .credentials
+            .as_ref()
+            .map(|(user, _)| format!("{user}:***"));
+        let mut out = f.debug_struct("EtcdStoreBuilder");
+        out.field("prefix", &self.prefix)
+            .field("credentials", &credentials)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("operation_timeout", &self.operation_timeout)
+            .field("min_ttl", &self.min_ttl)
+            .field("prefer_leader", &self.prefer_leader)
+            .field("leader_check_interval", &self.leader_check_interval);
+        #[cfg(feature = "tls-rustls")]
+        out.field("tls", &self.tls);
+        out.finish()
+    }
 }
 
 impl Default for EtcdStoreBuilder {
@@ -48,6 +78,8 @@ impl Default for EtcdStoreBuilder {
             min_ttl: Duration::from_secs(2),
             prefer_leader: true,
             leader_check_interval: Duration::from_secs(10),
+            #[cfg(feature = "tls-rustls")]
+            tls: Default::default(),
         }
     }
 }
@@ -66,7 +98,36 @@ impl EtcdStoreBuilder {
         self
     }
 
-    /// How long to wait for a TCP connection to one member (default 1 s).
+    /// Trusts only the CA of this PEM certificate (instead of the system's
+    /// roots) for `https://` endpoints.
+    #[cfg(feature = "tls-rustls")]
+    pub fn ca_certificate_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.ca = Some(pem.into());
+        self
+    }
+
+    /// Presents this client certificate and private key (PEM) to
+    /// `https://` endpoints, for members run with `--client-cert-auth`.
+    #[cfg(feature = "tls-rustls")]
+    pub fn client_identity_pem(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.identity = Some((cert_pem.into(), key_pem.into()));
+        self
+    }
+
+    /// The name the members' certificates must be valid for (default: the
+    /// host of each endpoint).
+    #[cfg(feature = "tls-rustls")]
+    pub fn tls_domain_name(mut self, name: impl Into<String>) -> Self {
+        self.tls.domain = Some(name.into());
+        self
+    }
+
+    /// How long to wait for a TCP connection to one member (default 1 s);
+    /// a TLS handshake gets as long again.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
@@ -127,8 +188,10 @@ impl EtcdStoreBuilder {
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for no endpoint, a bad endpoint, prefix,
-    /// minimum ttl, timeout or leader check interval; [`Error::Unavailable`] when no member answers within the
-    /// operation timeout.
+    /// minimum ttl, timeout or leader check interval, `https://` endpoints
+    /// mixed with others or without the feature `tls-rustls`;
+    /// [`Error::Unavailable`] when no member answers within the operation
+    /// timeout, or a member's certificate is refused (at once).
     pub async fn connect<E: AsRef<str>>(
         self,
         endpoints: impl IntoIterator<Item = E>,
@@ -143,6 +206,19 @@ impl EtcdStoreBuilder {
         }
         for url in &urls {
             check_endpoint(url)?;
+        }
+        let https = urls.iter().filter(|url| is_https(url)).count();
+        if https != 0 && https != urls.len() {
+            return Err(Error::invalid_config(format!(
+                "etcd endpoints {:?} mix https:// with plain ones: use one or the other",
+                urls.iter().map(|url| redact_url(url)).collect::<Vec<_>>()
+            )));
+        }
+        #[cfg(not(feature = "tls-rustls"))]
+        if https != 0 {
+            return Err(Error::invalid_config(
+                "etcd https:// endpoints need the feature `tls-rustls` of workerid-etcd",
+            ));
         }
         if self.min_ttl < Duration::from_secs(1) || self.min_ttl.subsec_nanos() != 0 {
             return Err(Error::invalid_config(format!(
@@ -170,8 +246,19 @@ impl EtcdStoreBuilder {
         if let Some((user, password)) = &self.credentials {
             options = options.with_user(user.clone(), password.clone());
         }
+        #[allow(unused_mut)]
+        let mut probe = None;
+        #[cfg(feature = "tls-rustls")]
+        if https != 0 {
+            let tls = self.tls.options(self.connect_timeout);
+            options = options.with_tls(tls.clone());
+            probe = Some(crate::tls::Probe {
+                options: tls,
+                timeout: self.connect_timeout,
+            });
+        }
         let leader_check = self.prefer_leader.then_some(self.leader_check_interval);
-        let cluster = Cluster::new(urls, options, self.operation_timeout, leader_check);
+        let cluster = Cluster::new(urls, options, self.operation_timeout, leader_check, probe);
         let probe = format!("{}/", self.prefix);
         cluster
             .call("connect", |mut c| {
@@ -211,13 +298,21 @@ pub(crate) fn without_scheme(url: &str) -> &str {
         .unwrap_or(url)
 }
 
-/// `http://host:port`, `https://host:port` or `host:port`.
+/// Whether `url` asks for TLS (`https://`).
+fn is_https(url: &str) -> bool {
+    url.get(..8)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
+}
+
+/// `http://host:port`, `https://host:port` or `host:port`; no user info
+/// (credentials go to [`EtcdStoreBuilder::credentials`], where they are
+/// kept out of errors).
 fn check_endpoint(url: &str) -> Result<()> {
     let rest = without_scheme(url);
     let ok = match rest.rsplit_once(':') {
         Some((host, port)) => {
             !host.is_empty()
-                && !host.contains('/')
+                && !host.contains(['/', '@'])
                 && port.trim_end_matches('/').parse::<u16>().is_ok()
         }
         None => false,
@@ -226,7 +321,8 @@ fn check_endpoint(url: &str) -> Result<()> {
         Ok(())
     } else {
         Err(Error::invalid_config(format!(
-            "etcd endpoint {url:?} is not http://host:port"
+            "etcd endpoint {:?} is not http://host:port or https://host:port",
+            redact_url(url)
         )))
     }
 }
@@ -251,6 +347,7 @@ mod tests {
             "http://etcd:port",
             "http://a/b:1",
             ":2379",
+            "http://root:pw@etcd:2379",
         ] {
             assert!(check_endpoint(bad).is_err(), "{bad}");
         }

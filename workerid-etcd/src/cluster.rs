@@ -23,6 +23,7 @@ use tokio::time::Instant;
 use workerid_core::{Error, Result};
 
 use crate::leader::{same_endpoint, LeaderCheck};
+use crate::tls::Probe;
 
 /// What an answer came with.
 pub(crate) struct Answer<T> {
@@ -47,6 +48,8 @@ pub(crate) struct Cluster {
     operation_timeout: Duration,
     /// None when the leader is not looked for (one endpoint, or turned off).
     leader: Option<LeaderCheck>,
+    /// The handshake made before an endpoint's first client (TLS only).
+    probe: Option<Probe>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -63,12 +66,14 @@ impl std::fmt::Debug for Cluster {
 
 impl Cluster {
     /// A cluster of `urls`; with `leader_check`, it looks for the leader
-    /// that often (when there is more than one endpoint).
+    /// that often (when there is more than one endpoint); with `probe`, each
+    /// endpoint's first client is made after a handshake of the probe's.
     pub fn new(
         urls: Vec<String>,
         options: ConnectOptions,
         operation_timeout: Duration,
         leader_check: Option<Duration>,
+        probe: Option<Probe>,
     ) -> Arc<Self> {
         // A check takes at most the operation timeout; past twice that its
         // task is taken for lost.
@@ -87,6 +92,7 @@ impl Cluster {
             options,
             operation_timeout,
             leader,
+            probe,
         })
     }
 
@@ -94,8 +100,11 @@ impl Cluster {
         let endpoint = &self.endpoints[index];
         endpoint
             .client
-            .get_or_try_init(|| {
-                Client::connect([endpoint.url.as_str()], Some(self.options.clone()))
+            .get_or_try_init(|| async {
+                if let Some(probe) = &self.probe {
+                    probe.check(&endpoint.url).await?;
+                }
+                Client::connect([endpoint.url.as_str()], Some(self.options.clone())).await
             })
             .await
             .cloned()

@@ -5,7 +5,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::{Client, RedisError};
-use workerid_core::{Error, Result};
+use workerid_core::{redact_url, Error, Result};
 
 use crate::connection::Connection;
 use crate::keys::{check_prefix, DEFAULT_PREFIX};
@@ -24,12 +24,34 @@ use crate::RedisStore;
 ///     .await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
+///
+/// With the feature `tls-rustls` (on by default), `rediss://` URLs connect
+/// over TLS, trusting the system's roots or the CA given with
+/// [`ca_certificate_pem`](Self::ca_certificate_pem), and presenting the
+/// client certificate given with
+/// [`client_identity_pem`](Self::client_identity_pem).
+#[derive(Clone)]
 pub struct RedisStoreBuilder {
     prefix: String,
     durable: bool,
     connection_timeout: Duration,
     response_timeout: Duration,
+    #[cfg(feature = "tls-rustls")]
+    tls: crate::tls::TlsMaterial,
+}
+
+/// Shows whether TLS material is set, never a key.
+impl std::fmt::Debug for RedisStoreBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = f.debug_struct("RedisStoreBuilder");
+        out.field("prefix", &self.prefix)
+            .field("durable", &self.durable)
+            .field("connection_timeout", &self.connection_timeout)
+            .field("response_timeout", &self.response_timeout);
+        #[cfg(feature = "tls-rustls")]
+        out.field("tls", &self.tls);
+        out.finish()
+    }
 }
 
 impl Default for RedisStoreBuilder {
@@ -39,6 +61,8 @@ impl Default for RedisStoreBuilder {
             durable: false,
             connection_timeout: Duration::from_secs(2),
             response_timeout: Duration::from_secs(2),
+            #[cfg(feature = "tls-rustls")]
+            tls: Default::default(),
         }
     }
 }
@@ -74,15 +98,49 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Connects to the server at `url` (`redis://host:port/db`).
+    /// Trusts only the CA of this PEM certificate (instead of the system's
+    /// roots) for `rediss://` URLs.
+    #[cfg(feature = "tls-rustls")]
+    pub fn ca_certificate_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.ca = Some(pem.into());
+        self
+    }
+
+    /// Presents this client certificate and private key (PEM) on
+    /// `rediss://` URLs, for servers that ask for one (mutual TLS).
+    #[cfg(feature = "tls-rustls")]
+    pub fn client_identity_pem(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.identity = Some((cert_pem.into(), key_pem.into()));
+        self
+    }
+
+    /// Connects to the server at `url` (`redis://host:port/db`, or
+    /// `rediss://` for TLS).
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] for a bad URL or prefix, or a `durable` claim
+    /// [`Error::InvalidConfig`] for a bad URL, certificate or prefix, a
+    /// `rediss://` URL without the feature `tls-rustls`, or a `durable` claim
     /// the server's configuration denies; [`Error::Unavailable`] when the
-    /// server cannot be reached.
+    /// server cannot be reached or its certificate is refused.
     pub async fn connect(self, url: &str) -> Result<RedisStore> {
-        let client = Client::open(url)
-            .map_err(|e| Error::invalid_config(format!("bad Redis URL {url:?}: {e}")))?;
+        let bad = |e: RedisError| {
+            Error::invalid_config(format!("bad Redis URL {:?}: {e}", redact_url(url)))
+        };
+        let client = if is_tls(url) {
+            #[cfg(feature = "tls-rustls")]
+            {
+                crate::tls::install_provider();
+                Client::build_with_tls(url, self.tls.certificates()).map_err(bad)?
+            }
+            #[cfg(not(feature = "tls-rustls"))]
+            return Err(no_tls(url));
+        } else {
+            Client::open(url).map_err(bad)?
+        };
         self.connect_client(client).await
     }
 
@@ -113,12 +171,24 @@ impl RedisStoreBuilder {
     pub async fn connect_cluster<S: AsRef<str>>(self, urls: &[S]) -> Result<RedisStore> {
         check_prefix(&self.prefix)?;
         let nodes: Vec<&str> = urls.iter().map(AsRef::as_ref).collect();
-        let client = ClusterClientBuilder::new(nodes.clone())
+        #[allow(unused_mut)]
+        let mut builder = ClusterClientBuilder::new(nodes.clone())
             .connection_timeout(self.connection_timeout)
             .response_timeout(self.response_timeout)
-            .retries(2)
-            .build()
-            .map_err(|e| Error::invalid_config(format!("bad Redis Cluster URLs {nodes:?}: {e}")))?;
+            .retries(2);
+        #[cfg(feature = "tls-rustls")]
+        if nodes.iter().any(|url| is_tls(url)) {
+            crate::tls::install_provider();
+            builder = builder.certs(self.tls.certificates());
+        }
+        #[cfg(not(feature = "tls-rustls"))]
+        if let Some(url) = nodes.iter().find(|url| is_tls(url)) {
+            return Err(no_tls(url));
+        }
+        let client = builder.build().map_err(|e| {
+            let shown: Vec<String> = nodes.iter().map(|url| redact_url(url)).collect();
+            Error::invalid_config(format!("bad Redis Cluster URLs {shown:?}: {e}"))
+        })?;
         let connection = client.get_async_connection().await.map_err(unavailable)?;
         Ok(self.store(Connection::Cluster(connection)))
     }
@@ -130,6 +200,22 @@ impl RedisStoreBuilder {
             durable: self.durable,
         }
     }
+}
+
+/// Whether `url` asks for TLS (`rediss://`).
+fn is_tls(url: &str) -> bool {
+    url.trim_start()
+        .get(..9)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("rediss://"))
+}
+
+/// The error for a `rediss://` URL in a build without TLS.
+#[cfg(not(feature = "tls-rustls"))]
+fn no_tls(url: &str) -> Error {
+    Error::invalid_config(format!(
+        "Redis URL {:?} asks for TLS: it needs the feature `tls-rustls` of workerid-redis",
+        redact_url(url)
+    ))
 }
 
 /// Refuses a `durable` claim that the server's own configuration denies.

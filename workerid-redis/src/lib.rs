@@ -38,6 +38,8 @@ mod keys;
 mod listing;
 mod script;
 mod segments;
+#[cfg(feature = "tls-rustls")]
+mod tls;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use sqlx::any::AnyPoolOptions;
 use sqlx::AnyPool;
-use workerid_core::{Error, Result};
+use workerid_core::{redact_url, Error, Result};
 
 use crate::dialect::check_table;
 use crate::store::{q, SqlStore, DEFAULT_SEGMENTS_TABLE, DEFAULT_TABLE};
@@ -71,9 +71,16 @@ impl SqlStoreBuilder {
     /// Connects to `url` (`postgres://`, `mysql://`, `mariadb://` or
     /// `sqlite://`) and creates the tables if they are missing.
     ///
+    /// TLS is set in the URL, as sqlx reads it (with the feature
+    /// `tls-rustls`, on by default): PostgreSQL's `sslmode=require`,
+    /// `verify-ca` or `verify-full` with `sslrootcert=`, `sslcert=` and
+    /// `sslkey=`; MySQL's `ssl-mode=REQUIRED`, `VERIFY_CA` or
+    /// `VERIFY_IDENTITY` with `ssl-ca=`, `ssl-cert=` and `ssl-key=`.
+    ///
     /// # Errors
     /// [`Error::InvalidConfig`] for a bad URL or table name;
-    /// [`Error::Unavailable`] when the database cannot be reached.
+    /// [`Error::Unavailable`] when the database cannot be reached or its
+    /// certificate is refused.
     pub async fn connect(self, url: &str) -> Result<SqlStore> {
         check_table(&self.table)?;
         check_table(&self.segments_table)?;
@@ -119,7 +126,7 @@ impl SqlStoreBuilder {
         }
         let pool = options.connect(&url).await.map_err(|e| match e {
             sqlx::Error::Configuration(_) => {
-                Error::invalid_config(format!("bad database URL {url:?}: {e}"))
+                Error::invalid_config(format!("bad database URL {:?}: {e}", redact_url(&url)))
             }
             e => Error::unavailable("sql", e),
         })?;

@@ -76,6 +76,17 @@ pub(crate) fn register(key: u64, pid: Option<u32>, dir: PathBuf) {
         .insert(key, (pid, dir));
 }
 
+/// Records a directory (not a server's) to remove when the binary exits.
+pub(crate) fn register_dir(dir: PathBuf) {
+    // Keys of their own, far above the servers' (which count up from 1).
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX / 2);
+    register(
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        None,
+        dir,
+    );
+}
+
 pub(crate) fn unregister(key: u64) {
     if let Some(live) = LIVE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
         live.remove(&key);

@@ -17,18 +17,39 @@ pub const URL_ENV: &str = "WORKERID_ETCD_ENDPOINTS";
 /// Points the tests at an existing 3-node etcd cluster (comma-separated client URLs).
 pub const CLUSTER_URL_ENV: &str = "WORKERID_ETCD_CLUSTER_ENDPOINTS";
 
+/// How clients reach an etcd member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientTls {
+    /// Plain HTTP/2.
+    None,
+    /// TLS with the server certificate of [`crate::tls::files`].
+    Server,
+    /// TLS, and every client must present a certificate signed by the CA
+    /// (`--client-cert-auth`).
+    Mutual,
+}
+
 /// One etcd member.
 #[derive(Debug)]
 pub struct EtcdNode {
     process: ServerProcess,
     name: String,
     client_port: u16,
+    /// Where `/health` answers over plain HTTP: the client port, or a
+    /// metrics port of its own when clients need TLS.
+    probe_port: u16,
+    tls: ClientTls,
 }
 
 impl EtcdNode {
-    /// `http://127.0.0.1:<client port>`.
+    /// `http://127.0.0.1:<client port>`, or `https://` for a TLS member.
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
+        let scheme = if self.tls == ClientTls::None {
+            "http"
+        } else {
+            "https"
+        };
+        format!("{scheme}://127.0.0.1:{}", self.client_port)
     }
 
     /// The member name (`n0`, `n1`, ...).
@@ -44,11 +65,14 @@ impl EtcdNode {
     /// Whether the member answers `/health` with `"health":"true"` (it has a
     /// leader and can serve linearizable requests).
     pub fn healthy(&self) -> bool {
-        health(self.client_port)
+        health(self.probe_port)
     }
 
     /// Whether this member is the leader, per its `/v3/maintenance/status`.
     pub fn is_leader(&self) -> bool {
+        if self.tls != ClientTls::None {
+            return false;
+        }
         let answer = http_post(self.client_port, "/v3/maintenance/status", "{}");
         let (Some(leader), Some(member)) = (
             answer.as_deref().and_then(|a| json_field(a, "leader")),
@@ -66,27 +90,57 @@ struct Member {
     peer_port: u16,
 }
 
-fn launch(member: &Member, initial_cluster: &str, token: &str, alone: bool) -> EtcdNode {
+fn launch(
+    member: &Member,
+    initial_cluster: &str,
+    token: &str,
+    alone: bool,
+    tls: ClientTls,
+) -> EtcdNode {
     let program = require_program("etcd", "etcd-server");
-    let client = format!("http://127.0.0.1:{}", member.client_port);
+    let scheme = if tls == ClientTls::None {
+        "http"
+    } else {
+        "https"
+    };
+    let client = format!("{scheme}://127.0.0.1:{}", member.client_port);
     let peer = format!("http://127.0.0.1:{}", member.peer_port);
-    let port = member.client_port;
+    let mut tls_args = Vec::new();
+    let mut extra_args = Vec::new();
+    let mut port = member.client_port;
+    if tls != ClientTls::None {
+        let files = crate::tls::files();
+        // The metrics listener serves `/health` over plain HTTP: the
+        // readiness probe needs no TLS client.
+        port = free_port();
+        tls_args.push(("--listen-metrics-urls", format!("http://127.0.0.1:{port}")));
+        tls_args.push(("--cert-file", files.server_cert().display().to_string()));
+        tls_args.push(("--key-file", files.server_key().display().to_string()));
+        if tls == ClientTls::Mutual {
+            tls_args.push(("--trusted-ca-file", files.ca_cert().display().to_string()));
+            // A boolean flag: `--flag value` would end the flags at "true".
+            extra_args.push("--client-cert-auth=true");
+        }
+    }
     let process = ServerProcess::launch(&format!("etcd-{}", member.name), |dir: &Path| {
-        let spec = ServerSpec::new(program).arg_pairs(&[
-            ("--name", member.name.clone()),
-            ("--data-dir", dir.join("data").display().to_string()),
-            ("--listen-client-urls", client.clone()),
-            ("--advertise-client-urls", client.clone()),
-            ("--listen-peer-urls", peer.clone()),
-            ("--initial-advertise-peer-urls", peer.clone()),
-            ("--initial-cluster", initial_cluster.to_string()),
-            ("--initial-cluster-state", "new".to_string()),
-            ("--initial-cluster-token", token.to_string()),
-            ("--heartbeat-interval", "50".to_string()),
-            ("--election-timeout", "500".to_string()),
-            ("--logger", "zap".to_string()),
-            ("--log-level", "warn".to_string()),
-        ]);
+        let spec = ServerSpec::new(program)
+            .args(extra_args)
+            .arg_pairs(&tls_args)
+            .arg_pairs(&[
+                ("--name", member.name.clone()),
+                ("--data-dir", dir.join("data").display().to_string()),
+                ("--listen-client-urls", client.clone()),
+                ("--advertise-client-urls", client.clone()),
+                ("--listen-peer-urls", peer.clone()),
+                ("--initial-advertise-peer-urls", peer.clone()),
+                ("--initial-cluster", initial_cluster.to_string()),
+                ("--initial-cluster-state", "new".to_string()),
+                ("--initial-cluster-token", token.to_string()),
+                ("--heartbeat-interval", "50".to_string()),
+                ("--election-timeout", "500".to_string()),
+                ("--logger", "zap".to_string()),
+                ("--log-level", "warn".to_string()),
+            ]);
         // A lone member is ready when it serves; a cluster member as soon as
         // it listens (it cannot serve before a quorum of its peers runs).
         if alone {
@@ -100,6 +154,8 @@ fn launch(member: &Member, initial_cluster: &str, token: &str, alone: bool) -> E
         process,
         name: member.name.clone(),
         client_port: member.client_port,
+        probe_port: port,
+        tls,
     }
 }
 
@@ -138,17 +194,45 @@ pub struct EtcdServer {
 impl EtcdServer {
     /// Starts a one-member cluster and waits until it is healthy.
     pub fn start() -> EtcdServer {
+        Self::start_with(ClientTls::None)
+    }
+
+    /// Starts a one-member cluster whose clients use TLS as `tls` says,
+    /// with the certificates of [`crate::tls::files`].
+    pub fn start_with(tls: ClientTls) -> EtcdServer {
         let members = members(1);
         let node = launch(
             &members[0],
             &initial_cluster(&members),
             &cluster_token(),
             true,
+            tls,
         );
         EtcdServer { node }
     }
 
-    /// The client endpoint, `http://127.0.0.1:<port>`.
+    /// Starts a one-member cluster with authentication enabled: the user
+    /// `root` (role `root`) with the password [`crate::PASSWORD`].
+    pub fn start_with_auth() -> EtcdServer {
+        let server = Self::start();
+        let port = server.node.client_port;
+        let user = format!(r#"{{"name":"root","password":"{}"}}"#, crate::PASSWORD);
+        for (path, body) in [
+            ("/v3/auth/user/add", user.as_str()),
+            ("/v3/auth/role/add", r#"{"name":"root"}"#),
+            ("/v3/auth/user/grant", r#"{"user":"root","role":"root"}"#),
+            ("/v3/auth/enable", "{}"),
+        ] {
+            let answer = http_post(port, path, body).unwrap_or_default();
+            assert!(
+                answer.starts_with("HTTP/1.1 200"),
+                "etcd {path} failed: {answer}"
+            );
+        }
+        server
+    }
+
+    /// The client endpoint, `http://127.0.0.1:<port>` (`https://` with TLS).
     pub fn endpoint(&self) -> String {
         self.node.endpoint()
     }
@@ -173,7 +257,7 @@ impl EtcdCluster {
         let token = cluster_token();
         let nodes = members
             .iter()
-            .map(|m| launch(m, &cluster, &token, false))
+            .map(|m| launch(m, &cluster, &token, false, ClientTls::None))
             .collect();
         let cluster = EtcdCluster { nodes };
         cluster.wait_healthy(Duration::from_secs(60));
@@ -237,6 +321,34 @@ pub fn shared_endpoints() -> Vec<String> {
             Box::leak(Box::new(EtcdServer::start())).endpoint()
         })
     }))
+}
+
+/// The `https://` endpoint of a TLS member (client certificates not
+/// asked for) shared by the tests of this binary, started once.
+pub fn shared_tls_endpoint() -> String {
+    static SHARED: OnceLock<String> = OnceLock::new();
+    SHARED
+        .get_or_init(|| Box::leak(Box::new(EtcdServer::start_with(ClientTls::Server))).endpoint())
+        .clone()
+}
+
+/// The `https://` endpoint of a TLS member that requires client
+/// certificates, shared by the tests of this binary, started once.
+pub fn shared_mtls_endpoint() -> String {
+    static SHARED: OnceLock<String> = OnceLock::new();
+    SHARED
+        .get_or_init(|| Box::leak(Box::new(EtcdServer::start_with(ClientTls::Mutual))).endpoint())
+        .clone()
+}
+
+/// The `http://` endpoint of a member with authentication enabled (user
+/// `root`, password [`crate::PASSWORD`]), shared by the tests of this
+/// binary, started once.
+pub fn shared_auth_endpoint() -> String {
+    static SHARED: OnceLock<String> = OnceLock::new();
+    SHARED
+        .get_or_init(|| Box::leak(Box::new(EtcdServer::start_with_auth())).endpoint())
+        .clone()
 }
 
 /// The endpoints the tests of this binary share for a 3-node cluster:

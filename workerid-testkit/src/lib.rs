@@ -32,6 +32,11 @@
 //! own.process().start();
 //! ```
 //!
+//! For TLS and credential tests: [`tls`] makes a throwaway CA and
+//! certificates; each server module starts TLS servers with them
+//! (`shared_tls_url()`, `shared_tls_endpoint()`, ...) and servers that need
+//! [`PASSWORD`], a password with a `/` and an `@`.
+//!
 //! A missing server program is a test failure with a message that says how to
 //! install it (`bash scripts/test.sh` does), never a silent skip.
 #![deny(missing_docs)]
@@ -44,10 +49,37 @@ pub mod postgres;
 mod process;
 pub mod redis;
 mod stores;
+pub mod tls;
 
 pub use ports::free_port;
 pub use process::{ServerProcess, ServerSpec};
 pub use stores::{RunningStore, Servers, StoreKind};
+
+/// The password of the password-protected servers' user. It holds a `/` and
+/// an `@`, which a URL must percent-encode ([`PASSWORD_IN_URL`]), so that
+/// tests see a password leak in its raw form as well as in its encoded form.
+pub const PASSWORD: &str = "Wk/pa@ss-9371";
+/// [`PASSWORD`] percent-encoded for the user-info part of a URL.
+pub const PASSWORD_IN_URL: &str = "Wk%2Fpa%40ss-9371";
+/// A password the servers refuse, with a `/` and an `@` too.
+pub const WRONG_PASSWORD: &str = "Wr/ong@pw-4412";
+/// [`WRONG_PASSWORD`] percent-encoded.
+pub const WRONG_PASSWORD_IN_URL: &str = "Wr%2Fong%40pw-4412";
+/// The user of the password-protected PostgreSQL and MariaDB servers.
+pub const USER: &str = "workerid";
+
+/// `text` percent-encoded for the user-info part of a URL (everything but
+/// ASCII letters, digits and `-._~`).
+pub fn url_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
 
 /// The value of the environment variable `env` when it is set and not empty,
 /// else `start()` (which starts a server that lives as long as the test

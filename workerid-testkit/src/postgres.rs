@@ -10,12 +10,26 @@ use crate::{free_port, run, ServerProcess, ServerSpec};
 /// Points the tests at an existing PostgreSQL server instead of starting one.
 pub const URL_ENV: &str = "WORKERID_POSTGRES_URL";
 
+/// What a PostgreSQL server offers besides trust authentication for the
+/// `postgres` user.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PostgresConfig {
+    /// TLS (`ssl=on`) with the certificates of [`crate::tls::files`]; the
+    /// `postgres` user may then connect over TCP with TLS only (`hostssl`).
+    pub tls: bool,
+    /// A user [`crate::USER`] with the password [`crate::PASSWORD`] (scram),
+    /// owner of a database of the same name, that must give its password
+    /// over TCP, with or without TLS.
+    pub password_user: bool,
+}
+
 /// A PostgreSQL server of its own on a free loopback port, with trust
 /// authentication for the `postgres` user.
 #[derive(Debug)]
 pub struct PostgresServer {
     process: ServerProcess,
     port: u16,
+    config: PostgresConfig,
 }
 
 fn bin_dir() -> PathBuf {
@@ -56,6 +70,11 @@ impl PostgresServer {
     /// Runs `initdb` in a fresh directory, starts `postgres` and waits until
     /// `pg_isready` says it accepts connections.
     pub fn start() -> PostgresServer {
+        Self::start_with(PostgresConfig::default())
+    }
+
+    /// As [`start`](Self::start), with TLS and a password user as `config` says.
+    pub fn start_with(config: PostgresConfig) -> PostgresServer {
         let bin = bin_dir();
         let (uid, gid) = postgres_user();
         let port = free_port();
@@ -75,8 +94,39 @@ impl PostgresServer {
             std::os::unix::process::CommandExt::uid(&mut initdb, uid);
             std::os::unix::process::CommandExt::gid(&mut initdb, gid);
             run(&mut initdb, "initdb");
+            let mut settings = Vec::new();
+            if config.tls {
+                // The server refuses a key that others may read, or that
+                // belongs to another user: copies of its own, mode 0600.
+                let files = crate::tls::files();
+                for (from, to) in [
+                    (files.server_cert(), "server.pem"),
+                    (files.server_key(), "server.key"),
+                ] {
+                    let path = dir.join(to);
+                    std::fs::copy(&from, &path).expect("copy the server certificate");
+                    std::os::unix::fs::chown(&path, Some(uid), Some(gid))
+                        .expect("chown the server certificate");
+                    std::fs::set_permissions(
+                        &path,
+                        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+                    )
+                    .expect("chmod the server certificate");
+                }
+                settings.push(("-c", "ssl=on".to_string()));
+                settings.push((
+                    "-c",
+                    format!("ssl_cert_file={}", dir.join("server.pem").display()),
+                ));
+                settings.push((
+                    "-c",
+                    format!("ssl_key_file={}", dir.join("server.key").display()),
+                ));
+            }
+            write_hba(&data.join("pg_hba.conf"), config);
             let isready = bin.join("pg_isready");
             ServerSpec::new(bin.join("postgres"))
+                .arg_pairs(&settings)
                 .arg_pairs(&[
                     ("-D", data.display().to_string()),
                     ("-p", port.to_string()),
@@ -94,7 +144,28 @@ impl PostgresServer {
                         .is_ok_and(|s| s.success())
                 })
         });
-        PostgresServer { process, port }
+        if config.password_user {
+            let mut psql = Command::new(bin.join("psql"));
+            psql.args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-U", "postgres", "-h"])
+                .arg(process.dir())
+                .args(["-p", &port.to_string(), "-d", "postgres"]);
+            std::os::unix::process::CommandExt::uid(&mut psql, uid);
+            std::os::unix::process::CommandExt::gid(&mut psql, gid);
+            let user = crate::USER;
+            let password = crate::PASSWORD.replace('\'', "''");
+            run(
+                psql.arg("-c")
+                    .arg(format!("CREATE ROLE {user} LOGIN PASSWORD '{password}'"))
+                    .arg("-c")
+                    .arg(format!("CREATE DATABASE {user} OWNER {user}")),
+                "create the password user",
+            );
+        }
+        PostgresServer {
+            process,
+            port,
+            config,
+        }
     }
 
     /// `postgres://postgres@127.0.0.1:<port>/postgres`.
@@ -102,10 +173,83 @@ impl PostgresServer {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 
+    /// [`url`](Self::url) with `sslmode=verify-full` and the CA of
+    /// [`crate::tls::files`] as `sslrootcert`.
+    ///
+    /// Panics unless the server was started with TLS.
+    pub fn tls_url(&self) -> String {
+        assert!(
+            self.config.tls,
+            "tls_url of a PostgreSQL server without TLS"
+        );
+        format!(
+            "{}?sslmode=verify-full&sslrootcert={}",
+            self.url(),
+            crate::tls::files().ca_cert().display()
+        )
+    }
+
+    /// `postgres://workerid:<password, percent-encoded>@127.0.0.1:<port>/workerid`.
+    ///
+    /// Panics unless the server was started with the password user.
+    pub fn url_with_password(&self, password: &str) -> String {
+        assert!(
+            self.config.password_user,
+            "url_with_password of a PostgreSQL server without the password user"
+        );
+        format!(
+            "postgres://{user}:{}@127.0.0.1:{}/{user}",
+            crate::url_encode(password),
+            self.port,
+            user = crate::USER
+        )
+    }
+
+    /// The port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// The process, to stop, kill, restart or pause it.
     pub fn process(&self) -> &ServerProcess {
         &self.process
     }
+}
+
+/// Replaces the `pg_hba.conf` of `initdb --auth=trust` when `config` asks
+/// for more than trust: the password user must give its password (scram),
+/// and with TLS the `postgres` user must use it over TCP.
+fn write_hba(path: &Path, config: PostgresConfig) {
+    if !config.tls && !config.password_user {
+        return;
+    }
+    let mut hba = String::from("local all all trust\n");
+    if config.password_user {
+        hba.push_str(&format!(
+            "host all {} 127.0.0.1/32 scram-sha-256\n",
+            crate::USER
+        ));
+    }
+    let tcp = if config.tls { "hostssl" } else { "host" };
+    hba.push_str(&format!("{tcp} all all 127.0.0.1/32 trust\n"));
+    std::fs::write(path, hba).expect("write pg_hba.conf");
+}
+
+/// A server with TLS and the password user, shared by the tests of this
+/// binary, started once.
+pub fn shared_secure_server() -> &'static PostgresServer {
+    static SHARED: OnceLock<&'static PostgresServer> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        Box::leak(Box::new(PostgresServer::start_with(PostgresConfig {
+            tls: true,
+            password_user: true,
+        })))
+    })
+}
+
+/// The TLS URL ([`PostgresServer::tls_url`]) of [`shared_secure_server`].
+pub fn shared_tls_url() -> String {
+    shared_secure_server().tls_url()
 }
 
 /// The PostgreSQL URL the tests of this binary share: `WORKERID_POSTGRES_URL`,

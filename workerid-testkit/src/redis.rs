@@ -24,18 +24,47 @@ pub struct RedisConfig {
     pub cluster_node: bool,
 }
 
+/// Whether a TLS server asks clients for a certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientCerts {
+    /// A client may present a certificate (then it must be signed by the CA).
+    Optional,
+    /// A client must present a certificate signed by the CA.
+    Required,
+}
+
 /// A `redis-server` of its own on a free loopback port.
 #[derive(Debug)]
 pub struct RedisServer {
     process: ServerProcess,
     port: u16,
+    tls_port: Option<u16>,
+    password: bool,
 }
 
 impl RedisServer {
     /// Starts a server and waits until it answers `PING`.
     pub fn start(config: RedisConfig) -> RedisServer {
+        Self::launch(config, None, false)
+    }
+
+    /// Starts a server that also listens for TLS on a port of its own
+    /// ([`tls_url`](Self::tls_url)), with the certificates of
+    /// [`crate::tls::files`]. The plain port stays open on 127.0.0.1 for the
+    /// readiness probe and for tools.
+    pub fn start_tls(config: RedisConfig, client_certs: ClientCerts) -> RedisServer {
+        Self::launch(config, Some(client_certs), false)
+    }
+
+    /// Starts a server that requires [`crate::PASSWORD`] (`requirepass`).
+    pub fn start_with_password(config: RedisConfig) -> RedisServer {
+        Self::launch(config, None, true)
+    }
+
+    fn launch(config: RedisConfig, tls: Option<ClientCerts>, password: bool) -> RedisServer {
         let program = require_program("redis-server", "redis-server");
         let port = free_port();
+        let tls_port = tls.map(|_| free_port());
         let process = ServerProcess::launch("redis", |dir: &Path| {
             let mut args: Vec<String> = [
                 "--port",
@@ -76,16 +105,67 @@ impl RedisServer {
                     .map(|s| s.to_string()),
                 );
             }
+            if let (Some(tls_port), Some(client_certs)) = (tls_port, tls) {
+                let files = crate::tls::files();
+                let auth = match client_certs {
+                    ClientCerts::Optional => "optional",
+                    ClientCerts::Required => "yes",
+                };
+                for (flag, value) in [
+                    ("--tls-port", tls_port.to_string()),
+                    ("--tls-cert-file", files.server_cert().display().to_string()),
+                    ("--tls-key-file", files.server_key().display().to_string()),
+                    ("--tls-ca-cert-file", files.ca_cert().display().to_string()),
+                    ("--tls-auth-clients", auth.to_string()),
+                ] {
+                    args.push(flag.to_string());
+                    args.push(value);
+                }
+            }
+            if password {
+                args.push("--requirepass".to_string());
+                args.push(crate::PASSWORD.to_string());
+            }
             ServerSpec::new(program)
                 .args(args)
                 .ready(move || ping(port))
         });
-        RedisServer { process, port }
+        RedisServer {
+            process,
+            port,
+            tls_port,
+            password,
+        }
     }
 
     /// `redis://127.0.0.1:<port>/`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// `rediss://127.0.0.1:<TLS port>/`.
+    ///
+    /// Panics unless the server was started with [`start_tls`](Self::start_tls).
+    pub fn tls_url(&self) -> String {
+        let port = self
+            .tls_port
+            .expect("tls_url of a Redis server started without TLS");
+        format!("rediss://127.0.0.1:{port}/")
+    }
+
+    /// `redis://:<password, percent-encoded>@127.0.0.1:<port>/`: with
+    /// [`crate::PASSWORD`] it works on a server started with
+    /// [`start_with_password`](Self::start_with_password).
+    pub fn url_with_password(&self, password: &str) -> String {
+        assert!(
+            self.password,
+            "url_with_password of a Redis server started without a password"
+        );
+        format!(
+            "redis://:{}@127.0.0.1:{}/",
+            crate::url_encode(password),
+            self.port
+        )
     }
 
     /// The port.
@@ -169,6 +249,48 @@ pub fn shared_url() -> String {
         .clone()
 }
 
+/// The `rediss://` URL of a TLS server (client certificates optional)
+/// shared by the tests of this binary, started once.
+pub fn shared_tls_url() -> String {
+    static SHARED: OnceLock<String> = OnceLock::new();
+    SHARED
+        .get_or_init(|| {
+            Box::leak(Box::new(RedisServer::start_tls(
+                RedisConfig::default(),
+                ClientCerts::Optional,
+            )))
+            .tls_url()
+        })
+        .clone()
+}
+
+/// A TLS server that requires client certificates, shared by the tests of
+/// this binary, started once; its `rediss://` URL.
+pub fn shared_mtls_url() -> String {
+    static SHARED: OnceLock<String> = OnceLock::new();
+    SHARED
+        .get_or_init(|| {
+            Box::leak(Box::new(RedisServer::start_tls(
+                RedisConfig::default(),
+                ClientCerts::Required,
+            )))
+            .tls_url()
+        })
+        .clone()
+}
+
+/// A server that requires [`crate::PASSWORD`], shared by the tests of this
+/// binary, started once (build its URLs with
+/// [`RedisServer::url_with_password`]).
+pub fn shared_password_server() -> &'static RedisServer {
+    static SHARED: OnceLock<&'static RedisServer> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        Box::leak(Box::new(RedisServer::start_with_password(
+            RedisConfig::default(),
+        )))
+    })
+}
+
 /// The cluster URLs the tests of this binary share: `WORKERID_REDIS_CLUSTER_URLS`,
 /// or a 3-master cluster started once.
 pub fn shared_cluster_urls() -> Vec<String> {
@@ -194,8 +316,10 @@ fn ask(port: u16, request: &[u8]) -> Option<String> {
     Some(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
+/// Whether the server answers; one that asks for a password answers too.
 fn ping(port: u16) -> bool {
-    ask(port, b"PING\r\n").is_some_and(|answer| answer.starts_with("+PONG"))
+    ask(port, b"PING\r\n")
+        .is_some_and(|answer| answer.starts_with("+PONG") || answer.starts_with("-NOAUTH"))
 }
 
 fn cluster_ok(port: u16) -> bool {
