@@ -54,7 +54,8 @@ async fn every_kind_opens_by_url() {
 
 #[tokio::test]
 async fn bad_urls_are_typed_errors_before_any_io() {
-    let cases: &[(&str, fn(&OpenError) -> bool)] = &[
+    type Expected = fn(&OpenError) -> bool;
+    let cases: &[(&str, Expected)] = &[
         ("ftp://h/", |e| matches!(e, OpenError::UnknownScheme { .. })),
         ("localhost:6379", |e| {
             matches!(e, OpenError::UnknownScheme { .. })

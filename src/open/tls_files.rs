@@ -4,6 +4,8 @@ use crate::store_url::StoreUrl;
 use crate::OpenError;
 
 /// The TLS files a URL names: `cacert`, `cert` and `key`, read.
+// Without TLS compiled in, `read` refuses every URL that names the files.
+#[cfg_attr(not(feature = "tls-rustls"), allow(dead_code))]
 pub(crate) struct TlsFiles {
     pub ca: Option<Vec<u8>>,
     pub identity: Option<(Vec<u8>, Vec<u8>)>,
