@@ -195,3 +195,127 @@ async fn the_conformance_suites_pass_through_any_store() {
         .await
         .assert_passed();
 }
+
+/// TLS chosen by URL, on every store that speaks it: the right CA works
+/// (also with a client certificate), a wrong CA is a prompt error that names
+/// the certificate.
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_by_url_on_every_store() {
+    use workerid_testkit::{etcd, mariadb, postgres, redis, tls};
+    let (redis_tls, redis_mtls, etcd_tls, etcd_mtls, pg_tls, maria_tls) =
+        tokio::task::spawn_blocking(|| {
+            (
+                redis::shared_tls_url(),
+                redis::shared_mtls_url(),
+                etcd::shared_tls_endpoint(),
+                etcd::shared_mtls_endpoint(),
+                postgres::shared_tls_url(),
+                mariadb::shared_tls_url(),
+            )
+        })
+        .await
+        .expect("the TLS servers start");
+    let files = tls::files();
+    let ca = files.ca_cert().display().to_string();
+    let wrong = files.wrong_ca_cert().display().to_string();
+    let identity = format!(
+        "cert={}&key={}",
+        files.client_cert().display(),
+        files.client_key().display()
+    );
+    let etcds = |endpoint: &str| endpoint.replacen("https://", "etcds://", 1);
+    works(&format!("{redis_tls}?cacert={ca}"), StoreKind::Redis).await;
+    works(
+        &format!("{redis_mtls}?cacert={ca}&{identity}"),
+        StoreKind::Redis,
+    )
+    .await;
+    works(
+        &format!("{}?cacert={ca}", etcds(&etcd_tls)),
+        StoreKind::Etcd,
+    )
+    .await;
+    works(
+        &format!("{}?cacert={ca}&{identity}", etcds(&etcd_mtls)),
+        StoreKind::Etcd,
+    )
+    .await;
+    works(&pg_tls, StoreKind::Postgres).await;
+    works(&maria_tls, StoreKind::MySql).await;
+
+    for url in [
+        format!("{redis_tls}?cacert={wrong}"),
+        format!("{}?cacert={wrong}", etcds(&etcd_tls)),
+        pg_tls.replace(&ca, &wrong),
+        maria_tls.replace(&ca, &wrong),
+    ] {
+        let started = Instant::now();
+        let err = OpenOptions::new()
+            .connect_timeout(Duration::from_secs(3))
+            .open(&url)
+            .await
+            .expect_err(&url);
+        let said = err.to_string().to_lowercase();
+        assert!(
+            said.contains("certificate") || said.contains("issuer") || said.contains("tls"),
+            "{url}: {err}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{url}: {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+/// Stores that check a password: the right one opens, a wrong one is
+/// refused without showing either.
+#[tokio::test(flavor = "multi_thread")]
+async fn passwords_by_url_on_every_store() {
+    use workerid_testkit::{
+        etcd, mariadb, postgres, redis, PASSWORD_IN_URL, WRONG_PASSWORD_IN_URL,
+    };
+    let (redis_server, etcd_auth, pg, maria) = tokio::task::spawn_blocking(|| {
+        (
+            redis::shared_password_server(),
+            etcd::shared_auth_endpoint(),
+            postgres::shared_secure_server(),
+            mariadb::shared_secure_server(),
+        )
+    })
+    .await
+    .expect("the servers start");
+    let etcd_host = etcd_auth.trim_start_matches("http://").to_string();
+    let urls = |password: &str| {
+        let encoded = workerid_testkit::url_encode(password);
+        [
+            (redis_server.url_with_password(password), StoreKind::Redis),
+            (
+                format!("etcd://root:{encoded}@{etcd_host}"),
+                StoreKind::Etcd,
+            ),
+            (pg.url_with_password(password), StoreKind::Postgres),
+            (maria.url_with_password(password), StoreKind::MySql),
+        ]
+    };
+    for (url, kind) in urls(workerid_testkit::PASSWORD) {
+        works(&url, kind).await;
+    }
+    for (url, _) in urls(workerid_testkit::WRONG_PASSWORD) {
+        let err = OpenOptions::new()
+            .connect_timeout(Duration::from_secs(3))
+            .request_timeout(Duration::from_secs(3))
+            .open(&url)
+            .await
+            .expect_err(&url);
+        let shown = format!("{err}\n{err:?}");
+        for secret in [
+            workerid_testkit::PASSWORD,
+            PASSWORD_IN_URL,
+            workerid_testkit::WRONG_PASSWORD,
+            WRONG_PASSWORD_IN_URL,
+        ] {
+            assert!(!shown.contains(secret), "{url}: {shown}");
+        }
+    }
+}
