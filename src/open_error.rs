@@ -68,6 +68,42 @@ pub enum OpenError {
         reason: String,
     },
 
+    /// The store refused the credentials: a wrong user or password, a
+    /// missing client certificate, no permission.
+    #[error("the {kind} store at {url} refused the credentials: {reason}")]
+    AccessDenied {
+        /// The URL, password hidden.
+        url: String,
+        /// The store it names.
+        kind: StoreKind,
+        /// The driver's words, password hidden.
+        reason: String,
+    },
+
+    /// The store answered, but what the URL names in it does not exist: a
+    /// database, or a Redis database number out of range.
+    #[error("the {kind} store at {url} has no such database: {reason}")]
+    NotFound {
+        /// The URL, password hidden.
+        url: String,
+        /// The store it names.
+        kind: StoreKind,
+        /// The driver's words, password hidden.
+        reason: String,
+    },
+
+    /// Something answered at the address, but not that kind of store (or
+    /// not over the protocol the scheme asks for, such as TLS).
+    #[error("{url} does not answer as a {kind} store: {reason}")]
+    WrongProtocol {
+        /// The URL, password hidden.
+        url: String,
+        /// The store it names.
+        kind: StoreKind,
+        /// The driver's words, password hidden.
+        reason: String,
+    },
+
     /// The store answered, but refused to be used as configured (say, a
     /// Redis declared durable whose server does not keep writes).
     #[error("the {kind} store at {url} refused: {reason}")]
@@ -89,6 +125,9 @@ impl OpenError {
             OpenError::NotCompiledIn { kind, .. }
             | OpenError::BadUrl { kind, .. }
             | OpenError::Unreachable { kind, .. }
+            | OpenError::AccessDenied { kind, .. }
+            | OpenError::NotFound { kind, .. }
+            | OpenError::WrongProtocol { kind, .. }
             | OpenError::Refused { kind, .. } => Some(*kind),
         }
     }

@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use workerid_core::Error;
 
 #[cfg(feature = "etcd")]
 mod etcd;
@@ -12,6 +11,23 @@ mod redis;
 mod sql;
 #[cfg(any(feature = "redis", feature = "etcd"))]
 mod tls_files;
+#[cfg(any(
+    feature = "redis",
+    feature = "etcd",
+    feature = "postgres",
+    feature = "mysql",
+    feature = "sqlite"
+))]
+mod cause;
+
+#[cfg(any(
+    feature = "redis",
+    feature = "etcd",
+    feature = "postgres",
+    feature = "mysql",
+    feature = "sqlite"
+))]
+pub(crate) use cause::connect_error;
 
 use std::sync::Arc;
 
@@ -81,6 +97,7 @@ pub struct OpenOptions {
     pub(crate) connect_timeout: Option<Duration>,
     pub(crate) request_timeout: Option<Duration>,
     pub(crate) max_connections: Option<u32>,
+    pub(crate) read_only: bool,
 }
 
 impl OpenOptions {
@@ -106,6 +123,16 @@ impl OpenOptions {
     /// The largest number of connections of a SQL store's pool.
     pub fn max_connections(mut self, max: u32) -> OpenOptions {
         self.max_connections = Some(max);
+        self
+    }
+
+    /// Opens for reading only: nothing is created on connecting (a SQL
+    /// store's tables, SQLite's WAL switch), and a SQL database without
+    /// the tables is [`OpenError::NotFound`] ("not initialised"). What an
+    /// operator's tool wants when a mistyped database name must stay
+    /// untouched. Default false.
+    pub fn read_only(mut self, read_only: bool) -> OpenOptions {
+        self.read_only = read_only;
         self
     }
 
@@ -141,59 +168,3 @@ impl OpenOptions {
 /// A store just opened, before it is wrapped.
 pub(crate) type Opened = Arc<dyn BothStores>;
 
-#[cfg_attr(
-    not(any(
-        feature = "redis",
-        feature = "etcd",
-        feature = "postgres",
-        feature = "mysql",
-        feature = "sqlite"
-    )),
-    allow(dead_code)
-)]
-/// Maps a store's connect error to an [`OpenError`], password scrubbed.
-pub(crate) fn connect_error(url: &StoreUrl, error: Error) -> OpenError {
-    let reason = match &error {
-        Error::Unavailable { source, .. } => url.scrub(&source_chain(source.as_ref())),
-        Error::InvalidConfig { reason } => url.scrub(reason),
-        other => url.scrub(&other.to_string()),
-    };
-    match error {
-        Error::Unavailable { .. } => OpenError::Unreachable {
-            url: url.redacted.clone(),
-            kind: url.kind,
-            reason,
-        },
-        Error::InvalidConfig { .. } => url.bad(reason),
-        _ => OpenError::Refused {
-            url: url.redacted.clone(),
-            kind: url.kind,
-            reason,
-        },
-    }
-}
-
-#[cfg_attr(
-    not(any(
-        feature = "redis",
-        feature = "etcd",
-        feature = "postgres",
-        feature = "mysql",
-        feature = "sqlite"
-    )),
-    allow(dead_code)
-)]
-/// An error and its causes, `: `-separated, each said once.
-fn source_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut said = error.to_string();
-    let mut next = error.source();
-    while let Some(cause) = next {
-        let text = cause.to_string();
-        if !said.contains(&text) {
-            said.push_str(": ");
-            said.push_str(&text);
-        }
-        next = cause.source();
-    }
-    said
-}

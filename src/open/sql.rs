@@ -7,7 +7,7 @@ use crate::store_url::StoreUrl;
 use crate::{OpenError, OpenOptions};
 
 pub(crate) async fn open(options: &OpenOptions, url: &StoreUrl) -> Result<Opened, OpenError> {
-    let mut builder = workerid_sql::SqlStore::builder();
+    let mut builder = workerid_sql::SqlStore::builder().create_tables(!options.read_only);
     if let Some(max) = options.max_connections {
         builder = builder.max_connections(max);
     }

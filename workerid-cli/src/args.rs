@@ -1,6 +1,33 @@
 //! The command line: every command, its flags, and its help with examples.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+
+/// The exit codes, as `--help` lists them.
+const EXIT_CODES: &str = "Exit codes:
+  0  success
+  1  any other failure
+  2  bad usage: flag, URL, namespace, worker ID, tag or layout (nothing changed)
+  3  the store cannot be reached or timed out
+  4  no such database, namespace (no worker ID ever granted in it) or tag
+  5  refused, nothing changed (release without --force, a tag that exists)
+  6  the store cannot do this (a store without listing)
+  7  the store refused the credentials (user, password, certificate)
+  8  something else answers at the address (or not over TLS)";
+
+/// Parses the command line; the accepted store URLs in `--help` are the
+/// facade's own list, so they are written in one place.
+pub fn parse() -> Cli {
+    let urls = workerid::StoreKind::compiled_in()
+        .filter(|kind| *kind != workerid::StoreKind::Memory)
+        .map(|kind| format!("  {}", kind.url_form()))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let command = Cli::command().after_long_help(format!(
+        "Stores by URL (from --store or WORKERID_STORE):\n{urls}\n\n{EXIT_CODES}"
+    ));
+    let matches = command.get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
 
 /// See and manage worker-ID leases, decode snowflake IDs, manage segment tags.
 #[derive(Debug, Parser)]
@@ -8,26 +35,12 @@ use clap::{Args, Parser, Subcommand};
     name = "workerid",
     version,
     arg_required_else_help = true,
-    after_help = concat!(
-        "Stores by URL: redis://host:port/db, redis+cluster://host:port,host:port,\n\
-         postgres://user:pass@host/db, mysql://..., mariadb://...,\n\
-         sqlite://PATH (add ?mode=rwc to create the file), etcd://[user:pass@]host:port,host:port[/prefix].\n\
-         The URL may also come from WORKERID_STORE, the namespace from WORKERID_NAMESPACE.\n\n\
-         Examples:\n  \
+    after_help = "Examples:\n  \
          workerid leases --store redis://127.0.0.1:6379/ --namespace orders\n  \
          workerid release --store postgres://ops@db/ids --namespace orders --id 17 --force\n  \
          workerid decode 264905529753669637\n  \
          workerid segments --store sqlite:///var/lib/ids.db\n  \
-         workerid bench --store redis://127.0.0.1:6379/\n\n",
-        "Exit codes:\n  \
-         0  success\n  \
-         1  any other failure\n  \
-         2  bad usage: flag, URL, namespace, worker ID, tag or layout (nothing changed)\n  \
-         3  the store cannot be reached, timed out, or answered nonsense\n  \
-         4  unknown namespace (no worker ID ever granted in it) or unknown tag\n  \
-         5  refused, nothing changed (release without --force, a tag that exists)\n  \
-         6  the store cannot do this (a store without listing)"
-    )
+         workerid bench --store redis://127.0.0.1:6379/"
 )]
 pub struct Cli {
     /// Print JSON for scripts instead of a table.
@@ -50,7 +63,8 @@ pub enum Command {
          Examples:\n  \
          workerid leases --store redis://127.0.0.1:6379/ --namespace orders\n  \
          workerid leases -s sqlite:///var/lib/ids.db -n orders --json | jq '.leases[] | select(.state == \"live\")'\n\n",
-        "Exit codes: 0 ok, 2 bad usage, 3 store unreachable, 4 unknown namespace, 6 store cannot list."
+        "Exit codes: 0 ok, 2 bad usage, 3 store unreachable, 4 unknown namespace, 6 store cannot list\n\
+         (workerid --help lists them all)."
     ))]
     Leases(LeasesArgs),
 
@@ -87,7 +101,7 @@ pub enum Command {
     #[command(after_help = concat!(
         "Examples:\n  \
          workerid segments --store sqlite:///var/lib/ids.db\n  \
-         workerid segments create orders --start 1 --step 1000 --store redis://127.0.0.1:6379/\n\n",
+         workerid segments create orders --first-id 1 --step 1000 --store redis://127.0.0.1:6379/\n\n",
         "Exit codes: 0 ok, 2 bad usage, 3 store unreachable, 5 the tag exists already (unchanged)."
     ))]
     Segments(SegmentsArgs),
@@ -108,8 +122,8 @@ pub enum Command {
 /// Where the store is.
 #[derive(Debug, Args)]
 pub struct StoreArgs {
-    /// The store's URL (redis://, etcd://, postgres://, mysql://, mariadb://, sqlite://).
-    #[arg(long, short = 's', env = "WORKERID_STORE", value_name = "URL")]
+    /// The store's URL (see --help for the forms); its password is never shown.
+    #[arg(long, short = 's', env = "WORKERID_STORE", hide_env_values = true, value_name = "URL")]
     pub store: String,
 }
 
@@ -155,11 +169,12 @@ pub struct DecodeArgs {
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = false)]
 pub struct SegmentsArgs {
-    /// The store's URL (redis://, postgres://, mysql://, mariadb://, sqlite://).
+    /// The store's URL (see --help for the forms); its password is never shown.
     #[arg(
         long,
         short = 's',
         env = "WORKERID_STORE",
+        hide_env_values = true,
         value_name = "URL",
         global = true
     )]
@@ -174,15 +189,15 @@ pub struct SegmentsArgs {
 pub enum SegmentsCommand {
     /// Creates a tag; refuses (exit 5) if it exists.
     #[command(after_help = "Example:\n  \
-        workerid segments create orders --start 1 --step 1000 --store redis://127.0.0.1:6379/\n\n\
+        workerid segments create orders --first-id 1 --step 1000 --store redis://127.0.0.1:6379/\n\n\
         Exit codes: 0 created, 2 bad tag, start or step, 3 store unreachable,\n\
         5 the tag exists already (unchanged).")]
     Create {
         /// The tag: 1 to 32 bytes of [A-Za-z0-9._:-].
         tag: String,
-        /// The tag's first ID.
+        /// The tag's first ID (the server's config calls it first_id too).
         #[arg(long, default_value_t = 1)]
-        start: u64,
+        first_id: u64,
         /// How many IDs a process reserves at once (its default step).
         #[arg(long, default_value_t = 1000)]
         step: u64,

@@ -104,6 +104,8 @@ struct DecodedJson {
     worker_id: u32,
     sequence: u64,
     layout: String,
+    /// Signs that the ID was not made with this layout.
+    warnings: Vec<String>,
 }
 
 /// `workerid decode`.
@@ -125,7 +127,12 @@ pub fn decode(args: &DecodeArgs, json: bool) -> Result<String, CliError> {
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or(0);
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0);
     let out = DecodedJson {
+        warnings: warnings(&layout, parts.timestamp, unix_ms, now_ms),
         id,
         time_utc: utc(unix_ms),
         unix_ms,
@@ -137,10 +144,37 @@ pub fn decode(args: &DecodeArgs, json: bool) -> Result<String, CliError> {
     if json {
         return Ok(serde_json::to_string_pretty(&out)? + "\n");
     }
-    Ok(format!(
+    let mut text = format!(
         "id         {}\ntime       {} (unix ms {})\ntimestamp  {}\nworker     {}\nsequence   {}\nlayout     {}\n",
         out.id, out.time_utc, out.unix_ms, out.timestamp, out.worker_id, out.sequence, out.layout
-    ))
+    );
+    for warning in &out.warnings {
+        text.push_str(&format!("warning    {warning}\n"));
+    }
+    Ok(text)
+}
+
+/// How long an ID's time may be ahead of this machine's clock before it
+/// looks like another layout's (clocks of a fleet differ by far less).
+const FUTURE_SLACK_MS: u64 = 60_000;
+
+/// Signs that an ID was made with another layout: a time in the future, or
+/// exactly at the layout's epoch (a timestamp of zero).
+fn warnings(layout: &Layout, timestamp: u64, unix_ms: u64, now_ms: u64) -> Vec<String> {
+    let mut said = Vec::new();
+    if unix_ms > now_ms.saturating_add(FUTURE_SLACK_MS) {
+        said.push(format!(
+            "the time is {} in the future: is this ID of another layout (--layout)?",
+            crate::render::time_left(Duration::from_millis(unix_ms - now_ms))
+        ));
+    }
+    if timestamp == 0 {
+        said.push(format!(
+            "the timestamp is 0, the layout's epoch itself ({}): is this ID of another layout (--layout)?",
+            describe(layout)
+        ));
+    }
+    said
 }
 
 #[cfg(test)]
@@ -168,6 +202,20 @@ mod tests {
         ] {
             assert!(parse_layout(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn ids_of_another_layout_are_flagged() {
+        let classic = Layout::classic();
+        // A sonyflake ID read as classic lands far in the future.
+        let future = classic.compose(classic.max_timestamp(), 1, 1);
+        let out = decode(&args(&future.to_string(), "classic"), true).unwrap();
+        assert!(out.contains("in the future"), "{out}");
+        let at_epoch = classic.compose(0, 1, 1);
+        let out = decode(&args(&at_epoch.to_string(), "classic"), false).unwrap();
+        assert!(out.contains("warning    the timestamp is 0"), "{out}");
+        let now = decode(&args(&classic.compose(1_000, 1, 1).to_string(), "classic"), true).unwrap();
+        assert!(now.contains("\"warnings\": []"), "{now}");
     }
 
     #[test]

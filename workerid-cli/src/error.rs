@@ -15,13 +15,19 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     /// The store cannot be reached, timed out, or answered nonsense.
     pub const UNREACHABLE: u8 = 3;
-    /// No such namespace (no worker ID was ever granted in it) or tag.
+    /// No such database (in the store), namespace (no worker ID was ever
+    /// granted in it) or tag.
     pub const UNKNOWN: u8 = 4;
     /// Refused, nothing changed: a forced release without `--force`, a tag
     /// that exists already.
     pub const REFUSED: u8 = 5;
     /// The store cannot do this: a store without listing.
     pub const UNSUPPORTED: u8 = 6;
+    /// The store refused the credentials (user, password, certificate).
+    pub const ACCESS_DENIED: u8 = 7;
+    /// Something answered at the address, but not that kind of store (or
+    /// not over TLS when the URL asks for it).
+    pub const WRONG_PROTOCOL: u8 = 8;
 }
 
 /// An error of the `workerid` binary; [`CliError::exit_code`] says how it exits.
@@ -93,6 +99,9 @@ impl CliError {
             CliError::Output(_) => exit::FAILED,
             CliError::Open(e) => match e {
                 OpenError::Unreachable { .. } => exit::UNREACHABLE,
+                OpenError::AccessDenied { .. } => exit::ACCESS_DENIED,
+                OpenError::NotFound { .. } => exit::UNKNOWN,
+                OpenError::WrongProtocol { .. } => exit::WRONG_PROTOCOL,
                 OpenError::Refused { .. } => exit::REFUSED,
                 _ => exit::USAGE,
             },
@@ -105,6 +114,22 @@ impl CliError {
                 Error::Unsupported { .. } => exit::UNSUPPORTED,
                 _ => exit::FAILED,
             },
+        }
+    }
+}
+
+impl CliError {
+    /// A short, stable name of the error's kind, for `--json` output.
+    pub fn kind(&self) -> &'static str {
+        match self.exit_code() {
+            exit::USAGE => "usage",
+            exit::UNREACHABLE => "unreachable",
+            exit::UNKNOWN => "unknown",
+            exit::REFUSED => "refused",
+            exit::UNSUPPORTED => "unsupported",
+            exit::ACCESS_DENIED => "access_denied",
+            exit::WRONG_PROTOCOL => "wrong_protocol",
+            _ => "failed",
         }
     }
 }

@@ -57,7 +57,7 @@ async fn namespace(
     namespace: &str,
 ) -> Result<(Allocator, Listing, StoreKind), CliError> {
     Namespace::new(namespace)?; // a bad name is refused before any I/O
-    let stores = open(url).await?;
+    let stores = open(url, true).await?;
     let scheme = stores.kind();
     // The pool size comes from the store; 10 bits only to build the allocator.
     let allocator = Allocator::from_arc(stores.lease_store(), namespace, LeaseOptions::new())?;

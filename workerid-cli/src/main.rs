@@ -13,7 +13,6 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use crate::error::CliError;
-use clap::Parser;
 
 use args::{Cli, Command};
 
@@ -29,7 +28,7 @@ async fn run(cli: &Cli) -> Result<String, CliError> {
 
 fn main() -> ExitCode {
     // Usage errors exit 2, --help and --version 0 (clap's codes, as documented).
-    let cli = Cli::parse();
+    let cli = args::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
@@ -55,6 +54,14 @@ fn main() -> ExitCode {
     });
     match answer {
         Ok(()) => ExitCode::from(error::exit::OK),
+        Err(e) if cli.json => {
+            // Scripts read one JSON document on stdout, success or not.
+            let out = serde_json::json!({
+                "error": { "kind": e.kind(), "exit_code": e.exit_code(), "message": e.to_string() }
+            });
+            println!("{out:#}");
+            ExitCode::from(e.exit_code())
+        }
         Err(e) => {
             eprintln!("workerid: {e}");
             ExitCode::from(e.exit_code())

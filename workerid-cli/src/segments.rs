@@ -31,14 +31,18 @@ pub async fn segments(args: &SegmentsArgs, json: bool) -> Result<String, CliErro
         .ok_or_else(|| CliError::Usage("segments needs --store URL (or WORKERID_STORE)".into()))?;
     match &args.action {
         None => list(url, json).await,
-        Some(SegmentsCommand::Create { tag, start, step }) => {
-            create(url, tag, *start, *step, json).await
+        Some(SegmentsCommand::Create {
+            tag,
+            first_id,
+            step,
+        }) => {
+            create(url, tag, *first_id, *step, json).await
         }
     }
 }
 
 async fn list(url: &str, json: bool) -> Result<String, CliError> {
-    let tags = open(url).await?.list_tags().await?;
+    let tags = open(url, true).await?.list_tags().await?;
     if json {
         let tags: Vec<TagJson> = tags
             .into_iter()
@@ -73,10 +77,10 @@ async fn create(
     check_step(step)?;
     if start == 0 || start > MAX_SEGMENT_ID {
         return Err(CliError::Usage(format!(
-            "--start {start} must be in 1..={MAX_SEGMENT_ID}"
+            "--first-id {start} must be in 1..={MAX_SEGMENT_ID}"
         )));
     }
-    let created = open(url).await?.create_tag(&tag, start, step).await?;
+    let created = open(url, false).await?.create_tag(&tag, start, step).await?;
     if !created {
         return Err(CliError::Refused(format!(
             "tag {tag} exists already: nothing was changed (see `workerid segments`)"

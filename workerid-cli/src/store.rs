@@ -10,12 +10,14 @@ use crate::error::CliError;
 /// How long to wait for a connection, and for each answer.
 pub const TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Connects to the store `url` names.
+/// Connects to the store `url` names. A command that only reads passes
+/// `read_only`: it never creates tables, and a database without them is
+/// "not initialised" (exit 4) instead of silently set up.
 ///
 /// # Errors
 /// [`CliError::BadUrl`] for a URL the CLI cannot use (the memory store, a
 /// missing SQLite file); the facade's [`OpenError`]s otherwise.
-pub async fn open(url: &str) -> Result<AnyStore, CliError> {
+pub async fn open(url: &str, read_only: bool) -> Result<AnyStore, CliError> {
     let scheme = url.split_once(':').map(|(scheme, _)| scheme).unwrap_or("");
     match StoreKind::from_scheme(scheme) {
         Some(StoreKind::Memory) => {
@@ -31,6 +33,7 @@ pub async fn open(url: &str) -> Result<AnyStore, CliError> {
         .connect_timeout(TIMEOUT)
         .request_timeout(TIMEOUT)
         .max_connections(2)
+        .read_only(read_only)
         .open(url)
         .await?)
 }
@@ -80,10 +83,10 @@ mod tests {
     #[tokio::test]
     async fn urls_the_cli_cannot_use_are_usage_errors() {
         for url in ["", "localhost:6379", "http://x", "memory://"] {
-            let err = open(url).await.unwrap_err();
+            let err = open(url, true).await.unwrap_err();
             assert_eq!(err.exit_code(), exit::USAGE, "{url}: {err}");
         }
-        let err = open("ftp://u:pw@h/").await.unwrap_err().to_string();
+        let err = open("ftp://u:pw@h/", true).await.unwrap_err().to_string();
         assert!(!err.contains("pw@"), "{err}");
     }
 
@@ -103,7 +106,9 @@ mod tests {
     #[tokio::test]
     async fn an_unreachable_etcd_is_exit_3() {
         let port = workerid_testkit::free_port();
-        let err = open(&format!("etcd://127.0.0.1:{port}")).await.unwrap_err();
+        let err = open(&format!("etcd://127.0.0.1:{port}"), true)
+            .await
+            .unwrap_err();
         assert_eq!(err.exit_code(), exit::UNREACHABLE, "{err}");
     }
 }

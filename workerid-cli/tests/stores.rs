@@ -161,7 +161,7 @@ async fn exercise(url: &str) {
     // Segment tags.
     let tag = unique("t");
     let create = [
-        "segments", "create", &tag, "--start", "100", "--step", "10", "--store", url,
+        "segments", "create", &tag, "--first-id", "100", "--step", "10", "--store", url,
     ];
     workerid(&create).expect(0);
     let run = workerid(&create).expect(5);
@@ -266,4 +266,52 @@ async fn on_a_sqlite_file() {
         .await
         .expect("create the database");
     exercise(&url).await;
+}
+
+/// Each way of failing to open a store has its exit code: credentials
+/// refused (7), no such database (4), another protocol at the address (8).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_to_open_exit_by_cause() {
+    use workerid_testkit::{mariadb, postgres, redis, WRONG_PASSWORD};
+    let (redis_auth, pg, maria, redis_plain) = tokio::task::spawn_blocking(|| {
+        (
+            redis::shared_password_server(),
+            postgres::shared_secure_server(),
+            mariadb::shared_secure_server(),
+            redis::shared_url(),
+        )
+    })
+    .await
+    .expect("the servers start");
+    let right = workerid_testkit::PASSWORD;
+    let cases = [
+        (redis_auth.url_with_password(WRONG_PASSWORD), 7),
+        (pg.url_with_password(WRONG_PASSWORD), 7),
+        (maria.url_with_password(WRONG_PASSWORD), 7),
+        (pg.url_with_password(right).replace("/workerid", "/typo_db"), 4),
+        (maria.url_with_password(right).replace("/workerid", "/typo_db"), 4),
+        (format!("{}99", redis_auth.url_with_password(right)), 4),
+        (
+            format!("postgres://u:p@{}/db", redis_plain.trim_start_matches("redis://").trim_end_matches('/')),
+            8,
+        ),
+    ];
+    // A database file without the tables: read-only commands create nothing.
+    let empty = tempfile::NamedTempFile::new().expect("a temporary file");
+    let empty_url = format!("sqlite://{}", empty.path().display());
+    for args in [vec!["leases", "-n", "x"], vec!["segments"]] {
+        let mut args = args.clone();
+        args.extend(["--store", empty_url.as_str()]);
+        let run = workerid(&args);
+        assert_eq!(run.code, 4, "{args:?}: {run:#?}");
+        assert!(run.stderr.contains("not initialised"), "{run:#?}");
+    }
+    assert_eq!(empty.as_file().metadata().expect("the file").len(), 0, "nothing written");
+    for (url, code) in cases {
+        let run = workerid(&["leases", "--store", &url, "-n", "x"]);
+        assert_eq!(run.code, code, "{url}: {run:#?}");
+        for secret in [right, WRONG_PASSWORD, "Wk%2F", "Wr%2F"] {
+            assert!(!run.stderr.contains(secret), "{url}: {run:#?}");
+        }
+    }
 }

@@ -130,3 +130,49 @@ fn a_forced_release_needs_force_before_anything_else() {
     .expect(5);
     assert!(run.stderr.contains("without --force"), "{run:#?}");
 }
+
+#[test]
+fn a_password_in_the_environment_never_shows() {
+    let url = "postgres://ops:secretpw@127.0.0.1:1/db";
+    for args in [
+        vec!["leases", "--help"],
+        vec!["segments", "--help"],
+        vec!["bench", "--help"],
+        vec!["leases", "-n", "x"],
+        vec!["--json", "leases", "-n", "x"],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_workerid"))
+            .args(&args)
+            .env("WORKERID_STORE", url)
+            .output()
+            .expect("run the workerid binary");
+        let shown = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!shown.contains("secretpw"), "{args:?}: {shown}");
+    }
+}
+
+#[test]
+fn json_errors_are_json() {
+    let run = workerid(&["--json", "leases", "--store", "ftp://h/", "-n", "x"]).expect(2);
+    let error = &run.json()["error"];
+    assert_eq!(error["kind"], "usage", "{run:#?}");
+    assert_eq!(error["exit_code"], 2, "{run:#?}");
+    assert!(error["message"].as_str().unwrap_or("").contains("ftp://h/"), "{run:#?}");
+    let port = workerid_testkit::free_port().to_string();
+    let url = format!("redis://127.0.0.1:{port}/");
+    let run = workerid(&["--json", "leases", "--store", &url, "-n", "x"]).expect(3);
+    assert_eq!(run.json()["error"]["kind"], "unreachable", "{run:#?}");
+}
+
+#[test]
+fn the_help_lists_every_store_url_form() {
+    let run = workerid(&["--help"]).expect(0);
+    for form in ["redis://", "rediss://", "redis+cluster://", "etcd://", "etcds://", "postgres://", "mysql://", "sqlite://"] {
+        assert!(run.stdout.contains(form), "{form}: {run:#?}");
+    }
+    assert!(!run.stdout.contains("memory://"), "{run:#?}");
+}

@@ -17,6 +17,7 @@ pub struct SqlStoreBuilder {
     /// None: [`DEFAULT_MAX_CONNECTIONS`], or one for SQLite.
     max_connections: Option<u32>,
     acquire_timeout: Duration,
+    create_tables: bool,
 }
 
 /// The pool size for a server database when none is set.
@@ -29,6 +30,7 @@ impl Default for SqlStoreBuilder {
             segments_table: DEFAULT_SEGMENTS_TABLE.to_string(),
             max_connections: None,
             acquire_timeout: Duration::from_secs(5),
+            create_tables: true,
         }
     }
 }
@@ -58,6 +60,16 @@ impl SqlStoreBuilder {
     /// from 8 to 64 with ten connections; see the README's benchmarks).
     pub fn max_connections(mut self, max: u32) -> Self {
         self.max_connections = Some(max);
+        self
+    }
+
+    /// Whether to create the tables (and MySQL's acquire procedure) when
+    /// they are missing (default true). With false, nothing is ever
+    /// written on connecting (SQLite's WAL switch included), and a database
+    /// without the tables is refused as "not initialised": what a read-only
+    /// tool pointed at a mistyped database wants.
+    pub fn create_tables(mut self, create: bool) -> Self {
+        self.create_tables = create;
         self
     }
 
@@ -147,7 +159,14 @@ impl SqlStoreBuilder {
         check_table(&self.segments_table)?;
         let url = pool.connect_options().database_url.to_string();
         let durable = !in_memory(&url);
-        SqlStore::open(pool, &self.table, &self.segments_table, durable).await
+        SqlStore::open(
+            pool,
+            &self.table,
+            &self.segments_table,
+            durable,
+            self.create_tables,
+        )
+        .await
     }
 }
 

@@ -90,6 +90,7 @@ impl SqlStore {
         table: &str,
         segments_table: &str,
         durable: bool,
+        create_tables: bool,
     ) -> Result<SqlStore> {
         let backend = pool
             .acquire()
@@ -106,12 +107,48 @@ impl SqlStore {
             durable,
         };
         let mut store = store;
+        if !create_tables {
+            store.check_tables(&[
+                table.to_string(),
+                format!("{table}_namespaces"),
+                segments_table.to_string(),
+            ])
+            .await?;
+            // Without the migration the acquire routine may be missing:
+            // acquire runs its transaction statement by statement.
+            let mut sql = Statements::new(dialect, table);
+            sql.acquire_call = None;
+            store.sql = Arc::new(sql);
+            return Ok(store);
+        }
         if !store.migrate().await? {
             let mut sql = Statements::new(dialect, table);
             sql.acquire_call = None;
             store.sql = Arc::new(sql);
         }
         Ok(store)
+    }
+
+    /// Refuses a database without `tables`, changing nothing.
+    async fn check_tables(&self, tables: &[String]) -> Result<()> {
+        for table in tables {
+            let probe = format!("SELECT 1 FROM {table} WHERE 1 = 0");
+            match sqlx::query(AssertSqlSafe(probe)).execute(&self.pool).await {
+                Ok(_) => {}
+                Err(sqlx::Error::Database(e)) => {
+                    return Err(Error::unavailable(
+                        "sql",
+                        format!(
+                            "not initialised: no table {table} ({}); the first process \
+                             that uses this database creates the tables",
+                            e.message()
+                        ),
+                    ))
+                }
+                Err(e) => return Err(self.unavailable(e)),
+            }
+        }
+        Ok(())
     }
 
     /// Creates the tables, index and acquire routine if missing. Idempotent,

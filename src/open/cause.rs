@@ -1,0 +1,151 @@
+//! Why a store could not be opened, told apart by what its driver said.
+
+use workerid_core::Error;
+
+use crate::store_url::StoreUrl;
+use crate::OpenError;
+
+/// What the driver's words show, in the order they are checked: the first
+/// list that has a phrase in the (lower-cased) message wins.
+const CAUSES: [(Cause, &[&str]); 3] = [
+    (
+        Cause::AccessDenied,
+        &[
+            "password authentication failed", // PostgreSQL
+            "(28p01)",
+            "(28000)",
+            "access denied for user", // MySQL, MariaDB
+            "wrongpass",              // Redis
+            "noauth",
+            "invalid username-password pair",
+            "authentication failed", // etcd, Redis
+            "authentication required",
+            "invalid auth token",
+            "user name is empty",
+            "permission denied",
+        ],
+    ),
+    (
+        Cause::NotFound,
+        &[
+            "(3d000)",          // PostgreSQL: invalid catalog name
+            "unknown database", // MySQL, MariaDB
+            "db index is out of range",
+            "invalid db index",
+            "unable to open database file", // SQLite
+            "not initialised",
+        ],
+    ),
+    (
+        Cause::WrongProtocol,
+        &[
+            "protocol error",
+            "parse error",
+            "unexpected response",
+            "invalid response",
+            "unexpected message",
+            "received invalid",
+            "frame with invalid size",
+            "http2 error",
+            "h2 protocol",
+            "invalid http version",
+            "received corrupt message",
+            "unexpected eof",
+            "wrong version number",
+            "invalid content type",
+            "corrupt message",
+            "packet out of order",
+        ],
+    ),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    AccessDenied,
+    NotFound,
+    WrongProtocol,
+}
+
+fn cause_of(message: &str) -> Option<Cause> {
+    let message = message.to_lowercase();
+    CAUSES
+        .iter()
+        .find(|(_, phrases)| phrases.iter().any(|p| message.contains(p)))
+        .map(|(cause, _)| *cause)
+}
+
+/// Maps a store's connect error to an [`OpenError`], password scrubbed.
+pub(crate) fn connect_error(url: &StoreUrl, error: Error) -> OpenError {
+    let reason = match &error {
+        Error::Unavailable { source, .. } => url.scrub(&source_chain(source.as_ref())),
+        Error::InvalidConfig { reason } => url.scrub(reason),
+        other => url.scrub(&other.to_string()),
+    };
+    let (url_shown, kind) = (url.redacted.clone(), url.kind);
+    match error {
+        Error::Unavailable { .. } => match cause_of(&reason) {
+            Some(Cause::AccessDenied) => OpenError::AccessDenied {
+                url: url_shown,
+                kind,
+                reason,
+            },
+            Some(Cause::NotFound) => OpenError::NotFound {
+                url: url_shown,
+                kind,
+                reason,
+            },
+            Some(Cause::WrongProtocol) => OpenError::WrongProtocol {
+                url: url_shown,
+                kind,
+                reason,
+            },
+            None => OpenError::Unreachable {
+                url: url_shown,
+                kind,
+                reason,
+            },
+        },
+        Error::InvalidConfig { .. } => url.bad(reason),
+        _ => OpenError::Refused {
+            url: url_shown,
+            kind,
+            reason,
+        },
+    }
+}
+
+/// An error and its causes, `: `-separated, each said once.
+fn source_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut said = error.to_string();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !said.contains(&text) {
+            said.push_str(": ");
+            said.push_str(&text);
+        }
+        next = cause.source();
+    }
+    said
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drivers_words_tell_the_cause() {
+        for (said, cause) in [
+            ("error returned from database: password authentication failed for user \"ops\"", Some(Cause::AccessDenied)),
+            ("error returned from database: (code: 1045) Access denied for user 'ops'@'localhost'", Some(Cause::AccessDenied)),
+            ("WRONGPASS: invalid username-password pair or user is disabled.", Some(Cause::AccessDenied)),
+            ("error returned from database: database \"typo\" does not exist (3D000)", Some(Cause::NotFound)),
+            ("error returned from database: (code: 1049) Unknown database 'typo'", Some(Cause::NotFound)),
+            ("ERR DB index is out of range", Some(Cause::NotFound)),
+            ("Connection refused (os error 111)", None),
+            ("no answer within 3s", None),
+        ] {
+            assert_eq!(cause_of(said), cause, "{said}");
+        }
+    }
+}
