@@ -1,5 +1,7 @@
 //! The TOML configuration.
 
+use std::time::Duration;
+
 use serde::Deserialize;
 
 /// What `workerid-server` serves, from where.
@@ -54,6 +56,69 @@ pub struct SnowflakeConfig {
     /// The lease ttl, in seconds.
     #[serde(default = "default_ttl")]
     pub ttl_secs: u64,
+    /// The largest worker ID of the pool (default: the layout's 10 bits,
+    /// 0..=1023).
+    #[serde(default)]
+    pub max_worker_id: Option<u32>,
+    /// How often the lease is renewed, in milliseconds (default ttl/3).
+    #[serde(default)]
+    pub renew_every_ms: Option<u64>,
+    /// How long one lease call may take, in milliseconds (default half the
+    /// renewal period); it must be shorter than the renewal period, or one
+    /// hung call could outlast the next renewal.
+    #[serde(default)]
+    pub renew_timeout_ms: Option<u64>,
+}
+
+impl SnowflakeConfig {
+    /// The lease ttl.
+    pub fn ttl(&self) -> Duration {
+        Duration::from_secs(self.ttl_secs)
+    }
+    /// The renewal period.
+    pub fn renew_every(&self) -> Duration {
+        self.renew_every_ms
+            .map_or(self.ttl() / 3, Duration::from_millis)
+    }
+    /// The timeout of one lease call.
+    pub fn renew_timeout(&self) -> Duration {
+        self.renew_timeout_ms
+            .map_or(self.renew_every() / 2, Duration::from_millis)
+    }
+}
+
+impl Config {
+    /// Checks the values serde cannot: ranges and how the lease periods fit.
+    ///
+    /// # Errors
+    /// A message naming the setting at fault.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(n) = self.workers {
+            if !(1..=1024).contains(&n) {
+                return Err(format!("workers must be 1 to 1024, not {n}"));
+            }
+        }
+        let s = &self.snowflake;
+        if s.enabled {
+            if s.ttl_secs == 0 {
+                return Err("snowflake.ttl_secs must be at least 1".into());
+            }
+            let (every, timeout) = (s.renew_every(), s.renew_timeout());
+            if every.is_zero() || every >= s.ttl() {
+                return Err(format!(
+                    "snowflake: renewing every {every:?} does not fit a ttl of {:?} (0 < renew_every_ms < ttl)",
+                    s.ttl()
+                ));
+            }
+            if timeout.is_zero() || timeout >= every {
+                return Err(format!(
+                    "snowflake: a renew timeout of {timeout:?} must be shorter than the renewal period {every:?} \
+                     (renew_timeout_ms < renew_every_ms)"
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for SnowflakeConfig {
@@ -62,6 +127,9 @@ impl Default for SnowflakeConfig {
             enabled: true,
             namespace: default_namespace(),
             ttl_secs: default_ttl(),
+            max_worker_id: None,
+            renew_every_ms: None,
+            renew_timeout_ms: None,
         }
     }
 }

@@ -14,6 +14,7 @@ mod metrics;
 mod rewind;
 mod routes;
 mod serve;
+mod supervisor;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,9 +22,11 @@ use std::time::Duration;
 use config::Config;
 use metrics::{Counted, Metrics};
 use routes::App;
+use supervisor::Snowflake;
 use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
 use workerid::segment::{SegmentAllocator, SegmentOptions};
-use workerid::snowflake::{DriftPolicy, Worker, WorkerOptions};
+use workerid::snowflake::{DriftPolicy, WorkerOptions};
 use workerid::{Allocator, LeaseOptions};
 
 const USAGE: &str = "usage: workerid-server [--config FILE] [--listen ADDR] [--workers N]
@@ -67,11 +70,7 @@ fn parse_args() -> Result<Config, String> {
     if workers.is_some() {
         config.workers = workers;
     }
-    if let Some(n) = config.workers {
-        if !(1..=1024).contains(&n) {
-            return Err(format!("workers must be 1 to 1024, not {n}"));
-        }
-    }
+    config.validate()?;
     Ok(config)
 }
 
@@ -97,10 +96,18 @@ async fn run(config: Config) -> Result<(), String> {
             .map_err(|e| format!("tag {}: {e}", tag.name))?;
         tracing::info!(tag = %tag.name, created, "tag ready");
     }
-    let worker = if config.snowflake.enabled {
-        let ttl = Duration::from_secs(config.snowflake.ttl_secs);
-        let options = LeaseOptions::new().max_lease_time(ttl).ttl(ttl);
-        let allocator = Allocator::from_arc(lease_store, &config.snowflake.namespace, options)
+    let (stop_snowflake, snowflake_stopped) = watch::channel(false);
+    let (snowflake, supervisor) = if config.snowflake.enabled {
+        let s = &config.snowflake;
+        let mut options = LeaseOptions::new();
+        if let Some(max) = s.max_worker_id {
+            options = options.max_worker_id(max);
+        }
+        let options = options
+            .max_lease_time(s.ttl())
+            .ttl(s.ttl())
+            .request_timeout(s.renew_timeout());
+        let allocator = Allocator::from_arc(lease_store, &s.namespace, options)
             .map_err(|e| format!("snowflake: {e}"))?;
         // A clock that stepped back is answered at once (try later), never
         // waited out: the wait would block a thread serving requests, and
@@ -109,19 +116,28 @@ async fn run(config: Config) -> Result<(), String> {
             block_below: Duration::ZERO,
             ..DriftPolicy::default()
         };
-        match Worker::join(allocator, WorkerOptions::new().drift(drift)).await {
-            Ok(worker) => Some(worker),
-            Err(e) => {
-                tracing::error!("the snowflake worker did not start, serving segments only: {e}");
-                None
-            }
-        }
+        let options = WorkerOptions::new()
+            .drift(drift)
+            .renew_every(s.renew_every());
+        let snowflake = Arc::new(Snowflake::default());
+        let supervisor = supervisor::spawn(
+            snowflake.clone(),
+            allocator,
+            options,
+            snowflake_stopped,
+            s.renew_timeout() * 2,
+        );
+        // A worker ID released by the previous run is joined once the clock
+        // passes its reserved window (under a ttl): wait for that before
+        // listening, as a server that joined inline did.
+        snowflake.first_join(s.ttl()).await;
+        (Some(snowflake), Some(supervisor))
     } else {
-        None
+        (None, None)
     };
     let app = Arc::new(App {
         segments,
-        worker,
+        snowflake,
         metrics,
     });
     let listener = tokio::net::TcpListener::bind(&config.listen)
@@ -138,8 +154,11 @@ async fn run(config: Config) -> Result<(), String> {
     };
     serve::serve(listener, app.clone(), shutdown).await;
     app.segments.shutdown().await;
-    if let Some(worker) = &app.worker {
-        worker.stop().await;
+    stop_snowflake.send_replace(true);
+    if let Some(supervisor) = supervisor {
+        if let Err(e) = supervisor.await {
+            tracing::warn!("the snowflake supervisor ended badly: {e}");
+        }
     }
     tracing::info!("stopped: segment tails given back, worker ID released");
     Ok(())

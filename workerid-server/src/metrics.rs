@@ -6,6 +6,8 @@ use std::sync::Arc;
 use workerid::segment::{Range, SegmentStore, Tag, TagInfo};
 use workerid::Result;
 
+use crate::supervisor::Snowflake;
+
 /// The server's counters.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -18,8 +20,10 @@ pub struct Metrics {
 
 impl Metrics {
     /// The Prometheus text; `stalls` from [`SegmentAllocator::stalls`](workerid::segment::SegmentAllocator::stalls).
-    pub fn render(&self, lease_ready: bool, stalls: u64) -> String {
+    pub fn render(&self, snowflake: Option<&Snowflake>, stalls: u64) -> String {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let lease_ready = snowflake.is_some_and(Snowflake::ready);
+        let lease = |f: fn(&Snowflake) -> &AtomicU64| snowflake.map_or(0, |s| get(f(s)));
         format!(
             "# HELP workerid_ids_served_total IDs served.\n\
              # TYPE workerid_ids_served_total counter\n\
@@ -39,7 +43,16 @@ impl Metrics {
              workerid_store_errors_total {}\n\
              # HELP workerid_lease_ready Whether the snowflake worker holds a live lease.\n\
              # TYPE workerid_lease_ready gauge\n\
-             workerid_lease_ready {}\n",
+             workerid_lease_ready {}\n\
+             # HELP workerid_lease_joins_total Snowflake workers that joined (a first start and every rejoin).\n\
+             # TYPE workerid_lease_joins_total counter\n\
+             workerid_lease_joins_total {}\n\
+             # HELP workerid_lease_losses_total Snowflake workers that lost their lease.\n\
+             # TYPE workerid_lease_losses_total counter\n\
+             workerid_lease_losses_total {}\n\
+             # HELP workerid_lease_join_failures_total Snowflake join attempts that failed.\n\
+             # TYPE workerid_lease_join_failures_total counter\n\
+             workerid_lease_join_failures_total {}\n",
             get(&self.segment_ids),
             get(&self.snowflake_ids),
             get(&self.request_errors),
@@ -47,6 +60,9 @@ impl Metrics {
             stalls,
             get(&self.store_errors),
             u8::from(lease_ready),
+            lease(|s| &s.joins),
+            lease(|s| &s.losses),
+            lease(|s| &s.join_failures),
         )
     }
 }

@@ -12,15 +12,16 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
 use workerid::segment::SegmentAllocator;
-use workerid::snowflake::{Worker, WorkerState};
 use workerid::Error;
 
 use crate::metrics::Metrics;
+use crate::supervisor::Snowflake;
 
 /// What the handlers share.
 pub struct App {
     pub segments: SegmentAllocator,
-    pub worker: Option<Worker>,
+    /// The snowflake worker's supervisor's view (None when disabled).
+    pub snowflake: Option<Arc<Snowflake>>,
     pub metrics: Arc<Metrics>,
 }
 
@@ -158,13 +159,13 @@ async fn leaf_segment(State(app): State<Arc<App>>, Path(key): Path<String>) -> R
 /// Leaf's `GET /api/snowflake/get/{key}`: a snowflake ID as plain text (the
 /// key is ignored, as in Leaf).
 async fn leaf_snowflake(State(app): State<Arc<App>>, Path(_key): Path<String>) -> Response {
-    let Some(worker) = &app.worker else {
+    let Some(snowflake) = &app.snowflake else {
         let e = Error::NotReady {
-            reason: "the snowflake worker is disabled or did not start".into(),
+            reason: "the snowflake worker is disabled".into(),
         };
         return plain_error(&app, &e);
     };
-    match worker.next_id() {
+    match snowflake.next_id() {
         Ok(id) => {
             app.metrics.snowflake_ids.fetch_add(1, Ordering::Relaxed);
             id.to_string().into_response()
@@ -174,9 +175,6 @@ async fn leaf_snowflake(State(app): State<Arc<App>>, Path(_key): Path<String>) -
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> String {
-    let ready = app
-        .worker
-        .as_ref()
-        .is_some_and(|w| matches!(w.state(), WorkerState::Ready { .. }));
-    app.metrics.render(ready, app.segments.stalls())
+    app.metrics
+        .render(app.snowflake.as_deref(), app.segments.stalls())
 }
