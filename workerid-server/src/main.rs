@@ -82,7 +82,7 @@ async fn run(config: Config) -> Result<(), String> {
         .open(&config.store)
         .await
         .map_err(|e| format!("store: {e}"))?;
-    let (segment_store, lease_store) = (store.segment_store(), store.lease_store());
+    let segment_store = store.segment_store();
     let metrics = Arc::new(Metrics::default());
     let counted = Counted {
         inner: segment_store,
@@ -107,6 +107,17 @@ async fn run(config: Config) -> Result<(), String> {
             .max_lease_time(s.ttl())
             .ttl(s.ttl())
             .request_timeout(s.renew_timeout());
+        // The lease has a connection (or pool) of its own: no pattern of
+        // requests can queue renewals behind segment calls. Each lease call
+        // is bounded by the allocator's request timeout (the renew timeout).
+        let lease_store = workerid::OpenOptions::new()
+            .connect_timeout(Duration::from_secs(3))
+            .request_timeout(s.renew_timeout())
+            .max_connections(1)
+            .open(&config.store)
+            .await
+            .map_err(|e| format!("store (snowflake lease): {e}"))?
+            .lease_store();
         let allocator = Allocator::from_arc(lease_store, &s.namespace, options)
             .map_err(|e| format!("snowflake: {e}"))?;
         // A clock that stepped back is answered at once (try later), never

@@ -100,6 +100,19 @@ fn bad_arguments_and_configs_exit_with_a_message() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(!out.stderr.is_empty(), "{args:?} says why");
     }
+    let periods = dir.path().join("periods.toml");
+    std::fs::write(
+        &periods,
+        "[snowflake]\nttl_secs = 3\nrenew_every_ms = 1000\nrenew_timeout_ms = 1000\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_workerid-server"))
+        .args(["--config", periods.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("renew_timeout_ms"), "{said}");
     let config = dir.path().join("tag.toml");
     std::fs::write(
         &config,
