@@ -15,6 +15,10 @@ pub struct Config {
     /// The address to listen on.
     #[serde(default = "default_listen")]
     pub listen: String,
+    /// How long one segment store call may take, in milliseconds (default
+    /// 3000): past it the request fails with 503 and shutdown moves on.
+    #[serde(default = "default_store_timeout")]
+    pub store_timeout_ms: u64,
     /// Tags created on start (when missing).
     #[serde(default = "default_tags")]
     pub tags: Vec<TagConfig>,
@@ -88,6 +92,11 @@ impl SnowflakeConfig {
 }
 
 impl Config {
+    /// The timeout of one segment store call.
+    pub fn store_timeout(&self) -> Duration {
+        Duration::from_millis(self.store_timeout_ms)
+    }
+
     /// Checks the values serde cannot: ranges and how the lease periods fit.
     ///
     /// # Errors
@@ -97,6 +106,9 @@ impl Config {
             if !(1..=1024).contains(&n) {
                 return Err(format!("workers must be 1 to 1024, not {n}"));
             }
+        }
+        if self.store_timeout_ms == 0 {
+            return Err("store_timeout_ms must be at least 1".into());
         }
         let s = &self.snowflake;
         if s.enabled {
@@ -139,6 +151,7 @@ impl Default for Config {
         Config {
             store: default_store(),
             listen: default_listen(),
+            store_timeout_ms: default_store_timeout(),
             tags: default_tags(),
             snowflake: SnowflakeConfig::default(),
             workers: None,
@@ -158,6 +171,9 @@ fn default_tags() -> Vec<TagConfig> {
         first_id: 1,
         step: default_step(),
     }]
+}
+fn default_store_timeout() -> u64 {
+    3_000
 }
 fn default_step() -> u64 {
     1_000

@@ -87,6 +87,7 @@ async fn run(config: Config) -> Result<(), String> {
     let counted = Counted {
         inner: segment_store,
         metrics: metrics.clone(),
+        timeout: config.store_timeout(),
     };
     let segments = SegmentAllocator::new(counted, SegmentOptions::default());
     for tag in &config.tags {
@@ -164,14 +165,25 @@ async fn run(config: Config) -> Result<(), String> {
         tracing::info!("shutting down");
     };
     serve::serve(listener, app.clone(), shutdown).await;
-    app.segments.shutdown().await;
+    // Both bounded, whatever the store does: each give-back and the release
+    // have their own timeout, and the whole give-back pass one more (its
+    // calls run one tag after another).
     stop_snowflake.send_replace(true);
-    if let Some(supervisor) = supervisor {
-        if let Err(e) = supervisor.await {
-            tracing::warn!("the snowflake supervisor ended badly: {e}");
+    let give_back = tokio::time::timeout(config.store_timeout() * 2, app.segments.shutdown());
+    let release = async {
+        if let Some(supervisor) = supervisor {
+            if let Err(e) = supervisor.await {
+                tracing::warn!("the snowflake supervisor ended badly: {e}");
+            }
         }
+    };
+    let (given_back, ()) = tokio::join!(give_back, release);
+    if given_back.is_err() {
+        tracing::warn!(
+            "the store did not take the segment tails back in time: those IDs are skipped"
+        );
     }
-    tracing::info!("stopped: segment tails given back, worker ID released");
+    tracing::info!("stopped");
     Ok(())
 }
 
@@ -212,7 +224,10 @@ fn main() {
             std::process::exit(1);
         }
     };
-    if let Err(e) = runtime.block_on(run(config)) {
+    let result = runtime.block_on(run(config));
+    // Tasks still blocked on a hung store are not waited for.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    if let Err(e) = result {
         eprintln!("workerid-server: {e}");
         std::process::exit(1);
     }

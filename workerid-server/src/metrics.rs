@@ -1,10 +1,12 @@
 //! Counters for `GET /metrics` (Prometheus text format).
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use workerid::segment::{Range, SegmentStore, Tag, TagInfo};
-use workerid::Result;
+use workerid::{Error, Result};
 
 use crate::supervisor::Snowflake;
 
@@ -16,6 +18,7 @@ pub struct Metrics {
     pub request_errors: AtomicU64,
     pub segment_loads: AtomicU64,
     pub store_errors: AtomicU64,
+    pub tag_lists: AtomicU64,
 }
 
 impl Metrics {
@@ -67,15 +70,25 @@ impl Metrics {
     }
 }
 
-/// A segment store that counts reservations and errors.
+/// A segment store that bounds every call by a timeout and counts
+/// reservations and errors: a hung store fails a call with `Unavailable`
+/// rather than holding a tag's lock (and shutdown) for good.
 #[derive(Debug)]
 pub struct Counted {
     pub inner: Arc<dyn SegmentStore>,
     pub metrics: Arc<Metrics>,
+    pub timeout: Duration,
 }
 
 impl Counted {
-    fn count<T>(&self, result: Result<T>) -> Result<T> {
+    async fn call<T>(&self, request: impl Future<Output = Result<T>>) -> Result<T> {
+        let result = match tokio::time::timeout(self.timeout, request).await {
+            Ok(answer) => answer,
+            Err(_) => Err(Error::unavailable(
+                "segment store",
+                format!("no answer within {:?}", self.timeout),
+            )),
+        };
         if result.is_err() {
             self.metrics.store_errors.fetch_add(1, Ordering::Relaxed);
         }
@@ -89,20 +102,18 @@ impl SegmentStore for Counted {
         self.inner.segments_durable()
     }
     async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
-        let r = self.inner.create_tag(tag, first_id, step).await;
-        self.count(r)
+        self.call(self.inner.create_tag(tag, first_id, step)).await
     }
     async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
         self.metrics.segment_loads.fetch_add(1, Ordering::Relaxed);
-        let r = self.inner.reserve(tag, step).await;
-        self.count(r)
+        self.call(self.inner.reserve(tag, step)).await
     }
     async fn give_back(&self, tag: &Tag, expected: u64, new_max: u64) -> Result<bool> {
-        let r = self.inner.give_back(tag, expected, new_max).await;
-        self.count(r)
+        self.call(self.inner.give_back(tag, expected, new_max))
+            .await
     }
     async fn list_tags(&self) -> Result<Vec<TagInfo>> {
-        let r = self.inner.list_tags().await;
-        self.count(r)
+        self.metrics.tag_lists.fetch_add(1, Ordering::Relaxed);
+        self.call(self.inner.list_tags()).await
     }
 }
