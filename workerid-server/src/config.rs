@@ -19,6 +19,11 @@ pub struct Config {
     /// 3000): past it the request fails with 503 and shutdown moves on.
     #[serde(default = "default_store_timeout")]
     pub store_timeout_ms: u64,
+    /// How often the server rereads the tag list, in milliseconds (default
+    /// 5000): a tag created elsewhere is served within that time; unknown
+    /// names are answered from this view, without a store call.
+    #[serde(default = "default_tags_refresh")]
+    pub tags_refresh_ms: u64,
     /// Tags created on start (when missing).
     #[serde(default = "default_tags")]
     pub tags: Vec<TagConfig>,
@@ -92,6 +97,11 @@ impl SnowflakeConfig {
 }
 
 impl Config {
+    /// The tag list's refresh period.
+    pub fn tags_refresh(&self) -> Duration {
+        Duration::from_millis(self.tags_refresh_ms)
+    }
+
     /// The timeout of one segment store call.
     pub fn store_timeout(&self) -> Duration {
         Duration::from_millis(self.store_timeout_ms)
@@ -106,6 +116,9 @@ impl Config {
             if !(1..=1024).contains(&n) {
                 return Err(format!("workers must be 1 to 1024, not {n}"));
             }
+        }
+        if self.tags_refresh_ms < 100 {
+            return Err("tags_refresh_ms must be at least 100".into());
         }
         if self.store_timeout_ms == 0 {
             return Err("store_timeout_ms must be at least 1".into());
@@ -152,6 +165,7 @@ impl Default for Config {
             store: default_store(),
             listen: default_listen(),
             store_timeout_ms: default_store_timeout(),
+            tags_refresh_ms: default_tags_refresh(),
             tags: default_tags(),
             snowflake: SnowflakeConfig::default(),
             workers: None,
@@ -174,6 +188,9 @@ fn default_tags() -> Vec<TagConfig> {
 }
 fn default_store_timeout() -> u64 {
     3_000
+}
+fn default_tags_refresh() -> u64 {
+    5_000
 }
 fn default_step() -> u64 {
     1_000

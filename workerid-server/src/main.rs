@@ -15,6 +15,7 @@ mod rewind;
 mod routes;
 mod serve;
 mod supervisor;
+mod tags;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +24,7 @@ use config::Config;
 use metrics::{Counted, Metrics};
 use routes::App;
 use supervisor::Snowflake;
+use tags::Tags;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 use workerid::segment::{SegmentAllocator, SegmentOptions};
@@ -97,7 +99,21 @@ async fn run(config: Config) -> Result<(), String> {
             .map_err(|e| format!("tag {}: {e}", tag.name))?;
         tracing::info!(tag = %tag.name, created, "tag ready");
     }
+    let tags = Arc::new(Tags::new(
+        config.tags.iter().map(|t| t.name.clone()),
+        config.tags_refresh(),
+    ));
+    if let Err(e) = tags.refresh(segments.store().as_ref()).await {
+        tracing::warn!(
+            "could not read the tag list, serving the config's tags until a refresh does: {e}"
+        );
+    }
     let (stop_snowflake, snowflake_stopped) = watch::channel(false);
+    let refresher = tags::spawn_refresher(
+        tags.clone(),
+        segments.store().clone(),
+        snowflake_stopped.clone(),
+    );
     let (snowflake, supervisor) = if config.snowflake.enabled {
         let s = &config.snowflake;
         let mut options = LeaseOptions::new();
@@ -151,6 +167,7 @@ async fn run(config: Config) -> Result<(), String> {
         segments,
         snowflake,
         metrics,
+        tags,
     });
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
@@ -178,6 +195,7 @@ async fn run(config: Config) -> Result<(), String> {
         }
     };
     let (given_back, ()) = tokio::join!(give_back, release);
+    refresher.abort();
     if given_back.is_err() {
         tracing::warn!(
             "the store did not take the segment tails back in time: those IDs are skipped"

@@ -21,9 +21,19 @@ pub struct Metrics {
     pub tag_lists: AtomicU64,
 }
 
+/// Values read at render time.
+#[derive(Debug, Default)]
+pub struct Gauges {
+    /// From [`SegmentAllocator::stalls`](workerid::segment::SegmentAllocator::stalls).
+    pub stalls: u64,
+    pub tags_known: usize,
+    pub tags_missing: usize,
+    pub tags_in_memory: usize,
+}
+
 impl Metrics {
-    /// The Prometheus text; `stalls` from [`SegmentAllocator::stalls`](workerid::segment::SegmentAllocator::stalls).
-    pub fn render(&self, snowflake: Option<&Snowflake>, stalls: u64) -> String {
+    /// The Prometheus text.
+    pub fn render(&self, snowflake: Option<&Snowflake>, gauges: &Gauges) -> String {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let lease_ready = snowflake.is_some_and(Snowflake::ready);
         let lease = |f: fn(&Snowflake) -> &AtomicU64| snowflake.map_or(0, |s| get(f(s)));
@@ -55,17 +65,33 @@ impl Metrics {
              workerid_lease_losses_total {}\n\
              # HELP workerid_lease_join_failures_total Snowflake join attempts that failed.\n\
              # TYPE workerid_lease_join_failures_total counter\n\
-             workerid_lease_join_failures_total {}\n",
+             workerid_lease_join_failures_total {}\n\
+             # HELP workerid_tag_lists_total Reads of the whole tag list from the store.\n\
+             # TYPE workerid_tag_lists_total counter\n\
+             workerid_tag_lists_total {}\n\
+             # HELP workerid_tags_known Tags in the server's view of the store.\n\
+             # TYPE workerid_tags_known gauge\n\
+             workerid_tags_known {}\n\
+             # HELP workerid_tags_found_missing Tags of the view the store no longer knows.\n\
+             # TYPE workerid_tags_found_missing gauge\n\
+             workerid_tags_found_missing {}\n\
+             # HELP workerid_tags_in_memory Tags with allocator state in memory.\n\
+             # TYPE workerid_tags_in_memory gauge\n\
+             workerid_tags_in_memory {}\n",
             get(&self.segment_ids),
             get(&self.snowflake_ids),
             get(&self.request_errors),
             get(&self.segment_loads),
-            stalls,
+            gauges.stalls,
             get(&self.store_errors),
             u8::from(lease_ready),
             lease(|s| &s.joins),
             lease(|s| &s.losses),
             lease(|s| &s.join_failures),
+            get(&self.tag_lists),
+            gauges.tags_known,
+            gauges.tags_missing,
+            gauges.tags_in_memory,
         )
     }
 }

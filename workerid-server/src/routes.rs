@@ -16,6 +16,7 @@ use workerid::Error;
 
 use crate::metrics::Metrics;
 use crate::supervisor::Snowflake;
+use crate::tags::Tags;
 
 /// What the handlers share.
 pub struct App {
@@ -23,6 +24,24 @@ pub struct App {
     /// The snowflake worker's supervisor's view (None when disabled).
     pub snowflake: Option<Arc<Snowflake>>,
     pub metrics: Arc<Metrics>,
+    /// Which tags exist: unknown names are answered from it.
+    pub tags: Arc<Tags>,
+}
+
+impl App {
+    /// The next ID of `tag`. A name the view does not know is answered
+    /// without a store call and leaves no allocator state behind.
+    pub async fn next_segment_id(&self, tag: &str) -> Result<u64, Error> {
+        if !self.tags.known(tag) {
+            return Err(Error::UnknownTag { tag: tag.into() });
+        }
+        let answer = self.segments.next_id(tag).await;
+        if let Err(Error::UnknownTag { .. }) = &answer {
+            // Deleted from the store since the last refresh.
+            self.tags.found_missing(tag);
+        }
+        answer
+    }
 }
 
 /// go-id-alloc's answer, with its fields in its order.
@@ -58,6 +77,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/segment/get/{key}", get(leaf_segment))
         .route("/api/snowflake/get/{key}", get(leaf_snowflake))
         .route("/metrics", get(metrics))
+        .route("/livez", get(livez))
+        .route("/readyz", get(readyz))
         .with_state(app)
 }
 
@@ -90,7 +111,7 @@ pub static JSON: HeaderValue = HeaderValue::from_static("application/json");
 pub async fn alloc(app: &App, query: Option<&str>) -> (StatusCode, String) {
     let reply = match biz_tag(query) {
         None => failure(app, MISSING_TAG, "missing parameter biz_tag".into()),
-        Some(tag) => match app.segments.next_id(&tag).await {
+        Some(tag) => match app.next_segment_id(&tag).await {
             Ok(id) => {
                 app.metrics.segment_ids.fetch_add(1, Ordering::Relaxed);
                 return (
@@ -121,18 +142,16 @@ async fn health(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Json<
         return failure(&app, MISSING_TAG, "missing parameter biz_tag".into());
     };
     let tag = tag.as_ref();
-    // Looked up, never made: an unknown name must leave nothing behind.
+    // From the server's view of the tags, never the store: a request costs
+    // no round trip whatever the name.
+    if !app.tags.known(tag) {
+        return failure(&app, FAILED, format!("unknown tag {tag:?}"));
+    }
+    // Looked up, never made: a name must leave nothing behind.
     let left = match app.segments.existing(tag) {
         Ok(handle) => handle.map_or(0, |h| h.left()),
         Err(e) => return failure(&app, FAILED, e.to_string()),
     };
-    if left == 0 {
-        match app.segments.store().list_tags().await {
-            Ok(tags) if tags.iter().any(|t| t.tag.as_str() == tag) => {}
-            Ok(_) => return failure(&app, FAILED, format!("unknown tag {tag:?}")),
-            Err(e) => return failure(&app, FAILED, e.to_string()),
-        }
-    }
     Reply::ok(None, Some(left))
 }
 
@@ -147,7 +166,7 @@ fn plain_error(app: &App, e: &Error) -> Response {
 
 /// Leaf's `GET /api/segment/get/{key}`: the ID as plain text.
 async fn leaf_segment(State(app): State<Arc<App>>, Path(key): Path<String>) -> Response {
-    match app.segments.next_id(&key).await {
+    match app.next_segment_id(&key).await {
         Ok(id) => {
             app.metrics.segment_ids.fetch_add(1, Ordering::Relaxed);
             id.to_string().into_response()
@@ -175,6 +194,36 @@ async fn leaf_snowflake(State(app): State<Arc<App>>, Path(_key): Path<String>) -
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> String {
-    app.metrics
-        .render(app.snowflake.as_deref(), app.segments.stalls())
+    let (known, missing) = app.tags.sizes();
+    let gauges = crate::metrics::Gauges {
+        stalls: app.segments.stalls(),
+        tags_known: known,
+        tags_missing: missing,
+        tags_in_memory: app.segments.tags_in_memory().len(),
+    };
+    app.metrics.render(app.snowflake.as_deref(), &gauges)
+}
+
+/// `GET /livez`: the process is up and serving HTTP.
+async fn livez() -> &'static str {
+    "ok\n"
+}
+
+/// `GET /readyz`: 200 when the tag list was read from the store lately
+/// and, with snowflake enabled, the worker holds a live lease; 503 and the
+/// reasons otherwise.
+async fn readyz(State(app): State<Arc<App>>) -> Response {
+    let mut not_ready = Vec::new();
+    if !app.tags.fresh() {
+        not_ready.push("tag list not read from the store lately");
+    }
+    if app.snowflake.as_ref().is_some_and(|s| !s.ready()) {
+        not_ready.push("snowflake worker holds no live lease");
+    }
+    if not_ready.is_empty() {
+        "ready\n".into_response()
+    } else {
+        let body = format!("not ready: {}\n", not_ready.join("; "));
+        (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+    }
 }

@@ -9,7 +9,7 @@ use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::Server;
+use common::{read_responses, Server};
 
 #[test]
 fn go_id_alloc_and_leaf_apis_and_a_graceful_restart() {
@@ -151,36 +151,6 @@ fn serves_segment_and_snowflake_ids_from_etcd() {
     assert_eq!(status, 200, "{snowflake}");
     assert!(snowflake.parse::<u64>().is_ok(), "{snowflake}");
     assert!(server.terminate().success());
-}
-
-/// Reads `count` HTTP/1.1 responses (each with a `Content-Length`) from one
-/// connection -> their heads and bodies.
-fn read_responses(stream: &mut TcpStream, count: usize) -> Vec<(String, String)> {
-    let mut buffer = Vec::new();
-    let mut chunk = [0u8; 65536];
-    let mut responses = Vec::new();
-    while responses.len() < count {
-        let text = String::from_utf8_lossy(&buffer).into_owned();
-        if let Some((head, rest)) = text.split_once("\r\n\r\n") {
-            let length: usize = head
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length: ")
-                        .map(|v| v.trim().parse().unwrap())
-                })
-                .unwrap_or_else(|| panic!("no content-length in {head}"));
-            if rest.len() >= length {
-                responses.push((head.to_string(), rest[..length].to_string()));
-                buffer.drain(..head.len() + 4 + length);
-                continue;
-            }
-        }
-        let n = stream.read(&mut chunk).unwrap();
-        assert!(n > 0, "closed after {} responses", responses.len());
-        buffer.extend_from_slice(&chunk[..n]);
-    }
-    responses
 }
 
 #[test]

@@ -234,3 +234,43 @@ pub fn wait_for_status(
     }
     None
 }
+
+/// Reads `count` HTTP/1.1 responses (each with a `Content-Length`) from one
+/// connection -> their heads and bodies.
+pub fn read_responses(stream: &mut TcpStream, count: usize) -> Vec<(String, String)> {
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 65536];
+    let mut responses = Vec::new();
+    while responses.len() < count {
+        let text = String::from_utf8_lossy(&buffer).into_owned();
+        if let Some((head, rest)) = text.split_once("\r\n\r\n") {
+            let length: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")
+                        .map(|v| v.trim().parse().unwrap())
+                })
+                .unwrap_or_else(|| panic!("no content-length in {head}"));
+            if rest.len() >= length {
+                responses.push((head.to_string(), rest[..length].to_string()));
+                buffer.drain(..head.len() + 4 + length);
+                continue;
+            }
+        }
+        let n = stream.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed after {} responses", responses.len());
+        buffer.extend_from_slice(&chunk[..n]);
+    }
+    responses
+}
+
+/// The server's resident memory, in kB.
+pub fn rss_kb(server: &Server) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmRSS in {status}"))
+}
