@@ -4,6 +4,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+/// The smallest `max_buffer_bytes`: room for the largest head the fast path
+/// parses, twice.
+pub const MIN_BUFFER_BYTES: usize = 2 * crate::fast_path::MAX_HEAD;
+
 /// What `workerid-server` serves, from where.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -24,6 +28,24 @@ pub struct Config {
     /// names are answered from this view, without a store call.
     #[serde(default = "default_tags_refresh")]
     pub tags_refresh_ms: u64,
+    /// Answer `GET /alloc` on the fast path (default true); false serves
+    /// every request through hyper.
+    #[serde(default = "yes")]
+    pub fast_path: bool,
+    /// How long a keep-alive connection may sit idle, in milliseconds
+    /// (default 60 000); also the longest a request head may take to arrive
+    /// when shorter than 30 s.
+    #[serde(default = "default_idle_timeout")]
+    pub idle_timeout_ms: u64,
+    /// The most connections open at once (default 10 000); past it the
+    /// server stops accepting until one closes.
+    #[serde(default = "default_max_open_connections")]
+    pub max_open_connections: usize,
+    /// The most bytes buffered per connection, read or to be written
+    /// (default 65 536, at least 32 768); a request head that does not fit
+    /// closes the connection.
+    #[serde(default = "default_max_buffer_bytes")]
+    pub max_buffer_bytes: usize,
     /// Tags created on start (when missing).
     #[serde(default = "default_tags")]
     pub tags: Vec<TagConfig>,
@@ -97,6 +119,16 @@ impl SnowflakeConfig {
 }
 
 impl Config {
+    /// The connection limits.
+    pub fn limits(&self) -> crate::serve::Limits {
+        crate::serve::Limits {
+            fast_path: self.fast_path,
+            idle_timeout: Duration::from_millis(self.idle_timeout_ms),
+            max_open_connections: self.max_open_connections,
+            max_buffer_bytes: self.max_buffer_bytes,
+        }
+    }
+
     /// The tag list's refresh period.
     pub fn tags_refresh(&self) -> Duration {
         Duration::from_millis(self.tags_refresh_ms)
@@ -116,6 +148,17 @@ impl Config {
             if !(1..=1024).contains(&n) {
                 return Err(format!("workers must be 1 to 1024, not {n}"));
             }
+        }
+        if self.idle_timeout_ms == 0 {
+            return Err("idle_timeout_ms must be at least 1".into());
+        }
+        if self.max_open_connections == 0 {
+            return Err("max_open_connections must be at least 1".into());
+        }
+        if self.max_buffer_bytes < MIN_BUFFER_BYTES {
+            return Err(format!(
+                "max_buffer_bytes must be at least {MIN_BUFFER_BYTES}"
+            ));
         }
         if self.tags_refresh_ms < 100 {
             return Err("tags_refresh_ms must be at least 100".into());
@@ -166,6 +209,10 @@ impl Default for Config {
             listen: default_listen(),
             store_timeout_ms: default_store_timeout(),
             tags_refresh_ms: default_tags_refresh(),
+            fast_path: true,
+            idle_timeout_ms: default_idle_timeout(),
+            max_open_connections: default_max_open_connections(),
+            max_buffer_bytes: default_max_buffer_bytes(),
             tags: default_tags(),
             snowflake: SnowflakeConfig::default(),
             workers: None,
@@ -191,6 +238,15 @@ fn default_store_timeout() -> u64 {
 }
 fn default_tags_refresh() -> u64 {
     5_000
+}
+fn default_idle_timeout() -> u64 {
+    60_000
+}
+fn default_max_open_connections() -> usize {
+    10_000
+}
+fn default_max_buffer_bytes() -> usize {
+    65_536
 }
 fn default_step() -> u64 {
     1_000

@@ -19,11 +19,12 @@
 //! kernel's loopback TCP (62 % in `sendto` alone, which delivers the reply
 //! to wrk's socket), against 59 % through hyper.
 
+use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::http::uri::PathAndQuery;
 use axum::http::StatusCode;
-use bytes::Buf;
+use bytes::{Buf, BufMut};
 use hyper::body::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -31,6 +32,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::routes::{self, App};
+use crate::serve::Limits;
 
 /// The largest request head this path waits for; a longer one goes to
 /// hyper, which has its own limit.
@@ -159,28 +161,42 @@ fn write_response(
 /// `shutdown` turns true, an idle connection closes, and a busy one closes
 /// after answering its next request (with `Connection: close`), as hyper
 /// does; a request head that takes over `header_timeout` to arrive closes
-/// it too.
+/// it too, and so does `limits.idle_timeout` without a byte of a next
+/// request. At most `limits.max_buffer_bytes` are read ahead, and answers
+/// are written out whenever that many are waiting.
 pub async fn serve(
     mut stream: TcpStream,
     app: &App,
     mut shutdown: watch::Receiver<bool>,
     header_timeout: std::time::Duration,
+    limits: &Limits,
 ) -> Ended {
     let mut buf = bytes::BytesMut::with_capacity(4096);
     let mut out = Vec::with_capacity(4096);
     let mut date = DateCache::default();
     // When the head at the front of `buf` began to arrive.
     let mut head_since: Option<Instant> = None;
+    let max_buffer = limits.max_buffer_bytes;
     loop {
         let mut close = false;
         let mut hand_over = false;
+        // Answers are waiting past the buffer bound: written before more
+        // requests are parsed.
+        let mut more = false;
         loop {
+            if out.len() >= max_buffer {
+                more = true;
+                break;
+            }
             match parse(&buf) {
                 Parsed::Alloc {
                     len,
                     target,
                     close: asked,
                 } => {
+                    app.metrics
+                        .fast_path_requests
+                        .fetch_add(1, Ordering::Relaxed);
                     let (status, body) = routes::alloc(app, target.query()).await;
                     close = asked || *shutdown.borrow();
                     write_response(&mut out, status, &body, close, &mut date);
@@ -222,30 +238,38 @@ pub async fn serve(
             let _ = stream.shutdown().await;
             return Ended::Closed;
         }
+        if more {
+            continue;
+        }
         if !buf.is_empty() {
             head_since.get_or_insert_with(Instant::now);
         }
-        let deadline = head_since.map(|since| since + header_timeout);
-        let waiting_for_head = async {
-            match deadline {
-                Some(deadline) => tokio::time::sleep_until(deadline).await,
-                None => std::future::pending().await,
-            }
+        let room = max_buffer.saturating_sub(buf.len());
+        if room == 0 {
+            return Ended::Closed;
+        }
+        // Waiting for the rest of a head, or idle for the next one.
+        let deadline = match head_since {
+            Some(since) => since + header_timeout,
+            None => Instant::now() + limits.idle_timeout,
         };
+        let idle = buf.is_empty();
+        let mut limited = (&mut buf).limit(room);
         tokio::select! {
-            read = stream.read_buf(&mut buf) => match read {
+            read = stream.read_buf(&mut limited) => match read {
                 Ok(0) | Err(_) => return Ended::Closed,
                 Ok(_) => {}
             },
             // Idle (nothing read of a next request): shutdown closes it.
-            changed = shutdown.changed(), if buf.is_empty() => {
+            changed = shutdown.changed(), if idle => {
                 if changed.is_err() || *shutdown.borrow() {
                     let _ = stream.shutdown().await;
                     return Ended::Closed;
                 }
             }
-            () = waiting_for_head => {
-                tracing::debug!("request head not complete within {header_timeout:?}: closing");
+            () = tokio::time::sleep_until(deadline) => {
+                tracing::debug!("idle, or a request head incomplete, for too long: closing");
+                let _ = stream.shutdown().await;
                 return Ended::Closed;
             }
         }

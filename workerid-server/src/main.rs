@@ -181,7 +181,7 @@ async fn run(config: Config) -> Result<(), String> {
         }
         tracing::info!("shutting down");
     };
-    serve::serve(listener, app.clone(), shutdown).await;
+    serve::serve(listener, app.clone(), config.limits(), shutdown).await;
     // Both bounded, whatever the store does: each give-back and the release
     // have their own timeout, and the whole give-back pass one more (its
     // calls run one tag after another).

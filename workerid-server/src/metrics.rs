@@ -19,6 +19,7 @@ pub struct Metrics {
     pub segment_loads: AtomicU64,
     pub store_errors: AtomicU64,
     pub tag_lists: AtomicU64,
+    pub fast_path_requests: AtomicU64,
 }
 
 /// Values read at render time.
@@ -77,7 +78,10 @@ impl Metrics {
              workerid_tags_found_missing {}\n\
              # HELP workerid_tags_in_memory Tags with allocator state in memory.\n\
              # TYPE workerid_tags_in_memory gauge\n\
-             workerid_tags_in_memory {}\n",
+             workerid_tags_in_memory {}\n\
+             # HELP workerid_fast_path_requests_total Requests answered on the /alloc fast path.\n\
+             # TYPE workerid_fast_path_requests_total counter\n\
+             workerid_fast_path_requests_total {}\n",
             get(&self.segment_ids),
             get(&self.snowflake_ids),
             get(&self.request_errors),
@@ -92,6 +96,7 @@ impl Metrics {
             gauges.tags_known,
             gauges.tags_missing,
             gauges.tags_in_memory,
+            get(&self.fast_path_requests),
         )
     }
 }
