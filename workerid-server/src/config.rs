@@ -46,6 +46,9 @@ pub struct Config {
     /// closes the connection.
     #[serde(default = "default_max_buffer_bytes")]
     pub max_buffer_bytes: usize,
+    /// A bearer token every request must carry (none: no check).
+    #[serde(default)]
+    pub auth_token: Option<String>,
     /// Tags created on start (when missing).
     #[serde(default = "default_tags")]
     pub tags: Vec<TagConfig>,
@@ -149,6 +152,9 @@ impl Config {
                 return Err(format!("workers must be 1 to 1024, not {n}"));
             }
         }
+        if self.auth_token.as_deref().is_some_and(str::is_empty) {
+            return Err("auth_token must not be empty".into());
+        }
         if self.idle_timeout_ms == 0 {
             return Err("idle_timeout_ms must be at least 1".into());
         }
@@ -210,6 +216,7 @@ impl Default for Config {
             store_timeout_ms: default_store_timeout(),
             tags_refresh_ms: default_tags_refresh(),
             fast_path: true,
+            auth_token: None,
             idle_timeout_ms: default_idle_timeout(),
             max_open_connections: default_max_open_connections(),
             max_buffer_bytes: default_max_buffer_bytes(),

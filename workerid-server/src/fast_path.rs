@@ -70,8 +70,9 @@ enum Parsed {
     Other,
 }
 
-/// Classifies the request at the front of `buf`.
-fn parse(buf: &[u8]) -> Parsed {
+/// Classifies the request at the front of `buf`; with a `token`, a request
+/// without it is hyper's (which answers 401).
+fn parse(buf: &[u8], token: Option<&str>) -> Parsed {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut request = httparse::Request::new(&mut headers);
     let len = match request.parse(buf) {
@@ -88,6 +89,7 @@ fn parse(buf: &[u8]) -> Parsed {
         _ => return Parsed::Other,
     };
     let mut close = false;
+    let mut authorization = None;
     for header in request.headers.iter() {
         let name = header.name;
         let is = |known: &str| name.eq_ignore_ascii_case(known);
@@ -95,6 +97,8 @@ fn parse(buf: &[u8]) -> Parsed {
             if header.value.trim_ascii() != b"0" {
                 return Parsed::Other;
             }
+        } else if is("authorization") {
+            authorization = Some(header.value);
         } else if is("transfer-encoding") || is("expect") || is("upgrade") {
             return Parsed::Other;
         } else if is("connection") {
@@ -107,6 +111,9 @@ fn parse(buf: &[u8]) -> Parsed {
                 }
             }
         }
+    }
+    if token.is_some_and(|token| !routes::authorized(token, authorization)) {
+        return Parsed::Other;
     }
     Parsed::Alloc { len, target, close }
 }
@@ -188,7 +195,7 @@ pub async fn serve(
                 more = true;
                 break;
             }
-            match parse(&buf) {
+            match parse(&buf, app.auth_token.as_deref()) {
                 Parsed::Alloc {
                     len,
                     target,
@@ -288,17 +295,26 @@ mod tests {
     #[test]
     fn plain_alloc_requests_are_taken() {
         let one = b"GET /alloc?biz_tag=test HTTP/1.1\r\nHost: x\r\n\r\n";
-        assert_eq!(parse(one), alloc(one.len(), "/alloc?biz_tag=test", false));
+        assert_eq!(
+            parse(one, None),
+            alloc(one.len(), "/alloc?biz_tag=test", false)
+        );
         let mut two = one.to_vec();
         two.extend_from_slice(b"GET /alloc HTTP/1.1\r\n\r\n");
-        assert_eq!(parse(&two), alloc(one.len(), "/alloc?biz_tag=test", false));
+        assert_eq!(
+            parse(&two, None),
+            alloc(one.len(), "/alloc?biz_tag=test", false)
+        );
         let bare = b"GET /alloc HTTP/1.1\r\ncontent-length: 0\r\n\r\n";
-        assert_eq!(parse(bare), alloc(bare.len(), "/alloc", false));
+        assert_eq!(parse(bare, None), alloc(bare.len(), "/alloc", false));
         let close = b"GET /alloc?biz_tag=a HTTP/1.1\r\nConnection: keep-alive, Close\r\n\r\n";
-        assert_eq!(parse(close), alloc(close.len(), "/alloc?biz_tag=a", true));
+        assert_eq!(
+            parse(close, None),
+            alloc(close.len(), "/alloc?biz_tag=a", true)
+        );
         // Read as hyper reads it: the fragment is not part of the query.
         let fragment = b"GET /alloc?biz_tag=a#f HTTP/1.1\r\n\r\n";
-        let Parsed::Alloc { target, .. } = parse(fragment) else {
+        let Parsed::Alloc { target, .. } = parse(fragment, None) else {
             panic!("not taken")
         };
         assert_eq!(target.query(), Some("biz_tag=a"));
@@ -306,14 +322,14 @@ mod tests {
 
     #[test]
     fn incomplete_heads_wait_for_more() {
-        assert_eq!(parse(b""), Parsed::Partial);
+        assert_eq!(parse(b"", None), Parsed::Partial);
         assert_eq!(
-            parse(b"GET /alloc?biz_tag=test HTTP/1.1\r\nHo"),
+            parse(b"GET /alloc?biz_tag=test HTTP/1.1\r\nHo", None),
             Parsed::Partial
         );
         let mut long = b"GET /alloc HTTP/1.1\r\nx: ".to_vec();
         long.resize(MAX_HEAD + 1, b'a');
-        assert_eq!(parse(&long), Parsed::TooLong);
+        assert_eq!(parse(&long, None), Parsed::TooLong);
     }
 
     #[test]
@@ -333,7 +349,7 @@ mod tests {
             b"NONSENSE\r\n\r\n",
         ] {
             assert_eq!(
-                parse(other),
+                parse(other, None),
                 Parsed::Other,
                 "{}",
                 String::from_utf8_lossy(other)
@@ -344,7 +360,7 @@ mod tests {
             many.extend_from_slice(format!("x-{i}: 1\r\n").as_bytes());
         }
         many.extend_from_slice(b"\r\n");
-        assert_eq!(parse(&many), Parsed::Other, "more headers than room");
+        assert_eq!(parse(&many, None), Parsed::Other, "more headers than room");
     }
 
     #[test]

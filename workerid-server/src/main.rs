@@ -1,13 +1,41 @@
 //! `workerid-server`: an HTTP ID service (go-id-alloc's and Leaf's APIs).
 //!
 //! ```text
-//! workerid-server [--config FILE] [--listen ADDR]
+//! workerid-server [--config FILE] [--store URL] [--listen ADDR] [--workers N] ...
 //! ```
 //!
 //! With no config: a SQLite file `workerid.db` in the working directory, a
 //! tag `test`, and 127.0.0.1:8880 (go-id-alloc's port), so
 //! `curl 'localhost:8880/alloc?biz_tag=test'` works with no server at all.
+//!
+//! Every setting of the TOML file but the tag list is also a flag and an
+//! environment variable (`--help` lists them): `WORKERID_STORE` (its value,
+//! which may hold a password, is never shown), `WORKERID_LISTEN`,
+//! `WORKERID_WORKERS`, `WORKERID_AUTH_TOKEN`, `WORKERID_LOG_FORMAT`
+//! (`text` or `json`), `WORKERID_STORE_TIMEOUT_MS`, ... The settings:
+//!
+//! | setting | default | |
+//! | --- | --- | --- |
+//! | `store_timeout_ms` | 3000 | one segment store call; past it, 503 |
+//! | `tags_refresh_ms` | 5000 | how often the tag list is reread; unknown names are answered from it |
+//! | `fast_path` | true | `/alloc` off the socket; false: everything through hyper |
+//! | `idle_timeout_ms` | 60000 | an idle keep-alive connection closes |
+//! | `max_open_connections` | 10000 | accepting waits at the cap |
+//! | `max_buffer_bytes` | 65536 | read-ahead and pending answers per connection |
+//! | `auth_token` | none | every request needs `Authorization: Bearer <token>` |
+//! | `[snowflake] ttl_secs` | 10 | the lease ttl |
+//! | `[snowflake] renew_every_ms` | ttl/3 | |
+//! | `[snowflake] renew_timeout_ms` | renew_every/2 | must be shorter than renew_every |
+//! | `[snowflake] max_worker_id` | 1023 | the pool |
+//!
+//! The snowflake worker is supervised: after a failed start or a lost lease
+//! it joins again (backoff 100 ms to 1 s, jittered), on a store connection
+//! of its own. `/livez` answers while the process runs; `/readyz` is 200
+//! once the tag list was read lately and, with snowflake on, a lease is
+//! live. Error bodies carry a stable code and message; store details go
+//! to the log only.
 
+mod cli;
 mod config;
 mod fast_path;
 mod metrics;
@@ -17,9 +45,12 @@ mod serve;
 mod supervisor;
 mod tags;
 
+use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
 
+use clap::Parser;
+use cli::LogFormat;
 use config::Config;
 use metrics::{Counted, Metrics};
 use routes::App;
@@ -30,51 +61,6 @@ use tokio::sync::watch;
 use workerid::segment::{SegmentAllocator, SegmentOptions};
 use workerid::snowflake::{DriftPolicy, WorkerOptions};
 use workerid::{Allocator, LeaseOptions};
-
-const USAGE: &str = "usage: workerid-server [--config FILE] [--listen ADDR] [--workers N]
-
-  --config FILE   TOML: store = \"sqlite://...|postgres://...|mysql://...|redis://...|etcd://...\",
-                  listen, [[tags]] name/first_id/step, [snowflake] enabled/namespace/ttl_secs
-  --listen ADDR   overrides the config's listen address (default 127.0.0.1:8880)
-  --workers N     threads serving requests, 1 to 1024 (default: one per CPU; config: workers)";
-
-fn parse_args() -> Result<Config, String> {
-    let mut args = std::env::args().skip(1);
-    let mut config = Config::default();
-    let mut listen = None;
-    let mut workers = None;
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--config" => {
-                let path = args.next().ok_or("--config needs a file")?;
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| format!("cannot read {path}: {e}"))?;
-                config = toml::from_str(&text).map_err(|e| format!("bad config {path}: {e}"))?;
-            }
-            "--listen" => listen = Some(args.next().ok_or("--listen needs an address")?),
-            "--workers" => {
-                let n = args.next().ok_or("--workers needs a number")?;
-                workers = Some(
-                    n.parse()
-                        .map_err(|_| format!("--workers: {n:?} is not a number"))?,
-                );
-            }
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown argument {other:?}\n\n{USAGE}")),
-        }
-    }
-    if let Some(listen) = listen {
-        config.listen = listen;
-    }
-    if workers.is_some() {
-        config.workers = workers;
-    }
-    config.validate()?;
-    Ok(config)
-}
 
 async fn run(config: Config) -> Result<(), String> {
     let store = workerid::OpenOptions::new()
@@ -168,6 +154,7 @@ async fn run(config: Config) -> Result<(), String> {
         snowflake,
         metrics,
         tags,
+        auth_token: config.auth_token.clone(),
     });
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
@@ -223,18 +210,15 @@ fn runtime(workers: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
-    let config = match parse_args() {
+    let cli = cli::Cli::parse();
+    let config = match cli.config() {
         Ok(config) => config,
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("workerid-server: {e}");
             std::process::exit(2);
         }
     };
+    init_logging(cli.log_format);
     let runtime = match runtime(config.workers) {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -248,5 +232,16 @@ fn main() {
     if let Err(e) = result {
         eprintln!("workerid-server: {e}");
         std::process::exit(1);
+    }
+}
+
+/// Text or JSON lines on stdout; colour only when stdout is a terminal.
+fn init_logging(format: LogFormat) {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Json => builder.json().with_ansi(false).init(),
+        LogFormat::Text => builder.with_ansi(std::io::stdout().is_terminal()).init(),
     }
 }

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use axum::extract::{Path, RawQuery, State};
-use axum::http::header::CONTENT_TYPE;
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -26,6 +26,8 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     /// Which tags exist: unknown names are answered from it.
     pub tags: Arc<Tags>,
+    /// The bearer token every request must carry, if any.
+    pub auth_token: Option<String>,
 }
 
 impl App {
@@ -71,7 +73,7 @@ const MISSING_TAG: i32 = 1;
 const FAILED: i32 = 2;
 
 pub fn router(app: Arc<App>) -> Router {
-    Router::new()
+    let routes = Router::new()
         .route("/alloc", get(alloc_route))
         .route("/health", get(health))
         .route("/api/segment/get/{key}", get(leaf_segment))
@@ -79,7 +81,45 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/metrics", get(metrics))
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
-        .with_state(app)
+        .with_state(app.clone());
+    if app.auth_token.is_some() {
+        routes.layer(axum::middleware::from_fn_with_state(app, require_token))
+    } else {
+        routes
+    }
+}
+
+/// Whether an `Authorization` header value carries `token` as a bearer
+/// token; compared in constant time, so the answer's timing does not tell
+/// how much of a guess was right.
+pub fn authorized(token: &str, header: Option<&[u8]>) -> bool {
+    let Some(given) = header.and_then(|h| h.strip_prefix(b"Bearer ")) else {
+        return false;
+    };
+    let expected = token.as_bytes();
+    let mut diff = u8::from(given.len() != expected.len());
+    for (i, &e) in expected.iter().enumerate() {
+        diff |= e ^ given.get(i).copied().unwrap_or(0);
+    }
+    std::hint::black_box(diff) == 0
+}
+
+/// Answers 401 to a request without the bearer token.
+async fn require_token(
+    State(app): State<Arc<App>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let header = request.headers().get(AUTHORIZATION).map(|v| v.as_bytes());
+    match &app.auth_token {
+        Some(token) if !authorized(token, header) => (
+            StatusCode::UNAUTHORIZED,
+            [(WWW_AUTHENTICATE, "Bearer")],
+            "unauthorized: a bearer token is required\n",
+        )
+            .into_response(),
+        _ => next.run(request).await,
+    }
 }
 
 fn failure(app: &App, errno: i32, msg: String) -> Json<Reply> {
@@ -119,12 +159,15 @@ pub async fn alloc(app: &App, query: Option<&str>) -> (StatusCode, String) {
                     format!(r#"{{"errno":0,"msg":"success","id":{id}}}"#),
                 );
             }
-            Err(e) => failure(app, FAILED, e.to_string()),
+            Err(e) => failure(app, FAILED, public(&e).2),
         },
     };
     match serde_json::to_string(&reply.0) {
         Ok(body) => (StatusCode::OK, body),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => {
+            tracing::error!("could not serialise an answer: {e}");
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal error".into())
+        }
     }
 }
 
@@ -150,18 +193,58 @@ async fn health(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Json<
     // Looked up, never made: a name must leave nothing behind.
     let left = match app.segments.existing(tag) {
         Ok(handle) => handle.map_or(0, |h| h.left()),
-        Err(e) => return failure(&app, FAILED, e.to_string()),
+        Err(e) => return failure(&app, FAILED, public(&e).2),
     };
     Reply::ok(None, Some(left))
 }
 
+/// What a client is told of `e`: a status, a stable code and a stable
+/// message. Store details (addresses, driver messages) go to the log only.
+fn public(e: &Error) -> (StatusCode, &'static str, String) {
+    let (status, code, msg) = match e {
+        Error::UnknownTag { tag } => {
+            return (
+                StatusCode::NOT_FOUND,
+                "unknown_tag",
+                format!("unknown tag {tag:?}"),
+            )
+        }
+        Error::InvalidConfig { .. } => (StatusCode::NOT_FOUND, "invalid_tag", "invalid tag name"),
+        Error::TagExhausted { .. } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "tag_exhausted",
+            "tag exhausted",
+        ),
+        Error::NotReady { .. } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            "not ready: no live lease",
+        ),
+        Error::ClockDriftTryLater { .. } | Error::ClockDriftTooLarge { .. } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "clock_drift",
+            "the clock moved backwards: try later",
+        ),
+        Error::Unavailable { .. } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            "store unavailable",
+        ),
+        _ => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "internal",
+            "internal error",
+        ),
+    };
+    tracing::warn!(code, "request failed: {e}");
+    (status, code, msg.into())
+}
+
+/// Leaf's error answer: the status and `code: message` as plain text.
 fn plain_error(app: &App, e: &Error) -> Response {
     app.metrics.request_errors.fetch_add(1, Ordering::Relaxed);
-    let status = match e {
-        Error::UnknownTag { .. } | Error::InvalidConfig { .. } => StatusCode::NOT_FOUND,
-        _ => StatusCode::SERVICE_UNAVAILABLE,
-    };
-    (status, e.to_string()).into_response()
+    let (status, code, msg) = public(e);
+    (status, format!("{code}: {msg}")).into_response()
 }
 
 /// Leaf's `GET /api/segment/get/{key}`: the ID as plain text.
@@ -225,5 +308,25 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
     } else {
         let body = format!("not ready: {}\n", not_ready.join("; "));
         (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::authorized;
+
+    #[test]
+    fn bearer_tokens_are_checked() {
+        assert!(authorized("s3cret", Some(b"Bearer s3cret")));
+        for wrong in [
+            &b"Bearer s3cre"[..],
+            b"Bearer s3cret!",
+            b"bearer s3cret",
+            b"s3cret",
+            b"Bearer ",
+        ] {
+            assert!(!authorized("s3cret", Some(wrong)));
+        }
+        assert!(!authorized("s3cret", None));
     }
 }

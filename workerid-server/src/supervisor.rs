@@ -72,12 +72,14 @@ impl Snowflake {
         }
     }
 
-    /// Whether a worker holds a live lease now.
+    /// Whether a worker holds a live lease now. Probed by taking one ID
+    /// (never served): the generator fails closed at the lease deadline,
+    /// before the keeper reports the loss.
     pub fn ready(&self) -> bool {
         self.current
             .load()
             .as_ref()
-            .is_some_and(|w| matches!(w.state(), WorkerState::Ready { .. }))
+            .is_some_and(|w| matches!(w.state(), WorkerState::Ready { .. }) && w.next_id().is_ok())
     }
 }
 

@@ -35,6 +35,10 @@ fn a_frozen_store_fails_requests_in_time_and_does_not_hold_sigterm() {
     let answered = asked.elapsed();
     println!("a request needing the frozen store answered {status} after {answered:?}");
     assert_eq!(status, 503, "{body}");
+    assert_eq!(
+        body, "store_unavailable: store unavailable",
+        "no store details"
+    );
     assert!(answered < Duration::from_secs(8), "{answered:?}");
 
     let signalled = Instant::now();

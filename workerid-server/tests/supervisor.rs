@@ -52,11 +52,13 @@ fn the_worker_rejoins_after_a_frozen_store_and_after_a_store_restart() {
     let back = back.unwrap_or_else(|| panic!("never served again:\n{}", server.log_text()));
     assert!(back <= RECOVERY, "back after {back:?}, over {RECOVERY:?}");
     assert!(server.metric("workerid_lease_losses_total") >= 1);
+    assert_eq!(server.get("/readyz").0, 200);
 
     // Killed and started again (an empty store: the lease is gone with it).
     process.kill();
     let lapsed = wait_for_status(&server, "/api/snowflake/get/x", 503, TTL * 3);
     assert!(lapsed.is_some(), "served with the store dead past the ttl");
+    assert_eq!(server.get("/readyz").0, 503, "not ready without a lease");
     process.start();
     let back = wait_for_status(&server, "/api/snowflake/get/x", 200, RECOVERY * 3);
     println!("after a kill -9 and a restart: serving again {back:?} after the store started");
