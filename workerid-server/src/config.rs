@@ -1,6 +1,12 @@
 //! The TOML configuration.
 
+use std::time::Duration;
+
 use serde::Deserialize;
+
+/// The smallest `max_buffer_bytes`: room for the largest head the fast path
+/// parses, twice.
+pub const MIN_BUFFER_BYTES: usize = 2 * crate::fast_path::MAX_HEAD;
 
 /// What `workerid-server` serves, from where.
 #[derive(Debug, Clone, Deserialize)]
@@ -13,6 +19,36 @@ pub struct Config {
     /// The address to listen on.
     #[serde(default = "default_listen")]
     pub listen: String,
+    /// How long one segment store call may take, in milliseconds (default
+    /// 3000): past it the request fails with 503 and shutdown moves on.
+    #[serde(default = "default_store_timeout")]
+    pub store_timeout_ms: u64,
+    /// How often the server rereads the tag list, in milliseconds (default
+    /// 5000): a tag created elsewhere is served within that time; unknown
+    /// names are answered from this view, without a store call.
+    #[serde(default = "default_tags_refresh")]
+    pub tags_refresh_ms: u64,
+    /// Answer `GET /alloc` on the fast path (default true); false serves
+    /// every request through hyper.
+    #[serde(default = "yes")]
+    pub fast_path: bool,
+    /// How long a keep-alive connection may sit idle, in milliseconds
+    /// (default 60 000); also the longest a request head may take to arrive
+    /// when shorter than 30 s.
+    #[serde(default = "default_idle_timeout")]
+    pub idle_timeout_ms: u64,
+    /// The most connections open at once (default 10 000); past it the
+    /// server stops accepting until one closes.
+    #[serde(default = "default_max_open_connections")]
+    pub max_open_connections: usize,
+    /// The most bytes buffered per connection, read or to be written
+    /// (default 65 536, at least 32 768); a request head that does not fit
+    /// closes the connection.
+    #[serde(default = "default_max_buffer_bytes")]
+    pub max_buffer_bytes: usize,
+    /// A bearer token every request must carry (none: no check).
+    #[serde(default)]
+    pub auth_token: Option<String>,
     /// Tags created on start (when missing).
     #[serde(default = "default_tags")]
     pub tags: Vec<TagConfig>,
@@ -54,6 +90,109 @@ pub struct SnowflakeConfig {
     /// The lease ttl, in seconds.
     #[serde(default = "default_ttl")]
     pub ttl_secs: u64,
+    /// The largest worker ID of the pool (default: the layout's 10 bits,
+    /// 0..=1023).
+    #[serde(default)]
+    pub max_worker_id: Option<u32>,
+    /// How often the lease is renewed, in milliseconds (default ttl/3).
+    #[serde(default)]
+    pub renew_every_ms: Option<u64>,
+    /// How long one lease call may take, in milliseconds (default half the
+    /// renewal period); it must be shorter than the renewal period, or one
+    /// hung call could outlast the next renewal.
+    #[serde(default)]
+    pub renew_timeout_ms: Option<u64>,
+}
+
+impl SnowflakeConfig {
+    /// The lease ttl.
+    pub fn ttl(&self) -> Duration {
+        Duration::from_secs(self.ttl_secs)
+    }
+    /// The renewal period.
+    pub fn renew_every(&self) -> Duration {
+        self.renew_every_ms
+            .map_or(self.ttl() / 3, Duration::from_millis)
+    }
+    /// The timeout of one lease call.
+    pub fn renew_timeout(&self) -> Duration {
+        self.renew_timeout_ms
+            .map_or(self.renew_every() / 2, Duration::from_millis)
+    }
+}
+
+impl Config {
+    /// The connection limits.
+    pub fn limits(&self) -> crate::serve::Limits {
+        crate::serve::Limits {
+            fast_path: self.fast_path,
+            idle_timeout: Duration::from_millis(self.idle_timeout_ms),
+            max_open_connections: self.max_open_connections,
+            max_buffer_bytes: self.max_buffer_bytes,
+        }
+    }
+
+    /// The tag list's refresh period.
+    pub fn tags_refresh(&self) -> Duration {
+        Duration::from_millis(self.tags_refresh_ms)
+    }
+
+    /// The timeout of one segment store call.
+    pub fn store_timeout(&self) -> Duration {
+        Duration::from_millis(self.store_timeout_ms)
+    }
+
+    /// Checks the values serde cannot: ranges and how the lease periods fit.
+    ///
+    /// # Errors
+    /// A message naming the setting at fault.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(n) = self.workers {
+            if !(1..=1024).contains(&n) {
+                return Err(format!("workers must be 1 to 1024, not {n}"));
+            }
+        }
+        if self.auth_token.as_deref().is_some_and(str::is_empty) {
+            return Err("auth_token must not be empty".into());
+        }
+        if self.idle_timeout_ms == 0 {
+            return Err("idle_timeout_ms must be at least 1".into());
+        }
+        if self.max_open_connections == 0 {
+            return Err("max_open_connections must be at least 1".into());
+        }
+        if self.max_buffer_bytes < MIN_BUFFER_BYTES {
+            return Err(format!(
+                "max_buffer_bytes must be at least {MIN_BUFFER_BYTES}"
+            ));
+        }
+        if self.tags_refresh_ms < 100 {
+            return Err("tags_refresh_ms must be at least 100".into());
+        }
+        if self.store_timeout_ms == 0 {
+            return Err("store_timeout_ms must be at least 1".into());
+        }
+        let s = &self.snowflake;
+        if s.enabled {
+            if s.ttl_secs == 0 {
+                return Err("snowflake.ttl_secs must be at least 1".into());
+            }
+            let (every, timeout) = (s.renew_every(), s.renew_timeout());
+            if every.is_zero() || every >= s.ttl() {
+                return Err(format!(
+                    "snowflake: renewing every {every:?} does not fit a ttl of {:?} (0 < renew_every_ms < ttl)",
+                    s.ttl()
+                ));
+            }
+            if timeout.is_zero() || timeout >= every {
+                return Err(format!(
+                    "snowflake: a renew timeout of {timeout:?} must be shorter than the renewal period {every:?} \
+                     (renew_timeout_ms < renew_every_ms)"
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for SnowflakeConfig {
@@ -62,6 +201,9 @@ impl Default for SnowflakeConfig {
             enabled: true,
             namespace: default_namespace(),
             ttl_secs: default_ttl(),
+            max_worker_id: None,
+            renew_every_ms: None,
+            renew_timeout_ms: None,
         }
     }
 }
@@ -71,6 +213,13 @@ impl Default for Config {
         Config {
             store: default_store(),
             listen: default_listen(),
+            store_timeout_ms: default_store_timeout(),
+            tags_refresh_ms: default_tags_refresh(),
+            fast_path: true,
+            auth_token: None,
+            idle_timeout_ms: default_idle_timeout(),
+            max_open_connections: default_max_open_connections(),
+            max_buffer_bytes: default_max_buffer_bytes(),
             tags: default_tags(),
             snowflake: SnowflakeConfig::default(),
             workers: None,
@@ -90,6 +239,21 @@ fn default_tags() -> Vec<TagConfig> {
         first_id: 1,
         step: default_step(),
     }]
+}
+fn default_store_timeout() -> u64 {
+    3_000
+}
+fn default_tags_refresh() -> u64 {
+    5_000
+}
+fn default_idle_timeout() -> u64 {
+    60_000
+}
+fn default_max_open_connections() -> usize {
+    10_000
+}
+fn default_max_buffer_bytes() -> usize {
+    65_536
 }
 fn default_step() -> u64 {
     1_000

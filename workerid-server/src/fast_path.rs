@@ -19,11 +19,12 @@
 //! kernel's loopback TCP (62 % in `sendto` alone, which delivers the reply
 //! to wrk's socket), against 59 % through hyper.
 
+use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::http::uri::PathAndQuery;
 use axum::http::StatusCode;
-use bytes::Buf;
+use bytes::{Buf, BufMut};
 use hyper::body::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -31,6 +32,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::routes::{self, App};
+use crate::serve::Limits;
 
 /// The largest request head this path waits for; a longer one goes to
 /// hyper, which has its own limit.
@@ -68,8 +70,9 @@ enum Parsed {
     Other,
 }
 
-/// Classifies the request at the front of `buf`.
-fn parse(buf: &[u8]) -> Parsed {
+/// Classifies the request at the front of `buf`; with a `token`, a request
+/// without it is hyper's (which answers 401).
+fn parse(buf: &[u8], token: Option<&str>) -> Parsed {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut request = httparse::Request::new(&mut headers);
     let len = match request.parse(buf) {
@@ -86,6 +89,7 @@ fn parse(buf: &[u8]) -> Parsed {
         _ => return Parsed::Other,
     };
     let mut close = false;
+    let mut authorization = None;
     for header in request.headers.iter() {
         let name = header.name;
         let is = |known: &str| name.eq_ignore_ascii_case(known);
@@ -93,6 +97,8 @@ fn parse(buf: &[u8]) -> Parsed {
             if header.value.trim_ascii() != b"0" {
                 return Parsed::Other;
             }
+        } else if is("authorization") {
+            authorization = Some(header.value);
         } else if is("transfer-encoding") || is("expect") || is("upgrade") {
             return Parsed::Other;
         } else if is("connection") {
@@ -105,6 +111,9 @@ fn parse(buf: &[u8]) -> Parsed {
                 }
             }
         }
+    }
+    if token.is_some_and(|token| !routes::authorized(token, authorization)) {
+        return Parsed::Other;
     }
     Parsed::Alloc { len, target, close }
 }
@@ -159,28 +168,42 @@ fn write_response(
 /// `shutdown` turns true, an idle connection closes, and a busy one closes
 /// after answering its next request (with `Connection: close`), as hyper
 /// does; a request head that takes over `header_timeout` to arrive closes
-/// it too.
+/// it too, and so does `limits.idle_timeout` without a byte of a next
+/// request. At most `limits.max_buffer_bytes` are read ahead, and answers
+/// are written out whenever that many are waiting.
 pub async fn serve(
     mut stream: TcpStream,
     app: &App,
     mut shutdown: watch::Receiver<bool>,
     header_timeout: std::time::Duration,
+    limits: &Limits,
 ) -> Ended {
     let mut buf = bytes::BytesMut::with_capacity(4096);
     let mut out = Vec::with_capacity(4096);
     let mut date = DateCache::default();
     // When the head at the front of `buf` began to arrive.
     let mut head_since: Option<Instant> = None;
+    let max_buffer = limits.max_buffer_bytes;
     loop {
         let mut close = false;
         let mut hand_over = false;
+        // Answers are waiting past the buffer bound: written before more
+        // requests are parsed.
+        let mut more = false;
         loop {
-            match parse(&buf) {
+            if out.len() >= max_buffer {
+                more = true;
+                break;
+            }
+            match parse(&buf, app.auth_token.as_deref()) {
                 Parsed::Alloc {
                     len,
                     target,
                     close: asked,
                 } => {
+                    app.metrics
+                        .fast_path_requests
+                        .fetch_add(1, Ordering::Relaxed);
                     let (status, body) = routes::alloc(app, target.query()).await;
                     close = asked || *shutdown.borrow();
                     write_response(&mut out, status, &body, close, &mut date);
@@ -222,30 +245,38 @@ pub async fn serve(
             let _ = stream.shutdown().await;
             return Ended::Closed;
         }
+        if more {
+            continue;
+        }
         if !buf.is_empty() {
             head_since.get_or_insert_with(Instant::now);
         }
-        let deadline = head_since.map(|since| since + header_timeout);
-        let waiting_for_head = async {
-            match deadline {
-                Some(deadline) => tokio::time::sleep_until(deadline).await,
-                None => std::future::pending().await,
-            }
+        let room = max_buffer.saturating_sub(buf.len());
+        if room == 0 {
+            return Ended::Closed;
+        }
+        // Waiting for the rest of a head, or idle for the next one.
+        let deadline = match head_since {
+            Some(since) => since + header_timeout,
+            None => Instant::now() + limits.idle_timeout,
         };
+        let idle = buf.is_empty();
+        let mut limited = (&mut buf).limit(room);
         tokio::select! {
-            read = stream.read_buf(&mut buf) => match read {
+            read = stream.read_buf(&mut limited) => match read {
                 Ok(0) | Err(_) => return Ended::Closed,
                 Ok(_) => {}
             },
             // Idle (nothing read of a next request): shutdown closes it.
-            changed = shutdown.changed(), if buf.is_empty() => {
+            changed = shutdown.changed(), if idle => {
                 if changed.is_err() || *shutdown.borrow() {
                     let _ = stream.shutdown().await;
                     return Ended::Closed;
                 }
             }
-            () = waiting_for_head => {
-                tracing::debug!("request head not complete within {header_timeout:?}: closing");
+            () = tokio::time::sleep_until(deadline) => {
+                tracing::debug!("idle, or a request head incomplete, for too long: closing");
+                let _ = stream.shutdown().await;
                 return Ended::Closed;
             }
         }
@@ -264,17 +295,26 @@ mod tests {
     #[test]
     fn plain_alloc_requests_are_taken() {
         let one = b"GET /alloc?biz_tag=test HTTP/1.1\r\nHost: x\r\n\r\n";
-        assert_eq!(parse(one), alloc(one.len(), "/alloc?biz_tag=test", false));
+        assert_eq!(
+            parse(one, None),
+            alloc(one.len(), "/alloc?biz_tag=test", false)
+        );
         let mut two = one.to_vec();
         two.extend_from_slice(b"GET /alloc HTTP/1.1\r\n\r\n");
-        assert_eq!(parse(&two), alloc(one.len(), "/alloc?biz_tag=test", false));
+        assert_eq!(
+            parse(&two, None),
+            alloc(one.len(), "/alloc?biz_tag=test", false)
+        );
         let bare = b"GET /alloc HTTP/1.1\r\ncontent-length: 0\r\n\r\n";
-        assert_eq!(parse(bare), alloc(bare.len(), "/alloc", false));
+        assert_eq!(parse(bare, None), alloc(bare.len(), "/alloc", false));
         let close = b"GET /alloc?biz_tag=a HTTP/1.1\r\nConnection: keep-alive, Close\r\n\r\n";
-        assert_eq!(parse(close), alloc(close.len(), "/alloc?biz_tag=a", true));
+        assert_eq!(
+            parse(close, None),
+            alloc(close.len(), "/alloc?biz_tag=a", true)
+        );
         // Read as hyper reads it: the fragment is not part of the query.
         let fragment = b"GET /alloc?biz_tag=a#f HTTP/1.1\r\n\r\n";
-        let Parsed::Alloc { target, .. } = parse(fragment) else {
+        let Parsed::Alloc { target, .. } = parse(fragment, None) else {
             panic!("not taken")
         };
         assert_eq!(target.query(), Some("biz_tag=a"));
@@ -282,14 +322,14 @@ mod tests {
 
     #[test]
     fn incomplete_heads_wait_for_more() {
-        assert_eq!(parse(b""), Parsed::Partial);
+        assert_eq!(parse(b"", None), Parsed::Partial);
         assert_eq!(
-            parse(b"GET /alloc?biz_tag=test HTTP/1.1\r\nHo"),
+            parse(b"GET /alloc?biz_tag=test HTTP/1.1\r\nHo", None),
             Parsed::Partial
         );
         let mut long = b"GET /alloc HTTP/1.1\r\nx: ".to_vec();
         long.resize(MAX_HEAD + 1, b'a');
-        assert_eq!(parse(&long), Parsed::TooLong);
+        assert_eq!(parse(&long, None), Parsed::TooLong);
     }
 
     #[test]
@@ -309,7 +349,7 @@ mod tests {
             b"NONSENSE\r\n\r\n",
         ] {
             assert_eq!(
-                parse(other),
+                parse(other, None),
                 Parsed::Other,
                 "{}",
                 String::from_utf8_lossy(other)
@@ -320,7 +360,7 @@ mod tests {
             many.extend_from_slice(format!("x-{i}: 1\r\n").as_bytes());
         }
         many.extend_from_slice(b"\r\n");
-        assert_eq!(parse(&many), Parsed::Other, "more headers than room");
+        assert_eq!(parse(&many, None), Parsed::Other, "more headers than room");
     }
 
     #[test]

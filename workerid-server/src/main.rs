@@ -1,79 +1,66 @@
 //! `workerid-server`: an HTTP ID service (go-id-alloc's and Leaf's APIs).
 //!
 //! ```text
-//! workerid-server [--config FILE] [--listen ADDR]
+//! workerid-server [--config FILE] [--store URL] [--listen ADDR] [--workers N] ...
 //! ```
 //!
 //! With no config: a SQLite file `workerid.db` in the working directory, a
 //! tag `test`, and 127.0.0.1:8880 (go-id-alloc's port), so
 //! `curl 'localhost:8880/alloc?biz_tag=test'` works with no server at all.
+//!
+//! Every setting of the TOML file but the tag list is also a flag and an
+//! environment variable (`--help` lists them): `WORKERID_STORE` (its value,
+//! which may hold a password, is never shown), `WORKERID_LISTEN`,
+//! `WORKERID_WORKERS`, `WORKERID_AUTH_TOKEN`, `WORKERID_LOG_FORMAT`
+//! (`text` or `json`), `WORKERID_STORE_TIMEOUT_MS`, ... The settings:
+//!
+//! | setting | default | |
+//! | --- | --- | --- |
+//! | `store_timeout_ms` | 3000 | one segment store call; past it, 503 |
+//! | `tags_refresh_ms` | 5000 | how often the tag list is reread; unknown names are answered from it |
+//! | `fast_path` | true | `/alloc` off the socket; false: everything through hyper |
+//! | `idle_timeout_ms` | 60000 | an idle keep-alive connection closes |
+//! | `max_open_connections` | 10000 | accepting waits at the cap |
+//! | `max_buffer_bytes` | 65536 | read-ahead and pending answers per connection |
+//! | `auth_token` | none | every request needs `Authorization: Bearer <token>` |
+//! | `[snowflake] ttl_secs` | 10 | the lease ttl |
+//! | `[snowflake] renew_every_ms` | ttl/3 | |
+//! | `[snowflake] renew_timeout_ms` | renew_every/2 | must be shorter than renew_every |
+//! | `[snowflake] max_worker_id` | 1023 | the pool |
+//!
+//! The snowflake worker is supervised: after a failed start or a lost lease
+//! it joins again (backoff 100 ms to 1 s, jittered), on a store connection
+//! of its own. `/livez` answers while the process runs; `/readyz` is 200
+//! once the tag list was read lately and, with snowflake on, a lease is
+//! live. Error bodies carry a stable code and message; store details go
+//! to the log only.
 
+mod cli;
 mod config;
 mod fast_path;
 mod metrics;
 mod rewind;
 mod routes;
 mod serve;
+mod supervisor;
+mod tags;
 
+use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
 
+use clap::Parser;
+use cli::LogFormat;
 use config::Config;
 use metrics::{Counted, Metrics};
 use routes::App;
+use supervisor::Snowflake;
+use tags::Tags;
 use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
 use workerid::segment::{SegmentAllocator, SegmentOptions};
-use workerid::snowflake::{DriftPolicy, Worker, WorkerOptions};
+use workerid::snowflake::{DriftPolicy, WorkerOptions};
 use workerid::{Allocator, LeaseOptions};
-
-const USAGE: &str = "usage: workerid-server [--config FILE] [--listen ADDR] [--workers N]
-
-  --config FILE   TOML: store = \"sqlite://...|postgres://...|mysql://...|redis://...|etcd://...\",
-                  listen, [[tags]] name/first_id/step, [snowflake] enabled/namespace/ttl_secs
-  --listen ADDR   overrides the config's listen address (default 127.0.0.1:8880)
-  --workers N     threads serving requests, 1 to 1024 (default: one per CPU; config: workers)";
-
-fn parse_args() -> Result<Config, String> {
-    let mut args = std::env::args().skip(1);
-    let mut config = Config::default();
-    let mut listen = None;
-    let mut workers = None;
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--config" => {
-                let path = args.next().ok_or("--config needs a file")?;
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| format!("cannot read {path}: {e}"))?;
-                config = toml::from_str(&text).map_err(|e| format!("bad config {path}: {e}"))?;
-            }
-            "--listen" => listen = Some(args.next().ok_or("--listen needs an address")?),
-            "--workers" => {
-                let n = args.next().ok_or("--workers needs a number")?;
-                workers = Some(
-                    n.parse()
-                        .map_err(|_| format!("--workers: {n:?} is not a number"))?,
-                );
-            }
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown argument {other:?}\n\n{USAGE}")),
-        }
-    }
-    if let Some(listen) = listen {
-        config.listen = listen;
-    }
-    if workers.is_some() {
-        config.workers = workers;
-    }
-    if let Some(n) = config.workers {
-        if !(1..=1024).contains(&n) {
-            return Err(format!("workers must be 1 to 1024, not {n}"));
-        }
-    }
-    Ok(config)
-}
 
 async fn run(config: Config) -> Result<(), String> {
     let store = workerid::OpenOptions::new()
@@ -83,11 +70,12 @@ async fn run(config: Config) -> Result<(), String> {
         .open(&config.store)
         .await
         .map_err(|e| format!("store: {e}"))?;
-    let (segment_store, lease_store) = (store.segment_store(), store.lease_store());
+    let segment_store = store.segment_store();
     let metrics = Arc::new(Metrics::default());
     let counted = Counted {
         inner: segment_store,
         metrics: metrics.clone(),
+        timeout: config.store_timeout(),
     };
     let segments = SegmentAllocator::new(counted, SegmentOptions::default());
     for tag in &config.tags {
@@ -97,10 +85,43 @@ async fn run(config: Config) -> Result<(), String> {
             .map_err(|e| format!("tag {}: {e}", tag.name))?;
         tracing::info!(tag = %tag.name, created, "tag ready");
     }
-    let worker = if config.snowflake.enabled {
-        let ttl = Duration::from_secs(config.snowflake.ttl_secs);
-        let options = LeaseOptions::new().max_lease_time(ttl).ttl(ttl);
-        let allocator = Allocator::from_arc(lease_store, &config.snowflake.namespace, options)
+    let tags = Arc::new(Tags::new(
+        config.tags.iter().map(|t| t.name.clone()),
+        config.tags_refresh(),
+    ));
+    if let Err(e) = tags.refresh(segments.store().as_ref()).await {
+        tracing::warn!(
+            "could not read the tag list, serving the config's tags until a refresh does: {e}"
+        );
+    }
+    let (stop_snowflake, snowflake_stopped) = watch::channel(false);
+    let refresher = tags::spawn_refresher(
+        tags.clone(),
+        segments.store().clone(),
+        snowflake_stopped.clone(),
+    );
+    let (snowflake, supervisor) = if config.snowflake.enabled {
+        let s = &config.snowflake;
+        let mut options = LeaseOptions::new();
+        if let Some(max) = s.max_worker_id {
+            options = options.max_worker_id(max);
+        }
+        let options = options
+            .max_lease_time(s.ttl())
+            .ttl(s.ttl())
+            .request_timeout(s.renew_timeout());
+        // The lease has a connection (or pool) of its own: no pattern of
+        // requests can queue renewals behind segment calls. Each lease call
+        // is bounded by the allocator's request timeout (the renew timeout).
+        let lease_store = workerid::OpenOptions::new()
+            .connect_timeout(Duration::from_secs(3))
+            .request_timeout(s.renew_timeout())
+            .max_connections(1)
+            .open(&config.store)
+            .await
+            .map_err(|e| format!("store (snowflake lease): {e}"))?
+            .lease_store();
+        let allocator = Allocator::from_arc(lease_store, &s.namespace, options)
             .map_err(|e| format!("snowflake: {e}"))?;
         // A clock that stepped back is answered at once (try later), never
         // waited out: the wait would block a thread serving requests, and
@@ -109,20 +130,31 @@ async fn run(config: Config) -> Result<(), String> {
             block_below: Duration::ZERO,
             ..DriftPolicy::default()
         };
-        match Worker::join(allocator, WorkerOptions::new().drift(drift)).await {
-            Ok(worker) => Some(worker),
-            Err(e) => {
-                tracing::error!("the snowflake worker did not start, serving segments only: {e}");
-                None
-            }
-        }
+        let options = WorkerOptions::new()
+            .drift(drift)
+            .renew_every(s.renew_every());
+        let snowflake = Arc::new(Snowflake::default());
+        let supervisor = supervisor::spawn(
+            snowflake.clone(),
+            allocator,
+            options,
+            snowflake_stopped,
+            s.renew_timeout() * 2,
+        );
+        // A worker ID released by the previous run is joined once the clock
+        // passes its reserved window (under a ttl): wait for that before
+        // listening, as a server that joined inline did.
+        snowflake.first_join(s.ttl()).await;
+        (Some(snowflake), Some(supervisor))
     } else {
-        None
+        (None, None)
     };
     let app = Arc::new(App {
         segments,
-        worker,
+        snowflake,
         metrics,
+        tags,
+        auth_token: config.auth_token.clone(),
     });
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
@@ -136,12 +168,27 @@ async fn run(config: Config) -> Result<(), String> {
         }
         tracing::info!("shutting down");
     };
-    serve::serve(listener, app.clone(), shutdown).await;
-    app.segments.shutdown().await;
-    if let Some(worker) = &app.worker {
-        worker.stop().await;
+    serve::serve(listener, app.clone(), config.limits(), shutdown).await;
+    // Both bounded, whatever the store does: each give-back and the release
+    // have their own timeout, and the whole give-back pass one more (its
+    // calls run one tag after another).
+    stop_snowflake.send_replace(true);
+    let give_back = tokio::time::timeout(config.store_timeout() * 2, app.segments.shutdown());
+    let release = async {
+        if let Some(supervisor) = supervisor {
+            if let Err(e) = supervisor.await {
+                tracing::warn!("the snowflake supervisor ended badly: {e}");
+            }
+        }
+    };
+    let (given_back, ()) = tokio::join!(give_back, release);
+    refresher.abort();
+    if given_back.is_err() {
+        tracing::warn!(
+            "the store did not take the segment tails back in time: those IDs are skipped"
+        );
     }
-    tracing::info!("stopped: segment tails given back, worker ID released");
+    tracing::info!("stopped");
     Ok(())
 }
 
@@ -163,18 +210,15 @@ fn runtime(workers: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
-    let config = match parse_args() {
+    let cli = cli::Cli::parse();
+    let config = match cli.config() {
         Ok(config) => config,
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("workerid-server: {e}");
             std::process::exit(2);
         }
     };
+    init_logging(cli.log_format);
     let runtime = match runtime(config.workers) {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -182,8 +226,22 @@ fn main() {
             std::process::exit(1);
         }
     };
-    if let Err(e) = runtime.block_on(run(config)) {
+    let result = runtime.block_on(run(config));
+    // Tasks still blocked on a hung store are not waited for.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    if let Err(e) = result {
         eprintln!("workerid-server: {e}");
         std::process::exit(1);
+    }
+}
+
+/// Text or JSON lines on stdout; colour only when stdout is a terminal.
+fn init_logging(format: LogFormat) {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Json => builder.json().with_ansi(false).init(),
+        LogFormat::Text => builder.with_ansi(std::io::stdout().is_terminal()).init(),
     }
 }

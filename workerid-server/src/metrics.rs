@@ -1,10 +1,14 @@
 //! Counters for `GET /metrics` (Prometheus text format).
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use workerid::segment::{Range, SegmentStore, Tag, TagInfo};
-use workerid::Result;
+use workerid::{Error, Result};
+
+use crate::supervisor::Snowflake;
 
 /// The server's counters.
 #[derive(Debug, Default)]
@@ -14,12 +18,26 @@ pub struct Metrics {
     pub request_errors: AtomicU64,
     pub segment_loads: AtomicU64,
     pub store_errors: AtomicU64,
+    pub tag_lists: AtomicU64,
+    pub fast_path_requests: AtomicU64,
+}
+
+/// Values read at render time.
+#[derive(Debug, Default)]
+pub struct Gauges {
+    /// From [`SegmentAllocator::stalls`](workerid::segment::SegmentAllocator::stalls).
+    pub stalls: u64,
+    pub tags_known: usize,
+    pub tags_missing: usize,
+    pub tags_in_memory: usize,
 }
 
 impl Metrics {
-    /// The Prometheus text; `stalls` from [`SegmentAllocator::stalls`](workerid::segment::SegmentAllocator::stalls).
-    pub fn render(&self, lease_ready: bool, stalls: u64) -> String {
+    /// The Prometheus text.
+    pub fn render(&self, snowflake: Option<&Snowflake>, gauges: &Gauges) -> String {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let lease_ready = snowflake.is_some_and(Snowflake::ready);
+        let lease = |f: fn(&Snowflake) -> &AtomicU64| snowflake.map_or(0, |s| get(f(s)));
         format!(
             "# HELP workerid_ids_served_total IDs served.\n\
              # TYPE workerid_ids_served_total counter\n\
@@ -39,27 +57,69 @@ impl Metrics {
              workerid_store_errors_total {}\n\
              # HELP workerid_lease_ready Whether the snowflake worker holds a live lease.\n\
              # TYPE workerid_lease_ready gauge\n\
-             workerid_lease_ready {}\n",
+             workerid_lease_ready {}\n\
+             # HELP workerid_lease_joins_total Snowflake workers that joined (a first start and every rejoin).\n\
+             # TYPE workerid_lease_joins_total counter\n\
+             workerid_lease_joins_total {}\n\
+             # HELP workerid_lease_losses_total Snowflake workers that lost their lease.\n\
+             # TYPE workerid_lease_losses_total counter\n\
+             workerid_lease_losses_total {}\n\
+             # HELP workerid_lease_join_failures_total Snowflake join attempts that failed.\n\
+             # TYPE workerid_lease_join_failures_total counter\n\
+             workerid_lease_join_failures_total {}\n\
+             # HELP workerid_tag_lists_total Reads of the whole tag list from the store.\n\
+             # TYPE workerid_tag_lists_total counter\n\
+             workerid_tag_lists_total {}\n\
+             # HELP workerid_tags_known Tags in the server's view of the store.\n\
+             # TYPE workerid_tags_known gauge\n\
+             workerid_tags_known {}\n\
+             # HELP workerid_tags_found_missing Tags of the view the store no longer knows.\n\
+             # TYPE workerid_tags_found_missing gauge\n\
+             workerid_tags_found_missing {}\n\
+             # HELP workerid_tags_in_memory Tags with allocator state in memory.\n\
+             # TYPE workerid_tags_in_memory gauge\n\
+             workerid_tags_in_memory {}\n\
+             # HELP workerid_fast_path_requests_total Requests answered on the /alloc fast path.\n\
+             # TYPE workerid_fast_path_requests_total counter\n\
+             workerid_fast_path_requests_total {}\n",
             get(&self.segment_ids),
             get(&self.snowflake_ids),
             get(&self.request_errors),
             get(&self.segment_loads),
-            stalls,
+            gauges.stalls,
             get(&self.store_errors),
             u8::from(lease_ready),
+            lease(|s| &s.joins),
+            lease(|s| &s.losses),
+            lease(|s| &s.join_failures),
+            get(&self.tag_lists),
+            gauges.tags_known,
+            gauges.tags_missing,
+            gauges.tags_in_memory,
+            get(&self.fast_path_requests),
         )
     }
 }
 
-/// A segment store that counts reservations and errors.
+/// A segment store that bounds every call by a timeout and counts
+/// reservations and errors: a hung store fails a call with `Unavailable`
+/// rather than holding a tag's lock (and shutdown) for good.
 #[derive(Debug)]
 pub struct Counted {
     pub inner: Arc<dyn SegmentStore>,
     pub metrics: Arc<Metrics>,
+    pub timeout: Duration,
 }
 
 impl Counted {
-    fn count<T>(&self, result: Result<T>) -> Result<T> {
+    async fn call<T>(&self, request: impl Future<Output = Result<T>>) -> Result<T> {
+        let result = match tokio::time::timeout(self.timeout, request).await {
+            Ok(answer) => answer,
+            Err(_) => Err(Error::unavailable(
+                "segment store",
+                format!("no answer within {:?}", self.timeout),
+            )),
+        };
         if result.is_err() {
             self.metrics.store_errors.fetch_add(1, Ordering::Relaxed);
         }
@@ -73,20 +133,18 @@ impl SegmentStore for Counted {
         self.inner.segments_durable()
     }
     async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
-        let r = self.inner.create_tag(tag, first_id, step).await;
-        self.count(r)
+        self.call(self.inner.create_tag(tag, first_id, step)).await
     }
     async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
         self.metrics.segment_loads.fetch_add(1, Ordering::Relaxed);
-        let r = self.inner.reserve(tag, step).await;
-        self.count(r)
+        self.call(self.inner.reserve(tag, step)).await
     }
     async fn give_back(&self, tag: &Tag, expected: u64, new_max: u64) -> Result<bool> {
-        let r = self.inner.give_back(tag, expected, new_max).await;
-        self.count(r)
+        self.call(self.inner.give_back(tag, expected, new_max))
+            .await
     }
     async fn list_tags(&self) -> Result<Vec<TagInfo>> {
-        let r = self.inner.list_tags().await;
-        self.count(r)
+        self.metrics.tag_lists.fetch_add(1, Ordering::Relaxed);
+        self.call(self.inner.list_tags()).await
     }
 }

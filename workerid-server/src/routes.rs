@@ -5,23 +5,45 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use axum::extract::{Path, RawQuery, State};
-use axum::http::header::CONTENT_TYPE;
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
 use workerid::segment::SegmentAllocator;
-use workerid::snowflake::{Worker, WorkerState};
 use workerid::Error;
 
 use crate::metrics::Metrics;
+use crate::supervisor::Snowflake;
+use crate::tags::Tags;
 
 /// What the handlers share.
 pub struct App {
     pub segments: SegmentAllocator,
-    pub worker: Option<Worker>,
+    /// The snowflake worker's supervisor's view (None when disabled).
+    pub snowflake: Option<Arc<Snowflake>>,
     pub metrics: Arc<Metrics>,
+    /// Which tags exist: unknown names are answered from it.
+    pub tags: Arc<Tags>,
+    /// The bearer token every request must carry, if any.
+    pub auth_token: Option<String>,
+}
+
+impl App {
+    /// The next ID of `tag`. A name the view does not know is answered
+    /// without a store call and leaves no allocator state behind.
+    pub async fn next_segment_id(&self, tag: &str) -> Result<u64, Error> {
+        if !self.tags.known(tag) {
+            return Err(Error::UnknownTag { tag: tag.into() });
+        }
+        let answer = self.segments.next_id(tag).await;
+        if let Err(Error::UnknownTag { .. }) = &answer {
+            // Deleted from the store since the last refresh.
+            self.tags.found_missing(tag);
+        }
+        answer
+    }
 }
 
 /// go-id-alloc's answer, with its fields in its order.
@@ -51,13 +73,53 @@ const MISSING_TAG: i32 = 1;
 const FAILED: i32 = 2;
 
 pub fn router(app: Arc<App>) -> Router {
-    Router::new()
+    let routes = Router::new()
         .route("/alloc", get(alloc_route))
         .route("/health", get(health))
         .route("/api/segment/get/{key}", get(leaf_segment))
         .route("/api/snowflake/get/{key}", get(leaf_snowflake))
         .route("/metrics", get(metrics))
-        .with_state(app)
+        .route("/livez", get(livez))
+        .route("/readyz", get(readyz))
+        .with_state(app.clone());
+    if app.auth_token.is_some() {
+        routes.layer(axum::middleware::from_fn_with_state(app, require_token))
+    } else {
+        routes
+    }
+}
+
+/// Whether an `Authorization` header value carries `token` as a bearer
+/// token; compared in constant time, so the answer's timing does not tell
+/// how much of a guess was right.
+pub fn authorized(token: &str, header: Option<&[u8]>) -> bool {
+    let Some(given) = header.and_then(|h| h.strip_prefix(b"Bearer ")) else {
+        return false;
+    };
+    let expected = token.as_bytes();
+    let mut diff = u8::from(given.len() != expected.len());
+    for (i, &e) in expected.iter().enumerate() {
+        diff |= e ^ given.get(i).copied().unwrap_or(0);
+    }
+    std::hint::black_box(diff) == 0
+}
+
+/// Answers 401 to a request without the bearer token.
+async fn require_token(
+    State(app): State<Arc<App>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let header = request.headers().get(AUTHORIZATION).map(|v| v.as_bytes());
+    match &app.auth_token {
+        Some(token) if !authorized(token, header) => (
+            StatusCode::UNAUTHORIZED,
+            [(WWW_AUTHENTICATE, "Bearer")],
+            "unauthorized: a bearer token is required\n",
+        )
+            .into_response(),
+        _ => next.run(request).await,
+    }
 }
 
 fn failure(app: &App, errno: i32, msg: String) -> Json<Reply> {
@@ -89,7 +151,7 @@ pub static JSON: HeaderValue = HeaderValue::from_static("application/json");
 pub async fn alloc(app: &App, query: Option<&str>) -> (StatusCode, String) {
     let reply = match biz_tag(query) {
         None => failure(app, MISSING_TAG, "missing parameter biz_tag".into()),
-        Some(tag) => match app.segments.next_id(&tag).await {
+        Some(tag) => match app.next_segment_id(&tag).await {
             Ok(id) => {
                 app.metrics.segment_ids.fetch_add(1, Ordering::Relaxed);
                 return (
@@ -97,12 +159,15 @@ pub async fn alloc(app: &App, query: Option<&str>) -> (StatusCode, String) {
                     format!(r#"{{"errno":0,"msg":"success","id":{id}}}"#),
                 );
             }
-            Err(e) => failure(app, FAILED, e.to_string()),
+            Err(e) => failure(app, FAILED, public(&e).2),
         },
     };
     match serde_json::to_string(&reply.0) {
         Ok(body) => (StatusCode::OK, body),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => {
+            tracing::error!("could not serialise an answer: {e}");
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal error".into())
+        }
     }
 }
 
@@ -120,33 +185,71 @@ async fn health(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Json<
         return failure(&app, MISSING_TAG, "missing parameter biz_tag".into());
     };
     let tag = tag.as_ref();
-    // Looked up, never made: an unknown name must leave nothing behind.
+    // From the server's view of the tags, never the store: a request costs
+    // no round trip whatever the name.
+    if !app.tags.known(tag) {
+        return failure(&app, FAILED, format!("unknown tag {tag:?}"));
+    }
+    // Looked up, never made: a name must leave nothing behind.
     let left = match app.segments.existing(tag) {
         Ok(handle) => handle.map_or(0, |h| h.left()),
-        Err(e) => return failure(&app, FAILED, e.to_string()),
+        Err(e) => return failure(&app, FAILED, public(&e).2),
     };
-    if left == 0 {
-        match app.segments.store().list_tags().await {
-            Ok(tags) if tags.iter().any(|t| t.tag.as_str() == tag) => {}
-            Ok(_) => return failure(&app, FAILED, format!("unknown tag {tag:?}")),
-            Err(e) => return failure(&app, FAILED, e.to_string()),
-        }
-    }
     Reply::ok(None, Some(left))
 }
 
+/// What a client is told of `e`: a status, a stable code and a stable
+/// message. Store details (addresses, driver messages) go to the log only.
+fn public(e: &Error) -> (StatusCode, &'static str, String) {
+    let (status, code, msg) = match e {
+        Error::UnknownTag { tag } => {
+            return (
+                StatusCode::NOT_FOUND,
+                "unknown_tag",
+                format!("unknown tag {tag:?}"),
+            )
+        }
+        Error::InvalidConfig { .. } => (StatusCode::NOT_FOUND, "invalid_tag", "invalid tag name"),
+        Error::TagExhausted { .. } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "tag_exhausted",
+            "tag exhausted",
+        ),
+        Error::NotReady { .. } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            "not ready: no live lease",
+        ),
+        Error::ClockDriftTryLater { .. } | Error::ClockDriftTooLarge { .. } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "clock_drift",
+            "the clock moved backwards: try later",
+        ),
+        Error::Unavailable { .. } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            "store unavailable",
+        ),
+        _ => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "internal",
+            "internal error",
+        ),
+    };
+    tracing::warn!(code, "request failed: {e}");
+    (status, code, msg.into())
+}
+
+/// Leaf's error answer: the status and `code: message` as plain text.
 fn plain_error(app: &App, e: &Error) -> Response {
     app.metrics.request_errors.fetch_add(1, Ordering::Relaxed);
-    let status = match e {
-        Error::UnknownTag { .. } | Error::InvalidConfig { .. } => StatusCode::NOT_FOUND,
-        _ => StatusCode::SERVICE_UNAVAILABLE,
-    };
-    (status, e.to_string()).into_response()
+    let (status, code, msg) = public(e);
+    (status, format!("{code}: {msg}")).into_response()
 }
 
 /// Leaf's `GET /api/segment/get/{key}`: the ID as plain text.
 async fn leaf_segment(State(app): State<Arc<App>>, Path(key): Path<String>) -> Response {
-    match app.segments.next_id(&key).await {
+    match app.next_segment_id(&key).await {
         Ok(id) => {
             app.metrics.segment_ids.fetch_add(1, Ordering::Relaxed);
             id.to_string().into_response()
@@ -158,13 +261,13 @@ async fn leaf_segment(State(app): State<Arc<App>>, Path(key): Path<String>) -> R
 /// Leaf's `GET /api/snowflake/get/{key}`: a snowflake ID as plain text (the
 /// key is ignored, as in Leaf).
 async fn leaf_snowflake(State(app): State<Arc<App>>, Path(_key): Path<String>) -> Response {
-    let Some(worker) = &app.worker else {
+    let Some(snowflake) = &app.snowflake else {
         let e = Error::NotReady {
-            reason: "the snowflake worker is disabled or did not start".into(),
+            reason: "the snowflake worker is disabled".into(),
         };
         return plain_error(&app, &e);
     };
-    match worker.next_id() {
+    match snowflake.next_id() {
         Ok(id) => {
             app.metrics.snowflake_ids.fetch_add(1, Ordering::Relaxed);
             id.to_string().into_response()
@@ -174,9 +277,56 @@ async fn leaf_snowflake(State(app): State<Arc<App>>, Path(_key): Path<String>) -
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> String {
-    let ready = app
-        .worker
-        .as_ref()
-        .is_some_and(|w| matches!(w.state(), WorkerState::Ready { .. }));
-    app.metrics.render(ready, app.segments.stalls())
+    let (known, missing) = app.tags.sizes();
+    let gauges = crate::metrics::Gauges {
+        stalls: app.segments.stalls(),
+        tags_known: known,
+        tags_missing: missing,
+        tags_in_memory: app.segments.tags_in_memory().len(),
+    };
+    app.metrics.render(app.snowflake.as_deref(), &gauges)
+}
+
+/// `GET /livez`: the process is up and serving HTTP.
+async fn livez() -> &'static str {
+    "ok\n"
+}
+
+/// `GET /readyz`: 200 when the tag list was read from the store lately
+/// and, with snowflake enabled, the worker holds a live lease; 503 and the
+/// reasons otherwise.
+async fn readyz(State(app): State<Arc<App>>) -> Response {
+    let mut not_ready = Vec::new();
+    if !app.tags.fresh() {
+        not_ready.push("tag list not read from the store lately");
+    }
+    if app.snowflake.as_ref().is_some_and(|s| !s.ready()) {
+        not_ready.push("snowflake worker holds no live lease");
+    }
+    if not_ready.is_empty() {
+        "ready\n".into_response()
+    } else {
+        let body = format!("not ready: {}\n", not_ready.join("; "));
+        (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::authorized;
+
+    #[test]
+    fn bearer_tokens_are_checked() {
+        assert!(authorized("s3cret", Some(b"Bearer s3cret")));
+        for wrong in [
+            &b"Bearer s3cre"[..],
+            b"Bearer s3cret!",
+            b"bearer s3cret",
+            b"s3cret",
+            b"Bearer ",
+        ] {
+            assert!(!authorized("s3cret", Some(wrong)));
+        }
+        assert!(!authorized("s3cret", None));
+    }
 }

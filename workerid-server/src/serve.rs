@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::Request;
-use hyper::body::Incoming;
+use hyper::body::{Bytes, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 use tower::ServiceExt;
 
 use crate::fast_path::{self, Ended};
@@ -31,15 +31,40 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// connections anyway.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// What a connection may cost.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Whether `/alloc` is answered on the fast path.
+    pub fast_path: bool,
+    /// How long a keep-alive connection may sit idle.
+    pub idle_timeout: Duration,
+    /// The most connections open at once.
+    pub max_open_connections: usize,
+    /// The most bytes buffered per connection.
+    pub max_buffer_bytes: usize,
+}
+
 /// Serves `app` on `listener` until `shutdown` completes, then stops
 /// accepting, lets requests in flight finish (for up to ten seconds) and
 /// returns.
-pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Output = ()>) {
+pub async fn serve(
+    listener: TcpListener,
+    app: Arc<App>,
+    limits: Limits,
+    shutdown: impl Future<Output = ()>,
+) {
     let router = routes::router(app.clone());
     let mut http = hyper::server::conn::http1::Builder::new();
+    // hyper's header read timeout also runs while a keep-alive connection
+    // waits for its next request: it is the idle timeout there too.
+    let header_timeout = HEADER_READ_TIMEOUT.min(limits.idle_timeout);
     http.timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .header_read_timeout(header_timeout)
+        .max_buf_size(limits.max_buffer_bytes)
         .pipeline_flush(true);
+    // A permit per open connection: at the cap, accepting waits (the
+    // kernel's backlog holds new connections) until one closes.
+    let open = Arc::new(Semaphore::new(limits.max_open_connections));
     // Every connection task holds a watcher from its start, on the fast
     // path too, so `graceful.shutdown()` waits for all of them.
     let graceful = GracefulShutdown::new();
@@ -47,6 +72,13 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     let stop_fast_paths = watch::Sender::new(false);
     tokio::pin!(shutdown);
     loop {
+        let permit = tokio::select! {
+            permit = open.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+            () = &mut shutdown => break,
+        };
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
@@ -65,10 +97,14 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
         let (app, router, http) = (app.clone(), router.clone(), http.clone());
         let (watcher, stop) = (graceful.watcher(), stop_fast_paths.subscribe());
         tokio::spawn(async move {
-            let Ended::HandOver { unread, stream } =
-                fast_path::serve(stream, &app, stop, HEADER_READ_TIMEOUT).await
-            else {
-                return;
+            let _permit = permit;
+            let (unread, stream) = if limits.fast_path {
+                match fast_path::serve(stream, &app, stop, header_timeout, &limits).await {
+                    Ended::HandOver { unread, stream } => (unread, stream),
+                    Ended::Closed => return,
+                }
+            } else {
+                (Bytes::new(), stream)
             };
             let service =
                 service_fn(move |request: Request<Incoming>| router.clone().oneshot(request));

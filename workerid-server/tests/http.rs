@@ -2,157 +2,14 @@
 //! Leaf's APIs, metrics, bad configuration, and a graceful restart that burns
 //! no ID and releases the worker ID.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-struct Server {
-    child: Child,
-    port: u16,
-    /// The server's output (its log, connection errors included).
-    log: std::path::PathBuf,
-}
-
-impl Drop for Server {
-    /// A test that fails leaves no server behind.
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-impl Server {
-    /// The server on a SQLite file in `dir`.
-    fn start(dir: &Path) -> Server {
-        Server::start_with(dir, &[])
-    }
-
-    /// As [`Server::start`], with more command-line arguments.
-    fn start_with(dir: &Path, args: &[&str]) -> Server {
-        let store = format!("sqlite://{}?mode=rwc", dir.join("ids.db").display());
-        Server::start_on(dir, &store, args)
-    }
-
-    /// The server on the store `store` names, its config file in `dir`, on
-    /// a free port: another one if something took the port first (a port
-    /// free when picked can be taken, as another process's outgoing
-    /// connection, before the server binds it).
-    fn start_on(dir: &Path, store: &str, args: &[&str]) -> Server {
-        let mut refused = Vec::new();
-        for _ in 0..3 {
-            // A port no other server of this test binary (etcd's
-            // included) was given.
-            match Server::try_start_on(dir, store, workerid_testkit::free_port(), args) {
-                Ok(server) => return server,
-                Err(why) => refused.push(why),
-            }
-        }
-        panic!("no port could be listened on:\n{}", refused.join("\n"));
-    }
-
-    /// The server on `port`, or why it could not listen there.
-    fn try_start_on(dir: &Path, store: &str, port: u16, args: &[&str]) -> Result<Server, String> {
-        let config = dir.join("server.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "store = \"{store}\"\nlisten = \"127.0.0.1:{port}\"\n\
-                 [[tags]]\nname = \"test\"\nfirst_id = 1\nstep = 100\n\
-                 [[tags]]\nname = \"orders\"\nfirst_id = 5000\n"
-            ),
-        )
-        .unwrap();
-        let log = dir.join(format!("server-{port}-{}.log", std::process::id()));
-        // Its log (stdout) and any error it prints (stderr), in one file.
-        let output = std::fs::File::create(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_workerid-server"))
-            .arg("--config")
-            .arg(&config)
-            .args(args)
-            .env("RUST_LOG", "warn,workerid_server=debug")
-            .stdout(output.try_clone().unwrap())
-            .stderr(output)
-            .spawn()
-            .unwrap();
-        let mut server = Server { child, port, log };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        // Ready once it says it listens: a connection that merely succeeds
-        // may reach something else (a bare connect succeeded and the request
-        // was reset while the server was still opening its store).
-        let listening = format!("listening on 127.0.0.1:{port}");
-        while !server.log_text().contains(&listening) {
-            if let Some(status) = server.child.try_wait().unwrap() {
-                let why = format!(
-                    "the server exited before it listened: {status}\n{}\nlisteners on the port:\n{}",
-                    server.log_text(),
-                    listeners(port)
-                );
-                if why.contains("cannot listen on") {
-                    return Err(why);
-                }
-                panic!("{why}");
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the server never listened:\n{}",
-                server.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(server)
-    }
-
-    /// What the server has logged so far.
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// `GET path` -> (status, body).
-    fn get(&self, path: &str) -> (u16, String) {
-        let request =
-            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-        let mut text = String::new();
-        let answered = TcpStream::connect(("127.0.0.1", self.port)).and_then(|mut stream| {
-            stream.write_all(request.as_bytes())?;
-            stream.read_to_string(&mut text)
-        });
-        if let Err(e) = answered {
-            panic!(
-                "GET {path}: {e}; the server's log:\n{}\nlisteners on the port:\n{}",
-                self.log_text(),
-                listeners(self.port)
-            );
-        }
-        let status = text[9..12].parse().unwrap();
-        let body = text
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        (status, body)
-    }
-
-    /// SIGTERM, then the exit status.
-    fn terminate(mut self) -> std::process::ExitStatus {
-        // SAFETY: a plain signal to our own child.
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        self.child.wait().unwrap()
-    }
-}
-
-/// What listens on `port` (`ss`), for a failure's message.
-fn listeners(port: u16) -> String {
-    Command::new("ss")
-        .args(["-ltnp", &format!("sport = :{port}")])
-        .output()
-        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
-        .unwrap_or_else(|e| format!("(ss: {e})"))
-}
+use common::{read_responses, Server};
 
 #[test]
 fn go_id_alloc_and_leaf_apis_and_a_graceful_restart() {
@@ -243,6 +100,19 @@ fn bad_arguments_and_configs_exit_with_a_message() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(!out.stderr.is_empty(), "{args:?} says why");
     }
+    let periods = dir.path().join("periods.toml");
+    std::fs::write(
+        &periods,
+        "[snowflake]\nttl_secs = 3\nrenew_every_ms = 1000\nrenew_timeout_ms = 1000\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_workerid-server"))
+        .args(["--config", periods.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("renew_timeout_ms"), "{said}");
     let config = dir.path().join("tag.toml");
     std::fs::write(
         &config,
@@ -281,36 +151,6 @@ fn serves_segment_and_snowflake_ids_from_etcd() {
     assert_eq!(status, 200, "{snowflake}");
     assert!(snowflake.parse::<u64>().is_ok(), "{snowflake}");
     assert!(server.terminate().success());
-}
-
-/// Reads `count` HTTP/1.1 responses (each with a `Content-Length`) from one
-/// connection -> their heads and bodies.
-fn read_responses(stream: &mut TcpStream, count: usize) -> Vec<(String, String)> {
-    let mut buffer = Vec::new();
-    let mut chunk = [0u8; 65536];
-    let mut responses = Vec::new();
-    while responses.len() < count {
-        let text = String::from_utf8_lossy(&buffer).into_owned();
-        if let Some((head, rest)) = text.split_once("\r\n\r\n") {
-            let length: usize = head
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length: ")
-                        .map(|v| v.trim().parse().unwrap())
-                })
-                .unwrap_or_else(|| panic!("no content-length in {head}"));
-            if rest.len() >= length {
-                responses.push((head.to_string(), rest[..length].to_string()));
-                buffer.drain(..head.len() + 4 + length);
-                continue;
-            }
-        }
-        let n = stream.read(&mut chunk).unwrap();
-        assert!(n > 0, "closed after {} responses", responses.len());
-        buffer.extend_from_slice(&chunk[..n]);
-    }
-    responses
 }
 
 #[test]

@@ -1,0 +1,126 @@
+//! The command line: every setting as a flag and an environment variable,
+//! over the TOML file's values.
+
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+
+use crate::config::Config;
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines (colour only on a terminal).
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// An HTTP ID service: go-id-alloc's and Leaf's APIs, segment and snowflake
+/// IDs from one store. Flags and environment variables override the
+/// config file.
+#[derive(Debug, Parser)]
+#[command(name = "workerid-server", version, about)]
+pub struct Cli {
+    /// A TOML config file (tags are set there only).
+    #[arg(long, env = "WORKERID_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// The store URL: sqlite://, postgres://, mysql://, redis://, etcd://...
+    #[arg(long, env = "WORKERID_STORE", hide_env_values = true)]
+    pub store: Option<String>,
+    /// The address to listen on (default 127.0.0.1:8880).
+    #[arg(long, env = "WORKERID_LISTEN")]
+    pub listen: Option<String>,
+    /// Threads serving requests, 1 to 1024 (default: one per CPU).
+    #[arg(long, env = "WORKERID_WORKERS")]
+    pub workers: Option<usize>,
+    /// A bearer token every request must carry (`Authorization: Bearer ...`).
+    #[arg(long, env = "WORKERID_AUTH_TOKEN", hide_env_values = true)]
+    pub auth_token: Option<String>,
+    /// Log lines as text or JSON.
+    #[arg(long, env = "WORKERID_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// Timeout of one segment store call, ms.
+    #[arg(long, env = "WORKERID_STORE_TIMEOUT_MS")]
+    pub store_timeout_ms: Option<u64>,
+    /// How often the tag list is reread, ms.
+    #[arg(long, env = "WORKERID_TAGS_REFRESH_MS")]
+    pub tags_refresh_ms: Option<u64>,
+    /// Answer /alloc on the fast path (true/false).
+    #[arg(long, env = "WORKERID_FAST_PATH")]
+    pub fast_path: Option<bool>,
+    /// How long a keep-alive connection may sit idle, ms.
+    #[arg(long, env = "WORKERID_IDLE_TIMEOUT_MS")]
+    pub idle_timeout_ms: Option<u64>,
+    /// The most connections open at once.
+    #[arg(long, env = "WORKERID_MAX_OPEN_CONNECTIONS")]
+    pub max_open_connections: Option<usize>,
+    /// The most bytes buffered per connection.
+    #[arg(long, env = "WORKERID_MAX_BUFFER_BYTES")]
+    pub max_buffer_bytes: Option<usize>,
+    /// Serve snowflake IDs (true/false).
+    #[arg(long, env = "WORKERID_SNOWFLAKE_ENABLED")]
+    pub snowflake_enabled: Option<bool>,
+    /// The namespace the snowflake worker ID is leased in.
+    #[arg(long, env = "WORKERID_SNOWFLAKE_NAMESPACE")]
+    pub snowflake_namespace: Option<String>,
+    /// The lease ttl, s.
+    #[arg(long, env = "WORKERID_SNOWFLAKE_TTL_SECS")]
+    pub snowflake_ttl_secs: Option<u64>,
+    /// The largest worker ID of the pool.
+    #[arg(long, env = "WORKERID_SNOWFLAKE_MAX_WORKER_ID")]
+    pub snowflake_max_worker_id: Option<u32>,
+    /// How often the lease is renewed, ms.
+    #[arg(long, env = "WORKERID_SNOWFLAKE_RENEW_EVERY_MS")]
+    pub snowflake_renew_every_ms: Option<u64>,
+    /// Timeout of one lease call, ms (shorter than the renewal period).
+    #[arg(long, env = "WORKERID_SNOWFLAKE_RENEW_TIMEOUT_MS")]
+    pub snowflake_renew_timeout_ms: Option<u64>,
+}
+
+impl Cli {
+    /// The config file's values (or the defaults) with the flags and
+    /// environment variables over them, checked.
+    ///
+    /// # Errors
+    /// An unreadable or bad file, or a bad value.
+    pub fn config(&self) -> Result<Config, String> {
+        let mut config = match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                toml::from_str(&text).map_err(|e| format!("bad config {}: {e}", path.display()))?
+            }
+            None => Config::default(),
+        };
+        fn set<T: Clone>(to: &mut T, from: &Option<T>) {
+            if let Some(value) = from {
+                *to = value.clone();
+            }
+        }
+        fn set_some<T: Clone>(to: &mut Option<T>, from: &Option<T>) {
+            if from.is_some() {
+                to.clone_from(from);
+            }
+        }
+        set(&mut config.store, &self.store);
+        set(&mut config.listen, &self.listen);
+        set_some(&mut config.workers, &self.workers);
+        set_some(&mut config.auth_token, &self.auth_token);
+        set(&mut config.store_timeout_ms, &self.store_timeout_ms);
+        set(&mut config.tags_refresh_ms, &self.tags_refresh_ms);
+        set(&mut config.fast_path, &self.fast_path);
+        set(&mut config.idle_timeout_ms, &self.idle_timeout_ms);
+        set(&mut config.max_open_connections, &self.max_open_connections);
+        set(&mut config.max_buffer_bytes, &self.max_buffer_bytes);
+        let s = &mut config.snowflake;
+        set(&mut s.enabled, &self.snowflake_enabled);
+        set(&mut s.namespace, &self.snowflake_namespace);
+        set(&mut s.ttl_secs, &self.snowflake_ttl_secs);
+        set_some(&mut s.max_worker_id, &self.snowflake_max_worker_id);
+        set_some(&mut s.renew_every_ms, &self.snowflake_renew_every_ms);
+        set_some(&mut s.renew_timeout_ms, &self.snowflake_renew_timeout_ms);
+        config.validate()?;
+        Ok(config)
+    }
+}

@@ -1,0 +1,174 @@
+//! The snowflake worker, kept joined: a task that joins, watches the worker,
+//! and joins again (with backoff and jitter) after a failed start or a lost
+//! lease, until shutdown stops it and releases the lease.
+//!
+//! Requests read the current worker through an [`ArcSwapOption`]: one atomic
+//! load, no lock, so a rejoin never blocks the hot path.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use rand::Rng;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use workerid::snowflake::{Worker, WorkerOptions, WorkerState};
+use workerid::{Allocator, Error, Result};
+
+/// The first wait after a failed join; it doubles up to [`MAX_BACKOFF`].
+const MIN_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The longest wait between joins: short enough that a store answering again
+/// gets a worker back well within a ttl.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The snowflake side of the server: the current worker, if any.
+#[derive(Debug)]
+pub struct Snowflake {
+    current: ArcSwapOption<Worker>,
+    /// Turns true once the first join has succeeded or failed.
+    tried: watch::Sender<bool>,
+    /// Workers that joined (the first one included).
+    pub joins: AtomicU64,
+    /// Workers that lost their lease.
+    pub losses: AtomicU64,
+    /// Join attempts that failed.
+    pub join_failures: AtomicU64,
+}
+
+impl Default for Snowflake {
+    fn default() -> Self {
+        Snowflake {
+            current: ArcSwapOption::empty(),
+            tried: watch::Sender::new(false),
+            joins: AtomicU64::new(0),
+            losses: AtomicU64::new(0),
+            join_failures: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Snowflake {
+    /// Waits until the first join has succeeded or failed, for up to
+    /// `limit`: a server that starts listening with a worker already ready
+    /// answers its first snowflake request.
+    pub async fn first_join(&self, limit: Duration) {
+        let mut tried = self.tried.subscribe();
+        let _ = tokio::time::timeout(limit, tried.wait_for(|&tried| tried)).await;
+    }
+
+    /// The next ID of the current worker.
+    ///
+    /// # Errors
+    /// [`Error::NotReady`] while no worker holds a live lease (between a
+    /// loss and the next join); the worker's own errors.
+    pub fn next_id(&self) -> Result<u64> {
+        match &*self.current.load() {
+            Some(worker) => worker.next_id(),
+            None => Err(Error::NotReady {
+                reason: "no live lease".into(),
+            }),
+        }
+    }
+
+    /// Whether a worker holds a live lease now. Probed by taking one ID
+    /// (never served): the generator fails closed at the lease deadline,
+    /// before the keeper reports the loss.
+    pub fn ready(&self) -> bool {
+        self.current
+            .load()
+            .as_ref()
+            .is_some_and(|w| matches!(w.state(), WorkerState::Ready { .. }) && w.next_id().is_ok())
+    }
+}
+
+/// Starts the supervisor; it returns once `stop` turns true and the current
+/// worker (if any) is stopped and its lease released, or `release_timeout`
+/// has passed trying.
+pub fn spawn(
+    snowflake: Arc<Snowflake>,
+    allocator: Allocator,
+    options: WorkerOptions,
+    mut stop: watch::Receiver<bool>,
+    release_timeout: Duration,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut backoff = MIN_BACKOFF;
+        loop {
+            let joined = tokio::select! {
+                joined = Worker::join(allocator.clone(), options.clone()) => joined,
+                () = stopping(&mut stop) => return,
+            };
+            let worker = match joined {
+                Ok(worker) => Arc::new(worker),
+                Err(e) => {
+                    snowflake.join_failures.fetch_add(1, Ordering::Relaxed);
+                    snowflake.tried.send_replace(true);
+                    let wait = jittered(backoff);
+                    tracing::warn!(
+                        "the snowflake worker could not join, retrying in {wait:?}: {e}"
+                    );
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => continue,
+                        () = stopping(&mut stop) => return,
+                    }
+                }
+            };
+            backoff = MIN_BACKOFF;
+            snowflake.joins.fetch_add(1, Ordering::Relaxed);
+            snowflake.current.store(Some(worker.clone()));
+            snowflake.tried.send_replace(true);
+            tokio::select! {
+                state = worker.stopped() => {
+                    snowflake.current.store(None);
+                    snowflake.losses.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!("the snowflake worker ended ({state:?}): joining again");
+                }
+                () = stopping(&mut stop) => {
+                    snowflake.current.store(None);
+                    if tokio::time::timeout(release_timeout, worker.stop()).await.is_err() {
+                        tracing::warn!(
+                            "the worker ID was not released within {release_timeout:?}: it expires with its ttl"
+                        );
+                    }
+                    return;
+                }
+            }
+        }
+    })
+}
+
+/// Resolves once `stop` turns true (or its sender is gone).
+pub async fn stopping(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|&stop| stop).await;
+}
+
+/// `base` spread over `[base/2, base]`, so that servers that lost the store
+/// together do not all come back in the same instant.
+fn jittered(base: Duration) -> Duration {
+    let half = base / 2;
+    let spread = u64::try_from(half.as_micros()).unwrap_or(u64::MAX).max(1);
+    half + Duration::from_micros(rand::rng().random_range(0..spread))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_stays_within_the_base() {
+        for _ in 0..1000 {
+            let d = jittered(Duration::from_secs(1));
+            assert!(d >= Duration::from_millis(500) && d <= Duration::from_secs(1));
+        }
+    }
+
+    #[test]
+    fn no_worker_is_not_ready() {
+        let s = Snowflake::default();
+        assert!(!s.ready());
+        assert!(matches!(s.next_id(), Err(Error::NotReady { .. })));
+    }
+}
