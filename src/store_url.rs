@@ -111,10 +111,17 @@ impl StoreUrl {
     }
 
     /// Hides this URL's password in a driver's message (raw and
-    /// percent-encoded), and any URL in it.
+    /// percent-encoded), and any URL in it. Drivers do not repeat passwords;
+    /// this is a second line of defence, so a password of fewer than
+    /// [`MIN_SCRUBBED`] characters, which would match inside ordinary words,
+    /// is left to the first.
     pub fn scrub(&self, message: &str) -> String {
         let mut out = message.to_string();
-        if let Some(password) = self.password.as_deref().filter(|p| !p.is_empty()) {
+        if let Some(password) = self
+            .password
+            .as_deref()
+            .filter(|p| p.chars().count() >= MIN_SCRUBBED)
+        {
             let encoded = encode_user_info(password);
             for secret in [password, encoded.as_str()] {
                 out = out.replace(secret, "***");
@@ -198,6 +205,9 @@ impl StoreUrl {
     }
 }
 
+/// The shortest password [`StoreUrl::scrub`] looks for.
+pub(crate) const MIN_SCRUBBED: usize = 4;
+
 /// Percent-decodes a URL component (invalid UTF-8 replaced).
 fn decode(component: &str) -> String {
     percent_decode_str(component)
@@ -273,17 +283,20 @@ mod tests {
     fn a_password_is_scrubbed_from_driver_messages() {
         let url = StoreUrl {
             kind: StoreKind::Postgres,
-            raw: "postgres://u:a%2Fb@h/db".into(),
+            raw: "postgres://u:a%2Fbcd@h/db".into(),
             redacted: "postgres://u:***@h/db".into(),
             tls: false,
             user: Some("u".into()),
-            password: Some("a/b".into()),
+            password: Some("a/bcd".into()),
             hosts: Vec::new(),
             path: String::new(),
             params: Vec::new(),
         };
-        let said = url.scrub("failed for postgres://u:a%2Fb@h/db with a/b");
-        assert_eq!(said, "failed for postgres://u:***@h/db with ***");
+        let said = url.scrub("failed for postgres://u:a%2Fbcd@h/db with a/bcd, not with bcd");
+        assert_eq!(
+            said,
+            "failed for postgres://u:***@h/db with ***, not with bcd"
+        );
     }
 
     #[test]

@@ -23,12 +23,14 @@ const CAUSES: [(Cause, &[&str]); 3] = [
             "invalid auth token",
             "user name is empty",
             "permission denied",
+            "role \"", // PostgreSQL: role "x" does not exist
         ],
     ),
     (
         Cause::NotFound,
         &[
-            "(3d000)",          // PostgreSQL: invalid catalog name
+            "(3d000)", // PostgreSQL: invalid catalog name
+            "database \"",
             "unknown database", // MySQL, MariaDB
             "db index is out of range",
             "invalid db index",
@@ -76,11 +78,12 @@ fn cause_of(message: &str) -> Option<Cause> {
 
 /// Maps a store's connect error to an [`OpenError`], password scrubbed.
 pub(crate) fn connect_error(url: &StoreUrl, error: Error) -> OpenError {
-    let reason = match &error {
-        Error::Unavailable { source, .. } => url.scrub(&source_chain(source.as_ref())),
-        Error::InvalidConfig { reason } => url.scrub(reason),
-        other => url.scrub(&other.to_string()),
+    let said = match &error {
+        Error::Unavailable { source, .. } => source_chain(source.as_ref()),
+        Error::InvalidConfig { reason } => reason.clone(),
+        other => other.to_string(),
     };
+    let reason = url.scrub(&without_noise(&said));
     let (url_shown, kind) = (url.redacted.clone(), url.kind);
     match error {
         Error::Unavailable { .. } => match cause_of(&reason) {
@@ -114,6 +117,23 @@ pub(crate) fn connect_error(url: &StoreUrl, error: Error) -> OpenError {
     }
 }
 
+/// A driver's message without what only its authors need: PostgreSQL's
+/// " at line N" (the server's own source line).
+fn without_noise(message: &str) -> String {
+    let mut out = message.to_string();
+    while let Some(at) = out.find(" at line ") {
+        let digits = out[at + 9..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .count();
+        if digits == 0 {
+            break;
+        }
+        out.replace_range(at..at + 9 + digits, "");
+    }
+    out
+}
+
 /// An error and its causes, `: `-separated, each said once.
 fn source_chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut said = error.to_string();
@@ -134,6 +154,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn source_lines_are_dropped() {
+        assert_eq!(
+            without_noise("password authentication failed for user \"w\" at line 334"),
+            "password authentication failed for user \"w\""
+        );
+        assert_eq!(without_noise("at line nine"), "at line nine");
+    }
+
+    #[test]
     fn drivers_words_tell_the_cause() {
         for (said, cause) in [
             ("error returned from database: password authentication failed for user \"ops\"", Some(Cause::AccessDenied)),
@@ -142,6 +171,8 @@ mod tests {
             ("error returned from database: database \"typo\" does not exist (3D000)", Some(Cause::NotFound)),
             ("error returned from database: (code: 1049) Unknown database 'typo'", Some(Cause::NotFound)),
             ("ERR DB index is out of range", Some(Cause::NotFound)),
+            ("error returned from database: role \"typo\" does not exist", Some(Cause::AccessDenied)),
+            ("error returned from database: database \"typo_db\" does not exist", Some(Cause::NotFound)),
             ("Connection refused (os error 111)", None),
             ("no answer within 3s", None),
         ] {

@@ -2,15 +2,6 @@
 
 use std::time::Duration;
 
-
-#[cfg(feature = "etcd")]
-mod etcd;
-#[cfg(feature = "redis")]
-mod redis;
-#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-mod sql;
-#[cfg(any(feature = "redis", feature = "etcd"))]
-mod tls_files;
 #[cfg(any(
     feature = "redis",
     feature = "etcd",
@@ -19,6 +10,14 @@ mod tls_files;
     feature = "sqlite"
 ))]
 mod cause;
+#[cfg(feature = "etcd")]
+mod etcd;
+#[cfg(feature = "redis")]
+mod redis;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod sql;
+#[cfg(any(feature = "redis", feature = "etcd"))]
+mod tls_files;
 
 #[cfg(any(
     feature = "redis",
@@ -167,4 +166,3 @@ impl OpenOptions {
 
 /// A store just opened, before it is wrapped.
 pub(crate) type Opened = Arc<dyn BothStores>;
-

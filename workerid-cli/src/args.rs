@@ -22,26 +22,23 @@ pub fn parse() -> Cli {
         .map(|kind| format!("  {}", kind.url_form()))
         .collect::<Vec<_>>()
         .join("\n");
-    let command = Cli::command().after_long_help(format!(
-        "Stores by URL (from --store or WORKERID_STORE):\n{urls}\n\n{EXIT_CODES}"
-    ));
+    let help = format!(
+        "Examples:\n  \
+         workerid leases --store redis://127.0.0.1:6379/ --namespace orders\n  \
+         workerid release --store postgres://ops@db/ids --namespace orders --id 17 --force\n  \
+         workerid decode 264905529753669637\n  \
+         workerid segments --store sqlite:///var/lib/ids.db\n  \
+         workerid bench --store redis://127.0.0.1:6379/\n\n\
+         Stores by URL (from --store or WORKERID_STORE):\n{urls}\n\n{EXIT_CODES}"
+    );
+    let command = Cli::command().after_help(help);
     let matches = command.get_matches();
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 /// See and manage worker-ID leases, decode snowflake IDs, manage segment tags.
 #[derive(Debug, Parser)]
-#[command(
-    name = "workerid",
-    version,
-    arg_required_else_help = true,
-    after_help = "Examples:\n  \
-         workerid leases --store redis://127.0.0.1:6379/ --namespace orders\n  \
-         workerid release --store postgres://ops@db/ids --namespace orders --id 17 --force\n  \
-         workerid decode 264905529753669637\n  \
-         workerid segments --store sqlite:///var/lib/ids.db\n  \
-         workerid bench --store redis://127.0.0.1:6379/"
-)]
+#[command(name = "workerid", version, arg_required_else_help = true)]
 pub struct Cli {
     /// Print JSON for scripts instead of a table.
     #[arg(long, global = true)]
@@ -123,7 +120,13 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct StoreArgs {
     /// The store's URL (see --help for the forms); its password is never shown.
-    #[arg(long, short = 's', env = "WORKERID_STORE", hide_env_values = true, value_name = "URL")]
+    #[arg(
+        long,
+        short = 's',
+        env = "WORKERID_STORE",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
     pub store: String,
 }
 

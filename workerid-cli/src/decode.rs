@@ -214,7 +214,11 @@ mod tests {
         let at_epoch = classic.compose(0, 1, 1);
         let out = decode(&args(&at_epoch.to_string(), "classic"), false).unwrap();
         assert!(out.contains("warning    the timestamp is 0"), "{out}");
-        let now = decode(&args(&classic.compose(1_000, 1, 1).to_string(), "classic"), true).unwrap();
+        let now = decode(
+            &args(&classic.compose(1_000, 1, 1).to_string(), "classic"),
+            true,
+        )
+        .unwrap();
         assert!(now.contains("\"warnings\": []"), "{now}");
     }
 

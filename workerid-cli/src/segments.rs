@@ -35,9 +35,7 @@ pub async fn segments(args: &SegmentsArgs, json: bool) -> Result<String, CliErro
             tag,
             first_id,
             step,
-        }) => {
-            create(url, tag, *first_id, *step, json).await
-        }
+        }) => create(url, tag, *first_id, *step, json).await,
     }
 }
 
@@ -80,7 +78,10 @@ async fn create(
             "--first-id {start} must be in 1..={MAX_SEGMENT_ID}"
         )));
     }
-    let created = open(url, false).await?.create_tag(&tag, start, step).await?;
+    let created = open(url, false)
+        .await?
+        .create_tag(&tag, start, step)
+        .await?;
     if !created {
         return Err(CliError::Refused(format!(
             "tag {tag} exists already: nothing was changed (see `workerid segments`)"

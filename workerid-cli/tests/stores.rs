@@ -161,7 +161,15 @@ async fn exercise(url: &str) {
     // Segment tags.
     let tag = unique("t");
     let create = [
-        "segments", "create", &tag, "--first-id", "100", "--step", "10", "--store", url,
+        "segments",
+        "create",
+        &tag,
+        "--first-id",
+        "100",
+        "--step",
+        "10",
+        "--store",
+        url,
     ];
     workerid(&create).expect(0);
     let run = workerid(&create).expect(5);
@@ -269,7 +277,8 @@ async fn on_a_sqlite_file() {
 }
 
 /// Each way of failing to open a store has its exit code: credentials
-/// refused (7), no such database (4), another protocol at the address (8).
+/// refused (7), no such database (4), another protocol at the address (8),
+/// and a database without the tables is left untouched.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_to_open_exit_by_cause() {
     use workerid_testkit::{mariadb, postgres, redis, WRONG_PASSWORD};
@@ -284,15 +293,27 @@ async fn failures_to_open_exit_by_cause() {
     .await
     .expect("the servers start");
     let right = workerid_testkit::PASSWORD;
+    // The same server and user, a database name with a typo in it.
+    let typo_database = |url: &str| {
+        let (server, _) = url.rsplit_once('/').expect("a database in the URL");
+        format!("{server}/typo_db")
+    };
     let cases = [
         (redis_auth.url_with_password(WRONG_PASSWORD), 7),
         (pg.url_with_password(WRONG_PASSWORD), 7),
         (maria.url_with_password(WRONG_PASSWORD), 7),
-        (pg.url_with_password(right).replace("/workerid", "/typo_db"), 4),
-        (maria.url_with_password(right).replace("/workerid", "/typo_db"), 4),
+        (typo_database(&pg.url_with_password(right)), 4),
+        // MariaDB does not tell a user without rights on it whether a
+        // database exists: its credentials are refused.
+        (typo_database(&maria.url_with_password(right)), 7),
         (format!("{}99", redis_auth.url_with_password(right)), 4),
         (
-            format!("postgres://u:p@{}/db", redis_plain.trim_start_matches("redis://").trim_end_matches('/')),
+            format!(
+                "etcd://{}",
+                redis_plain
+                    .trim_start_matches("redis://")
+                    .trim_end_matches('/')
+            ),
             8,
         ),
     ];
@@ -306,7 +327,11 @@ async fn failures_to_open_exit_by_cause() {
         assert_eq!(run.code, 4, "{args:?}: {run:#?}");
         assert!(run.stderr.contains("not initialised"), "{run:#?}");
     }
-    assert_eq!(empty.as_file().metadata().expect("the file").len(), 0, "nothing written");
+    assert_eq!(
+        empty.as_file().metadata().expect("the file").len(),
+        0,
+        "nothing written"
+    );
     for (url, code) in cases {
         let run = workerid(&["leases", "--store", &url, "-n", "x"]);
         assert_eq!(run.code, code, "{url}: {run:#?}");

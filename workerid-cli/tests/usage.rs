@@ -161,7 +161,10 @@ fn json_errors_are_json() {
     let error = &run.json()["error"];
     assert_eq!(error["kind"], "usage", "{run:#?}");
     assert_eq!(error["exit_code"], 2, "{run:#?}");
-    assert!(error["message"].as_str().unwrap_or("").contains("ftp://h/"), "{run:#?}");
+    assert!(
+        error["message"].as_str().unwrap_or("").contains("ftp://h/"),
+        "{run:#?}"
+    );
     let port = workerid_testkit::free_port().to_string();
     let url = format!("redis://127.0.0.1:{port}/");
     let run = workerid(&["--json", "leases", "--store", &url, "-n", "x"]).expect(3);
@@ -171,7 +174,16 @@ fn json_errors_are_json() {
 #[test]
 fn the_help_lists_every_store_url_form() {
     let run = workerid(&["--help"]).expect(0);
-    for form in ["redis://", "rediss://", "redis+cluster://", "etcd://", "etcds://", "postgres://", "mysql://", "sqlite://"] {
+    for form in [
+        "redis://",
+        "rediss://",
+        "redis+cluster://",
+        "etcd://",
+        "etcds://",
+        "postgres://",
+        "mysql://",
+        "sqlite://",
+    ] {
         assert!(run.stdout.contains(form), "{form}: {run:#?}");
     }
     assert!(!run.stdout.contains("memory://"), "{run:#?}");

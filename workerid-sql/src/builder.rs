@@ -136,12 +136,38 @@ impl SqlStoreBuilder {
             // its own: keep exactly one, for ever.
             options = options.max_connections(1).min_connections(1);
         }
-        let pool = options.connect(&url).await.map_err(|e| match e {
-            sqlx::Error::Configuration(_) => {
-                Error::invalid_config(format!("bad database URL {:?}: {e}", redact_url(&url)))
+        let pool = match options.connect(&url).await {
+            Ok(pool) => pool,
+            // The pool says only that it timed out: one connection of our
+            // own tells why (refused, wrong password, no such database...).
+            Err(sqlx::Error::PoolTimedOut) => {
+                // A refusal answers at once; a server that keeps silent
+                // has had its chance already.
+                let cause = tokio::time::timeout(
+                    self.acquire_timeout.min(Duration::from_secs(1)),
+                    <sqlx::AnyConnection as sqlx::Connection>::connect(&url),
+                )
+                .await;
+                return Err(match cause {
+                    Ok(Err(e)) => Error::unavailable("sql", e),
+                    _ => Error::unavailable(
+                        "sql",
+                        format!(
+                            "no connection within {:?}: the server does not answer, or is not \
+                             this kind of database",
+                            self.acquire_timeout
+                        ),
+                    ),
+                });
             }
-            e => Error::unavailable("sql", e),
-        })?;
+            Err(e @ sqlx::Error::Configuration(_)) => {
+                return Err(Error::invalid_config(format!(
+                    "bad database URL {:?}: {e}",
+                    redact_url(&url)
+                )))
+            }
+            Err(e) => return Err(Error::unavailable("sql", e)),
+        };
         self.from_pool(pool).await
     }
 

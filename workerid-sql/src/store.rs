@@ -108,12 +108,13 @@ impl SqlStore {
         };
         let mut store = store;
         if !create_tables {
-            store.check_tables(&[
-                table.to_string(),
-                format!("{table}_namespaces"),
-                segments_table.to_string(),
-            ])
-            .await?;
+            store
+                .check_tables(&[
+                    table.to_string(),
+                    format!("{table}_namespaces"),
+                    segments_table.to_string(),
+                ])
+                .await?;
             // Without the migration the acquire routine may be missing:
             // acquire runs its transaction statement by statement.
             let mut sql = Statements::new(dialect, table);
