@@ -196,17 +196,18 @@ async fn the_conformance_suites_pass_through_any_store() {
         .assert_passed();
 }
 
-/// TLS chosen by URL, on every store that speaks it: the right CA works
-/// (also with a client certificate), a wrong CA is a prompt error that names
-/// the certificate.
+/// TLS chosen by URL, on every store that speaks it (a Redis Cluster too):
+/// the right CA works (also with a client certificate), a wrong CA is a
+/// prompt error that names the certificate.
 #[tokio::test(flavor = "multi_thread")]
 async fn tls_by_url_on_every_store() {
     use workerid_testkit::{etcd, mariadb, postgres, redis, tls};
-    let (redis_tls, redis_mtls, etcd_tls, etcd_mtls, pg_tls, maria_tls) =
+    let (redis_tls, redis_mtls, cluster_tls, etcd_tls, etcd_mtls, pg_tls, maria_tls) =
         tokio::task::spawn_blocking(|| {
             (
                 redis::shared_tls_url(),
                 redis::shared_mtls_url(),
+                redis::shared_tls_cluster_urls(),
                 etcd::shared_tls_endpoint(),
                 etcd::shared_mtls_endpoint(),
                 postgres::shared_tls_url(),
@@ -224,10 +225,22 @@ async fn tls_by_url_on_every_store() {
         files.client_key().display()
     );
     let etcds = |endpoint: &str| endpoint.replacen("https://", "etcds://", 1);
+    // `rediss://127.0.0.1:P/` for each node becomes one
+    // `rediss+cluster://127.0.0.1:P1,127.0.0.1:P2,...` URL.
+    let cluster_hosts: Vec<&str> = cluster_tls
+        .iter()
+        .map(|url| url.trim_start_matches("rediss://").trim_end_matches('/'))
+        .collect();
+    let rediss_cluster = format!("rediss+cluster://{}", cluster_hosts.join(","));
     works(&format!("{redis_tls}?cacert={ca}"), StoreKind::Redis).await;
     works(
         &format!("{redis_mtls}?cacert={ca}&{identity}"),
         StoreKind::Redis,
+    )
+    .await;
+    works(
+        &format!("{rediss_cluster}?cacert={ca}"),
+        StoreKind::RedisCluster,
     )
     .await;
     works(
@@ -245,6 +258,7 @@ async fn tls_by_url_on_every_store() {
 
     for url in [
         format!("{redis_tls}?cacert={wrong}"),
+        format!("{rediss_cluster}?cacert={wrong}"),
         format!("{}?cacert={wrong}", etcds(&etcd_tls)),
         pg_tls.replace(&ca, &wrong),
         maria_tls.replace(&ca, &wrong),

@@ -1,6 +1,7 @@
 //! TLS and passwords on real `redis-server`s: a TLS server (client
-//! certificates optional), one that requires client certificates, and one
-//! with `requirepass`, each started once for this binary.
+//! certificates optional), one that requires client certificates, a
+//! 3-master TLS cluster, and one with `requirepass`, each started once for
+//! this binary.
 
 use std::time::{Duration, Instant};
 
@@ -67,6 +68,37 @@ async fn a_wrong_ca_fails_promptly_naming_the_certificate() {
         .await;
     let elapsed = started.elapsed();
     let error = result.expect_err("a server certificate of another CA must be refused");
+    assert!(matches!(error, Error::Unavailable { .. }), "{error:?}");
+    assert!(elapsed < Duration::from_secs(10), "took {elapsed:?}");
+    let message = error.to_string();
+    assert!(
+        message.contains("certificate") || message.contains("TLS"),
+        "the message must name the certificate: {message} (chain: {})",
+        chain(&error)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_over_tls_with_the_ca_given_to_the_builder() {
+    let urls = redis::shared_tls_cluster_urls();
+    let store = RedisStore::builder()
+        .ca_certificate_pem(tls::files().ca_pem())
+        .connect_cluster(&urls)
+        .await
+        .unwrap_or_else(|e| panic!("connect to the TLS cluster at {urls:?}: {e}"));
+    round_trip(store, "tls-cluster").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_with_a_wrong_ca_fails_promptly_naming_the_certificate() {
+    let urls = redis::shared_tls_cluster_urls();
+    let started = Instant::now();
+    let result = RedisStore::builder()
+        .ca_certificate_pem(tls::files().wrong_ca_pem())
+        .connect_cluster(&urls)
+        .await;
+    let elapsed = started.elapsed();
+    let error = result.expect_err("node certificates of another CA must be refused");
     assert!(matches!(error, Error::Unavailable { .. }), "{error:?}");
     assert!(elapsed < Duration::from_secs(10), "took {elapsed:?}");
     let message = error.to_string();

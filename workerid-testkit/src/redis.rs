@@ -1,4 +1,5 @@
-//! Redis: a single server (with or without persistence) and a 3-master cluster.
+//! Redis: a single server (with or without persistence, TLS or a password)
+//! and a 3-master cluster (plain or TLS).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -121,6 +122,27 @@ impl RedisServer {
                     args.push(flag.to_string());
                     args.push(value);
                 }
+                if config.cluster_node {
+                    // Nodes dial each other's TLS bus as clients. The server
+                    // certificate is valid for server authentication only, so
+                    // a node presenting it would be refused by its peers; it
+                    // presents the client certificate instead.
+                    for (flag, value) in [
+                        ("--tls-cluster", "yes".to_string()),
+                        ("--tls-replication", "yes".to_string()),
+                        (
+                            "--tls-client-cert-file",
+                            files.client_cert().display().to_string(),
+                        ),
+                        (
+                            "--tls-client-key-file",
+                            files.client_key().display().to_string(),
+                        ),
+                    ] {
+                        args.push(flag.to_string());
+                        args.push(value);
+                    }
+                }
             }
             if password {
                 args.push("--requirepass".to_string());
@@ -189,16 +211,54 @@ impl RedisCluster {
     /// Starts three nodes, joins them with `redis-cli --cluster create`, and
     /// waits until every node reports `cluster_state:ok`.
     pub fn start(persistence: bool) -> RedisCluster {
-        let cli = require_program("redis-cli", "redis-tools");
         let config = RedisConfig {
             persistence,
             cluster_node: true,
         };
         let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start(config)).collect();
+        Self::create(nodes, false)
+    }
+
+    /// Starts three TLS nodes (as [`RedisServer::start_tls`], client
+    /// certificates optional) whose cluster bus and replication run over TLS
+    /// too (`tls-cluster yes`, `tls-replication yes`), joins them over TLS
+    /// with `redis-cli --tls --cluster create`, and waits until every node
+    /// reports `cluster_state:ok`.
+    ///
+    /// A TLS client is told the nodes' TLS ports (`CLUSTER SLOTS`, `MOVED`),
+    /// a plain client their plain ports: [`tls_urls`](Self::tls_urls) and
+    /// [`urls`](Self::urls) both reach the whole cluster.
+    pub fn start_tls(persistence: bool) -> RedisCluster {
+        let config = RedisConfig {
+            persistence,
+            cluster_node: true,
+        };
+        let nodes: Vec<RedisServer> = (0..3)
+            .map(|_| RedisServer::start_tls(config, ClientCerts::Optional))
+            .collect();
+        let cluster = Self::create(nodes, true);
+        cluster.check_tls_slots();
+        cluster
+    }
+
+    /// Joins `nodes` into a cluster, through their TLS ports if `tls`.
+    fn create(nodes: Vec<RedisServer>, tls: bool) -> RedisCluster {
+        let cli = require_program("redis-cli", "redis-tools");
         let mut create = Command::new(&cli);
+        if tls {
+            create
+                .arg("--tls")
+                .arg("--cacert")
+                .arg(crate::tls::files().ca_cert());
+        }
         create.args(["--cluster", "create"]);
         for node in &nodes {
-            create.arg(format!("127.0.0.1:{}", node.port));
+            let port = if tls {
+                node.tls_port.expect("a TLS node has a TLS port")
+            } else {
+                node.port
+            };
+            create.arg(format!("127.0.0.1:{port}"));
         }
         create.args(["--cluster-replicas", "0", "--cluster-yes"]);
         let out = create.output().expect("run redis-cli --cluster create");
@@ -216,6 +276,42 @@ impl RedisCluster {
     /// Every node's URL.
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// Asks a node over TLS for `CLUSTER SLOTS` and checks that it names
+    /// every node's TLS port: a cluster client follows those ports, so a
+    /// server that answered with the plain ones would fail the tests far from
+    /// the cause.
+    fn check_tls_slots(&self) {
+        let cli = require_program("redis-cli", "redis-tools");
+        let first = self.nodes[0]
+            .tls_port
+            .expect("a TLS node has a TLS port")
+            .to_string();
+        let out = Command::new(&cli)
+            .arg("--tls")
+            .arg("--cacert")
+            .arg(crate::tls::files().ca_cert())
+            .args(["-h", "127.0.0.1", "-p", &first, "CLUSTER", "SLOTS"])
+            .output()
+            .expect("run redis-cli CLUSTER SLOTS");
+        let answer = String::from_utf8_lossy(&out.stdout);
+        let ports: Vec<&str> = answer.lines().map(str::trim).collect();
+        for node in &self.nodes {
+            let tls_port = node.tls_port.expect("a TLS node has a TLS port");
+            assert!(
+                ports.contains(&tls_port.to_string().as_str()),
+                "CLUSTER SLOTS over TLS does not name the TLS port {tls_port}: {answer}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
+    /// Every node's `rediss://127.0.0.1:<TLS port>/` URL.
+    ///
+    /// Panics unless the cluster was started with [`start_tls`](Self::start_tls).
+    pub fn tls_urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::tls_url).collect()
     }
 
     /// The nodes.
@@ -304,6 +400,15 @@ pub fn shared_cluster_urls() -> Vec<String> {
             });
             urls.split(',').map(str::to_string).collect()
         })
+        .clone()
+}
+
+/// The `rediss://` URLs of a TLS cluster ([`RedisCluster::start_tls`], no
+/// persistence) shared by the tests of this binary, started once.
+pub fn shared_tls_cluster_urls() -> Vec<String> {
+    static SHARED: OnceLock<Vec<String>> = OnceLock::new();
+    SHARED
+        .get_or_init(|| Box::leak(Box::new(RedisCluster::start_tls(false))).tls_urls())
         .clone()
 }
 
