@@ -1,0 +1,1 @@
+//! The facade's tests live in `tests/`; this crate has no code of its own.
