@@ -1,6 +1,6 @@
 //! # workerid-conformance
 //!
-//! `CONTRACT.md` turned into tests: scenarios that every [`LeaseStore`](workerid_core::LeaseStore), built-in
+//! The store contract (`docs/contract.md`, the documentation of `LeaseStore`) turned into tests: scenarios that every [`LeaseStore`](workerid_core::LeaseStore), built-in
 //! or third-party, must pass. Like object_store's `integration.rs`, each
 //! scenario is a plain `pub async fn` (in [`scenarios`]) that panics on a
 //! broken rule; a store crate runs them all, as separate filterable tests, with

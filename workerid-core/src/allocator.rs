@@ -9,7 +9,7 @@ use crate::{
     WorkerId,
 };
 
-/// Leases worker IDs of one namespace from a [`LeaseStore`] (the seed's `Generator`).
+/// Leases worker IDs of one namespace from a [`LeaseStore`] (libx.net/workerid's `Generator`).
 ///
 /// Every input is checked before any I/O; tokens are generated here; the local
 /// deadline of a lease counts from the instant its request was sent. Cheap to
@@ -18,7 +18,7 @@ use crate::{
 /// Two styles, same semantics:
 /// - with a [`Lease`] handle: [`acquire`](Self::acquire), [`renew`](Self::renew),
 ///   [`release`](Self::release);
-/// - the seed's, with the ID and the token string: [`get_id`](Self::get_id),
+/// - libx.net/workerid's, with the ID and the token string: [`get_id`](Self::get_id),
 ///   [`renew_id`](Self::renew_id), [`release_id`](Self::release_id).
 ///
 /// ```
@@ -202,7 +202,7 @@ impl Allocator {
         Ok(())
     }
 
-    /// The seed's `GetID`: leases a worker ID and returns it with its token text.
+    /// libx.net/workerid's `GetID`: leases a worker ID and returns it with its token text.
     ///
     /// # Errors
     /// As [`Allocator::acquire`].
@@ -211,7 +211,7 @@ impl Allocator {
         Ok((lease.id.get(), lease.token.to_string()))
     }
 
-    /// The seed's `Renew(workerID, token)`, with the default ttl.
+    /// libx.net/workerid's `Renew(workerID, token)`, with the default ttl.
     ///
     /// # Errors
     /// [`Error::InvalidWorkerId`] and [`Error::InvalidToken`] before any I/O;
@@ -223,7 +223,7 @@ impl Allocator {
             .await
     }
 
-    /// The seed's `Release(workerID, token)`.
+    /// libx.net/workerid's `Release(workerID, token)`.
     ///
     /// # Errors
     /// As [`Allocator::renew_id`].

@@ -12,7 +12,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong when leasing worker IDs.
 ///
-/// The first six variants are the seed library's error list (`ErrNoAvailableID`,
+/// The first six variants are libx.net/workerid's error list (`ErrNoAvailableID`,
 /// `ErrInvalidWorkerID`, `ErrTokenMismatch`, `ErrTokenExpired`, `ErrNotAssigned`,
 /// `ErrInvalidToken`), then the snowflake worker's. Which are worth retrying:
 /// [`Error::is_retryable`].
@@ -91,7 +91,7 @@ pub enum Error {
     },
 
     /// The snowflake worker does not issue IDs now: it is starting, stopped,
-    /// lost its lease, or its reserved time window ran out (the seed's
+    /// lost its lease, or its reserved time window ran out (libx.net/workerid's
     /// `ErrNotReady`). Retrying on another worker can help.
     #[error("worker not ready: {reason}")]
     NotReady {
@@ -101,7 +101,7 @@ pub enum Error {
 
     /// The wall clock went back by more than the worker blocks for, but not
     /// so far that it gives up: try again later, preferably on another worker
-    /// (the seed's `ErrClockDriftTryLater`).
+    /// (libx.net/workerid's `ErrClockDriftTryLater`).
     #[error("clock drift of {drift:?}: try later")]
     ClockDriftTryLater {
         /// How far the clock is behind the last timestamp used.
@@ -110,7 +110,7 @@ pub enum Error {
 
     /// The wall clock is so far behind the timestamps already used (or the
     /// previous holder's watermark) that the worker gives up and leaves,
-    /// releasing its worker ID (the seed's `ErrClockDriftTooLargeToRecover`).
+    /// releasing its worker ID (libx.net/workerid's `ErrClockDriftTooLargeToRecover`).
     #[error("clock drift of {drift:?} is too large to recover from")]
     ClockDriftTooLarge {
         /// How far the clock is behind.

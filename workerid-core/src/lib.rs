@@ -7,7 +7,7 @@
 //!
 //! - [`LeaseStore`]: the trait a backend implements, with its contract.
 //! - [`Allocator`]: what users call (`acquire` / `renew` / `release`, and the
-//!   seed's `get_id` / `renew_id` / `release_id`), checking every input before
+//!   libx.net/workerid's `get_id` / `renew_id` / `release_id`), checking every input before
 //!   any I/O.
 //! - [`Lease`], [`Token`], [`Namespace`], [`WorkerId`], [`LeaseOptions`],
 //!   [`Capabilities`], [`Error`].

@@ -8,7 +8,7 @@ use crate::{Error, Result};
 /// The longest namespace, in bytes.
 pub const MAX_NAMESPACE_LEN: usize = 128;
 
-/// The name of an independent pool of worker IDs (the seed calls it *cluster*).
+/// The name of an independent pool of worker IDs (libx.net/workerid calls it *cluster*).
 ///
 /// Two namespaces never see each other's leases. A namespace is 1 to 128 bytes
 /// of `[A-Za-z0-9._:-]`, so it is safe as a key part in every store (it cannot

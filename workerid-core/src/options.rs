@@ -6,7 +6,7 @@ use crate::{Capabilities, Error, Result, MAX_WORKER_BITS, MAX_WORKER_ID_LIMIT};
 
 /// The default `worker_bits`: 10, the standard snowflake layout (IDs 0..=1023).
 pub const DEFAULT_WORKER_BITS: u8 = 10;
-/// The default `max_lease_time`: 5 minutes, as in the seed.
+/// The default `max_lease_time`: 5 minutes, as in libx.net/workerid.
 pub const DEFAULT_MAX_LEASE_TIME: Duration = Duration::from_secs(5 * 60);
 /// The default bound on one store request.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -21,7 +21,7 @@ enum PoolSize {
 
 /// How an [`Allocator`](crate::Allocator) leases worker IDs.
 ///
-/// Both of the seed's ways to size the pool exist: [`worker_bits`](Self::worker_bits)
+/// Both of libx.net/workerid's ways to size the pool exist: [`worker_bits`](Self::worker_bits)
 /// (the pool is `0..=2^bits-1`) and [`max_worker_id`](Self::max_worker_id); the
 /// last one set wins. Setters never fail: the options are checked, against the
 /// store's [`Capabilities`] too, when the allocator is made.
@@ -63,20 +63,20 @@ impl LeaseOptions {
         Self::default()
     }
 
-    /// The pool is `0..=2^bits - 1`; `bits` must be in `1..=22` (the seed's
+    /// The pool is `0..=2^bits - 1`; `bits` must be in `1..=22` (libx.net/workerid's
     /// `WithWorkerBits`).
     pub fn worker_bits(mut self, bits: u8) -> Self {
         self.pool_size = PoolSize::Bits(bits);
         self
     }
 
-    /// The pool is `0..=max_worker_id`; at most 2^22 - 1 (the seed's `WithMaxWorkerID`).
+    /// The pool is `0..=max_worker_id`; at most 2^22 - 1 (libx.net/workerid's `WithMaxWorkerID`).
     pub fn max_worker_id(mut self, max_worker_id: u32) -> Self {
         self.pool_size = PoolSize::MaxId(max_worker_id);
         self
     }
 
-    /// The longest lease that may be asked for (the seed's `WithMaxLeaseTime`);
+    /// The longest lease that may be asked for (libx.net/workerid's `WithMaxLeaseTime`);
     /// also the default ttl.
     pub fn max_lease_time(mut self, max_lease_time: Duration) -> Self {
         self.max_lease_time = max_lease_time;

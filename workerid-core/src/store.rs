@@ -82,42 +82,12 @@ pub struct Grant {
 
 /// A store of worker-ID leases: the one trait a backend implements.
 ///
-/// # Contract
-///
-/// This is `CONTRACT.md` where the implementer reads it; the
-/// `workerid-conformance` crate checks every line of it.
-///
-/// - Namespaces are independent: nothing done in one is visible in another.
-/// - Expiry is decided on the **store's clock** only (a server's time inside
-///   the atomic operation, a server-side lease, an embedded store's monotonic
-///   clock), with at least millisecond precision; never on the client's clock.
-/// - **Mutual exclusion**: at no instant of the store's clock are there two
-///   live leases on one (namespace, ID).
-/// - Each operation is atomic and takes a constant number of round trips
-///   whatever the pool size; acquire costs O(log n) or better in the store
-///   where the store allows it (no scan of all IDs per call).
-/// - The **fence** of a (namespace, ID) rises by at least one on every grant and
-///   never falls, not even after expiry, release, or a restart that keeps data.
-/// - The **watermark** of a (namespace, ID) only rises: renew and release keep
-///   the maximum of the stored value and the one given, in the same atomic step
-///   that checks the token; acquire hands it to the next holder.
-/// - A store that cannot be reached, times out, or answers nonsense returns
-///   [`Error::Unavailable`](crate::Error::Unavailable), never a false success.
-/// - Failed operations change nothing.
-///
-/// Inputs are checked by the caller ([`Allocator`](crate::Allocator)) before a
-/// store sees them: the namespace is valid, the ID is within the pool, the token
-/// is well formed, the ttl is within bounds and the [`Capabilities`].
-///
-/// Tokens are made by the core ([`Token::generate`]), never by a store.
-///
-/// Two more methods, for operators, are optional: [`list`](Self::list) and
-/// [`force_release`](Self::force_release). A store that implements them says
-/// so with [`Capabilities::list`]; by default they answer
-/// [`Error::Unsupported`].
-///
 /// A store handle is cheap to share (`Arc<dyn LeaseStore>`); `Arc<S>` and
-/// `Box<S>` implement the trait by forwarding.
+/// `Box<S>` implement the trait by forwarding. Each method's "Behavior"
+/// section is the part of the contract below that it carries; the
+/// `workerid-conformance` crate checks every line.
+///
+#[doc = include_str!("../../docs/contract.md")]
 #[async_trait]
 pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// What this store can do; the allocator checks options against it.

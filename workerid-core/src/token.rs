@@ -15,7 +15,7 @@ pub const TOKEN_LEN: usize = 22;
 /// The secret that proves who holds a lease.
 ///
 /// 16 bytes from a CSPRNG, written as 22 characters of
-/// URL-safe base64 without padding (the seed's format). Tokens are made by
+/// URL-safe base64 without padding (libx.net/workerid's format). Tokens are made by
 /// [`Token::generate`] in the core, never by a store. Parsing is strict: only
 /// the canonical 22-character form of 16 bytes is accepted, so text and bytes
 /// correspond one to one.

@@ -144,7 +144,7 @@ impl RedisStoreBuilder {
         self.connect_client(client).await
     }
 
-    /// Connects with an existing [`redis::Client`] (the seed's
+    /// Connects with an existing [`redis::Client`] (libx.net/workerid's
     /// `NewRedisGenerator(client, ...)`).
     ///
     /// # Errors

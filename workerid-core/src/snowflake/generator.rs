@@ -9,13 +9,13 @@ use tokio::sync::Notify;
 use super::{Clock, CoarseNanos, Layout, SystemClock};
 use crate::{Error, Result};
 
-/// What to do when the wall clock is behind the last timestamp used, in the
-/// seed's three buckets: below `block_below`, wait until it catches up and
+/// What to do when the wall clock is behind the last timestamp used, in
+/// libx.net/workerid's three buckets: below `block_below`, wait until it catches up and
 /// succeed; below `give_up_at`, [`Error::ClockDriftTryLater`] at once; from
 /// `give_up_at` on, [`Error::ClockDriftTooLarge`] (a worker then leaves).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DriftPolicy {
-    /// Drifts shorter than this block (default 1 s, the seed recommends 1 to 2 s).
+    /// Drifts shorter than this block (default 1 s, libx.net/workerid recommends 1 to 2 s).
     pub block_below: Duration,
     /// Drifts from this on are beyond recovery (default 10 s).
     pub give_up_at: Duration,
@@ -151,7 +151,7 @@ impl Generator {
         self.worker_id
     }
 
-    /// The next ID (the seed's `Next`). Blocks the calling thread for at most
+    /// The next ID (libx.net/workerid's `Next`). Blocks the calling thread for at most
     /// one time unit when the sequence is exhausted, and for at most
     /// `block_below` when the clock went back a little.
     ///
@@ -283,12 +283,12 @@ impl Generator {
         Error::ClockDriftTooLarge { drift }
     }
 
-    /// The timestamp (in layout units) of the last ID (the seed's `LastUsedTimestamp`).
+    /// The timestamp (in layout units) of the last ID (libx.net/workerid's `LastUsedTimestamp`).
     pub fn last_used_timestamp(&self) -> u64 {
         self.last.load(Ordering::Acquire) >> self.layout.sequence_bits()
     }
 
-    /// Raises the last used timestamp to `ts` (the seed's
+    /// Raises the last used timestamp to `ts` (libx.net/workerid's
     /// `SetLastUsedTimestamp`): every later ID of [`next_id`](Self::next_id)
     /// and of every batch a [`LocalGenerator`](super::LocalGenerator) claims
     /// later has a larger timestamp (a batch claimed before may still be

@@ -287,7 +287,7 @@ mod tests {
                 Layout::new(41, 10, 12, ms, Duration::from_secs(4_000_000_000)),
                 "future",
             ),
-            // 41 bits of ms from the Unix epoch: the seed's layout, runs out in 2039.
+            // 41 bits of ms from the Unix epoch: libx.net/workerid's layout, runs out in 2039.
             (
                 Layout::new(38, 10, 12, ms, Duration::ZERO),
                 "runs out on 1978",

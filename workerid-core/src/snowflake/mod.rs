@@ -2,7 +2,7 @@
 //!
 //! - [`Layout`]: the bit layout (presets [`Layout::classic`] 41/10/12 ms and
 //!   [`Layout::sonyflake`]), with `compose` / `decompose`.
-//! - [`Generator`]: lock-free, one compare-and-swap per ID, the seed's clock
+//! - [`Generator`]: lock-free, one compare-and-swap per ID, libx.net/workerid's clock
 //!   drift buckets ([`DriftPolicy`]).
 //! - [`LocalGenerator`]: a per-thread handle on a generator that claims
 //!   sequence numbers in batches, for the highest rates.

@@ -121,7 +121,7 @@ struct Keeper {
 }
 
 /// A snowflake worker on a leased worker ID, over any [`LeaseStore`](crate::LeaseStore)
-/// (the seed's `Worker`, which needed etcd).
+/// (libx.net/workerid's `Worker`, which needed etcd).
 ///
 /// - [`join`](Worker::join) acquires a worker ID, waits until the clock has
 ///   passed the previous holder's watermark, reserves a first time window in
@@ -294,7 +294,7 @@ impl Worker {
         self.state.clone()
     }
 
-    /// Resolves once the worker has stopped or lost its lease (the seed's
+    /// Resolves once the worker has stopped or lost its lease (libx.net/workerid's
     /// `StopChannel`).
     pub async fn stopped(&self) -> WorkerState {
         let mut state = self.state.clone();
@@ -306,7 +306,7 @@ impl Worker {
     }
 
     /// Stops issuing IDs, releases the worker ID (storing the last timestamp
-    /// used as its watermark) and waits until that is done (the seed's `Stop`).
+    /// used as its watermark) and waits until that is done (libx.net/workerid's `Stop`).
     pub async fn stop(&self) -> WorkerState {
         self.stop.notify_one();
         self.stopped().await

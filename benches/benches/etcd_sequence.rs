@@ -1,11 +1,11 @@
-//! The etcd seed's workload (`etcd-sequence-numbers.md`): 500 tasks take 10
+//! A sequence-number workload on etcd: 500 tasks take 10
 //! IDs each from one etcd node, 5000 IDs in all. Two ways in the same run:
 //! `GaplessSequence` (one compare-and-swap transaction per ID, consecutive,
-//! as the seed does with an STM) and the `SegmentAllocator` (ranges of 1000
+//! as etcd's STM recipe does) and the `SegmentAllocator` (ranges of 1000
 //! reserved by the same transaction, IDs handed out from memory). Both must
 //! hand out 5000 distinct IDs.
 //!
-//! `cargo bench -p benches --bench etcd_seed` (starts its own etcd).
+//! `cargo bench -p benches --bench etcd_sequence` (starts its own etcd).
 
 use std::collections::HashSet;
 use std::sync::Arc;
