@@ -21,8 +21,7 @@
 //! up to one ttl, see [`crate::mirror`]) from one that was released. A
 //! release *deletes* `ownership/<id>` in the transaction that deletes the
 //! owner, so a watch of deletions alone sees both (grants, all puts, then
-//! cost the watch nothing). Earlier versions wrote `released <token>`
-//! instead; that is still read as a release.
+//! cost the watch nothing).
 //!
 //! Segment counters live under `<prefix>/seg/<tag>` as `<max_id> <step> <nonce>`.
 
@@ -134,9 +133,6 @@ pub(crate) fn watermark(value: u64) -> String {
 pub(crate) enum Ownership {
     /// Granted, or last moved to a new etcd lease, for `ttl_secs`; not released.
     Held { ttl_secs: u32 },
-    /// Released by its holder, whose token this is: written by earlier
-    /// versions (a release now deletes the key), still read as a release.
-    Released(String),
     /// Released by an operator.
     Forced,
 }
@@ -151,7 +147,6 @@ impl Ownership {
     pub fn encode(&self) -> String {
         match self {
             Ownership::Held { ttl_secs } => format!("held {ttl_secs}"),
-            Ownership::Released(token) => format!("released {token}"),
             Ownership::Forced => "forced".into(),
         }
     }
@@ -160,9 +155,6 @@ impl Ownership {
         let text = std::str::from_utf8(bytes).ok()?;
         if text == "forced" {
             return Some(Ownership::Forced);
-        }
-        if let Some(token) = text.strip_prefix("released ") {
-            return Some(Ownership::Released(token.into()));
         }
         let ttl_secs = text.strip_prefix("held ")?.parse().ok()?;
         Some(Ownership::Held { ttl_secs })
@@ -234,17 +226,11 @@ mod tests {
 
     #[test]
     fn ownership_values_round_trip() {
-        let token = Token::generate().to_string();
-        for o in [
-            Ownership::Held { ttl_secs: 10 },
-            Ownership::Released(token),
-            Ownership::Forced,
-        ] {
+        for o in [Ownership::Held { ttl_secs: 10 }, Ownership::Forced] {
             assert_eq!(Ownership::parse(o.encode().as_bytes()), Some(o));
         }
         assert_eq!(Ownership::parse(b"held x"), None);
         assert!(Ownership::released(Some(b"forced")));
-        assert!(Ownership::released(Some(b"released abc")));
         assert!(!Ownership::released(Some(b"held 3")));
         assert!(!Ownership::released(Some(b"nonsense")));
         assert!(Ownership::released(None));

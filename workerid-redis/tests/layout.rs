@@ -1,11 +1,10 @@
 //! The store's key layout at its edges, on a real `redis-server` (started
-//! once for this test binary, or the one `WORKERID_REDIS_URL` names): data
-//! written by an older version, and lease ends too far away for Lua's
-//! default number format.
+//! once for this test binary, or the one `WORKERID_REDIS_URL` names): lease
+//! ends too far away for Lua's default number format.
 
 use std::time::Duration;
 
-use workerid_core::{Error, LeaseState, LeaseStore, Namespace, Token, WorkerId};
+use workerid_core::{LeaseState, LeaseStore, Namespace, Token, WorkerId};
 use workerid_redis::RedisStore;
 
 async fn store() -> RedisStore {
@@ -21,45 +20,6 @@ fn namespace(what: &str) -> Namespace {
         .expect("clock")
         .as_nanos();
     Namespace::new(format!("layout-{what}-{}-{nanos}", std::process::id())).expect("namespace")
-}
-
-#[tokio::test]
-async fn a_namespace_written_by_an_older_version_is_refused_not_misread() {
-    let store = store().await;
-    let ns = namespace("old");
-    // The layout before lease ends moved into the state: "<token> <fence>
-    // <watermark>", ends in µs in the sorted set, no format marker. IDs 0 and
-    // 1 expired long ago; read as ms, their ends would be live for millennia.
-    let client = redis::Client::open(workerid_testkit::redis::shared_url()).expect("client");
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect");
-    let hash = format!("workerid:{{{ns}}}");
-    let token = Token::generate().to_string();
-    let () = redis::cmd("HSET")
-        .arg(&hash)
-        .arg(&["max", "3", "next", "2"][..])
-        .arg(&["0", &format!("{token} 1 0"), "1", &format!("{token} 1 0")][..])
-        .query_async(&mut conn)
-        .await
-        .expect("write the old layout");
-    let ended_us = "1700000000000000"; // November 2023, in µs
-    let () = redis::cmd("ZADD")
-        .arg(format!("{hash}:free"))
-        .arg(&[ended_us, "0", ended_us, "1"][..])
-        .query_async(&mut conn)
-        .await
-        .expect("write the old layout");
-    for _ in 0..3 {
-        match store
-            .acquire(&ns, 3, &Token::generate(), Duration::from_secs(10))
-            .await
-        {
-            Err(Error::Unavailable { .. }) => {}
-            other => panic!("an old namespace must be refused, got {other:?}"),
-        }
-    }
 }
 
 #[tokio::test]

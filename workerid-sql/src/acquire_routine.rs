@@ -29,15 +29,10 @@ use workerid_core::{Error, Grant};
 use crate::dialect::Dialect;
 use crate::store::{grant_from_row, q, watermark_from_sql, watermark_to_sql, SqlStore};
 
-/// The function's name for a lease table.
-pub(crate) fn function_name(table: &str) -> String {
+/// The acquire routine's name for a lease table (a PostgreSQL function, a
+/// MySQL procedure).
+pub(crate) fn routine_name(table: &str) -> String {
     format!("{table}_acquire")
-}
-
-/// The procedure's name for a lease table (versioned: `CREATE PROCEDURE IF
-/// NOT EXISTS` never replaces an older body; v2 added the fast path).
-pub(crate) fn procedure_name(table: &str) -> String {
-    format!("{table}_acquire_v2")
 }
 
 /// `CREATE PROCEDURE IF NOT EXISTS ...` (MariaDB 10.6+, MySQL 8.0.29+) for
@@ -51,7 +46,7 @@ pub(crate) fn create_procedure(
     ns: &str,
     tok: &str,
 ) -> String {
-    let name = procedure_name(table);
+    let name = routine_name(table);
     format!(
         "CREATE PROCEDURE IF NOT EXISTS {name}(IN p_ns {ns}, IN p_max BIGINT, \
          IN p_token {tok}, IN p_ttl BIGINT, IN p_zero BIGINT) \
@@ -131,7 +126,7 @@ pub(crate) fn create_procedure(
 /// renewal writes. Only when it finds nothing does it lock the namespace row
 /// and look again (without skipping), then hand out a never-used ID.
 pub(crate) fn create_function(table: &str, ns_table: &str, now: &str) -> String {
-    let name = function_name(table);
+    let name = routine_name(table);
     format!(
         "CREATE OR REPLACE FUNCTION {name}(p_ns VARCHAR, p_max BIGINT, p_token VARCHAR, \
          p_ttl BIGINT, p_zero BIGINT) \
@@ -186,9 +181,9 @@ pub(crate) fn call(dialect: Dialect, table: &str) -> Option<String> {
     match dialect {
         Dialect::Postgres => Some(format!(
             "SELECT r_status, r_id, r_fence, r_watermark, r_stored FROM {}($1, $2, $3, $4, $5)",
-            function_name(table)
+            routine_name(table)
         )),
-        Dialect::MySql => Some(format!("CALL {}(?, ?, ?, ?, ?)", procedure_name(table))),
+        Dialect::MySql => Some(format!("CALL {}(?, ?, ?, ?, ?)", routine_name(table))),
         Dialect::Sqlite => None,
     }
 }

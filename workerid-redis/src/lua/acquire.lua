@@ -5,8 +5,7 @@
 --
 -- A namespace is two keys:
 --   the hash:  `max`, `next` (IDs never granted are next..max), and per ID
---              granted at least once "<token> <fence> <watermark> <ends>"
---              (some earlier versions also wrote `format` = '2': ignored);
+--              granted at least once "<token> <fence> <watermark> <ends>";
 --   the zset:  the same IDs scored by <ends>. Its head is the only acquire
 --              candidate: O(log n).
 -- <ends> is the instant (ms, server clock) the lease ends, 0 once released;
@@ -34,12 +33,6 @@ local old_fence, old_watermark, free
 if head then
   local holder, f, w, e = string.match(meta[3] or '', '^(%S+) (%d+) (%d+) (%d+)$')
   if not holder then
-    -- Versions before the lease end moved into the state wrote three
-    -- fields (ends in us, in the zset only) and never took an ID out of the
-    -- zset, so such a namespace always has a head, refused here.
-    if string.find(meta[3] or '', '^%S+ %d+ %d+$') then
-      return error('namespace written by an older workerid-redis (lease ends in the sorted set): release its leases and delete its keys')
-    end
     return error('corrupt lease state for worker ID ' .. head)
   end
   -- Released (0) or expired: the ID is free.

@@ -10,8 +10,7 @@ for i = 1, #states, 2 do
   local field = states[i]
   if field == 'max' then
     out[2] = states[i + 1]
-  -- `format` was written by some earlier versions; nothing reads it.
-  elseif field ~= 'next' and field ~= 'format' then
+  elseif field ~= 'next' then
     local holder, fence, watermark, ends = string.match(states[i + 1], '^(%S+) (%d+) (%d+) (%d+)$')
     if not holder then
       return error('corrupt lease state for worker ID ' .. field)
