@@ -1,8 +1,7 @@
 //! Keep-alive streams kept open for the etcd leases this process renews.
 //!
 //! etcd renews a lease over a bidirectional stream. Opening one per renewal
-//! costs more than the keep-alive itself (about 2.4 times as much, measured
-//! on loopback), so the stream a keep-alive opened stays open, and the next
+//! costs more than the keep-alive itself, so the stream a keep-alive opened stays open, and the next
 //! renewal of that lease sends one message on it. At most [`OPEN_MAX`]
 //! streams per store (each one is a goroutine on the server): the leases of
 //! a process holding thousands open a stream per renewal, as before.

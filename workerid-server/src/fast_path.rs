@@ -9,15 +9,8 @@
 //! (another path or method, HTTP/1.0, a body, `Expect`, `Upgrade`, a head
 //! `httparse` refuses or one over [`MAX_HEAD`]) hands the connection, with
 //! the bytes not yet answered, to hyper for the rest of its life: this path
-//! never answers what it does not fully understand.
-//!
-//! Measured with `bash benches/http/run.sh /tmp/old-server` (one server
-//! thread, wrk on the other core, six rounds taking turns with the build
-//! that served every request through hyper): one request per round trip
-//! 81 700 requests per second against 66 500, pipelined 661 000 against
-//! 426 000. `perf` now puts 79 % of the server thread's time in the
-//! kernel's loopback TCP (62 % in `sendto` alone, which delivers the reply
-//! to wrk's socket), against 59 % through hyper.
+//! never answers what it does not fully understand. (`fast_path = false`
+//! serves everything through hyper; `docs/benchmarks.md` has both rates.)
 
 use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};

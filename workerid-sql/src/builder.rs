@@ -56,8 +56,7 @@ impl SqlStoreBuilder {
     /// before it tries again, so writers of one process on several
     /// connections mostly wait on each other's locks: with the default of
     /// one, they queue in the pool instead, and renewals per second stay
-    /// flat from 1 to 64 concurrent callers (they fell by a tenth to a fifth
-    /// from 8 to 64 with ten connections; see the README's benchmarks).
+    /// flat from 1 to 64 concurrent callers.
     pub fn max_connections(mut self, max: u32) -> Self {
         self.max_connections = Some(max);
         self

@@ -26,8 +26,7 @@
 //!
 //! The watch asks for deletions only (etcd's `NOPUT` filter): a grant is all
 //! puts, so etcd sends this process nothing for it, which keeps a grant as
-//! cheap as the same transaction on keys nobody watches (measured on one
-//! node: a watched grant cost about 5 % more). Other processes' grants are
+//! cheap as the same transaction on keys nobody watches. Other processes' grants are
 //! therefore unseen: their IDs look free until a transaction finds them
 //! taken or a scan reloads the mirror, and an owner deleted without a
 //! release is *unresolved* (not offered) until one read of its `ownership/`
