@@ -123,6 +123,53 @@ async fn a_clock_far_behind_the_watermark_gives_up_and_releases() {
         .expect("the worker ID is free again");
 }
 
+/// A join stopped while it waits for the previous holder's window (a
+/// shutdown) releases the worker ID before it returns; so does a join whose
+/// future is dropped, a moment later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_stopped_or_dropped_while_waiting_releases_the_worker_id() {
+    let store = MemoryStore::new();
+    let ttl = Duration::from_secs(30);
+    // The real clock: the next holder waits for the window the first
+    // reserved (two renewal periods, 20 s).
+    let first = Worker::join(allocator(store.clone(), ttl), WorkerOptions::new())
+        .await
+        .unwrap();
+    first.stop().await;
+    let stopped = Worker::join_until(
+        allocator(store.clone(), ttl),
+        WorkerOptions::new(),
+        tokio::time::sleep(Duration::from_millis(50)),
+    )
+    .await;
+    assert!(
+        matches!(stopped, Err(Error::NotReady { .. })),
+        "{stopped:?}"
+    );
+    let lease = allocator(store.clone(), ttl)
+        .acquire()
+        .await
+        .expect("released by the stopped join");
+    allocator(store.clone(), ttl).release(&lease).await.unwrap();
+
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(50),
+        Worker::join(allocator(store.clone(), ttl), WorkerOptions::new()),
+    )
+    .await;
+    assert!(dropped.is_err(), "the join was still waiting");
+    let started = Instant::now();
+    loop {
+        match allocator(store.clone(), ttl).acquire().await {
+            Ok(_) => break,
+            Err(Error::NoAvailableId { .. }) if started.elapsed() < Duration::from_secs(2) => {
+                tokio::time::sleep(Duration::from_millis(10)).await
+            }
+            Err(e) => panic!("the dropped join's worker ID is not released: {e}"),
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drift_beyond_recovery_makes_the_worker_leave() {
     let store = MemoryStore::new();

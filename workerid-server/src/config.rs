@@ -49,8 +49,12 @@ pub struct Config {
     /// A bearer token every request must carry (none: no check).
     #[serde(default)]
     pub auth_token: Option<String>,
-    /// Tags created on start (when missing).
-    #[serde(default = "default_tags")]
+    /// Tags created on start when missing. A tag that exists with another
+    /// step is refused: the server does not start (change the config, or
+    /// the stored tag). With no tags and the zero-configuration store (the
+    /// SQLite file `workerid.db`), the tag `test` is made, so a first
+    /// `curl` works.
+    #[serde(default)]
     pub tags: Vec<TagConfig>,
     /// The snowflake worker.
     #[serde(default)]
@@ -142,11 +146,44 @@ impl Config {
         Duration::from_millis(self.store_timeout_ms)
     }
 
-    /// Checks the values serde cannot: ranges and how the lease periods fit.
+    /// The tags to create on start: the config's, or with none and the
+    /// zero-configuration store, the tag `test`.
+    pub fn startup_tags(&self) -> Vec<TagConfig> {
+        if self.tags.is_empty() && self.store == default_store() {
+            default_tags()
+        } else {
+            self.tags.clone()
+        }
+    }
+
+    /// Checks the values serde cannot, before anything touches the store:
+    /// ranges, names, duplicate tags, and how the lease periods fit.
     ///
     /// # Errors
     /// A message naming the setting at fault.
     pub fn validate(&self) -> Result<(), String> {
+        let mut seen = std::collections::BTreeSet::new();
+        for tag in &self.tags {
+            workerid::segment::Tag::new(tag.name.as_str())
+                .map_err(|e| format!("[[tags]] name {:?}: {e}", tag.name))?;
+            if !seen.insert(tag.name.as_str()) {
+                return Err(format!("[[tags]] name {:?} is given twice", tag.name));
+            }
+            workerid::segment::check_step(tag.step)
+                .map_err(|e| format!("[[tags]] {:?}: {e}", tag.name))?;
+            if !(1..=workerid::segment::MAX_SEGMENT_ID).contains(&tag.first_id) {
+                return Err(format!(
+                    "[[tags]] {:?}: first_id {} must be in 1..={}",
+                    tag.name,
+                    tag.first_id,
+                    workerid::segment::MAX_SEGMENT_ID
+                ));
+            }
+        }
+        if self.snowflake.enabled {
+            workerid::Namespace::new(self.snowflake.namespace.as_str())
+                .map_err(|e| format!("snowflake.namespace: {e}"))?;
+        }
         if let Some(n) = self.workers {
             if !(1..=1024).contains(&n) {
                 return Err(format!("workers must be 1 to 1024, not {n}"));
@@ -176,6 +213,12 @@ impl Config {
         if s.enabled {
             if s.ttl_secs == 0 {
                 return Err("snowflake.ttl_secs must be at least 1".into());
+            }
+            let layout_max = workerid::snowflake::Layout::classic().max_worker_id();
+            if let Some(max) = s.max_worker_id.filter(|&max| max > layout_max) {
+                return Err(format!(
+                    "snowflake.max_worker_id {max} does not fit the classic layout's worker bits (at most {layout_max})"
+                ));
             }
             let (every, timeout) = (s.renew_every(), s.renew_timeout());
             if every.is_zero() || every >= s.ttl() {
@@ -220,7 +263,7 @@ impl Default for Config {
             idle_timeout_ms: default_idle_timeout(),
             max_open_connections: default_max_open_connections(),
             max_buffer_bytes: default_max_buffer_bytes(),
-            tags: default_tags(),
+            tags: Vec::new(),
             snowflake: SnowflakeConfig::default(),
             workers: None,
         }
@@ -233,6 +276,8 @@ fn default_store() -> String {
 fn default_listen() -> String {
     "127.0.0.1:8880".into()
 }
+/// The tag made when the config names none and the store is the
+/// zero-configuration one.
 fn default_tags() -> Vec<TagConfig> {
     vec![TagConfig {
         name: "test".into(),

@@ -62,14 +62,115 @@ use workerid::segment::{SegmentAllocator, SegmentOptions};
 use workerid::snowflake::{DriftPolicy, WorkerOptions};
 use workerid::{Allocator, LeaseOptions};
 
-async fn run(config: Config) -> Result<(), String> {
+/// Why the server stopped with an error, and its exit code.
+#[derive(Debug)]
+enum Failure {
+    /// A bad flag, file or value, or a config the store contradicts (exit 2).
+    Config(String),
+    /// The store could not be opened (exit 3).
+    Store(String),
+    /// The listen address could not be bound (exit 4).
+    Listen(String),
+    /// Anything else (exit 1).
+    Other(String),
+}
+
+impl Failure {
+    /// The documented exit code.
+    fn exit_code(&self) -> i32 {
+        match self {
+            Failure::Other(_) => exit::FAILED,
+            Failure::Config(_) => exit::CONFIG,
+            Failure::Store(_) => exit::STORE,
+            Failure::Listen(_) => exit::LISTEN,
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Config(e) | Failure::Store(e) | Failure::Listen(e) | Failure::Other(e) => {
+                f.write_str(e)
+            }
+        }
+    }
+}
+
+/// The server's exit codes.
+mod exit {
+    /// Stopped by SIGTERM or Ctrl-C, after giving back and releasing.
+    pub const OK: i32 = 0;
+    /// Any other failure.
+    pub const FAILED: i32 = 1;
+    /// A bad flag, config file or value, or tags the store contradicts;
+    /// nothing was written to the store.
+    pub const CONFIG: i32 = 2;
+    /// The store could not be opened (unreachable, credentials refused, no
+    /// such database).
+    pub const STORE: i32 = 3;
+    /// The listen address could not be bound (in use, not an address).
+    pub const LISTEN: i32 = 4;
+}
+
+/// Creates the start-up tags; a tag that exists with another step is
+/// refused rather than silently served with the stored one.
+async fn create_tags(
+    segments: &SegmentAllocator,
+    tags: &[config::TagConfig],
+) -> Result<(), Failure> {
+    for tag in tags {
+        let created = segments
+            .create_tag(&tag.name, tag.first_id, tag.step)
+            .await
+            .map_err(|e| Failure::Store(format!("tag {}: {e}", tag.name)))?;
+        if !created {
+            let stored = segments
+                .store()
+                .list_tags()
+                .await
+                .map_err(|e| Failure::Store(format!("tag {}: {e}", tag.name)))?;
+            if let Some(info) = stored.iter().find(|t| t.tag.as_str() == tag.name) {
+                if info.step != tag.step {
+                    return Err(Failure::Config(format!(
+                        "tag {} exists with step {}, the config says {}: change the config, \
+                         or the stored tag",
+                        tag.name, info.step, tag.step
+                    )));
+                }
+            }
+        }
+        tracing::info!(tag = %tag.name, created, "tag ready");
+    }
+    Ok(())
+}
+
+async fn run(config: Config) -> Result<(), Failure> {
+    // Signals first: a SIGTERM while the store is opened or a worker ID is
+    // joined still releases what was taken.
+    let mut terminate =
+        signal(SignalKind::terminate()).map_err(|e| Failure::Other(e.to_string()))?;
+    let (signalled_tx, mut signalled) = watch::channel(false);
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+        tracing::info!("shutting down");
+        signalled_tx.send_replace(true);
+    });
+    // The address is bound before the store is touched: a bad one changes
+    // nothing.
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .map_err(|e| Failure::Listen(format!("cannot listen on {}: {e}", config.listen)))?;
     let store = workerid::OpenOptions::new()
         .connect_timeout(Duration::from_secs(3))
         .request_timeout(Duration::from_secs(3))
         .max_connections(2)
         .open(&config.store)
         .await
-        .map_err(|e| format!("store: {e}"))?;
+        .map_err(|e| Failure::Store(format!("store: {e}")))?;
     let segment_store = store.segment_store();
     let metrics = Arc::new(Metrics::default());
     let counted = Counted {
@@ -78,15 +179,10 @@ async fn run(config: Config) -> Result<(), String> {
         timeout: config.store_timeout(),
     };
     let segments = SegmentAllocator::new(counted, SegmentOptions::default());
-    for tag in &config.tags {
-        let created = segments
-            .create_tag(&tag.name, tag.first_id, tag.step)
-            .await
-            .map_err(|e| format!("tag {}: {e}", tag.name))?;
-        tracing::info!(tag = %tag.name, created, "tag ready");
-    }
+    let startup_tags = config.startup_tags();
+    create_tags(&segments, &startup_tags).await?;
     let tags = Arc::new(Tags::new(
-        config.tags.iter().map(|t| t.name.clone()),
+        startup_tags.iter().map(|t| t.name.clone()),
         config.tags_refresh(),
     ));
     if let Err(e) = tags.refresh(segments.store().as_ref()).await {
@@ -119,10 +215,10 @@ async fn run(config: Config) -> Result<(), String> {
             .max_connections(1)
             .open(&config.store)
             .await
-            .map_err(|e| format!("store (snowflake lease): {e}"))?
+            .map_err(|e| Failure::Store(format!("store (snowflake lease): {e}")))?
             .lease_store();
         let allocator = Allocator::from_arc(lease_store, &s.namespace, options)
-            .map_err(|e| format!("snowflake: {e}"))?;
+            .map_err(|e| Failure::Config(format!("snowflake: {e}")))?;
         // A clock that stepped back is answered at once (try later), never
         // waited out: the wait would block a thread serving requests, and
         // with `--workers 1` the only one, lease renewals included.
@@ -144,7 +240,10 @@ async fn run(config: Config) -> Result<(), String> {
         // A worker ID released by the previous run is joined once the clock
         // passes its reserved window (under a ttl): wait for that before
         // listening, as a server that joined inline did.
-        snowflake.first_join(s.ttl()).await;
+        tokio::select! {
+            () = snowflake.first_join(s.ttl()) => {}
+            _ = signalled.wait_for(|&s| s) => {}
+        }
         (Some(snowflake), Some(supervisor))
     } else {
         (None, None)
@@ -156,17 +255,9 @@ async fn run(config: Config) -> Result<(), String> {
         tags,
         auth_token: config.auth_token.clone(),
     });
-    let listener = tokio::net::TcpListener::bind(&config.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     tracing::info!("listening on {}", config.listen);
-    let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     let shutdown = async move {
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = terminate.recv() => {}
-        }
-        tracing::info!("shutting down");
+        let _ = signalled.wait_for(|&s| s).await;
     };
     serve::serve(listener, app.clone(), config.limits(), shutdown).await;
     // Both bounded, whatever the store does: each give-back and the release
@@ -215,7 +306,7 @@ fn main() {
         Ok(config) => config,
         Err(e) => {
             eprintln!("workerid-server: {e}");
-            std::process::exit(2);
+            std::process::exit(exit::CONFIG);
         }
     };
     init_logging(cli.log_format);
@@ -223,7 +314,7 @@ fn main() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("workerid-server: cannot start the runtime: {e}");
-            std::process::exit(1);
+            std::process::exit(exit::FAILED);
         }
     };
     let result = runtime.block_on(run(config));
@@ -231,8 +322,9 @@ fn main() {
     runtime.shutdown_timeout(Duration::from_secs(1));
     if let Err(e) = result {
         eprintln!("workerid-server: {e}");
-        std::process::exit(1);
+        std::process::exit(e.exit_code());
     }
+    std::process::exit(exit::OK);
 }
 
 /// Text or JSON lines on stdout; colour only when stdout is a terminal.

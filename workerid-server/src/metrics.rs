@@ -36,8 +36,6 @@ impl Metrics {
     /// The Prometheus text.
     pub fn render(&self, snowflake: Option<&Snowflake>, gauges: &Gauges) -> String {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let lease_ready = snowflake.is_some_and(Snowflake::ready);
-        let lease = |f: fn(&Snowflake) -> &AtomicU64| snowflake.map_or(0, |s| get(f(s)));
         format!(
             "# HELP workerid_ids_served_total IDs served.\n\
              # TYPE workerid_ids_served_total counter\n\
@@ -52,21 +50,10 @@ impl Metrics {
              # HELP workerid_segment_stalls_total Calls that found both segment buffers empty and waited for the store.\n\
              # TYPE workerid_segment_stalls_total counter\n\
              workerid_segment_stalls_total {}\n\
-             # HELP workerid_store_errors_total Store calls that failed.\n\
+             # HELP workerid_store_errors_total Store calls that failed to answer (not unknown tags).\n\
              # TYPE workerid_store_errors_total counter\n\
              workerid_store_errors_total {}\n\
-             # HELP workerid_lease_ready Whether the snowflake worker holds a live lease.\n\
-             # TYPE workerid_lease_ready gauge\n\
-             workerid_lease_ready {}\n\
-             # HELP workerid_lease_joins_total Snowflake workers that joined (a first start and every rejoin).\n\
-             # TYPE workerid_lease_joins_total counter\n\
-             workerid_lease_joins_total {}\n\
-             # HELP workerid_lease_losses_total Snowflake workers that lost their lease.\n\
-             # TYPE workerid_lease_losses_total counter\n\
-             workerid_lease_losses_total {}\n\
-             # HELP workerid_lease_join_failures_total Snowflake join attempts that failed.\n\
-             # TYPE workerid_lease_join_failures_total counter\n\
-             workerid_lease_join_failures_total {}\n\
+             {}\
              # HELP workerid_tag_lists_total Reads of the whole tag list from the store.\n\
              # TYPE workerid_tag_lists_total counter\n\
              workerid_tag_lists_total {}\n\
@@ -88,10 +75,7 @@ impl Metrics {
             get(&self.segment_loads),
             gauges.stalls,
             get(&self.store_errors),
-            u8::from(lease_ready),
-            lease(|s| &s.joins),
-            lease(|s| &s.losses),
-            lease(|s| &s.join_failures),
+            snowflake.map(lease_metrics).unwrap_or_default(),
             get(&self.tag_lists),
             gauges.tags_known,
             gauges.tags_missing,
@@ -111,6 +95,31 @@ pub struct Counted {
     pub timeout: Duration,
 }
 
+/// The snowflake worker's metrics: only when snowflake IDs are served, so
+/// that an alert on `workerid_lease_ready == 0` never fires for a server
+/// that has no lease to hold.
+fn lease_metrics(s: &Snowflake) -> String {
+    let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    format!(
+        "# HELP workerid_lease_ready Whether the snowflake worker holds a live lease.\n\
+         # TYPE workerid_lease_ready gauge\n\
+         workerid_lease_ready {}\n\
+         # HELP workerid_lease_joins_total Snowflake workers that joined (a first start and every rejoin).\n\
+         # TYPE workerid_lease_joins_total counter\n\
+         workerid_lease_joins_total {}\n\
+         # HELP workerid_lease_losses_total Snowflake workers that lost their lease.\n\
+         # TYPE workerid_lease_losses_total counter\n\
+         workerid_lease_losses_total {}\n\
+         # HELP workerid_lease_join_failures_total Snowflake join attempts that failed.\n\
+         # TYPE workerid_lease_join_failures_total counter\n\
+         workerid_lease_join_failures_total {}\n",
+        u8::from(s.ready()),
+        get(&s.joins),
+        get(&s.losses),
+        get(&s.join_failures),
+    )
+}
+
 impl Counted {
     async fn call<T>(&self, request: impl Future<Output = Result<T>>) -> Result<T> {
         let result = match tokio::time::timeout(self.timeout, request).await {
@@ -120,7 +129,9 @@ impl Counted {
                 format!("no answer within {:?}", self.timeout),
             )),
         };
-        if result.is_err() {
+        // An unknown tag or an exhausted one is the caller's mistake, not
+        // the store's: only failures to answer count.
+        if matches!(result, Err(Error::Unavailable { .. })) {
             self.metrics.store_errors.fetch_add(1, Ordering::Relaxed);
         }
         result

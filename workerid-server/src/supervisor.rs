@@ -96,10 +96,24 @@ pub fn spawn(
     tokio::spawn(async move {
         let mut backoff = MIN_BACKOFF;
         loop {
-            let joined = tokio::select! {
-                joined = Worker::join(allocator.clone(), options.clone()) => joined,
-                () = stopping(&mut stop) => return,
-            };
+            // A stop while joining releases the worker ID before the join
+            // returns (a dropped join would leave it to expire).
+            let mut until = stop.clone();
+            let joined =
+                Worker::join_until(allocator.clone(), options.clone(), stopping(&mut until)).await;
+            if *stop.borrow() {
+                if let Ok(worker) = joined {
+                    if tokio::time::timeout(release_timeout, worker.stop())
+                        .await
+                        .is_err()
+                    {
+                        tracing::warn!(
+                            "the worker ID was not released within {release_timeout:?}: it expires with its ttl"
+                        );
+                    }
+                }
+                return;
+            }
             let worker = match joined {
                 Ok(worker) => Arc::new(worker),
                 Err(e) => {

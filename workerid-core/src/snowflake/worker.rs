@@ -9,6 +9,40 @@ use tokio::sync::{watch, Notify};
 use super::{Clock, DriftPolicy, Generator, Layout, LocalGenerator, SystemClock};
 use crate::{Allocator, Error, Lease, Result};
 
+/// Releases the lease of a join whose future was dropped (a caller that
+/// gave up waiting, a shutdown) before the worker took the lease over: the
+/// worker ID is free at once instead of after its ttl.
+struct AbandonedJoin {
+    /// `None` once the join finished, either way.
+    allocator: Option<Allocator>,
+    lease: Lease,
+}
+
+impl Drop for AbandonedJoin {
+    fn drop(&mut self) {
+        let Some(allocator) = self.allocator.take() else {
+            return;
+        };
+        let lease = self.lease.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if let Err(e) = allocator.release(&lease).await {
+                        tracing::warn!(
+                            "could not release worker ID {} of an abandoned join: {e}",
+                            lease.id()
+                        );
+                    }
+                });
+            }
+            Err(_) => tracing::warn!(
+                "worker ID {} of an abandoned join is left to expire (no runtime to release it)",
+                lease.id()
+            ),
+        }
+    }
+}
+
 /// Where a [`Worker`] is in its life.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WorkerState {
@@ -166,6 +200,22 @@ impl Worker {
     /// clock is further behind the previous holder's watermark than
     /// `max_start_wait` (the worker ID is released).
     pub async fn join(allocator: Allocator, options: WorkerOptions) -> Result<Worker> {
+        Worker::join_until(allocator, options, std::future::pending()).await
+    }
+
+    /// Joins as [`Worker::join`] does, unless `until` resolves first (a
+    /// shutdown): then the worker ID, if one was leased, is released before
+    /// this returns, and the answer is [`Error::NotReady`]. A caller that
+    /// must stop while the worker waits for the previous holder's window
+    /// uses this rather than dropping the join.
+    ///
+    /// # Errors
+    /// As [`Worker::join`]; [`Error::NotReady`] when `until` came first.
+    pub async fn join_until(
+        allocator: Allocator,
+        options: WorkerOptions,
+        until: impl std::future::Future<Output = ()>,
+    ) -> Result<Worker> {
         let ttl = allocator.options().default_ttl();
         let renew_every = options.renew_every.unwrap_or(ttl / 3);
         let window = options.window.unwrap_or(renew_every * 2);
@@ -190,6 +240,10 @@ impl Worker {
         let clock = options.clock;
         let (state, state_rx) = watch::channel(WorkerState::Starting);
         let mut lease = allocator.acquire().await?;
+        let mut abandoned = AbandonedJoin {
+            allocator: Some(allocator.clone()),
+            lease: lease.clone(),
+        };
         let stop = Arc::new(Notify::new());
         let joined = async {
             wait_past(&allocator, &mut lease, &clock, renew_every, max_start_wait).await?;
@@ -205,7 +259,15 @@ impl Worker {
             let deadline = reserve(&allocator, &mut lease, &generator, &clock, window).await?;
             Ok::<_, Error>((generator, deadline))
         };
-        let (generator, deadline) = match joined.await {
+        tokio::pin!(until);
+        let joined = tokio::select! {
+            joined = joined => joined,
+            () = &mut until => Err(Error::NotReady {
+                reason: "stopped before the worker joined".into(),
+            }),
+        };
+        abandoned.allocator = None;
+        let (generator, deadline) = match joined {
             Ok(joined) => joined,
             Err(e) => {
                 if let Err(release) = allocator.release(&lease).await {

@@ -1,0 +1,198 @@
+//! The configuration is checked before anything touches the store, tags
+//! the store contradicts are refused, exit codes tell the cause, and the
+//! metrics do not report a disabled feature as down.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use common::{Launch, Server};
+use workerid::segment::SegmentStore;
+use workerid::LeaseStore;
+
+/// Runs the server with `config` as its file (and `args`); it must exit.
+fn run_with(dir: &Path, config: &str, args: &[&str]) -> Output {
+    let path = dir.join("bad.toml");
+    std::fs::write(&path, config).expect("write the config");
+    Command::new(env!("CARGO_BIN_EXE_workerid-server"))
+        .arg("--config")
+        .arg(&path)
+        .args(args)
+        .output()
+        .expect("run the server")
+}
+
+#[test]
+fn a_bad_config_exits_2_and_leaves_the_store_untouched() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let db = dir.path().join("untouched.db");
+    let store = format!("store = \"sqlite://{}?mode=rwc\"\n", db.display());
+    for (bad, says) in [
+        (
+            "[[tags]]\nname = \"a\"\n[[tags]]\nname = \"a\"\n",
+            "given twice",
+        ),
+        ("[[tags]]\nname = \"has space\"\n", "has space"),
+        ("[[tags]]\nname = \"a\"\nstep = 0\n", "step"),
+        ("[[tags]]\nname = \"a\"\nfirst_id = 0\n", "first_id"),
+        ("[snowflake]\nttl_secs = 0\n", "ttl_secs"),
+        (
+            "[snowflake]\nnamespace = \"no spaces allowed\"\n",
+            "namespace",
+        ),
+        ("[snowflake]\nmax_worker_id = 5000\n", "max_worker_id"),
+        ("nonsense = 1\n", "nonsense"),
+    ] {
+        let out = run_with(dir.path(), &format!("{store}{bad}"), &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(stderr.contains(says), "{bad}: {stderr}");
+        assert!(!db.exists(), "{bad}: the store was touched");
+    }
+}
+
+#[test]
+fn an_address_that_cannot_be_bound_exits_4_before_the_store_is_touched() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let db = dir.path().join("untouched.db");
+    let config = format!("store = \"sqlite://{}?mode=rwc\"\n", db.display());
+    let out = run_with(dir.path(), &config, &["--listen", "localhost:99999"]);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(!db.exists(), "the store was touched");
+}
+
+#[test]
+fn an_unreachable_store_exits_3() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let port = workerid_testkit::free_port();
+    let config = format!("store = \"redis://127.0.0.1:{port}/\"\n");
+    let listen = format!("127.0.0.1:{}", workerid_testkit::free_port());
+    let out = run_with(dir.path(), &config, &["--listen", &listen]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tag_stored_with_another_step_is_refused() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let url = common::sqlite(dir.path());
+    let store = workerid::open(&url).await.expect("the store");
+    let tag = workerid::segment::Tag::new("test").expect("a tag");
+    // The tests' config says step 100 for "test".
+    assert!(store.create_tag(&tag, 1, 250).await.expect("create"));
+    let config = format!(
+        "store = \"{url}\"\nlisten = \"127.0.0.1:{}\"\n{}",
+        workerid_testkit::free_port(),
+        common::TAGS
+    );
+    let out = run_with(dir.path(), &config, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("exists with step 250"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_default_tag_unless_the_store_is_the_zero_config_one() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let url = common::sqlite(dir.path());
+    let config = format!(
+        "store = \"{url}\"\nlisten = \"127.0.0.1:{}\"\n[snowflake]\nenabled = false\n",
+        workerid_testkit::free_port()
+    );
+    let path = dir.path().join("notags.toml");
+    std::fs::write(&path, config).expect("write");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_workerid-server"))
+        .arg("--config")
+        .arg(&path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start");
+    // Once the database has the tables, the server has made its tags.
+    let store = loop {
+        if let Ok(store) = workerid::OpenOptions::new()
+            .read_only(true)
+            .open(&url)
+            .await
+        {
+            break store;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let tags = store.list_tags().await.expect("list");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(tags.is_empty(), "{tags:?}");
+}
+
+#[test]
+fn metrics_leave_out_a_disabled_lease_and_unknown_tags_are_no_store_errors() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let server = Server::launch(
+        dir.path(),
+        &common::sqlite(dir.path()),
+        &Launch {
+            tables: "[snowflake]\nenabled = false\n",
+            ..Launch::default()
+        },
+    );
+    for i in 0..20 {
+        server.get(&format!("/api/segment/get/unknown{i}"));
+    }
+    let (_, metrics) = server.get("/metrics");
+    assert!(!metrics.contains("workerid_lease_ready"), "{metrics}");
+    assert_eq!(server.metric("workerid_store_errors_total"), 0);
+}
+
+/// A SIGTERM while the server waits to join its snowflake worker (the
+/// worker ID's previous holder reserved time ahead) stops it promptly, and
+/// it holds no lease afterwards.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sigterm_during_the_start_up_wait_releases_what_was_taken() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let url = common::sqlite(dir.path());
+    let tables = "[snowflake]\nmax_worker_id = 0\nttl_secs = 30\n";
+    let first = Server::launch(
+        dir.path(),
+        &url,
+        &Launch {
+            tables,
+            ..Launch::default()
+        },
+    );
+    assert!(first.terminate().success());
+    // The next holder of worker ID 0 waits for the first one's window.
+    let config = dir.path().join("second.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "store = \"{url}\"\nlisten = \"127.0.0.1:{}\"\n{}{tables}",
+            workerid_testkit::free_port(),
+            common::TAGS
+        ),
+    )
+    .expect("write");
+    let mut second = Command::new(env!("CARGO_BIN_EXE_workerid-server"))
+        .arg("--config")
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let signalled = Instant::now();
+    // SAFETY: a plain signal to our own child.
+    unsafe {
+        libc::kill(second.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let status = second.wait().expect("exit");
+    println!("stopped {:?} after SIGTERM", signalled.elapsed());
+    assert!(status.success(), "{status}");
+    assert!(signalled.elapsed() < Duration::from_secs(10));
+    let store = workerid::open(&url).await.expect("the store");
+    let ns = workerid::Namespace::new("workerid-server").expect("namespace");
+    let listing = store.list(&ns).await.expect("list");
+    assert_eq!(listing.live().count(), 0, "{listing:?}");
+}
