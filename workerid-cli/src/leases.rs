@@ -47,6 +47,9 @@ struct ListingJson {
     namespace: String,
     max_worker_id: u32,
     live: usize,
+    expired: usize,
+    free: usize,
+    never_granted: u64,
     leases: Vec<LeaseJson>,
 }
 
@@ -100,16 +103,6 @@ pub async fn leases(args: &LeasesArgs, json: bool) -> Result<String, CliError> {
     let (allocator, listing, scheme) = namespace(&args.store.store, &args.namespace).await?;
     let max = allocator.max_worker_id();
     let live = listing.live().count();
-    if json {
-        let out = ListingJson {
-            store: scheme.name(),
-            namespace: args.namespace.clone(),
-            max_worker_id: max,
-            live,
-            leases: listing.leases.iter().map(LeaseJson::from).collect(),
-        };
-        return Ok(serde_json::to_string_pretty(&out)? + "\n");
-    }
     let count = |state: &str| {
         listing
             .leases
@@ -118,6 +111,19 @@ pub async fn leases(args: &LeasesArgs, json: bool) -> Result<String, CliError> {
             .count()
     };
     let never = u64::from(max) + 1 - listing.leases.len() as u64;
+    if json {
+        let out = ListingJson {
+            store: scheme.name(),
+            namespace: args.namespace.clone(),
+            max_worker_id: max,
+            live,
+            expired: count("expired"),
+            free: count("free"),
+            never_granted: never,
+            leases: listing.leases.iter().map(LeaseJson::from).collect(),
+        };
+        return Ok(serde_json::to_string_pretty(&out)? + "\n");
+    }
     let mut out = format!(
         "namespace {} on {}: worker IDs 0..={max}; {live} live, {} expired, {} free, {never} never granted\n",
         args.namespace,

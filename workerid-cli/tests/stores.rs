@@ -85,7 +85,17 @@ async fn exercise(url: &str) {
         assert!(row.contains(cell), "{cell:?} missing from {row:?}");
     }
 
-    // The same as JSON.
+    // The same as JSON, counts included.
+    let run = workerid(&["leases", "--store", url, "--namespace", &ns, "--json"]).expect(0);
+    let counts = run.json();
+    for (count, expected) in [
+        ("live", 1),
+        ("expired", 1),
+        ("free", 1),
+        ("never_granted", 5),
+    ] {
+        assert_eq!(counts[count], expected, "{count}: {run:#?}");
+    }
     let leases = listed(url, &ns);
     assert_eq!(leases.len(), 3, "{leases:?}");
     let live = &leases[&u64::from(held.id())];
