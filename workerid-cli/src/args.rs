@@ -116,8 +116,8 @@ pub enum Command {
     Bench(BenchArgs),
 }
 
-/// Where the store is.
-#[derive(Debug, Args)]
+/// Where the store is. Its `Debug` hides the URL's password.
+#[derive(Args)]
 pub struct StoreArgs {
     /// The store's URL (see --help for the forms); its password is never shown.
     #[arg(
@@ -168,8 +168,8 @@ pub struct DecodeArgs {
     pub layout: String,
 }
 
-/// `segments`.
-#[derive(Debug, Args)]
+/// `segments`. Its `Debug` hides the URL's password.
+#[derive(Args)]
 #[command(args_conflicts_with_subcommands = false)]
 pub struct SegmentsArgs {
     /// The store's URL (see --help for the forms); its password is never shown.
@@ -219,4 +219,21 @@ pub struct BenchArgs {
     /// How many acquire / renew / release cycles.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub rounds: u32,
+}
+
+impl std::fmt::Debug for StoreArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreArgs")
+            .field("store", &workerid::redact_url(&self.store))
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for SegmentsArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SegmentsArgs")
+            .field("store", &self.store.as_deref().map(workerid::redact_url))
+            .field("action", &self.action)
+            .finish()
+    }
 }

@@ -19,7 +19,8 @@ pub enum LogFormat {
 /// An HTTP ID service: go-id-alloc's and Leaf's APIs, segment and snowflake
 /// IDs from one store. Flags and environment variables override the
 /// config file.
-#[derive(Debug, Parser)]
+// No `Debug`: the store URL and the token may hold secrets.
+#[derive(Parser)]
 #[command(name = "workerid-server", version, about)]
 pub struct Cli {
     /// A TOML config file (tags are set there only).

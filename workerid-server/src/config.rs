@@ -8,8 +8,9 @@ use serde::Deserialize;
 /// parses, twice.
 pub const MIN_BUFFER_BYTES: usize = 2 * crate::fast_path::MAX_HEAD;
 
-/// What `workerid-server` serves, from where.
-#[derive(Debug, Clone, Deserialize)]
+/// What `workerid-server` serves, from where. Its `Debug` hides the store
+/// URL's password and the bearer token.
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// The store, by URL as the `workerid` CLI takes it: `sqlite://...`,
@@ -238,6 +239,25 @@ impl Config {
     }
 }
 
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("store", &workerid::redact_url(&self.store))
+            .field("listen", &self.listen)
+            .field("store_timeout_ms", &self.store_timeout_ms)
+            .field("tags_refresh_ms", &self.tags_refresh_ms)
+            .field("fast_path", &self.fast_path)
+            .field("idle_timeout_ms", &self.idle_timeout_ms)
+            .field("max_open_connections", &self.max_open_connections)
+            .field("max_buffer_bytes", &self.max_buffer_bytes)
+            .field("auth_token", &self.auth_token.as_ref().map(|_| "***"))
+            .field("tags", &self.tags)
+            .field("snowflake", &self.snowflake)
+            .field("workers", &self.workers)
+            .finish()
+    }
+}
+
 impl Default for SnowflakeConfig {
     fn default() -> Self {
         SnowflakeConfig {
@@ -314,4 +334,23 @@ fn one() -> u64 {
 }
 fn yes() -> bool {
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_hides_the_password_and_the_token() {
+        let config = Config {
+            store: "postgres://ops:s3cret@db/ids".into(),
+            auth_token: Some("t0ken".into()),
+            ..Config::default()
+        };
+        let shown = format!("{config:?}");
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("t0ken"),
+            "{shown}"
+        );
+    }
 }
