@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use workerid_core::segment::{Range, SegmentStore, Tag, TagInfo};
-use workerid_core::{Capabilities, Grant, LeaseStore, Listing, Namespace, Result, Token, WorkerId};
+use workerid_core::{
+    Capabilities, Grant, LeaseStore, Listing, Namespace, NamespaceInfo, Result, Token, WorkerId,
+};
 
 use crate::StoreKind;
 
@@ -132,6 +134,9 @@ impl LeaseStore for AnyStore {
     }
     async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
         self.inner.force_release(namespace, id).await
+    }
+    async fn list_namespaces(&self) -> Result<Vec<NamespaceInfo>> {
+        self.inner.list_namespaces().await
     }
 }
 

@@ -65,6 +65,16 @@ pub enum Command {
     ))]
     Leases(LeasesArgs),
 
+    /// Every namespace of the store: its worker IDs and how many are held live.
+    #[command(after_help = concat!(
+        "Lists each namespace in which a worker ID was ever granted, in name order.\n\n\
+         Examples:\n  \
+         workerid namespaces --store redis://127.0.0.1:6379/\n  \
+         workerid namespaces -s postgres://ops@db/ids --json\n\n",
+        "Exit codes: 0 ok, 2 bad usage, 3 store unreachable, 6 store cannot list."
+    ))]
+    Namespaces(NamespacesArgs),
+
     /// An operator's forced release of a stuck worker ID (needs --force).
     #[command(after_help = concat!(
         "Frees the ID whatever token holds it, as if its holder had released it: the fence\n\
@@ -139,6 +149,14 @@ pub struct LeasesArgs {
     /// The namespace (the pool of worker IDs).
     #[arg(long, short = 'n', env = "WORKERID_NAMESPACE")]
     pub namespace: String,
+}
+
+/// `namespaces`.
+#[derive(Debug, Args)]
+pub struct NamespacesArgs {
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 /// `release`.

@@ -5,6 +5,7 @@ mod bench;
 mod decode;
 mod error;
 mod leases;
+mod namespaces;
 mod render;
 mod segments;
 mod store;
@@ -19,6 +20,7 @@ use args::{Cli, Command};
 async fn run(cli: &Cli) -> Result<String, CliError> {
     match &cli.command {
         Command::Leases(args) => leases::leases(args, cli.json).await,
+        Command::Namespaces(args) => namespaces::namespaces(args, cli.json).await,
         Command::Release(args) => leases::release(args, cli.json).await,
         Command::Decode(args) => decode::decode(args, cli.json),
         Command::Segments(args) => segments::segments(args, cli.json).await,

@@ -85,6 +85,20 @@ async fn exercise(url: &str) {
         assert!(row.contains(cell), "{cell:?} missing from {row:?}");
     }
 
+    // The namespace among the store's namespaces.
+    let run = workerid(&["namespaces", "--store", url, "--json"]).expect(0);
+    let all = run.json();
+    let entry = all
+        .as_array()
+        .expect("an array")
+        .iter()
+        .find(|n| n["namespace"] == ns.as_str())
+        .unwrap_or_else(|| panic!("{ns} is not listed: {run:#?}"));
+    assert_eq!(entry["max_worker_id"], 7, "{run:#?}");
+    assert_eq!(entry["live"], 1, "{run:#?}");
+    let run = workerid(&["namespaces", "--store", url]).expect(0);
+    assert!(run.stdout.contains(&ns), "{run:#?}");
+
     // The same as JSON, counts included.
     let run = workerid(&["leases", "--store", url, "--namespace", &ns, "--json"]).expect(0);
     let counts = run.json();

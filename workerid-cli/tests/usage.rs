@@ -11,6 +11,7 @@ fn every_command_has_help_with_examples_and_exit_codes() {
     for command in [
         vec![],
         vec!["leases"],
+        vec!["namespaces"],
         vec!["release"],
         vec!["decode"],
         vec!["segments"],

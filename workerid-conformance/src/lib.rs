@@ -335,6 +335,7 @@ macro_rules! lease_store_tests {
             survives_restart
             listing_shows_every_granted_id
             force_release_frees_a_live_id
+            namespaces_are_listed
         );
     };
     (@tests ($factory:expr) $($name:ident)+) => {

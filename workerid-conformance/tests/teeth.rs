@@ -9,8 +9,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use workerid_conformance::{run_all, Report, StoreFactory};
 use workerid_core::{
-    Capabilities, Error, Grant, LeaseInfo, LeaseState, LeaseStore, Listing, Namespace, Result,
-    Token, WorkerId,
+    Capabilities, Error, Grant, LeaseInfo, LeaseState, LeaseStore, Listing, Namespace,
+    NamespaceInfo, Result, Token, WorkerId,
 };
 use workerid_memory::{ManualClock, MonotonicClock};
 
@@ -63,6 +63,8 @@ enum Flaw {
     ForceReleaseLowersWatermark,
     /// A forced release answers true but leaves the holder's lease in place.
     ForceReleaseKeepsTheHolder,
+    /// Counts released IDs as live when listing namespaces.
+    NamespacesCountReleased,
     /// Declares a quarantine of expired IDs but grants them at once.
     QuarantineNotKept,
 }
@@ -349,6 +351,33 @@ impl LeaseStore for ReferenceStore {
         })
     }
 
+    async fn list_namespaces(&self) -> Result<Vec<NamespaceInfo>> {
+        let mut names: Vec<String> = self
+            .state
+            .lock()
+            .unwrap()
+            .pool_sizes
+            .keys()
+            .cloned()
+            .collect();
+        names.sort_unstable();
+        let mut all = Vec::new();
+        for name in names {
+            let namespace = Namespace::new(name.as_str()).unwrap();
+            let listing = self.list(&namespace).await?;
+            let counted = |l: &&LeaseInfo| {
+                l.state.is_live()
+                    || (self.has(Flaw::NamespacesCountReleased) && l.state == LeaseState::Free)
+            };
+            all.push(NamespaceInfo {
+                max_worker_id: listing.max_worker_id.unwrap(),
+                live: listing.leases.iter().filter(counted).count() as u32,
+                namespace,
+            });
+        }
+        Ok(all)
+    }
+
     async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
         let mut state = self.state.lock().unwrap();
         let key = self.key(namespace, id.get());
@@ -453,4 +482,5 @@ caught! {
     catches_a_forced_release_that_lowers_the_watermark: ForceReleaseLowersWatermark by force_release_frees_a_live_id;
     catches_a_forced_release_that_keeps_the_holder: ForceReleaseKeepsTheHolder by force_release_frees_a_live_id;
     catches_a_quarantine_declared_but_not_kept: QuarantineNotKept by expired_ids_are_quarantined;
+    catches_released_ids_counted_live: NamespacesCountReleased by namespaces_are_listed;
 }

@@ -37,7 +37,7 @@ mod worker_id;
 pub use allocator::Allocator;
 pub use error::{BoxError, Error, Result};
 pub use lease::Lease;
-pub use listing::{LeaseInfo, LeaseState, Listing};
+pub use listing::{LeaseInfo, LeaseState, Listing, NamespaceInfo};
 pub use namespace::{Namespace, MAX_NAMESPACE_LEN};
 pub use options::{
     LeaseOptions, DEFAULT_DRIFT_ALLOWANCE_PPM, DEFAULT_MAX_LEASE_TIME, DEFAULT_REQUEST_TIMEOUT,

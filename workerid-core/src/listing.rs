@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::WorkerId;
+use crate::{Namespace, WorkerId};
 
 /// The state of one worker ID that has been granted at least once, judged on
 /// the store's clock at the instant of the listing.
@@ -113,4 +113,16 @@ impl Listing {
             .ok()
             .and_then(|i| self.leases.get(i))
     }
+}
+
+/// A namespace as [`LeaseStore::list_namespaces`](crate::LeaseStore::list_namespaces)
+/// lists it: what an operator looks at first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamespaceInfo {
+    /// The namespace.
+    pub namespace: Namespace,
+    /// The `max_worker_id` it was created with.
+    pub max_worker_id: u32,
+    /// How many of its worker IDs a live lease holds now (store clock).
+    pub live: u32,
 }

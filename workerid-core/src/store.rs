@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{Error, Listing, Namespace, Result, Token, WorkerId, MAX_WORKER_BITS};
+use crate::{Error, Listing, Namespace, NamespaceInfo, Result, Token, WorkerId, MAX_WORKER_BITS};
 
 /// What a store can and cannot do, so shared tests adapt instead of failing.
 ///
@@ -186,6 +186,23 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
             operation: "force_release",
         })
     }
+
+    /// Every namespace of the store, with its pool size and live count: an
+    /// operator's first look. Optional: only when [`Capabilities::list`] is
+    /// true.
+    ///
+    /// # Behavior
+    /// - One entry per namespace in which a worker ID was ever granted,
+    ///   ordered by name, with the `max_worker_id` it was created with and
+    ///   how many of its IDs a live lease holds (store clock).
+    /// - It changes nothing; it may read the namespaces one after another
+    ///   (not one consistent snapshot of all of them).
+    /// - Default: [`Error::Unsupported`] (not retryable).
+    async fn list_namespaces(&self) -> Result<Vec<NamespaceInfo>> {
+        Err(Error::Unsupported {
+            operation: "list_namespaces",
+        })
+    }
 }
 
 macro_rules! forward_lease_store {
@@ -228,6 +245,9 @@ macro_rules! forward_lease_store {
             }
             async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
                 (**self).force_release(namespace, id).await
+            }
+            async fn list_namespaces(&self) -> Result<Vec<NamespaceInfo>> {
+                (**self).list_namespaces().await
             }
         }
     )+};

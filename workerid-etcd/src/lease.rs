@@ -533,6 +533,10 @@ impl LeaseStore for EtcdStore {
         self.list_namespace(namespace).await
     }
 
+    async fn list_namespaces(&self) -> Result<Vec<workerid_core::NamespaceInfo>> {
+        self.namespaces().await
+    }
+
     async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
         self.force_release_id(namespace, id).await
     }

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use etcd_client::{Compare, CompareOp, DeleteOptions, GetOptions, Txn, TxnOp, TxnOpResponse};
-use workerid_core::{LeaseInfo, LeaseState, Listing, Namespace, Result, WorkerId};
+use workerid_core::{LeaseInfo, LeaseState, Listing, Namespace, NamespaceInfo, Result, WorkerId};
 
 use crate::keys::{number, Keys, Ownership};
 use crate::{nonsense, EtcdStore};
@@ -14,6 +14,50 @@ use crate::{nonsense, EtcdStore};
 const KINDS: [&str; 4] = ["owner", "holder", "mark", "ownership"];
 
 impl EtcdStore {
+    /// Every namespace (found by its `config` key, in one keys-only range
+    /// read), each then listed as [`EtcdStore::list_namespace`] lists it.
+    pub(crate) async fn namespaces(&self) -> Result<Vec<NamespaceInfo>> {
+        let start = format!("{}/ns/", self.inner.prefix);
+        let answer = self
+            .inner
+            .cluster
+            .call("list_namespaces", |mut client| {
+                let start = start.clone();
+                async move {
+                    client
+                        .get(
+                            start,
+                            Some(GetOptions::new().with_prefix().with_keys_only()),
+                        )
+                        .await
+                }
+            })
+            .await?
+            .value;
+        let mut names: Vec<Namespace> = answer
+            .kvs()
+            .iter()
+            .filter_map(|kv| {
+                let key = std::str::from_utf8(kv.key()).ok()?;
+                let name = key.strip_prefix(&start)?.strip_suffix("/config")?;
+                Namespace::new(name).ok()
+            })
+            .collect();
+        names.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        let mut all = Vec::with_capacity(names.len());
+        for namespace in names {
+            let listing = self.list_namespace(&namespace).await?;
+            if let Some(max_worker_id) = listing.max_worker_id {
+                all.push(NamespaceInfo {
+                    max_worker_id,
+                    live: u32::try_from(listing.live().count()).unwrap_or(u32::MAX),
+                    namespace,
+                });
+            }
+        }
+        Ok(all)
+    }
+
     pub(crate) async fn list_namespace(&self, namespace: &Namespace) -> Result<Listing> {
         let keys = Keys::new(&self.inner.prefix, namespace);
         let mut reads = vec![TxnOp::get(keys.config(), None)];

@@ -30,7 +30,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use workerid_core::{
-    Capabilities, Error, Grant, LeaseStore, Listing, Namespace, Result, Token, WorkerId,
+    Capabilities, Error, Grant, LeaseStore, Listing, Namespace, NamespaceInfo, Result, Token,
+    WorkerId,
 };
 
 pub use clock::{ManualClock, MonotonicClock, SystemClock};
@@ -176,6 +177,22 @@ impl LeaseStore for MemoryStore {
             .namespaces()
             .get_mut(namespace)
             .is_some_and(|pool| pool.force_release(now, id)))
+    }
+
+    async fn list_namespaces(&self) -> Result<Vec<NamespaceInfo>> {
+        let now = self.clock.now();
+        let mut all: Vec<NamespaceInfo> = self
+            .namespaces()
+            .iter()
+            .map(|(namespace, pool)| NamespaceInfo {
+                namespace: namespace.clone(),
+                max_worker_id: pool.max_worker_id,
+                live: u32::try_from(pool.list(now).iter().filter(|l| l.state.is_live()).count())
+                    .unwrap_or(u32::MAX),
+            })
+            .collect();
+        all.sort_by(|a, b| a.namespace.as_str().cmp(b.namespace.as_str()));
+        Ok(all)
     }
 }
 

@@ -198,6 +198,7 @@ impl RedisStoreBuilder {
             connection,
             prefix: self.prefix.into(),
             durable: self.durable,
+            registered: Default::default(),
         }
     }
 }

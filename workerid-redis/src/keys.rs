@@ -32,6 +32,13 @@ pub(crate) fn keys(prefix: &str, namespace: &Namespace) -> [String; 2] {
     ]
 }
 
+/// The set of every namespace this prefix has: each process adds a
+/// namespace before its first acquire in it. Outside every namespace's hash
+/// tag, so on a cluster it lives in a slot of its own.
+pub(crate) fn registry(prefix: &str) -> String {
+    format!("{prefix}:namespaces")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

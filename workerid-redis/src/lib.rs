@@ -67,6 +67,9 @@ pub struct RedisStore {
     connection: Connection,
     prefix: Arc<str>,
     durable: bool,
+    /// Namespaces this process has added to the registry (see
+    /// [`keys::registry`]).
+    registered: Arc<std::sync::Mutex<std::collections::HashSet<Namespace>>>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -187,6 +190,7 @@ impl LeaseStore for RedisStore {
         token: &Token,
         ttl: Duration,
     ) -> Result<Grant> {
+        self.register(namespace).await?;
         let keys = keys(&self.prefix, namespace);
         let args = [max_worker_id.to_string(), token.to_string(), millis(ttl)];
         let answer = self.call(&ACQUIRE, &keys, &args).await?;
@@ -247,6 +251,10 @@ impl LeaseStore for RedisStore {
 
     async fn list(&self, namespace: &Namespace) -> Result<Listing> {
         self.list_namespace(namespace).await
+    }
+
+    async fn list_namespaces(&self) -> Result<Vec<workerid_core::NamespaceInfo>> {
+        self.namespaces().await
     }
 
     async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {

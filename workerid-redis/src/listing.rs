@@ -3,10 +3,12 @@
 use std::time::Duration;
 
 use redis::Value;
-use workerid_core::{LeaseInfo, LeaseState, Listing, Namespace, Result, WorkerId};
+use workerid_core::{
+    Error, LeaseInfo, LeaseState, Listing, Namespace, NamespaceInfo, Result, WorkerId,
+};
 
-use crate::keys::keys;
-use crate::script::{FORCE_RELEASE, LIST};
+use crate::keys::{keys, registry};
+use crate::script::{FORCE_RELEASE, LIST, NAMESPACE_INFO};
 use crate::{nonsense, text, RedisStore};
 
 fn number<T: std::str::FromStr>(value: &Value) -> Option<T> {
@@ -49,6 +51,71 @@ fn parse_listing(answer: &Value) -> Option<Listing> {
 }
 
 impl RedisStore {
+    /// Adds `namespace` to the registry once per process, before the first
+    /// acquire in it: a namespace with a grant is always listed.
+    pub(crate) async fn register(&self, namespace: &Namespace) -> Result<()> {
+        let known = self
+            .registered
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .contains(namespace);
+        if known {
+            return Ok(());
+        }
+        let mut connection = self.connection.clone();
+        redis::cmd("SADD")
+            .arg(registry(&self.prefix))
+            .arg(namespace.as_str())
+            .query_async::<i64>(&mut connection)
+            .await
+            .map_err(|e| Error::unavailable("redis", e))?;
+        self.registered
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(namespace.clone());
+        Ok(())
+    }
+
+    pub(crate) async fn namespaces(&self) -> Result<Vec<NamespaceInfo>> {
+        let mut connection = self.connection.clone();
+        let mut names: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(registry(&self.prefix))
+            .query_async(&mut connection)
+            .await
+            .map_err(|e| Error::unavailable("redis", e))?;
+        names.sort_unstable();
+        let mut all = Vec::with_capacity(names.len());
+        for name in names {
+            let Ok(namespace) = Namespace::new(name.as_str()) else {
+                return Err(nonsense("list_namespaces", &Value::SimpleString(name)));
+            };
+            let answer = self
+                .call(&NAMESPACE_INFO, &keys(&self.prefix, &namespace), &[])
+                .await?;
+            let parts = match &answer {
+                Value::Array(parts) => parts.as_slice(),
+                _ => return Err(nonsense("list_namespaces", &answer)),
+            };
+            match parts {
+                // Registered, but its first acquire never ran.
+                [Value::Nil] => {}
+                [max, Value::Int(live)] => {
+                    let (Some(max_worker_id), Ok(live)) = (number(max), u32::try_from(*live))
+                    else {
+                        return Err(nonsense("list_namespaces", &answer));
+                    };
+                    all.push(NamespaceInfo {
+                        namespace,
+                        max_worker_id,
+                        live,
+                    });
+                }
+                _ => return Err(nonsense("list_namespaces", &answer)),
+            }
+        }
+        Ok(all)
+    }
+
     pub(crate) async fn list_namespace(&self, namespace: &Namespace) -> Result<Listing> {
         let answer = self
             .call(&LIST, &keys(&self.prefix, namespace)[..1], &[])

@@ -49,6 +49,8 @@ pub(crate) static EXTEND: LazyLock<LuaScript> =
 
 pub(crate) static LIST: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("lua/list.lua")));
+pub(crate) static NAMESPACE_INFO: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("lua/namespace_info.lua")));
 pub(crate) static FORCE_RELEASE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("lua/force_release.lua")));
 

@@ -184,4 +184,8 @@ impl LeaseStore for TimedStore {
     async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
         self.inner.force_release(namespace, id).await
     }
+
+    async fn list_namespaces(&self) -> Result<Vec<workerid::NamespaceInfo>> {
+        self.inner.list_namespaces().await
+    }
 }

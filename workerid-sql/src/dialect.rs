@@ -136,6 +136,9 @@ pub(crate) struct Statements {
     /// Frees a live lease whatever its token. Binds: namespace, worker_id.
     /// Affects 1 row when it did.
     pub force_release: String,
+    /// Every namespace: `namespace, max_worker_id, live` (live leases on the
+    /// database's clock). No binds.
+    pub list_namespaces: String,
     /// PostgreSQL: acquire in one call of a server-side function (created
     /// with the schema). Others: None, acquire is a short transaction.
     /// How acquire calls the database's routine (one round trip); None: the
@@ -286,6 +289,12 @@ impl Statements {
                 "UPDATE {table} SET token = NULL, expires_at = {now} \
                  WHERE namespace = ? AND worker_id = ? AND token IS NOT NULL AND expires_at > {now}"
             )),
+            list_namespaces: format!(
+                "SELECT n.namespace, n.max_worker_id, \
+                 (SELECT COUNT(*) FROM {table} l WHERE l.namespace = n.namespace \
+                 AND l.token IS NOT NULL AND l.expires_at > {now}) \
+                 FROM {ns_table} n"
+            ),
             acquire_call,
             routine,
         }

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use sqlx::any::AnyRow;
 use sqlx::Row;
-use workerid_core::{Error, LeaseInfo, LeaseState, Listing, Namespace, Result, WorkerId};
+use workerid_core::{
+    Error, LeaseInfo, LeaseState, Listing, Namespace, NamespaceInfo, Result, WorkerId,
+};
 
 use crate::store::{q, watermark_from_sql, SqlStore};
 
@@ -80,6 +82,30 @@ impl SqlStore {
             .collect::<sqlx::Result<Vec<_>>>()
             .map_err(|e| self.unavailable(e))?;
         listing(&rows)
+    }
+
+    pub(crate) async fn namespaces(&self) -> Result<Vec<NamespaceInfo>> {
+        let rows = q(&self.statements().list_namespaces)
+            .fetch_all(self.pool())
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        let corrupt = |what: String| Error::unavailable("sql", format!("corrupt row: {what}"));
+        let mut all = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let (name, max, live): (String, i64, i64) =
+                (|| Ok::<_, sqlx::Error>((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)))()
+                    .map_err(|e| self.unavailable(e))?;
+            all.push(NamespaceInfo {
+                namespace: Namespace::new(name.as_str())
+                    .map_err(|_| corrupt(format!("namespace {name:?}")))?,
+                max_worker_id: u32::try_from(max)
+                    .map_err(|_| corrupt(format!("max_worker_id {max}")))?,
+                live: u32::try_from(live).map_err(|_| corrupt(format!("live count {live}")))?,
+            });
+        }
+        // Byte order, whatever the database's collation.
+        all.sort_by(|a, b| a.namespace.as_str().cmp(b.namespace.as_str()));
+        Ok(all)
     }
 
     pub(crate) async fn force_release_id(

@@ -219,3 +219,39 @@ pub async fn force_release_frees_a_live_id(f: &dyn StoreFactory) -> Outcome {
     );
     Outcome::Passed
 }
+
+/// Listing the namespaces shows each one in which an ID was granted, in
+/// name order, with the pool size it was created with and how many of its
+/// IDs a live lease holds; a released ID is not live.
+pub async fn namespaces_are_listed(f: &dyn StoreFactory) -> Outcome {
+    let ctx = Ctx::new(f, "namespaces_are_listed").await;
+    if let Some(skipped) = skip(&ctx) {
+        return skipped;
+    }
+    let (first, second) = (ctx.namespace(), ctx.namespace());
+    let a = ctx.allocator(&first, 7, ctx.long).await;
+    let b = ctx.allocator(&second, 15, ctx.long).await;
+    let _held = a.acquire().await.expect("acquire");
+    let freed = a.acquire().await.expect("acquire");
+    a.release(&freed).await.expect("release");
+    let _held_b = b.acquire().await.expect("acquire");
+    let _held_b2 = b.acquire().await.expect("acquire");
+    let store = ctx.store().await;
+    let all = store.list_namespaces().await.expect("list namespaces");
+    let names: Vec<&str> = all.iter().map(|n| n.namespace.as_str()).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted, "namespaces are listed in name order");
+    for (name, max, live) in [(&first, 7, 1), (&second, 15, 2)] {
+        let info = all
+            .iter()
+            .find(|n| n.namespace.as_str() == name.as_str())
+            .unwrap_or_else(|| panic!("namespace {name} is not listed: {names:?}"));
+        assert_eq!(
+            info.max_worker_id, max,
+            "{name}: the pool size it was created with"
+        );
+        assert_eq!(info.live, live, "{name}: live leases");
+    }
+    Outcome::Passed
+}

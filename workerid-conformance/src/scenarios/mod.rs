@@ -49,4 +49,5 @@ registry!(
     survives_restart,
     listing_shows_every_granted_id,
     force_release_frees_a_live_id,
+    namespaces_are_listed,
 );
