@@ -262,7 +262,7 @@ fn the_fast_path_answers_as_hyper_does() {
     let cases = std::env::var("FAST_PATH_CASES")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(48);
+        .unwrap_or(256);
     let mut runner = TestRunner::new(Config {
         cases,
         max_shrink_iters: 200,
@@ -278,7 +278,10 @@ fn the_fast_path_answers_as_hyper_does() {
         let through_hyper = responses(&exchange(hyper_port, &chunks));
         let on_fast = responses(&to_fast.join().expect("the fast-path client"));
         if std::env::var_os("FAST_PATH_SHOW").is_some() {
-            println!("{:?}\n  -> {on_fast:?}", String::from_utf8_lossy(&chunks.concat()));
+            println!(
+                "{:?}\n  -> {on_fast:?}",
+                String::from_utf8_lossy(&chunks.concat())
+            );
         }
         prop_assert_eq!(
             &on_fast,
