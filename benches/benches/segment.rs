@@ -142,8 +142,8 @@ impl SegmentStore for Counting {
         self.reserves.fetch_add(1, Ordering::Relaxed);
         self.inner.reserve(tag, step).await
     }
-    async fn give_back(&self, tag: &Tag, expected_max: u64, new_max: u64) -> Result<bool> {
-        self.inner.give_back(tag, expected_max, new_max).await
+    async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
+        self.inner.give_back(tag, reserved, new_max).await
     }
     async fn list_tags(&self) -> Result<Vec<TagInfo>> {
         self.inner.list_tags().await

@@ -264,6 +264,7 @@ macro_rules! segment_store_tests {
             unknown_tags_and_listing
             bad_input_is_refused
             give_back_only_when_untouched
+            replayed_give_back_is_refused
             allocator_hands_out_and_gives_back
             ranges_survive_a_restart
         );

@@ -49,31 +49,24 @@ pub async fn consecutive_ranges_without_holes(f: &dyn SegmentFactory) -> Outcome
     );
     let a = store.reserve(&tag, None).await.expect("reserve");
     assert_eq!(
-        a,
-        Range {
-            first: 1,
-            last: 100
-        },
+        (a.first, a.last),
+        (1, 100),
         "the first range starts at the first ID, default step"
     );
     let b = store.reserve(&tag, Some(7)).await.expect("reserve");
     assert_eq!(
-        b,
-        Range {
-            first: 101,
-            last: 107
-        },
+        (b.first, b.last),
+        (101, 107),
         "the next range follows, with the step asked for"
+    );
+    assert_ne!(
+        a.version, b.version,
+        "every reservation changes the version"
     );
     let other = fresh_tag();
     store.create_tag(&other, 5_000, 10).await.expect("create");
-    assert_eq!(
-        store.reserve(&other, None).await.expect("reserve"),
-        Range {
-            first: 5_000,
-            last: 5_009
-        }
-    );
+    let c = store.reserve(&other, None).await.expect("reserve");
+    assert_eq!((c.first, c.last), (5_000, 5_009));
     Outcome::Passed
 }
 
@@ -135,7 +128,12 @@ pub async fn unknown_tags_and_listing(f: &dyn SegmentFactory) -> Outcome {
         matches!(answer, Err(Error::UnknownTag { .. })),
         "reserve of an unknown tag: {answer:?}"
     );
-    let answer = store.give_back(&tag, 10, 5).await;
+    let never = Range {
+        first: 1,
+        last: 10,
+        version: 1,
+    };
+    let answer = store.give_back(&tag, never, 5).await;
     assert!(
         matches!(answer, Err(Error::UnknownTag { .. })),
         "give-back of an unknown tag: {answer:?}"
@@ -191,18 +189,65 @@ pub async fn give_back_only_when_untouched(f: &dyn SegmentFactory) -> Outcome {
     store.create_tag(&tag, 1, 100).await.expect("create");
     let a = store.reserve(&tag, None).await.expect("reserve");
     assert!(
-        store.give_back(&tag, a.last, 40).await.expect("give back"),
+        store.give_back(&tag, a, 40).await.expect("give back"),
         "nothing reserved since"
     );
     let b = store.reserve(&tag, None).await.expect("reserve");
     assert_eq!(b.first, 41, "the tail given back is handed out again");
     let c = store.reserve(&tag, None).await.expect("reserve");
     assert!(
-        !store.give_back(&tag, b.last, 60).await.expect("give back"),
+        !store.give_back(&tag, b, 60).await.expect("give back"),
         "a range was reserved since"
     );
     let d = store.reserve(&tag, None).await.expect("reserve");
     assert_eq!(d.first, c.last + 1, "a refused give-back changes nothing");
+    assert!(
+        !store
+            .give_back(&tag, d, d.last + 1)
+            .await
+            .expect("give back"),
+        "a give-back never raises the max"
+    );
+    Outcome::Passed
+}
+
+/// A give-back sent again after the tag was reserved from and given back to
+/// the same `max_id` (ABA: a retry after a lost answer) is refused: stores
+/// compare the version of the reservation, not the value.
+pub async fn replayed_give_back_is_refused(f: &dyn SegmentFactory) -> Outcome {
+    let store = f.connect().await;
+    let tag = fresh_tag();
+    store.create_tag(&tag, 1, 10).await.expect("create");
+    let a = store.reserve(&tag, None).await.expect("reserve");
+    assert!(
+        store.give_back(&tag, a, 0).await.expect("give back"),
+        "nothing reserved since the first range"
+    );
+    let b = store.reserve(&tag, Some(20)).await.expect("reserve");
+    assert_eq!(
+        (b.first, b.last),
+        (1, 20),
+        "the range given back comes again"
+    );
+    assert!(
+        store.give_back(&tag, b, a.last).await.expect("give back"),
+        "nothing reserved since the second range"
+    );
+    assert!(
+        !store
+            .give_back(&tag, a, 0)
+            .await
+            .expect("replayed give back"),
+        "the first give-back, replayed, must be refused: IDs {}..={} were handed out since",
+        b.first,
+        a.last
+    );
+    let c = store.reserve(&tag, None).await.expect("reserve");
+    assert_eq!(
+        c.first,
+        a.last + 1,
+        "the refused replay changed nothing: no ID is handed out twice"
+    );
     Outcome::Passed
 }
 
@@ -289,6 +334,7 @@ registry!(
     unknown_tags_and_listing,
     bad_input_is_refused,
     give_back_only_when_untouched,
+    replayed_give_back_is_refused,
     allocator_hands_out_and_gives_back,
     ranges_survive_a_restart,
 );

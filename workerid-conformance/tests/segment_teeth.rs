@@ -14,12 +14,16 @@ use workerid_core::{Error, Result};
 enum Flaw {
     RacyReserve,
     GiveBackIgnoresExpected,
+    GiveBackComparesTheValueOnly,
 }
+
+/// Per tag: max, default step, version.
+type Tags = BTreeMap<String, (u64, u64, u64)>;
 
 #[derive(Debug, Clone)]
 struct Counters {
     flaw: Option<Flaw>,
-    tags: Arc<Mutex<BTreeMap<String, (u64, u64)>>>,
+    tags: Arc<Mutex<Tags>>,
 }
 
 #[async_trait]
@@ -32,14 +36,14 @@ impl SegmentStore for Counters {
         if tags.contains_key(tag.as_str()) {
             return Ok(false);
         }
-        tags.insert(tag.to_string(), (first_id - 1, step));
+        tags.insert(tag.to_string(), (first_id - 1, step, 0));
         Ok(true)
     }
     async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
         let unknown = || Error::UnknownTag {
             tag: tag.to_string(),
         };
-        let (max, default) = *self
+        let (max, default, _) = *self
             .tags
             .lock()
             .unwrap()
@@ -62,16 +66,26 @@ impl SegmentStore for Counters {
             entry.0 + step.unwrap_or(default)
         };
         entry.0 = last;
-        Ok(Range { first, last })
+        entry.2 += 1;
+        Ok(Range {
+            first,
+            last,
+            version: entry.2,
+        })
     }
-    async fn give_back(&self, tag: &Tag, expected: u64, new_max: u64) -> Result<bool> {
+    async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
         let mut tags = self.tags.lock().unwrap();
         let entry = tags
             .get_mut(tag.as_str())
             .ok_or_else(|| Error::UnknownTag {
                 tag: tag.to_string(),
             })?;
-        if entry.0 != expected && self.flaw != Some(Flaw::GiveBackIgnoresExpected) {
+        let version_ok =
+            entry.2 == reserved.version || self.flaw == Some(Flaw::GiveBackComparesTheValueOnly);
+        let untouched = entry.0 == reserved.last && version_ok;
+        if new_max > reserved.last
+            || (!untouched && self.flaw != Some(Flaw::GiveBackIgnoresExpected))
+        {
             return Ok(false);
         }
         entry.0 = new_max;
@@ -81,7 +95,7 @@ impl SegmentStore for Counters {
         let tags = self.tags.lock().unwrap();
         Ok(tags
             .iter()
-            .map(|(t, (max_id, step))| TagInfo {
+            .map(|(t, (max_id, step, _))| TagInfo {
                 tag: Tag::new(t.clone()).unwrap(),
                 max_id: *max_id,
                 step: *step,
@@ -124,4 +138,12 @@ async fn catches_a_give_back_that_ignores_the_expected_max() {
     assert!(failed(Some(Flaw::GiveBackIgnoresExpected))
         .await
         .contains(&"give_back_only_when_untouched"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn catches_a_give_back_that_compares_the_value_only() {
+    assert_eq!(
+        failed(Some(Flaw::GiveBackComparesTheValueOnly)).await,
+        vec!["replayed_give_back_is_refused"]
+    );
 }

@@ -1,6 +1,6 @@
 //! Segment counters on etcd: one key per tag, `<max_id> <step> <nonce>`,
-//! moved forward by a compare-and-swap on the key's revision (the etcd
-//! seed's idea).
+//! moved forward by a compare-and-swap on the key's revision (etcd's own
+//! recipe for sequence numbers).
 //!
 //! The store remembers the last value and revision it saw of each tag, so an
 //! uncontended reservation is one transaction; a lost race returns the
@@ -9,6 +9,10 @@
 //! so only other processes can make a swap fail. The nonce
 //! of each write lets an attempt whose answer was lost recognise its own
 //! reservation instead of taking a second range.
+//!
+//! A range's version is the revision its reservation wrote: etcd never hands
+//! a revision out twice, so a give-back that compares it is refused once
+//! the key was written since, whatever its max.
 
 use async_trait::async_trait;
 use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse, TxnResponse};
@@ -152,9 +156,10 @@ impl SegmentStore for EtcdStore {
                 .ok_or_else(|| Error::TagExhausted {
                     tag: tag.to_string(),
                 })?;
-            let range = Range {
+            let range = |revision: i64| Range {
                 first: current.max + 1,
                 last: max,
+                version: u64::try_from(revision).unwrap_or(0),
             };
             let (answer, retried) = self.swap(&key, &current, max, nonce).await?;
             if answer.succeeded() {
@@ -168,7 +173,7 @@ impl SegmentStore for EtcdStore {
                         revision,
                     }),
                 );
-                return Ok(range);
+                return Ok(range(revision));
             }
             match reread("reserve", &answer)? {
                 None => {
@@ -177,15 +182,15 @@ impl SegmentStore for EtcdStore {
                 }
                 Some(now) if retried && now.nonce == nonce && now.max == max => {
                     self.see(tag, Some(now));
-                    return Ok(range);
+                    return Ok(range(now.revision));
                 }
                 Some(now) => current = now,
             }
         }
     }
 
-    async fn give_back(&self, tag: &Tag, expected_max: u64, new_max: u64) -> Result<bool> {
-        if new_max > expected_max {
+    async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
+        if new_max > reserved.last {
             return Ok(false);
         }
         let key = segment(&self.inner.prefix, tag);
@@ -194,7 +199,8 @@ impl SegmentStore for EtcdStore {
                 tag: tag.to_string(),
             });
         };
-        if current.max != expected_max {
+        let written_since = u64::try_from(current.revision).ok() != Some(reserved.version);
+        if current.max != reserved.last || written_since {
             return Ok(false);
         }
         let nonce: u64 = rand::rng().random();

@@ -219,8 +219,8 @@ impl SegmentStore for MemoryStore {
         self.counters().reserve(tag, step)
     }
 
-    async fn give_back(&self, tag: &Tag, expected_max: u64, new_max: u64) -> Result<bool> {
-        self.counters().give_back(tag, expected_max, new_max)
+    async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
+        self.counters().give_back(tag, reserved, new_max)
     }
 
     async fn list_tags(&self) -> Result<Vec<TagInfo>> {

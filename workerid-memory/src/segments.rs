@@ -5,53 +5,80 @@ use std::collections::BTreeMap;
 use workerid_core::segment::{Range, Tag, TagInfo, MAX_SEGMENT_ID};
 use workerid_core::{Error, Result};
 
-/// Per tag: the last ID handed out and the default step.
+/// One tag's counter.
+#[derive(Debug)]
+struct Counter {
+    /// The last ID handed out.
+    max: u64,
+    /// The default step.
+    step: u64,
+    /// Bumped by every reservation, for give-backs to compare.
+    version: u64,
+}
+
+/// Per tag: its counter.
 #[derive(Debug, Default)]
-pub(crate) struct Counters(BTreeMap<Tag, (u64, u64)>);
+pub(crate) struct Counters(BTreeMap<Tag, Counter>);
 
 impl Counters {
     pub(crate) fn create(&mut self, tag: &Tag, first_id: u64, step: u64) -> bool {
         if self.0.contains_key(tag) {
             return false;
         }
-        self.0.insert(tag.clone(), (first_id - 1, step));
+        self.0.insert(
+            tag.clone(),
+            Counter {
+                max: first_id - 1,
+                step,
+                version: 0,
+            },
+        );
         true
     }
 
     pub(crate) fn reserve(&mut self, tag: &Tag, step: Option<u64>) -> Result<Range> {
-        let (max, default) = self.0.get_mut(tag).ok_or_else(|| Error::UnknownTag {
+        let counter = self.0.get_mut(tag).ok_or_else(|| Error::UnknownTag {
             tag: tag.to_string(),
         })?;
-        let step = step.unwrap_or(*default);
-        let last = max
+        let step = step.unwrap_or(counter.step);
+        let last = counter
+            .max
             .checked_add(step)
             .filter(|last| *last <= MAX_SEGMENT_ID)
             .ok_or_else(|| Error::TagExhausted {
                 tag: tag.to_string(),
             })?;
-        let first = *max + 1;
-        *max = last;
-        Ok(Range { first, last })
+        let first = counter.max + 1;
+        counter.max = last;
+        counter.version += 1;
+        Ok(Range {
+            first,
+            last,
+            version: counter.version,
+        })
     }
 
-    pub(crate) fn give_back(&mut self, tag: &Tag, expected: u64, new_max: u64) -> Result<bool> {
-        let (max, _) = self.0.get_mut(tag).ok_or_else(|| Error::UnknownTag {
+    pub(crate) fn give_back(&mut self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
+        let counter = self.0.get_mut(tag).ok_or_else(|| Error::UnknownTag {
             tag: tag.to_string(),
         })?;
-        if *max != expected || new_max > expected {
+        if counter.max != reserved.last
+            || counter.version != reserved.version
+            || new_max > reserved.last
+        {
             return Ok(false);
         }
-        *max = new_max;
+        counter.max = new_max;
         Ok(true)
     }
 
     pub(crate) fn list(&self) -> Vec<TagInfo> {
         self.0
             .iter()
-            .map(|(tag, (max_id, step))| TagInfo {
+            .map(|(tag, counter)| TagInfo {
                 tag: tag.clone(),
-                max_id: *max_id,
-                step: *step,
+                max_id: counter.max,
+                step: counter.step,
             })
             .collect()
     }

@@ -63,9 +63,9 @@ impl SegmentStore for Outage {
         self.check()?;
         self.inner.reserve(tag, step).await
     }
-    async fn give_back(&self, tag: &Tag, expected: u64, new_max: u64) -> Result<bool> {
+    async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
         self.check()?;
-        self.inner.give_back(tag, expected, new_max).await
+        self.inner.give_back(tag, reserved, new_max).await
     }
     async fn list_tags(&self) -> Result<Vec<TagInfo>> {
         self.check()?;

@@ -1,5 +1,5 @@
-//! Segment counters on Redis: two hashes (each tag's max and step) under one
-//! hash tag, one script per operation.
+//! Segment counters on Redis: three hashes (each tag's max, step and
+//! version) under one hash tag, one script per operation.
 
 use async_trait::async_trait;
 use redis::Value;
@@ -10,10 +10,12 @@ use crate::script::{SEGMENT_CREATE, SEGMENT_GIVE_BACK, SEGMENT_LIST, SEGMENT_RES
 use crate::{nonsense, text, RedisStore};
 
 impl RedisStore {
-    fn segment_keys(&self) -> [String; 2] {
+    /// The max, step and version hashes.
+    fn segment_keys(&self) -> [String; 3] {
         [
             format!("{}:{{segments}}:max", self.prefix),
             format!("{}:{{segments}}:step", self.prefix),
+            format!("{}:{{segments}}:version", self.prefix),
         ]
     }
 }
@@ -51,7 +53,7 @@ impl SegmentStore for RedisStore {
             step.to_string(),
         ];
         let answer = self
-            .call(&SEGMENT_CREATE, &self.segment_keys(), &args)
+            .call(&SEGMENT_CREATE, &self.segment_keys()[..2], &args)
             .await?;
         match number(&answer) {
             Some(created) => Ok(created == 1),
@@ -69,12 +71,15 @@ impl SegmentStore for RedisStore {
             .await?;
         match &answer {
             Value::Array(parts) => match parts.as_slice() {
-                [status, max, used] if text(status) == Some("ok") => {
-                    match (number(max), number(used)) {
-                        (Some(max), Some(used)) if used >= 1 && used <= max => Ok(Range {
-                            first: max - used + 1,
-                            last: max,
-                        }),
+                [status, max, used, version] if text(status) == Some("ok") => {
+                    match (number(max), number(used), number(version)) {
+                        (Some(max), Some(used), Some(version)) if used >= 1 && used <= max => {
+                            Ok(Range {
+                                first: max - used + 1,
+                                last: max,
+                                version,
+                            })
+                        }
                         _ => Err(nonsense("reserve", &answer)),
                     }
                 }
@@ -92,17 +97,20 @@ impl SegmentStore for RedisStore {
         }
     }
 
-    async fn give_back(&self, tag: &Tag, expected_max: u64, new_max: u64) -> Result<bool> {
-        if new_max > expected_max {
+    async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
+        if new_max > reserved.last {
             return Ok(false);
         }
-        let keys = self.segment_keys();
+        let [max, _, version] = self.segment_keys();
         let args = [
             tag.to_string(),
-            expected_max.to_string(),
+            reserved.last.to_string(),
+            reserved.version.to_string(),
             new_max.to_string(),
         ];
-        let answer = self.call(&SEGMENT_GIVE_BACK, &keys[..1], &args).await?;
+        let answer = self
+            .call(&SEGMENT_GIVE_BACK, &[max, version], &args)
+            .await?;
         match (text(&answer), number(&answer)) {
             (Some("unknown"), _) => Err(Error::UnknownTag {
                 tag: tag.to_string(),
@@ -113,7 +121,9 @@ impl SegmentStore for RedisStore {
     }
 
     async fn list_tags(&self) -> Result<Vec<TagInfo>> {
-        let answer = self.call(&SEGMENT_LIST, &self.segment_keys(), &[]).await?;
+        let answer = self
+            .call(&SEGMENT_LIST, &self.segment_keys()[..2], &[])
+            .await?;
         let Value::Array(parts) = &answer else {
             return Err(nonsense("list_tags", &answer));
         };

@@ -47,6 +47,9 @@ pub struct Cli {
     /// How often the tag list is reread, ms.
     #[arg(long, env = "WORKERID_TAGS_REFRESH_MS")]
     pub tags_refresh_ms: Option<u64>,
+    /// Serve segments from a store that is not durable (true/false).
+    #[arg(long, env = "WORKERID_ALLOW_VOLATILE_SEGMENTS")]
+    pub allow_volatile_segments: Option<bool>,
     /// Answer /alloc on the fast path (true/false).
     #[arg(long, env = "WORKERID_FAST_PATH")]
     pub fast_path: Option<bool>,
@@ -110,6 +113,10 @@ impl Cli {
         set_some(&mut config.auth_token, &self.auth_token);
         set(&mut config.store_timeout_ms, &self.store_timeout_ms);
         set(&mut config.tags_refresh_ms, &self.tags_refresh_ms);
+        set(
+            &mut config.allow_volatile_segments,
+            &self.allow_volatile_segments,
+        );
         set(&mut config.fast_path, &self.fast_path);
         set(&mut config.idle_timeout_ms, &self.idle_timeout_ms);
         set(&mut config.max_open_connections, &self.max_open_connections);

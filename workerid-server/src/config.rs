@@ -29,6 +29,11 @@ pub struct Config {
     /// names are answered from this view, without a store call.
     #[serde(default = "default_tags_refresh")]
     pub tags_refresh_ms: u64,
+    /// Serve segments from a store whose counters do not survive its
+    /// restart (default false: the server refuses to start on one, since a
+    /// restarted store would hand out IDs again).
+    #[serde(default)]
+    pub allow_volatile_segments: bool,
     /// Answer `GET /alloc` on the fast path (default true); false serves
     /// every request through hyper.
     #[serde(default = "yes")]
@@ -147,6 +152,38 @@ impl Config {
         Duration::from_millis(self.store_timeout_ms)
     }
 
+    /// Whether segments may be served from the store: yes when its
+    /// counters are `durable`, or when `allow_volatile_segments` says so
+    /// (the caller then logs a warning: `Ok(false)`).
+    ///
+    /// # Errors
+    /// A message naming the store and what to change, when they are not
+    /// durable and volatile segments are not allowed.
+    pub fn check_segments_durable(&self, durable: bool) -> Result<bool, String> {
+        if durable {
+            return Ok(true);
+        }
+        if self.allow_volatile_segments {
+            return Ok(false);
+        }
+        let scheme = self.store.split(':').next().unwrap_or_default();
+        let fix = match scheme {
+            "redis" | "rediss" | "redis+cluster" | "rediss+cluster" => {
+                "add durable=true to the Redis URL, for a Redis server with \
+                 appendonly yes and appendfsync always"
+            }
+            "sqlite" => "use a SQLite file rather than an in-memory database",
+            _ => "use a durable store (a SQL database, etcd, or Redis with durable=true)",
+        };
+        Err(format!(
+            "the store's segment counters are not durable: after a restart of the store, \
+             IDs already handed out would be handed out again. To fix it, {fix}; or, to \
+             accept duplicate IDs after a store restart, set allow_volatile_segments = true \
+             (environment: WORKERID_ALLOW_VOLATILE_SEGMENTS=true, flag: \
+             --allow-volatile-segments true)"
+        ))
+    }
+
     /// The tags to create on start: the config's, or with none and the
     /// zero-configuration store, the tag `test`.
     pub fn startup_tags(&self) -> Vec<TagConfig> {
@@ -251,6 +288,7 @@ impl std::fmt::Debug for Config {
             .field("max_open_connections", &self.max_open_connections)
             .field("max_buffer_bytes", &self.max_buffer_bytes)
             .field("auth_token", &self.auth_token.as_ref().map(|_| "***"))
+            .field("allow_volatile_segments", &self.allow_volatile_segments)
             .field("tags", &self.tags)
             .field("snowflake", &self.snowflake)
             .field("workers", &self.workers)
@@ -278,6 +316,7 @@ impl Default for Config {
             listen: default_listen(),
             store_timeout_ms: default_store_timeout(),
             tags_refresh_ms: default_tags_refresh(),
+            allow_volatile_segments: false,
             fast_path: true,
             auth_token: None,
             idle_timeout_ms: default_idle_timeout(),
@@ -352,5 +391,29 @@ mod tests {
             !shown.contains("s3cret") && !shown.contains("t0ken"),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn volatile_segments_need_the_setting() {
+        let mut config = Config {
+            store: "redis://127.0.0.1:6379".into(),
+            ..Config::default()
+        };
+        assert_eq!(config.check_segments_durable(true), Ok(true));
+        let refused = config.check_segments_durable(false).unwrap_err();
+        assert!(refused.contains("durable=true"), "{refused}");
+        assert!(
+            refused.contains("allow_volatile_segments = true"),
+            "{refused}"
+        );
+        assert!(
+            refused.contains("WORKERID_ALLOW_VOLATILE_SEGMENTS"),
+            "{refused}"
+        );
+        config.store = "sqlite::memory:".into();
+        let refused = config.check_segments_durable(false).unwrap_err();
+        assert!(refused.contains("SQLite file"), "{refused}");
+        config.allow_volatile_segments = true;
+        assert_eq!(config.check_segments_durable(false), Ok(false));
     }
 }

@@ -40,8 +40,13 @@ pub enum Ended {
     /// read timeout, or shutdown.
     Closed,
     /// A request this path does not answer: hyper serves the connection
-    /// from `unread` on.
-    HandOver { unread: Bytes, stream: TcpStream },
+    /// from `unread` on; `answers` (to requests read in the same batch) go
+    /// out with hyper's first write.
+    HandOver {
+        unread: Bytes,
+        answers: Bytes,
+        stream: TcpStream,
+    },
 }
 
 /// A request at the front of the buffer.
@@ -220,17 +225,22 @@ pub async fn serve(
                 }
             }
         }
-        if !out.is_empty() {
+        if hand_over {
+            return Ended::HandOver {
+                unread: buf.freeze(),
+                answers: Bytes::from(out),
+                stream,
+            };
+        }
+        // Answers go out once the bytes read are used up, as hyper's
+        // pipelined ones do: while part of a next head waits, they wait with
+        // it, and a connection closed with bytes left unread never gets them
+        // (hyper answers exactly so, and the two paths must not differ).
+        if !out.is_empty() && (buf.is_empty() || more) {
             if stream.write_all(&out).await.is_err() {
                 return Ended::Closed;
             }
             out.clear();
-        }
-        if hand_over {
-            return Ended::HandOver {
-                unread: buf.freeze(),
-                stream,
-            };
         }
         if close || (buf.is_empty() && *shutdown.borrow()) {
             // A FIN after the answers, as hyper sends, before the socket

@@ -18,6 +18,7 @@
 //! | --- | --- | --- |
 //! | `store_timeout_ms` | 3000 | one segment store call; past it, 503 |
 //! | `tags_refresh_ms` | 5000 | how often the tag list is reread; unknown names are answered from it |
+//! | `allow_volatile_segments` | false | serve segments from a store that is not durable, with a warning |
 //! | `fast_path` | true | `/alloc` off the socket; false: everything through hyper |
 //! | `idle_timeout_ms` | 60000 | an idle keep-alive connection closes |
 //! | `max_open_connections` | 10000 | accepting waits at the cap |
@@ -27,6 +28,13 @@
 //! | `[snowflake] renew_every_ms` | ttl/3 | |
 //! | `[snowflake] renew_timeout_ms` | renew_every/2 | must be shorter than renew_every |
 //! | `[snowflake] max_worker_id` | 1023 | the pool |
+//!
+//! Segments need a durable store: on one whose counters do not survive its
+//! restart (Redis without `durable=true` in its URL, an in-memory SQLite
+//! database), the server refuses to start, saying what to change, unless
+//! `allow_volatile_segments = true` (`WORKERID_ALLOW_VOLATILE_SEGMENTS=true`)
+//! accepts that a restarted store hands out IDs again; it then logs a
+//! warning.
 //!
 //! The snowflake worker is supervised: after a failed start or a lost lease
 //! it joins again (backoff 100 ms to 1 s, jittered), on a store connection
@@ -172,6 +180,16 @@ async fn run(config: Config) -> Result<(), Failure> {
         .await
         .map_err(|e| Failure::Store(format!("store: {e}")))?;
     let segment_store = store.segment_store();
+    if !config
+        .check_segments_durable(segment_store.segments_durable())
+        .map_err(Failure::Config)?
+    {
+        tracing::warn!(
+            store = store.kind().to_string(),
+            "allow_volatile_segments: serving segments from a store that is not durable; \
+             after a restart of the store, IDs already handed out will be handed out again"
+        );
+    }
     let metrics = Arc::new(Metrics::default());
     let counted = Counted {
         inner: segment_store,

@@ -150,8 +150,8 @@ impl SegmentStore for Counted {
         self.metrics.segment_loads.fetch_add(1, Ordering::Relaxed);
         self.call(self.inner.reserve(tag, step)).await
     }
-    async fn give_back(&self, tag: &Tag, expected: u64, new_max: u64) -> Result<bool> {
-        self.call(self.inner.give_back(tag, expected, new_max))
+    async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
+        self.call(self.inner.give_back(tag, reserved, new_max))
             .await
     }
     async fn list_tags(&self) -> Result<Vec<TagInfo>> {

@@ -98,17 +98,21 @@ pub async fn serve(
         let (watcher, stop) = (graceful.watcher(), stop_fast_paths.subscribe());
         tokio::spawn(async move {
             let _permit = permit;
-            let (unread, stream) = if limits.fast_path {
+            let (unread, answers, stream) = if limits.fast_path {
                 match fast_path::serve(stream, &app, stop, header_timeout, &limits).await {
-                    Ended::HandOver { unread, stream } => (unread, stream),
+                    Ended::HandOver {
+                        unread,
+                        answers,
+                        stream,
+                    } => (unread, answers, stream),
                     Ended::Closed => return,
                 }
             } else {
-                (Bytes::new(), stream)
+                (Bytes::new(), Bytes::new(), stream)
             };
             let service =
                 service_fn(move |request: Request<Incoming>| router.clone().oneshot(request));
-            let io = TokioIo::new(Rewind::new(unread, stream));
+            let io = TokioIo::new(Rewind::new(unread, answers, stream));
             if let Err(e) = watcher.watch(http.serve_connection(io, service)).await {
                 tracing::debug!("connection: {e}");
             }

@@ -16,7 +16,7 @@ fn a_frozen_store_fails_requests_in_time_and_does_not_hold_sigterm() {
         dir.path(),
         &redis.url(),
         &Launch {
-            top: "store_timeout_ms = 1000",
+            top: "store_timeout_ms = 1000\nallow_volatile_segments = true",
             tables: "[snowflake]\nttl_secs = 3\n",
             ..Launch::default()
         },

@@ -18,6 +18,8 @@ fn snowflake_server(dir: &std::path::Path, store: &str) -> Server {
         dir,
         store,
         &Launch {
+            // The lease is under test; segments on this Redis are volatile.
+            top: "allow_volatile_segments = true",
             tables: &format!("[snowflake]\nttl_secs = {}\n", TTL.as_secs()),
             ..Launch::default()
         },
@@ -84,6 +86,7 @@ fn a_worker_that_could_not_start_joins_once_an_id_is_free() {
         "[snowflake]\nttl_secs = 30\nrenew_every_ms = 1000\nmax_worker_id = 0\nnamespace = \"{namespace}\"\n"
     );
     let launch = Launch {
+        top: "allow_volatile_segments = true",
         tables: &tables,
         ..Launch::default()
     };

@@ -43,7 +43,7 @@ impl SqlStoreBuilder {
         self
     }
 
-    /// The segment table (default `segments`, the seed's name).
+    /// The segment table (default `segments`, Leaf's name).
     pub fn segments_table(mut self, table: impl Into<String>) -> Self {
         self.segments_table = table.into();
         self

@@ -1,4 +1,6 @@
-//! Segment counters in SQL: the seed's `segments` table.
+//! Segment counters in SQL: Leaf's `segments` table, with a `version`
+//! column that every reservation bumps and a give-back compares, and CHECKs
+//! that keep a hand-written row from making a bad range.
 
 use async_trait::async_trait;
 use sqlx::Row;
@@ -15,12 +17,18 @@ pub(crate) struct SegmentStatements {
     pub schema: String,
     /// Binds: tag, max_id, step, update_time. Affects 1 row when created.
     pub create: String,
-    /// Binds: step?, limit, step?, tag. Returns `max_id, used step` where the
-    /// database has RETURNING.
+    /// Adds the version column to a table made without it (PostgreSQL: if
+    /// it is missing).
+    pub add_version: String,
+    /// Reads nothing, and fails when the version column is missing.
+    pub has_version: String,
+    /// Binds: step?, limit, step?, tag. Returns `max_id, used step, version`
+    /// where the database has RETURNING.
     pub reserve: String,
-    /// MySQL: `SELECT max_id, step` after the update, in the same transaction. Binds: tag.
+    /// MySQL: `SELECT max_id, step, version` after the update, in the same
+    /// transaction. Binds: tag.
     pub read_max: String,
-    /// Binds: new_max, tag, expected.
+    /// Binds: new_max, tag, expected max, expected version.
     pub give_back: String,
     pub exists: String,
     pub list: String,
@@ -33,7 +41,7 @@ impl SegmentStatements {
         let returning = if dialect == Dialect::MySql {
             ""
         } else {
-            " RETURNING max_id, COALESCE(?, step)"
+            " RETURNING max_id, COALESCE(?, step), version"
         };
         let create = match dialect {
             Dialect::MySql => format!(
@@ -50,21 +58,32 @@ impl SegmentStatements {
             schema: format!(
                 "CREATE TABLE IF NOT EXISTS {table} (\
                  biz_tag {tag_col} NOT NULL PRIMARY KEY, \
-                 max_id BIGINT NOT NULL, \
-                 step BIGINT NOT NULL, \
+                 max_id BIGINT NOT NULL CHECK (max_id >= 0), \
+                 step BIGINT NOT NULL CHECK (step > 0), \
                  description VARCHAR(1024) NOT NULL DEFAULT '', \
-                 update_time BIGINT NOT NULL)"
+                 update_time BIGINT NOT NULL, \
+                 version BIGINT NOT NULL DEFAULT 0)"
             ),
+            add_version: format!(
+                "ALTER TABLE {table} ADD COLUMN {}version BIGINT NOT NULL DEFAULT 0",
+                if dialect == Dialect::Postgres {
+                    "IF NOT EXISTS "
+                } else {
+                    ""
+                }
+            ),
+            has_version: format!("SELECT version FROM {table} WHERE 1 = 0"),
             create: p(create),
             reserve: p(format!(
-                "UPDATE {table} SET max_id = max_id + COALESCE(?, step), update_time = {now} \
+                "UPDATE {table} SET max_id = max_id + COALESCE(?, step), \
+                 version = version + 1, update_time = {now} \
                  WHERE biz_tag = ? AND max_id <= ? - COALESCE(?, step){returning}"
             )),
             read_max: p(format!(
-                "SELECT max_id, step FROM {table} WHERE biz_tag = ?"
+                "SELECT max_id, step, version FROM {table} WHERE biz_tag = ?"
             )),
             give_back: p(format!(
-                "UPDATE {table} SET max_id = ? WHERE biz_tag = ? AND max_id = ?"
+                "UPDATE {table} SET max_id = ? WHERE biz_tag = ? AND max_id = ? AND version = ?"
             )),
             exists: p(format!("SELECT step FROM {table} WHERE biz_tag = ?")),
             list: format!("SELECT biz_tag, max_id, step FROM {table} ORDER BY biz_tag"),
@@ -74,6 +93,35 @@ impl SegmentStatements {
 
 fn as_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// The range a reservation's row describes, checked: `used` long (the step
+/// asked for, if any), above the previous max (`max - used`, never
+/// negative), within [`MAX_SEGMENT_ID`]. A row that breaks this (a step of 0
+/// or below written by hand, a max moved back) makes no range at all.
+fn checked_range(max: i64, used: i64, asked: Option<i64>, version: i64) -> Result<Range, String> {
+    if used < 1 || asked.is_some_and(|asked| asked != used) {
+        return Err(format!(
+            "the row's step is {used} where {} was reserved",
+            asked.map_or_else(|| "a positive step".to_string(), |a| a.to_string())
+        ));
+    }
+    let previous = max.checked_sub(used).filter(|p| *p >= 0);
+    let (Some(previous), Ok(last)) = (previous, u64::try_from(max)) else {
+        return Err(format!(
+            "max_id {max} minus the step {used} is below 0: the row was moved back"
+        ));
+    };
+    if last > MAX_SEGMENT_ID {
+        return Err(format!(
+            "max_id {max} is past the largest ID {MAX_SEGMENT_ID}"
+        ));
+    }
+    Ok(Range {
+        first: previous as u64 + 1,
+        last,
+        version: version as u64,
+    })
 }
 
 impl SqlStore {
@@ -117,7 +165,7 @@ impl SegmentStore for SqlStore {
         let s = self.segments();
         let step = step.map(as_i64);
         let limit = as_i64(MAX_SEGMENT_ID);
-        let (max, used): (i64, i64) = if self.dialect() == Dialect::MySql {
+        let (max, used, version): (i64, i64, i64) = if self.dialect() == Dialect::MySql {
             let tag_text = tag.to_string();
             let reserved = self
                 .retrying(|| async {
@@ -139,7 +187,12 @@ impl SegmentStore for SqlStore {
                         .await?;
                     tx.commit().await?;
                     let default: i64 = row.try_get(1)?;
-                    Ok(Some((row.try_get::<i64, _>(0)?, step.unwrap_or(default))))
+                    let max = row.try_get::<i64, _>(0)?;
+                    Ok(Some((
+                        max,
+                        step.unwrap_or(default),
+                        row.try_get::<i64, _>(2)?,
+                    )))
                 })
                 .await
                 .map_err(|e| self.unavailable(e))?;
@@ -161,23 +214,27 @@ impl SegmentStore for SqlStore {
                 return Err(self.reserve_refused(tag).await);
             };
             let read = |i| row.try_get::<i64, _>(i).map_err(|e| self.unavailable(e));
-            (read(0)?, read(1)?)
+            (read(0)?, read(1)?, read(2)?)
         };
-        let (max, used) = (max as u64, used as u64);
-        Ok(Range {
-            first: max - used + 1,
-            last: max,
+        checked_range(max, used, step, version).map_err(|reason| {
+            Error::unavailable(
+                self.store_name(),
+                format!(
+                    "tag {tag}: no range reserved, the segment table is inconsistent: {reason}"
+                ),
+            )
         })
     }
 
-    async fn give_back(&self, tag: &Tag, expected_max: u64, new_max: u64) -> Result<bool> {
-        if new_max > expected_max {
+    async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
+        if new_max > reserved.last {
             return Ok(false);
         }
         let done = q(&self.segments().give_back)
             .bind(as_i64(new_max))
             .bind(tag.to_string())
-            .bind(as_i64(expected_max))
+            .bind(as_i64(reserved.last))
+            .bind(as_i64(reserved.version))
             .execute(self.pool())
             .await
             .map_err(|e| self.unavailable(e))?;
@@ -208,5 +265,29 @@ impl SegmentStore for SqlStore {
                 })
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_are_checked() {
+        let range = checked_range(110, 10, Some(10), 3).unwrap();
+        assert_eq!((range.first, range.last, range.version), (101, 110, 3));
+        assert_eq!(checked_range(10, 10, None, 1).unwrap().first, 1);
+        for (max, used, asked) in [
+            (110, 0, None),
+            (110, -5, None),
+            (110, 9, Some(10)),
+            (5, 10, None),
+            (-1, 1, None),
+        ] {
+            assert!(
+                checked_range(max, used, asked, 1).is_err(),
+                "{max} {used} {asked:?}"
+            );
+        }
     }
 }

@@ -17,7 +17,7 @@ use crate::segments::SegmentStatements;
 /// The default table name (the namespace table adds `_namespaces`).
 pub const DEFAULT_TABLE: &str = "workerid_leases";
 
-/// The default segment table (the seed's `segments`).
+/// The default segment table (Leaf's `segments`).
 pub const DEFAULT_SEGMENTS_TABLE: &str = "segments";
 
 /// u64 watermarks live in signed BIGINT columns with the top bit flipped,
@@ -195,6 +195,22 @@ impl SqlStore {
         for statement in self.sql.schema.iter().chain([&self.segments.schema]) {
             q(statement).execute(&mut *conn).await.map_err(fail)?;
         }
+        // A segment table made without the version column (Leaf's own
+        // `segments` table, taken over by a migrating deployment) gets it; give-backs compare it. PostgreSQL says IF NOT
+        // EXISTS, since a failed probe would abort its schema transaction.
+        let probe = match self.dialect {
+            Dialect::Postgres => Err(()),
+            _ => q(&self.segments.has_version)
+                .execute(&mut *conn)
+                .await
+                .map_err(drop),
+        };
+        if probe.is_err() {
+            q(&self.segments.add_version)
+                .execute(&mut *conn)
+                .await
+                .map_err(fail)?;
+        }
         let mut routine_made = true;
         if let Some(routine) = &self.sql.routine {
             let made = sqlx::raw_sql(AssertSqlSafe(routine.clone()))
@@ -225,13 +241,16 @@ impl SqlStore {
         Ok(routine_made)
     }
 
-    pub(crate) fn unavailable(&self, e: sqlx::Error) -> Error {
-        let store = match self.dialect {
+    pub(crate) fn store_name(&self) -> &'static str {
+        match self.dialect {
             Dialect::Postgres => "postgres",
             Dialect::MySql => "mysql",
             Dialect::Sqlite => "sqlite",
-        };
-        Error::unavailable(store, e)
+        }
+    }
+
+    pub(crate) fn unavailable(&self, e: sqlx::Error) -> Error {
+        Error::unavailable(self.store_name(), e)
     }
 
     /// The acquire transaction. The outer error is the database's; the inner

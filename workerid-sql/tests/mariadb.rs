@@ -90,3 +90,8 @@ fn limited(url: &str, user: &str) -> String {
     let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
     format!("{scheme}://{user}:pw@{host}")
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_segment_rows_are_refused() {
+    support::bad_segment_rows_are_refused(&workerid_testkit::mariadb::shared_url()).await;
+}

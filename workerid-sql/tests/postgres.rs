@@ -15,3 +15,8 @@ workerid_conformance::segment_store_tests!(support::Database {
 async fn sixty_four_clients_renew_in_one_namespace_without_error() {
     support::renewal_storm(&workerid_testkit::postgres::shared_url()).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_segment_rows_are_refused() {
+    support::bad_segment_rows_are_refused(&workerid_testkit::postgres::shared_url()).await;
+}

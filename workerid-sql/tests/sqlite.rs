@@ -17,3 +17,8 @@ fn url() -> String {
 workerid_conformance::lease_store_tests!(support::Database { url: url() });
 
 workerid_conformance::segment_store_tests!(support::Database { url: url() });
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_segment_rows_are_refused() {
+    support::bad_segment_rows_are_refused(&url()).await;
+}

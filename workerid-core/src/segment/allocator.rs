@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::cursor::{Claim, Cursor, Segment, MAX_CLAIM};
-use super::{check_step, SegmentStore, Tag};
+use super::{check_step, Range, SegmentStore, Tag};
 use crate::{Error, Result};
 
 /// How a [`SegmentAllocator`] buffers.
@@ -193,7 +193,7 @@ impl TagHandle {
         let b = &self.0;
         if let Err(e) = b
             .store
-            .give_back(&b.tag, surplus.last, surplus.first - 1)
+            .give_back(&b.tag, surplus.range(), surplus.first - 1)
             .await
         {
             tracing::warn!(tag = %b.tag, "could not give a surplus segment back: {e}");
@@ -274,27 +274,26 @@ impl TagHandle {
         // Claims every ID not handed out yet, atomically with the fast path.
         let current = b.current.install(Segment::empty());
         let unused_from = current.unclaimed_from;
-        let prefetched = self.lock_prefetched().take();
-        let mut top = current.last;
-        if let Some(next) = prefetched {
-            match b.store.give_back(&b.tag, next.last, next.first - 1).await {
-                Ok(true) => top = next.first - 1,
-                Ok(false) => return,
-                Err(e) => {
-                    tracing::warn!(tag = %b.tag, "could not give the prefetched segment back: {e}");
-                    return;
-                }
+        let has_tail = current.first <= current.last && unused_from <= current.last;
+        let current_range = Range {
+            first: current.first,
+            last: current.last,
+            version: current.version,
+        };
+        // One give-back: the store compares the version of the last range
+        // reserved, so the current tail goes back with the prefetched range
+        // when the two are adjacent (nothing was reserved between them).
+        let (reserved, new_max) = match self.lock_prefetched().take() {
+            Some(next) if has_tail && next.first == current.last + 1 => {
+                (next.range(), unused_from - 1)
             }
-        }
-        if unused_from <= current.last && top == current.last && current.first <= current.last {
-            match b
-                .store
-                .give_back(&b.tag, current.last, unused_from - 1)
-                .await
-            {
-                Ok(given) => tracing::debug!(tag = %b.tag, given, "tail given back"),
-                Err(e) => tracing::warn!(tag = %b.tag, "could not give the tail back: {e}"),
-            }
+            Some(next) => (next.range(), next.first - 1),
+            None if has_tail => (current_range, unused_from - 1),
+            None => return,
+        };
+        match b.store.give_back(&b.tag, reserved, new_max).await {
+            Ok(given) => tracing::debug!(tag = %b.tag, given, "unused IDs given back"),
+            Err(e) => tracing::warn!(tag = %b.tag, "could not give the unused IDs back: {e}"),
         }
     }
 }
@@ -538,7 +537,7 @@ impl SegmentAllocator {
     }
 }
 
-/// Gapless sequences (the etcd seed's use case): every ID is one atomic round
+/// Gapless sequences (consecutive numbers, no holes): every ID is one atomic round
 /// trip to the store, consecutive, nothing cached, nothing lost on a crash.
 #[derive(Debug)]
 pub struct GaplessSequence {

@@ -48,6 +48,8 @@ fn full_generation(installed: u64, low: u64) -> u64 {
 pub(super) struct Segment {
     pub(super) first: u64,
     pub(super) last: u64,
+    /// The store's version of the range, which a give-back compares.
+    pub(super) version: u64,
     /// The ID whose taker starts loading the next segment.
     pub(super) refill_point: u64,
     pub(super) loaded_at: Instant,
@@ -59,6 +61,7 @@ impl Segment {
         Segment {
             first: range.first,
             last: range.last,
+            version: range.version,
             refill_point: range.first + used.min(range.len().saturating_sub(1)),
             loaded_at: Instant::now(),
         }
@@ -68,8 +71,18 @@ impl Segment {
         Segment {
             first: 1,
             last: 0,
+            version: 0,
             refill_point: 0,
             loaded_at: Instant::now(),
+        }
+    }
+
+    /// The range as the store reserved it.
+    pub(super) fn range(&self) -> Range {
+        Range {
+            first: self.first,
+            last: self.last,
+            version: self.version,
         }
     }
 
@@ -98,6 +111,8 @@ pub(super) enum Claim {
 pub(super) struct Replaced {
     pub(super) first: u64,
     pub(super) last: u64,
+    /// The store's version of the range.
+    pub(super) version: u64,
     /// The first ID nobody claimed (past `last` when every one was).
     pub(super) unclaimed_from: u64,
 }
@@ -130,6 +145,9 @@ pub(super) struct Cursor {
     /// current: never ahead of the word.
     installed: AtomicU64,
     slots: [Slot; SLOTS],
+    /// The store's version of the current segment's range: only installs,
+    /// which are serialised, read and write it.
+    version: AtomicU64,
     epoch: Instant,
 }
 
@@ -147,6 +165,7 @@ impl Cursor {
             word: AtomicU64::new(0),
             installed: AtomicU64::new(0),
             slots: [slot(0), slot(WRITING), slot(WRITING), slot(WRITING)],
+            version: AtomicU64::new(0),
             epoch: Instant::now(),
         }
     }
@@ -217,6 +236,7 @@ impl Cursor {
             .word
             .swap((next & GENERATION_MASK) << OFFSET_BITS, Ordering::AcqRel);
         self.installed.store(next, Ordering::Release);
+        let version = self.version.swap(segment.version, Ordering::Relaxed);
         let offset = old & OFFSET_MASK;
         // Nothing else writes slots: the old one still holds its segment.
         let view = self.read(current).unwrap_or(View {
@@ -227,6 +247,7 @@ impl Cursor {
         Replaced {
             first: view.first,
             last: (view.first + view.len).wrapping_sub(1),
+            version,
             unclaimed_from: view.first + offset.min(view.len),
         }
     }
@@ -313,7 +334,14 @@ mod tests {
     use std::sync::Arc;
 
     fn segment(first: u64, last: u64) -> Segment {
-        Segment::new(Range { first, last }, 0.5)
+        Segment::new(
+            Range {
+                first,
+                last,
+                version: 0,
+            },
+            0.5,
+        )
     }
 
     #[test]

@@ -8,13 +8,13 @@ use async_trait::async_trait;
 
 use crate::{Error, Result};
 
-/// The longest tag, in bytes (the seed's `biz_tag varchar(32)`).
+/// The longest tag, in bytes (Leaf's `biz_tag varchar(32)`).
 pub const MAX_TAG_LEN: usize = 32;
 
 /// The largest ID a segment store hands out (IDs fit a signed 64-bit column).
 pub const MAX_SEGMENT_ID: u64 = i64::MAX as u64;
 
-/// A business tag (the seed's `biz_tag`): 1 to 32 bytes of `[A-Za-z0-9._:-]`.
+/// A business tag (Leaf's `biz_tag`): 1 to 32 bytes of `[A-Za-z0-9._:-]`.
 ///
 /// ```
 /// use workerid_core::segment::Tag;
@@ -70,6 +70,11 @@ pub struct Range {
     pub first: u64,
     /// The last ID (inclusive): the tag's `max_id` after the reservation.
     pub last: u64,
+    /// The tag's version after the reservation, opaque: every reservation of
+    /// the tag changes it to a value it never had, so a give-back that
+    /// carries it is refused once anything was reserved since, even when
+    /// `max_id` came back to `last` meanwhile.
+    pub version: u64,
 }
 
 impl Range {
@@ -117,13 +122,28 @@ pub trait SegmentStore: Debug + Send + Sync + 'static {
     /// Reserves the next `step` IDs of `tag` (`None`: the tag's default step).
     ///
     /// # Behavior
+    /// - The range carries the tag's new version, which
+    ///   [`give_back`](SegmentStore::give_back) compares.
     /// - Unknown tag: [`Error::UnknownTag`].
     /// - When `max_id + step` would pass [`MAX_SEGMENT_ID`]: [`Error::TagExhausted`].
     async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range>;
 
-    /// Sets `tag`'s `max_id` to `new_max` if it is still `expected_max`
-    /// (nothing was reserved since); returns whether it did.
-    async fn give_back(&self, tag: &Tag, expected_max: u64, new_max: u64) -> Result<bool>;
+    /// Sets `tag`'s `max_id` to `new_max` if nothing was reserved or given
+    /// back since `reserved` was; returns whether it did.
+    ///
+    /// # Behavior
+    /// - Done only while the tag's `max_id` is still `reserved.last` and its
+    ///   version still `reserved.version`: a give-back sent again (a retry
+    ///   after a lost answer) is refused once another reservation happened,
+    ///   even one that was given back to the same `max_id` (no ABA).
+    /// - `new_max` above `reserved.last`: refused (false), nothing changes.
+    /// - `new_max` may be below `reserved.first - 1`, to give back the tail
+    ///   of an earlier range too when nothing was reserved between the two.
+    /// - Unknown tag: [`Error::UnknownTag`].
+    ///
+    /// # Errors
+    /// [`Error::UnknownTag`], or the store's own when it cannot be reached.
+    async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool>;
 
     /// Every tag, ordered by name.
     async fn list_tags(&self) -> Result<Vec<TagInfo>>;
@@ -140,8 +160,8 @@ impl<S: SegmentStore + ?Sized> SegmentStore for Arc<S> {
     async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
         (**self).reserve(tag, step).await
     }
-    async fn give_back(&self, tag: &Tag, expected_max: u64, new_max: u64) -> Result<bool> {
-        (**self).give_back(tag, expected_max, new_max).await
+    async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
+        (**self).give_back(tag, reserved, new_max).await
     }
     async fn list_tags(&self) -> Result<Vec<TagInfo>> {
         (**self).list_tags().await

@@ -1,12 +1,17 @@
--- give a tail back: set max to ARGV[3] if it is still ARGV[2].
--- KEYS[1] max hash   ARGV[1] tag   ARGV[2] expected max   ARGV[3] new max
+-- give a tail back: set max to ARGV[4] if it is still ARGV[2] and the tag's
+-- version still ARGV[3], the one its reservation made; comparing the max
+-- alone would let a resent give-back undo a later reservation that was given
+-- back to the same max (ABA).
+-- KEYS[1] max hash   KEYS[2] version hash
+-- ARGV[1] tag   ARGV[2] expected max   ARGV[3] expected version   ARGV[4] new max
 -- Returns 1 | 0 | 'unknown'
 local max = redis.call('HGET', KEYS[1], ARGV[1])
 if not max then
   return 'unknown'
 end
-if max ~= ARGV[2] then
+local version = redis.call('HGET', KEYS[2], ARGV[1]) or '0'
+if max ~= ARGV[2] or version ~= ARGV[3] then
   return 0
 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
 return 1

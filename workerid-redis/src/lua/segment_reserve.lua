@@ -1,8 +1,9 @@
 -- reserve the next range of a tag: HINCRBY is exact int64 arithmetic and
 -- refuses to pass 2^63 - 1; values go back as strings, never as Lua doubles.
--- KEYS[1] max hash   KEYS[2] step hash
+-- Every reservation bumps the tag's version, which a give-back compares.
+-- KEYS[1] max hash   KEYS[2] step hash   KEYS[3] version hash
 -- ARGV[1] tag   ARGV[2] step, or '' for the tag's own
--- Returns {'ok', max, step used} | 'unknown' | 'exhausted'
+-- Returns {'ok', max, step used, version} | 'unknown' | 'exhausted'
 local step = redis.call('HGET', KEYS[2], ARGV[1])
 if not step then
   return 'unknown'
@@ -15,4 +16,5 @@ local result = redis.pcall('HINCRBY', KEYS[1], ARGV[1], used)
 if type(result) == 'table' and result.err then
   return 'exhausted'
 end
-return {'ok', redis.call('HGET', KEYS[1], ARGV[1]), used}
+local version = redis.call('HINCRBY', KEYS[3], ARGV[1], 1)
+return {'ok', redis.call('HGET', KEYS[1], ARGV[1]), used, tostring(version)}

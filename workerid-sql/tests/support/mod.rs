@@ -80,3 +80,70 @@ pub async fn renewal_storm(url: &str) {
     }
     assert!(total >= 64, "{total} renewals");
 }
+
+/// The segment table refuses a row with a step of 0 or a negative max
+/// (its CHECKs), and a reservation from a table made without those CHECKs
+/// (and without the version column, which connecting adds) that holds a
+/// step of 0 is refused as unavailable rather than handing out a bad range.
+#[allow(dead_code)] // not every test binary that shares this module runs it
+pub async fn bad_segment_rows_are_refused(url: &str) {
+    use sqlx::AssertSqlSafe;
+    use workerid_core::segment::Tag;
+    use workerid_core::Error;
+
+    let suffix: u32 = rand::random();
+    let checked = format!("segments_checked_{suffix:08x}");
+    let store = SqlStore::builder()
+        .segments_table(checked.clone())
+        .connect(url)
+        .await
+        .expect("connect");
+    let insert = |table: &str, tag: &str, max: i64, step: i64| {
+        format!(
+            "INSERT INTO {table} (biz_tag, max_id, step, description, update_time) \
+             VALUES ('{tag}', {max}, {step}, '', 0)"
+        )
+    };
+    for (tag, max, step) in [
+        ("zero-step", 0, 0),
+        ("negative-step", 0, -5),
+        ("negative-max", -1, 10),
+    ] {
+        let written = sqlx::query(AssertSqlSafe(insert(&checked, tag, max, step)))
+            .execute(store.pool())
+            .await;
+        assert!(
+            written.is_err(),
+            "the database wrote a row with max_id {max} and step {step}"
+        );
+    }
+    sqlx::query(AssertSqlSafe(insert(&checked, "fine", 0, 10)))
+        .execute(store.pool())
+        .await
+        .expect("a good row is written");
+
+    let unchecked = format!("segments_unchecked_{suffix:08x}");
+    sqlx::query(AssertSqlSafe(format!(
+        "CREATE TABLE {unchecked} (biz_tag VARCHAR(32) NOT NULL PRIMARY KEY, \
+         max_id BIGINT NOT NULL, step BIGINT NOT NULL, \
+         description VARCHAR(1024) NOT NULL DEFAULT '', update_time BIGINT NOT NULL)"
+    )))
+    .execute(store.pool())
+    .await
+    .expect("a table of Leaf's layout");
+    sqlx::query(AssertSqlSafe(insert(&unchecked, "zero-step", 0, 0)))
+        .execute(store.pool())
+        .await
+        .expect("the unchecked table takes a step of 0");
+    let old = SqlStore::builder()
+        .segments_table(unchecked)
+        .connect(url)
+        .await
+        .expect("connect to Leaf's layout (the version column is added)");
+    let tag = Tag::new("zero-step").expect("tag");
+    let answer = old.reserve(&tag, None).await;
+    assert!(
+        matches!(&answer, Err(Error::Unavailable { source, .. }) if source.to_string().contains("step is 0")),
+        "a step of 0 must not make a range: {answer:?}"
+    );
+}
