@@ -126,8 +126,11 @@ fn bad_arguments_and_configs_exit_with_a_message() {
         .args(["--config", config.to_str().unwrap()])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    // A bad tag is a configuration error like any other: exit 2, before
+    // the store is touched.
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bad tag"));
+    assert!(!dir.path().join("x.db").exists());
 }
 
 #[test]
