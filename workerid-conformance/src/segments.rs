@@ -303,7 +303,7 @@ pub async fn allocator_hands_out_and_gives_back(f: &dyn SegmentFactory) -> Outco
 /// A durable store hands out no range twice across a restart.
 pub async fn ranges_survive_a_restart(f: &dyn SegmentFactory) -> Outcome {
     let store = f.connect().await;
-    if !store.segments_durable() {
+    if !store.segment_capabilities().durable {
         return Outcome::Skipped("the store's segments are not durable".into());
     }
     if !f.supports_restart() {

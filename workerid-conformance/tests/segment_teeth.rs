@@ -28,8 +28,11 @@ struct Counters {
 
 #[async_trait]
 impl SegmentStore for Counters {
-    fn segments_durable(&self) -> bool {
-        false
+    fn segment_capabilities(&self) -> workerid_core::segment::SegmentCapabilities {
+        workerid_core::segment::SegmentCapabilities {
+            durable: false,
+            ..Default::default()
+        }
     }
     async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
         let mut tags = self.tags.lock().unwrap();

@@ -119,8 +119,11 @@ impl EtcdStore {
 
 #[async_trait]
 impl SegmentStore for EtcdStore {
-    fn segments_durable(&self) -> bool {
-        true
+    fn segment_capabilities(&self) -> workerid_core::segment::SegmentCapabilities {
+        workerid_core::segment::SegmentCapabilities {
+            durable: true,
+            ..Default::default()
+        }
     }
 
     async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {

@@ -207,8 +207,11 @@ impl MemoryStore {
 /// Segment counters in this process: not durable.
 #[async_trait]
 impl SegmentStore for MemoryStore {
-    fn segments_durable(&self) -> bool {
-        false
+    fn segment_capabilities(&self) -> workerid_core::segment::SegmentCapabilities {
+        workerid_core::segment::SegmentCapabilities {
+            durable: false,
+            ..Default::default()
+        }
     }
 
     async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {

@@ -52,8 +52,11 @@ impl Outage {
 
 #[async_trait]
 impl SegmentStore for Outage {
-    fn segments_durable(&self) -> bool {
-        false
+    fn segment_capabilities(&self) -> workerid_core::segment::SegmentCapabilities {
+        workerid_core::segment::SegmentCapabilities {
+            durable: false,
+            ..Default::default()
+        }
     }
     async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
         self.check()?;

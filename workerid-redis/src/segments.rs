@@ -42,8 +42,11 @@ fn pairs(value: &Value) -> Vec<(String, u64)> {
 
 #[async_trait]
 impl SegmentStore for RedisStore {
-    fn segments_durable(&self) -> bool {
-        self.durable
+    fn segment_capabilities(&self) -> workerid_core::segment::SegmentCapabilities {
+        workerid_core::segment::SegmentCapabilities {
+            durable: self.durable,
+            ..Default::default()
+        }
     }
 
     async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {

@@ -181,7 +181,7 @@ async fn run(config: Config) -> Result<(), Failure> {
         .map_err(|e| Failure::Store(format!("store: {e}")))?;
     let segment_store = store.segment_store();
     if !config
-        .check_segments_durable(segment_store.segments_durable())
+        .check_segments_durable(segment_store.segment_capabilities().durable)
         .map_err(Failure::Config)?
     {
         tracing::warn!(

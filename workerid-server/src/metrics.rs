@@ -140,8 +140,8 @@ impl Counted {
 
 #[async_trait::async_trait]
 impl SegmentStore for Counted {
-    fn segments_durable(&self) -> bool {
-        self.inner.segments_durable()
+    fn segment_capabilities(&self) -> workerid::segment::SegmentCapabilities {
+        self.inner.segment_capabilities()
     }
     async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
         self.call(self.inner.create_tag(tag, first_id, step)).await

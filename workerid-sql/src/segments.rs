@@ -145,8 +145,11 @@ impl SqlStore {
 
 #[async_trait]
 impl SegmentStore for SqlStore {
-    fn segments_durable(&self) -> bool {
-        workerid_core::LeaseStore::capabilities(self).durable
+    fn segment_capabilities(&self) -> workerid_core::segment::SegmentCapabilities {
+        workerid_core::segment::SegmentCapabilities {
+            durable: workerid_core::LeaseStore::capabilities(self).durable,
+            ..Default::default()
+        }
     }
 
     async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {

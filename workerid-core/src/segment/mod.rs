@@ -8,5 +8,6 @@ mod store;
 
 pub use allocator::{GaplessSequence, LocalIds, SegmentAllocator, SegmentOptions, TagHandle};
 pub use store::{
-    check_step, Range, SegmentStore, Tag, TagInfo, MAX_SEGMENT_ID, MAX_STEP, MAX_TAG_LEN,
+    check_step, Range, SegmentCapabilities, SegmentStore, Tag, TagInfo, MAX_SEGMENT_ID, MAX_STEP,
+    MAX_TAG_LEN,
 };

@@ -100,6 +100,39 @@ pub struct TagInfo {
     pub step: u64,
 }
 
+/// What a [`SegmentStore`] can do, as it declares it (the way
+/// [`Capabilities`](crate::Capabilities) does for leases): callers check it
+/// instead of finding out by failing.
+///
+/// ```
+/// use workerid_core::segment::SegmentCapabilities;
+/// let caps = SegmentCapabilities { durable: true, ..SegmentCapabilities::default() };
+/// assert!(caps.list && caps.gapless);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentCapabilities {
+    /// Whether reserved ranges survive a restart of the store (default
+    /// false: say true only when it is so). A service must not hand out
+    /// IDs from a store that forgets them.
+    pub durable: bool,
+    /// Whether one-ID reservations come back consecutive, so that a
+    /// [`GaplessSequence`](super::GaplessSequence) can run on the store
+    /// (default true: every atomic counter does).
+    pub gapless: bool,
+    /// Whether [`SegmentStore::list_tags`] is implemented (default true).
+    pub list: bool,
+}
+
+impl Default for SegmentCapabilities {
+    fn default() -> Self {
+        SegmentCapabilities {
+            durable: false,
+            gapless: true,
+            list: true,
+        }
+    }
+}
+
 /// A store of per-tag counters (Leaf-segment's `segments` table).
 ///
 /// # Contract
@@ -112,11 +145,24 @@ pub struct TagInfo {
 ///   `1..=2^40`.
 #[async_trait]
 pub trait SegmentStore: Debug + Send + Sync + 'static {
-    /// Whether reserved ranges survive a restart of the store.
-    fn segments_durable(&self) -> bool;
+    /// What this store can do (named apart from
+    /// [`LeaseStore::capabilities`](crate::LeaseStore::capabilities), since
+    /// most stores are both).
+    fn segment_capabilities(&self) -> SegmentCapabilities;
 
     /// Creates `tag` so that its first ID is `first_id` and its default step
-    /// `step`; returns false (and changes nothing) when it exists already.
+    /// `step`.
+    ///
+    /// # Behavior
+    /// - A new tag: created, true; its first reservation starts at
+    ///   `first_id`.
+    /// - A tag that exists: false, and nothing changes (not its counter,
+    ///   not its step).
+    /// - Atomic: of processes creating one tag at once, exactly one gets
+    ///   true.
+    ///
+    /// # Errors
+    /// The store's own when it cannot be reached.
     async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool>;
 
     /// Reserves the next `step` IDs of `tag` (`None`: the tag's default step).
@@ -145,28 +191,48 @@ pub trait SegmentStore: Debug + Send + Sync + 'static {
     /// [`Error::UnknownTag`], or the store's own when it cannot be reached.
     async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool>;
 
-    /// Every tag, ordered by name.
-    async fn list_tags(&self) -> Result<Vec<TagInfo>>;
+    /// Every tag, with its `max_id` and default step. Optional: only when
+    /// [`SegmentCapabilities::list`] is true.
+    ///
+    /// # Behavior
+    /// - Ordered by name; it changes nothing.
+    /// - Default: [`Error::Unsupported`] (not retryable).
+    ///
+    /// # Errors
+    /// The store's own when it cannot be reached.
+    async fn list_tags(&self) -> Result<Vec<TagInfo>> {
+        Err(Error::Unsupported {
+            operation: "list_tags",
+        })
+    }
 }
 
-#[async_trait]
-impl<S: SegmentStore + ?Sized> SegmentStore for Arc<S> {
-    fn segments_durable(&self) -> bool {
-        (**self).segments_durable()
-    }
-    async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
-        (**self).create_tag(tag, first_id, step).await
-    }
-    async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
-        (**self).reserve(tag, step).await
-    }
-    async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
-        (**self).give_back(tag, reserved, new_max).await
-    }
-    async fn list_tags(&self) -> Result<Vec<TagInfo>> {
-        (**self).list_tags().await
-    }
+/// `Arc<S>` and `Box<S>` forward every method, so that a wrapper cannot
+/// silently miss one.
+macro_rules! forward_segment_store {
+    ($($wrapper:ty),+) => {$(
+        #[async_trait]
+        impl<S: SegmentStore + ?Sized> SegmentStore for $wrapper {
+            fn segment_capabilities(&self) -> SegmentCapabilities {
+                (**self).segment_capabilities()
+            }
+            async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
+                (**self).create_tag(tag, first_id, step).await
+            }
+            async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
+                (**self).reserve(tag, step).await
+            }
+            async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
+                (**self).give_back(tag, reserved, new_max).await
+            }
+            async fn list_tags(&self) -> Result<Vec<TagInfo>> {
+                (**self).list_tags().await
+            }
+        }
+    )+};
 }
+
+forward_segment_store!(Arc<S>, Box<S>);
 
 /// The largest step: 2^40 IDs at once.
 pub const MAX_STEP: u64 = 1 << 40;
