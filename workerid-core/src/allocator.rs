@@ -15,11 +15,9 @@ use crate::{
 /// deadline of a lease counts from the instant its request was sent. Cheap to
 /// clone. Needs a Tokio runtime (for the request timeout).
 ///
-/// Two styles, same semantics:
-/// - with a [`Lease`] handle: [`acquire`](Self::acquire), [`renew`](Self::renew),
-///   [`release`](Self::release);
-/// - libx.net/workerid's, with the ID and the token string: [`get_id`](Self::get_id),
-///   [`renew_id`](Self::renew_id), [`release_id`](Self::release_id).
+/// With a [`Lease`] handle: [`acquire`](Self::acquire),
+/// [`renew`](Self::renew), [`release`](Self::release). libx.net/workerid's
+/// calls, with the ID and the token string, are in [`crate::compat`].
 ///
 /// ```
 /// use workerid_core::{Allocator, LeaseOptions, LeaseStore};
@@ -30,10 +28,6 @@ use crate::{
 ///     let mut lease = allocator.acquire().await?;
 ///     allocator.renew(&mut lease).await?;
 ///     allocator.release(&lease).await?;
-///
-///     let (id, token) = allocator.get_id().await?;
-///     allocator.renew_id(u64::from(id), &token).await?;
-///     allocator.release_id(u64::from(id), &token).await?;
 ///     Ok(())
 /// }
 /// ```
@@ -202,32 +196,17 @@ impl Allocator {
         Ok(())
     }
 
-    /// libx.net/workerid's `GetID`: leases a worker ID and returns it with its token text.
-    ///
-    /// # Errors
-    /// As [`Allocator::acquire`].
-    pub async fn get_id(&self) -> Result<(u32, String)> {
-        let lease = self.acquire().await?;
-        Ok((lease.id.get(), lease.token.to_string()))
-    }
-
-    /// libx.net/workerid's `Renew(workerID, token)`, with the default ttl.
-    ///
-    /// # Errors
-    /// [`Error::InvalidWorkerId`] and [`Error::InvalidToken`] before any I/O;
-    /// otherwise as [`Allocator::renew`].
-    pub async fn renew_id(&self, id: u64, token: &str) -> Result<()> {
+    /// Renews the lease `token` holds on `id` with the default ttl, leaving
+    /// the watermark as it is: the calls of [`crate::compat`].
+    pub(crate) async fn renew_by_text(&self, id: u64, token: &str) -> Result<()> {
         let (id, token) = self.parse(id, token)?;
         let ttl = self.options.default_ttl();
         self.call(self.store.renew(&self.namespace, id, &token, ttl, 0))
             .await
     }
 
-    /// libx.net/workerid's `Release(workerID, token)`.
-    ///
-    /// # Errors
-    /// As [`Allocator::renew_id`].
-    pub async fn release_id(&self, id: u64, token: &str) -> Result<()> {
+    /// Releases the lease `token` holds on `id`: the calls of [`crate::compat`].
+    pub(crate) async fn release_by_text(&self, id: u64, token: &str) -> Result<()> {
         let (id, token) = self.parse(id, token)?;
         self.call(self.store.release(&self.namespace, id, &token, 0))
             .await
@@ -311,6 +290,7 @@ impl Allocator {
 
 #[cfg(test)]
 mod tests {
+    use crate::compat::LibxCompat;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use async_trait::async_trait;

@@ -6,9 +6,9 @@
 //! expired ID can be taken by someone else.
 //!
 //! - [`LeaseStore`]: the trait a backend implements, with its contract.
-//! - [`Allocator`]: what users call (`acquire` / `renew` / `release`, and the
-//!   libx.net/workerid's `get_id` / `renew_id` / `release_id`), checking every input before
-//!   any I/O.
+//! - [`Allocator`]: what users call (`acquire` / `renew` / `release`; the
+//!   calls of libx.net/workerid, `get_id` / `renew_id` / `release_id`, are
+//!   in [`compat`]), checking every input before any I/O.
 //! - [`Lease`], [`Token`], [`Namespace`], [`WorkerId`], [`LeaseOptions`],
 //!   [`Capabilities`], [`Error`].
 //! - [`Listing`], [`LeaseInfo`], [`LeaseState`]: an operator's view of a
@@ -22,6 +22,7 @@
 #![deny(missing_docs)]
 
 mod allocator;
+pub mod compat;
 mod error;
 mod lease;
 mod listing;

@@ -54,7 +54,7 @@
 //! let store = EtcdStore::connect(["http://127.0.0.1:2379"]).await?;
 //! let options = LeaseOptions::new().worker_bits(8).ttl(Duration::from_secs(10));
 //! let allocator = Allocator::new(store, "mycluster", options)?;
-//! let (id, token) = allocator.get_id().await?;
+//! let lease = allocator.acquire().await?;
 //! # Ok(()) }
 //! ```
 //!

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
+use workerid::compat::LibxCompat;
 use workerid::memory::MemoryStore;
 use workerid::{Allocator, Error, LeaseOptions, LeaseStore, Listing, Namespace, Token, TOKEN_LEN};
 

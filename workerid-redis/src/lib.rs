@@ -20,7 +20,7 @@
 //!
 //! let store = RedisStore::connect("redis://127.0.0.1:6379/").await?;
 //! let allocator = Allocator::new(store, "mycluster", LeaseOptions::new().worker_bits(8))?;
-//! let (id, token) = allocator.get_id().await?;
+//! let lease = allocator.acquire().await?;
 //! # Ok(()) }
 //! ```
 //!

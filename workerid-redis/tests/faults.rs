@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use workerid_conformance::{scenarios, segments, Outcome, SegmentFactory, StoreFactory};
+use workerid_core::compat::LibxCompat;
 use workerid_core::segment::SegmentStore;
 use workerid_core::{Allocator, Error, LeaseOptions, LeaseStore, Result};
 use workerid_redis::RedisStore;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::sync::Barrier;
+use workerid_core::compat::LibxCompat;
 use workerid_core::{Allocator, Error, Lease, Result};
 
 use crate::support::{expect_err, is, Ctx};

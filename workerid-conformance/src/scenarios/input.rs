@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use workerid_core::compat::LibxCompat;
 use workerid_core::{Allocator, Error, LeaseOptions, MAX_WORKER_ID_LIMIT};
 
 use crate::support::{expect_err, is, ns, Ctx};

@@ -2,6 +2,7 @@
 
 use std::time::Instant;
 
+use workerid_core::compat::LibxCompat;
 use workerid_core::Token;
 
 use crate::support::{expect_err, is, ns, Ctx};
