@@ -169,6 +169,109 @@ fn ratios() {
     pin(&pids, "0");
     table("client and server on one CPU");
     pin(&pids, &format!("0-{}", cpus - 1));
+    server_side(&rt, &url);
+}
+
+/// The server's own time per operation, from its slow log with every
+/// command logged (`slowlog-log-slower-than 0`): the Lua work a round trip
+/// carries, apart from the network and the client. Each operation runs
+/// alone, 1000 times.
+fn server_side(rt: &Runtime, url: &str) {
+    const N: usize = 1000;
+    let client = redis::Client::open(url).expect("client");
+    let mut conn = rt
+        .block_on(client.get_multiplexed_async_connection())
+        .expect("connect");
+    rt.block_on(async {
+        for (name, value) in [
+            ("slowlog-log-slower-than", "0"),
+            ("slowlog-max-len", "4096"),
+        ] {
+            redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(name)
+                .arg(value)
+                .query_async::<()>(&mut conn)
+                .await
+                .expect("config set");
+        }
+    });
+    let mut run = |what: &str| -> Vec<u64> {
+        rt.block_on(async {
+            let mut log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+                .arg("GET")
+                .arg(N * 2)
+                .query_async(&mut conn)
+                .await
+                .expect("slowlog get");
+            redis::cmd("SLOWLOG")
+                .arg("RESET")
+                .query_async::<()>(&mut conn)
+                .await
+                .expect("slowlog reset");
+            // Entries: [id, time, duration in µs, [command, args...], ...].
+            log.retain(|entry| matches!(entry, redis::Value::Array(parts)
+                if matches!(parts.get(3), Some(redis::Value::Array(args))
+                    if matches!(args.first(), Some(redis::Value::BulkString(c)) if c.eq_ignore_ascii_case(b"evalsha")))));
+            let mut micros: Vec<u64> = log
+                .iter()
+                .filter_map(|entry| match entry {
+                    redis::Value::Array(parts) => match parts.get(2) {
+                        Some(redis::Value::Int(us)) => u64::try_from(*us).ok(),
+                        _ => None,
+                    },
+                    _ => None,
+                })
+                .collect();
+            micros.sort_unstable();
+            assert!(!micros.is_empty(), "{what}: no EVALSHA in the slow log");
+            micros
+        })
+    };
+    let a = allocator(rt, url, "server-side", 16);
+    let _ = run("start");
+    let mut leases = rt.block_on(async {
+        let mut leases = Vec::with_capacity(N);
+        for _ in 0..N {
+            leases.push(a.acquire().await.expect("acquire"));
+        }
+        leases
+    });
+    let acquire = run("acquire");
+    rt.block_on(async {
+        for lease in &mut leases[..1] {
+            for _ in 0..N {
+                a.renew(lease).await.expect("renew");
+            }
+        }
+    });
+    let renew = run("renew");
+    rt.block_on(async {
+        for lease in &leases {
+            a.release(lease).await.expect("release");
+        }
+    });
+    let release = run("release");
+    drop(run);
+    println!("\n| redis, the server's own time per call (slow log, {N} calls each) | mean | median | p99 |");
+    println!("| --- | --- | --- | --- |");
+    for (op, micros) in [("acquire", acquire), ("renew", renew), ("release", release)] {
+        let mean = micros.iter().sum::<u64>() as f64 / micros.len() as f64;
+        let p99 = micros[(micros.len() * 99 / 100).min(micros.len() - 1)];
+        println!(
+            "| {op} | {mean:.1} µs | {} µs | {p99} µs |",
+            micros[micros.len() / 2]
+        );
+    }
+    rt.block_on(async {
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("slowlog-log-slower-than")
+            .arg("10000")
+            .query_async::<()>(&mut conn)
+            .await
+            .expect("config set");
+    });
 }
 
 /// Pins every thread of the processes `pids` to `cpus` (a `taskset` list).
