@@ -252,7 +252,6 @@ fn server_side(rt: &Runtime, url: &str) {
         }
     });
     let release = run("release");
-    drop(run);
     println!("\n| redis, the server's own time per call (slow log, {N} calls each) | mean | median | p99 |");
     println!("| --- | --- | --- | --- |");
     for (op, micros) in [("acquire", acquire), ("renew", renew), ("release", release)] {
