@@ -44,17 +44,7 @@ pub(crate) async fn open(options: &OpenOptions, url: &StoreUrl) -> Result<Opened
             .operation_timeout(timeout)
             .request_timeout(timeout.min(Duration::from_secs(1)));
     }
-    #[cfg(feature = "tls-rustls")]
-    {
-        if let Some(ca) = tls.ca {
-            builder = builder.ca_certificate_pem(ca);
-        }
-        if let Some((cert, key)) = tls.identity {
-            builder = builder.client_identity_pem(cert, key);
-        }
-    }
-    #[cfg(not(feature = "tls-rustls"))]
-    let _ = tls;
+    builder = tls.apply(builder);
     let store = builder
         .connect(&endpoints)
         .await

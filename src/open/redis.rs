@@ -34,17 +34,7 @@ pub(crate) async fn open(options: &OpenOptions, url: &StoreUrl) -> Result<Opened
     if let Some(timeout) = options.request_timeout {
         builder = builder.response_timeout(timeout);
     }
-    #[cfg(feature = "tls-rustls")]
-    {
-        if let Some(ca) = tls.ca {
-            builder = builder.ca_certificate_pem(ca);
-        }
-        if let Some((cert, key)) = tls.identity {
-            builder = builder.client_identity_pem(cert, key);
-        }
-    }
-    #[cfg(not(feature = "tls-rustls"))]
-    let _ = tls;
+    builder = tls.apply(builder);
     let scheme = if url.tls { "rediss" } else { "redis" };
     let auth = user_info(url);
     let store = if url.kind == StoreKind::Redis {

@@ -11,7 +11,53 @@ pub(crate) struct TlsFiles {
     pub identity: Option<(Vec<u8>, Vec<u8>)>,
 }
 
+/// A store builder that takes a CA and a client identity, as PEM.
+#[cfg(feature = "tls-rustls")]
+pub(crate) trait TlsBuilder: Sized {
+    fn ca_pem(self, pem: Vec<u8>) -> Self;
+    fn identity_pem(self, cert: Vec<u8>, key: Vec<u8>) -> Self;
+}
+
+#[cfg(all(feature = "tls-rustls", feature = "redis"))]
+impl TlsBuilder for workerid_redis::RedisStoreBuilder {
+    fn ca_pem(self, pem: Vec<u8>) -> Self {
+        self.ca_certificate_pem(pem)
+    }
+    fn identity_pem(self, cert: Vec<u8>, key: Vec<u8>) -> Self {
+        self.client_identity_pem(cert, key)
+    }
+}
+
+#[cfg(all(feature = "tls-rustls", feature = "etcd"))]
+impl TlsBuilder for workerid_etcd::EtcdStoreBuilder {
+    fn ca_pem(self, pem: Vec<u8>) -> Self {
+        self.ca_certificate_pem(pem)
+    }
+    fn identity_pem(self, cert: Vec<u8>, key: Vec<u8>) -> Self {
+        self.client_identity_pem(cert, key)
+    }
+}
+
 impl TlsFiles {
+    /// Hands the files to `builder` (with TLS compiled in; without it,
+    /// [`TlsFiles::read`] refused the URL already).
+    #[cfg(feature = "tls-rustls")]
+    pub fn apply<B: TlsBuilder>(self, mut builder: B) -> B {
+        if let Some(ca) = self.ca {
+            builder = builder.ca_pem(ca);
+        }
+        if let Some((cert, key)) = self.identity {
+            builder = builder.identity_pem(cert, key);
+        }
+        builder
+    }
+
+    /// Without TLS compiled in there is nothing to hand over.
+    #[cfg(not(feature = "tls-rustls"))]
+    pub fn apply<B>(self, builder: B) -> B {
+        builder
+    }
+
     /// Reads the files; refuses them on a plain URL, or without TLS compiled in.
     pub fn read(url: &StoreUrl) -> Result<TlsFiles, OpenError> {
         let (ca, cert, key) = (url.param("cacert"), url.param("cert"), url.param("key"));
