@@ -393,6 +393,20 @@ mod tests {
         );
     }
 
+    /// The documented example sets every setting and passes validation.
+    #[test]
+    fn the_example_config_loads() {
+        let text = include_str!("../../docs/server.example.toml");
+        let config: Config = toml::from_str(text).expect("the example parses");
+        config.validate().expect("the example is valid");
+        assert_eq!(config.tags.len(), 2);
+        assert_eq!(
+            config.snowflake.renew_timeout(),
+            Duration::from_millis(1666)
+        );
+        assert!(config.auth_token.is_some() && config.workers == Some(4));
+    }
+
     #[test]
     fn volatile_segments_need_the_setting() {
         let mut config = Config {
