@@ -216,6 +216,25 @@ pub fn server_binary() -> Result<PathBuf> {
     if let Some(cargo) = std::env::var_os("CARGO") {
         let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
         let mut command = std::process::Command::new(cargo);
+        // What cargo sets for the running test (its package's variables,
+        // the library path) would mark the server's dependencies dirty and
+        // rebuild them on every run.
+        for (key, _) in std::env::vars_os() {
+            let key = key.to_string_lossy();
+            if key.starts_with("CARGO_PKG_")
+                || key.starts_with("CARGO_MANIFEST_")
+                || key.starts_with("CARGO_BIN_")
+                || matches!(
+                    key.as_ref(),
+                    "CARGO_CRATE_NAME"
+                        | "CARGO_PRIMARY_PACKAGE"
+                        | "CARGO_TARGET_TMPDIR"
+                        | "LD_LIBRARY_PATH"
+                )
+            {
+                command.env_remove(key.as_ref());
+            }
+        }
         command.args([
             "build",
             "-q",

@@ -78,7 +78,9 @@ pub fn assert_worked(outcome: &RunOutcome, faults: &[Fault]) {
 /// random, the `workerid-server` program built if needed, `duration` of
 /// every fault `target` can take.
 pub fn service_config(target: &Target, duration: Duration) -> ServiceConfig {
+    let began = std::time::Instant::now();
     let bin = service::server_binary().unwrap();
+    println!("{} (built or checked in {:?})", bin.display(), began.elapsed());
     let mut config = ServiceConfig::new(bin, seed_from_env());
     config.duration = duration;
     config.faults = ServiceFault::all_for(target);
