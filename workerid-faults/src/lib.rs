@@ -41,6 +41,7 @@ pub mod nemesis;
 pub mod service;
 pub mod service_check;
 mod service_clients;
+mod service_fleet;
 pub mod targets;
 
 use std::path::PathBuf;

@@ -20,17 +20,17 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use workerid::snowflake::Layout;
-use workerid_testkit::{free_port, ServerProcess, ServerSpec};
 
 use crate::clock::mono_ns;
-use crate::http::HttpClient;
 use crate::nemesis::{nanos, run_dir, Fault, NemesisEvent};
 use crate::service_check::{
     check_service, Endpoint, FaultEnd, Received, ServiceCheckOptions, ServiceReport,
 };
 use crate::service_clients::{poll_leases, serve_requests, Shared};
+pub use crate::service_fleet::server_binary;
+use crate::service_fleet::{launch, Server};
 use crate::targets::Target;
-use crate::{io_error, FaultsError, Result};
+use crate::{FaultsError, Result};
 
 /// A fault the service nemesis can inject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
@@ -87,8 +87,11 @@ pub struct ServiceConfig {
     pub seed: u64,
     /// The snowflake lease ttl (whole seconds: the server's setting).
     pub ttl: Duration,
-    /// The pool is `0..=max_worker_id`: a little larger than the fleet, so
-    /// that worker IDs change hands between servers.
+    /// The pool is `0..=max_worker_id`: small, so that worker IDs change
+    /// hands between servers, yet room for every server's lease plus one
+    /// orphan each (a lease its holder lost to a store fault lingers for a
+    /// ttl; on etcd, join attempts that timed out during the fault can
+    /// also leave claims behind), or a rejoin waits for a free ID.
     pub max_worker_id: u32,
     /// The segment tags, each with this step (small: segments run out and
     /// are reserved often).
@@ -113,7 +116,7 @@ pub struct ServiceConfig {
 }
 
 impl ServiceConfig {
-    /// Defaults for a short run: 3 servers, ttl 2 s, a pool of 5, tags `a`,
+    /// Defaults for a short run: 3 servers, ttl 2 s, a pool of 8, tags `a`,
     /// `b` and `c` of step 50, every server fault, 20 s.
     pub fn new(server_bin: impl Into<PathBuf>, seed: u64) -> ServiceConfig {
         let ttl = Duration::from_secs(2);
@@ -124,7 +127,7 @@ impl ServiceConfig {
             duration: Duration::from_secs(20),
             seed,
             ttl,
-            max_worker_id: 4,
+            max_worker_id: 7,
             tags: vec!["a".into(), "b".into(), "c".into()],
             step: 50,
             faults: ServiceFault::SERVER.to_vec(),
@@ -136,7 +139,8 @@ impl ServiceConfig {
         }
     }
 
-    fn namespace(&self, server: usize) -> String {
+    /// The lease namespace of server `server`.
+    pub(crate) fn namespace(&self, server: usize) -> String {
         let base = format!("svc-{}", self.seed % 1_000_000_007);
         if self.unsafe_shared_worker_id {
             format!("{base}-s{server}")
@@ -191,131 +195,6 @@ impl ServiceOutcome {
             self.report
         )
     }
-}
-
-/// The `workerid-server` program: `WORKERID_SERVER_BIN` if set; else, when
-/// run under cargo (`CARGO` set), built first with `cargo build -p
-/// workerid-server` in the profile of the running program so it is never
-/// stale; else the one next to the running program in the target directory.
-///
-/// # Errors
-/// [`FaultsError::Config`] when the build fails or the program is missing.
-pub fn server_binary() -> Result<PathBuf> {
-    if let Some(path) = std::env::var_os("WORKERID_SERVER_BIN") {
-        return Ok(PathBuf::from(path));
-    }
-    let exe = std::env::current_exe().map_err(io_error("the running program"))?;
-    // target/<profile>/deps/<test> or target/<profile>/<binary>.
-    let mut dir = exe
-        .parent()
-        .ok_or_else(|| FaultsError::Config("the running program has no directory".into()))?;
-    if dir.file_name().is_some_and(|n| n == "deps") {
-        dir = dir.parent().unwrap_or(dir);
-    }
-    let program = dir.join("workerid-server");
-    if let Some(cargo) = std::env::var_os("CARGO") {
-        let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
-        let mut command = std::process::Command::new(cargo);
-        // What cargo sets for the running test (its package's variables,
-        // the library path) would mark the server's dependencies dirty and
-        // rebuild them on every run.
-        for (key, _) in std::env::vars_os() {
-            let key = key.to_string_lossy();
-            if key.starts_with("CARGO_PKG_")
-                || key.starts_with("CARGO_MANIFEST_")
-                || key.starts_with("CARGO_BIN_")
-                || matches!(
-                    key.as_ref(),
-                    "CARGO_CRATE_NAME"
-                        | "CARGO_PRIMARY_PACKAGE"
-                        | "CARGO_TARGET_TMPDIR"
-                        | "LD_LIBRARY_PATH"
-                )
-            {
-                command.env_remove(key.as_ref());
-            }
-        }
-        command.args([
-            "build",
-            "-q",
-            "-p",
-            "workerid-server",
-            "--manifest-path",
-            manifest,
-        ]);
-        if dir.file_name().is_some_and(|n| n == "release") {
-            command.arg("--release");
-        }
-        let out = command.output().map_err(io_error("cargo"))?;
-        if !out.status.success() {
-            return Err(FaultsError::Config(format!(
-                "cargo build -p workerid-server failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )));
-        }
-    }
-    if program.is_file() {
-        Ok(program)
-    } else {
-        Err(FaultsError::Config(format!(
-            "no {}: run `cargo build -p workerid-server` first, or set WORKERID_SERVER_BIN",
-            program.display()
-        )))
-    }
-}
-
-/// One server of the fleet.
-struct Server {
-    process: ServerProcess,
-}
-
-/// Starts server `i` on `store_url` and waits until it answers `/livez`.
-fn launch(
-    config: &ServiceConfig,
-    dir: &std::path::Path,
-    i: usize,
-    url: &str,
-) -> Result<(Server, u16)> {
-    let port = free_port();
-    let mut toml = String::new();
-    for tag in &config.tags {
-        toml.push_str(&format!(
-            "[[tags]]\nname = \"{tag}\"\nfirst_id = 1\nstep = {}\n",
-            config.step
-        ));
-    }
-    let path = dir.join(format!("s{i}.toml"));
-    std::fs::write(&path, toml).map_err(io_error(&path))?;
-    let max_worker_id = if config.unsafe_shared_worker_id {
-        0
-    } else {
-        config.max_worker_id
-    };
-    // Flags rather than the file: they win over any WORKERID_* variable of
-    // the environment the suite runs in.
-    let pairs = [
-        ("--config", path.display().to_string()),
-        ("--store", url.to_string()),
-        ("--listen", format!("127.0.0.1:{port}")),
-        ("--workers", "2".to_string()),
-        ("--store-timeout-ms", "1000".to_string()),
-        ("--tags-refresh-ms", "1000".to_string()),
-        ("--snowflake-namespace", config.namespace(i)),
-        ("--snowflake-ttl-secs", config.ttl.as_secs().to_string()),
-        ("--snowflake-max-worker-id", max_worker_id.to_string()),
-    ];
-    let bin = config.server_bin.clone();
-    let process = ServerProcess::launch(&format!("server-s{i}"), move |_| {
-        ServerSpec::new(bin)
-            .arg_pairs(&pairs)
-            .ready(move || {
-                HttpClient::new(port, Duration::from_millis(500))
-                    .get("/livez")
-                    .is_ok_and(|a| a.status == 200)
-            })
-            .ready_timeout(Duration::from_secs(60))
-    });
-    Ok((Server { process }, port))
 }
 
 /// Runs the fleet on `target` under the nemesis, then checks the history.
@@ -394,6 +273,10 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
     };
     let report = check_service(&ids, &polls, &nemesis.ends, &options);
     write_history(&dir, &ids);
+    let path = dir.join("report.txt");
+    if let Err(e) = std::fs::write(&path, report.to_string()) {
+        tracing::warn!("cannot write {}: {e}", path.display());
+    }
     for (i, server) in servers.iter().enumerate() {
         let path = dir.join(format!("server-s{i}.log"));
         if let Err(e) = std::fs::write(&path, server.process.log_tail(5_000)) {
@@ -482,8 +365,11 @@ impl Nemesis<'_> {
         loop {
             let gap = self.gap();
             std::thread::sleep(Duration::from_nanos(gap));
-            if self.config.faults.is_empty() || (mono_ns() >= until && first_round.is_empty()) {
+            if mono_ns() >= until && first_round.is_empty() {
                 break;
+            }
+            if self.config.faults.is_empty() {
+                continue;
             }
             let fault = match first_round.pop() {
                 Some(f) => f,

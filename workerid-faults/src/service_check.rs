@@ -460,3 +460,7 @@ fn recoveries(
     }
     violations
 }
+
+#[cfg(test)]
+#[path = "service_check_tests.rs"]
+mod tests;

@@ -80,7 +80,11 @@ pub fn assert_worked(outcome: &RunOutcome, faults: &[Fault]) {
 pub fn service_config(target: &Target, duration: Duration) -> ServiceConfig {
     let began = std::time::Instant::now();
     let bin = service::server_binary().unwrap();
-    println!("{} (built or checked in {:?})", bin.display(), began.elapsed());
+    println!(
+        "{} (built or checked in {:?})",
+        bin.display(),
+        began.elapsed()
+    );
     let mut config = ServiceConfig::new(bin, seed_from_env());
     config.duration = duration;
     config.faults = ServiceFault::all_for(target);
