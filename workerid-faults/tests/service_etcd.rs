@@ -1,5 +1,6 @@
-//! Three `workerid-server` processes on one etcd member, killed and frozen too, under
-//! the service nemesis: every rule of `service_check` holds.
+//! Three `workerid-server` processes on one etcd member under the service
+//! nemesis (server faults; etcd killed and frozen too): every rule of
+//! `service_check` holds.
 
 mod support;
 

@@ -1,5 +1,6 @@
-//! Three `workerid-server` processes on MariaDB, killed and frozen too, under
-//! the service nemesis: every rule of `service_check` holds.
+//! Three `workerid-server` processes on MariaDB under the service nemesis
+//! (server faults; MariaDB killed and frozen too): every rule of
+//! `service_check` holds.
 
 mod support;
 

@@ -1,5 +1,6 @@
-//! Three `workerid-server` processes on PostgreSQL, killed and frozen too, under
-//! the service nemesis: every rule of `service_check` holds.
+//! Three `workerid-server` processes on PostgreSQL under the service
+//! nemesis (server faults; PostgreSQL killed and frozen too): every rule of
+//! `service_check` holds.
 
 mod support;
 

@@ -1,5 +1,6 @@
-//! Three `workerid-server` processes on Redis with appendfsync always, killed and frozen too, under
-//! the service nemesis: every rule of `service_check` holds.
+//! Three `workerid-server` processes on Redis with `appendfsync always`
+//! under the service nemesis (server faults; Redis killed and frozen too):
+//! every rule of `service_check` holds.
 
 mod support;
 

@@ -1,5 +1,6 @@
-//! Three `workerid-server` processes on a SQLite file (WAL): server faults only; the file has no server to kill, under
-//! the service nemesis: every rule of `service_check` holds.
+//! Three `workerid-server` processes on one SQLite file (WAL) under the
+//! service nemesis (server faults only: the file has no server to kill):
+//! every rule of `service_check` holds.
 
 mod support;
 
