@@ -88,10 +88,9 @@ pub struct ServiceConfig {
     /// The snowflake lease ttl (whole seconds: the server's setting).
     pub ttl: Duration,
     /// The pool is `0..=max_worker_id`: small, so that worker IDs change
-    /// hands between servers, yet room for every server's lease plus one
-    /// orphan each (a lease its holder lost to a store fault lingers for a
-    /// ttl; on etcd, join attempts that timed out during the fault can
-    /// also leave claims behind), or a rejoin waits for a free ID.
+    /// hands between servers, yet with room for every server's lease plus
+    /// the ones lost to a fault, which stay taken until they expire (see
+    /// [`ServiceConfig::for_target`]), or a rejoin waits for a free ID.
     pub max_worker_id: u32,
     /// The segment tags, each with this step (small: segments run out and
     /// are reserved often).
@@ -137,6 +136,30 @@ impl ServiceConfig {
             unsafe_shared_worker_id: false,
             dir: None,
         }
+    }
+
+    /// [`ServiceConfig::new`] with every fault `target` can take and a pool
+    /// that fits it ([`ServiceConfig::fit_pool`]).
+    pub fn for_target(server_bin: impl Into<PathBuf>, seed: u64, target: &Target) -> ServiceConfig {
+        let mut config = ServiceConfig::new(server_bin, seed);
+        config.faults = ServiceFault::all_for(target);
+        config.fit_pool(target);
+        config
+    }
+
+    /// Sets the pool for this many servers on `target`: 8 IDs, or on etcd 4
+    /// per server. There an ID lost to a fault is free again only some 2
+    /// ttls + 2 s later (its expiry lag and quarantine), so after a store
+    /// fault that costs every server its lease each needs a second ID free
+    /// at once, and a server fault that follows a third.
+    pub fn fit_pool(&mut self, target: &Target) {
+        self.max_worker_id = if target.name().starts_with("etcd") {
+            u32::try_from(self.servers * 4)
+                .unwrap_or(u32::MAX)
+                .saturating_sub(1)
+        } else {
+            7
+        };
     }
 
     /// The lease namespace of server `server`.

@@ -67,9 +67,10 @@ struct Args {
     /// With --service: how many servers.
     #[arg(long, default_value_t = 3)]
     servers: usize,
-    /// With --service: the pool is 0..=max_worker_id.
-    #[arg(long, default_value_t = 7)]
-    max_worker_id: u32,
+    /// With --service: the pool is 0..=max_worker_id (default 7; on etcd,
+    /// 4 IDs per server).
+    #[arg(long)]
+    max_worker_id: Option<u32>,
     /// With --service: only these faults (comma-separated), instead of
     /// every fault the store can take.
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -165,10 +166,13 @@ fn run_service(args: &Args, seed: u64) -> i32 {
     };
     let mut config = ServiceConfig::new(bin, seed);
     config.servers = args.servers;
+    config.fit_pool(&target);
+    if let Some(max) = args.max_worker_id {
+        config.max_worker_id = max;
+    }
     config.duration = Duration::from_secs(args.duration_secs);
     config.ttl = Duration::from_secs(args.ttl_ms.div_ceil(1000).max(1));
     config.recovery_bound = config.ttl + Duration::from_secs(2);
-    config.max_worker_id = args.max_worker_id;
     config.fault_every = Duration::from_millis(args.fault_every_ms);
     config.dir = args.dir.clone();
     config.faults = if args.service_faults.is_empty() {

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use workerid_faults::nemesis::{self, seed_from_env, Fault, RunConfig, RunOutcome};
-use workerid_faults::service::{self, ServiceConfig, ServiceFault, ServiceOutcome};
+use workerid_faults::service::{self, ServiceConfig, ServiceOutcome};
 use workerid_faults::targets::Target;
 
 /// A short run's settings: the seed from `WORKERID_FAULTS_SEED` or random,
@@ -85,9 +85,8 @@ pub fn service_config(target: &Target, duration: Duration) -> ServiceConfig {
         bin.display(),
         began.elapsed()
     );
-    let mut config = ServiceConfig::new(bin, seed_from_env());
+    let mut config = ServiceConfig::for_target(bin, seed_from_env(), target);
     config.duration = duration;
-    config.faults = ServiceFault::all_for(target);
     println!(
         "seed {} (replay: WORKERID_FAULTS_SEED={})",
         config.seed, config.seed
