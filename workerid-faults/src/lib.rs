@@ -21,6 +21,10 @@
 //!   rising across holders, fences rising with grants.
 //! - [`inprocess`]: the same run for the memory store, whose clients share one
 //!   process.
+//! - [`service`]: the same discipline for the HTTP service: real
+//!   `workerid-server` processes on one store, HTTP clients, a nemesis that
+//!   kills, freezes and stops servers and the store, and a checker
+//!   ([`service_check`]) of every ID received.
 //!
 //! Instants are `CLOCK_MONOTONIC` nanoseconds ([`clock::mono_ns`]): every
 //! process of the machine shares that clock, so the intervals of different
@@ -31,8 +35,13 @@ pub mod checker;
 pub mod client;
 pub mod clock;
 pub mod history;
+pub mod http;
 pub mod inprocess;
 pub mod nemesis;
+pub mod service;
+pub mod service_check;
+mod service_clients;
+mod service_fleet;
 pub mod targets;
 
 use std::path::PathBuf;

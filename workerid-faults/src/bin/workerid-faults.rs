@@ -6,12 +6,22 @@
 //! cargo run -p workerid-faults --release --bin workerid-faults -- \
 //!     --store etcd-cluster --duration-secs 600 --clients 6 --seed 42
 //! ```
+//!
+//! With `--service`, the same for the HTTP service: `--servers` real
+//! `workerid-server` processes on the store, under server and store
+//! faults (see `workerid_faults::service`):
+//!
+//! ```sh
+//! cargo run -p workerid-faults --release --bin workerid-faults -- \
+//!     --service --store postgres --duration-secs 600 --seed 42
+//! ```
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
 use workerid_faults::nemesis::{self, seed_from_env, Fault, RunConfig};
+use workerid_faults::service::{self, ServiceConfig, ServiceFault};
 use workerid_faults::targets::{StoreKind, Target};
 
 #[derive(Parser, Debug)]
@@ -50,6 +60,21 @@ struct Args {
     /// store can take.
     #[arg(long, value_enum, value_delimiter = ',')]
     faults: Vec<Fault>,
+    /// Attack the HTTP service (`workerid-server` processes) instead of
+    /// library clients.
+    #[arg(long)]
+    service: bool,
+    /// With --service: how many servers.
+    #[arg(long, default_value_t = 3)]
+    servers: usize,
+    /// With --service: the pool is 0..=max_worker_id (default 7; on etcd,
+    /// 4 IDs per server).
+    #[arg(long)]
+    max_worker_id: Option<u32>,
+    /// With --service: only these faults (comma-separated), instead of
+    /// every fault the store can take.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    service_faults: Vec<ServiceFault>,
     /// Keep histories and logs here (default: a temporary directory, kept
     /// only when a violation is found).
     #[arg(long)]
@@ -66,6 +91,9 @@ fn main() {
     let args = Args::parse();
     let seed = args.seed.unwrap_or_else(seed_from_env);
     println!("seed {seed} (replay with --seed {seed})");
+    if args.service {
+        std::process::exit(run_service(&args, seed));
+    }
     let client_bin = match std::env::current_exe() {
         Ok(exe) => exe.with_file_name("workerid-faults-client"),
         Err(e) => {
@@ -111,6 +139,63 @@ fn main() {
         Err(e) => {
             eprintln!("the run failed: {e}");
             std::process::exit(2);
+        }
+    }
+}
+
+/// The service run: returns the exit code (0 safe, 1 a violation, 2 the
+/// run could not be made).
+fn run_service(args: &Args, seed: u64) -> i32 {
+    if args.store == StoreKind::Memory {
+        eprintln!("the service needs a store its servers can share, not memory");
+        return 2;
+    }
+    let bin = match service::server_binary() {
+        Ok(bin) => bin,
+        Err(e) => {
+            eprintln!("{e}");
+            return 2;
+        }
+    };
+    let target = match Target::start(args.store) {
+        Ok(target) => target,
+        Err(e) => {
+            eprintln!("{e}");
+            return 2;
+        }
+    };
+    let mut config = ServiceConfig::new(bin, seed);
+    config.servers = args.servers;
+    config.fit_pool(&target);
+    if let Some(max) = args.max_worker_id {
+        config.max_worker_id = max;
+    }
+    config.duration = Duration::from_secs(args.duration_secs);
+    config.ttl = Duration::from_secs(args.ttl_ms.div_ceil(1000).max(1));
+    config.recovery_bound = config.ttl + Duration::from_secs(2);
+    config.fault_every = Duration::from_millis(args.fault_every_ms);
+    config.dir = args.dir.clone();
+    config.faults = if args.service_faults.is_empty() {
+        ServiceFault::all_for(&target)
+    } else {
+        args.service_faults.clone()
+    };
+    match service::run_service(&target, &config) {
+        Ok(outcome) => {
+            println!("{}", outcome.summary());
+            let applied: usize = outcome.faults.values().sum();
+            let report = &outcome.report;
+            println!(
+                "IDs checked: {} ({} segment, {} snowflake); faults applied: {applied}",
+                report.segment_ids + report.snowflake_ids,
+                report.segment_ids,
+                report.snowflake_ids
+            );
+            i32::from(!report.is_safe())
+        }
+        Err(e) => {
+            eprintln!("the run failed: {e}");
+            2
         }
     }
 }

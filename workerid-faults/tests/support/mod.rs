@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use workerid_faults::nemesis::{self, seed_from_env, Fault, RunConfig, RunOutcome};
+use workerid_faults::service::{self, ServiceConfig, ServiceOutcome};
 use workerid_faults::targets::Target;
 
 /// A short run's settings: the seed from `WORKERID_FAULTS_SEED` or random,
@@ -71,4 +72,55 @@ pub fn assert_worked(outcome: &RunOutcome, faults: &[Fault]) {
         "too little happened to judge (seed {}): {report}",
         outcome.seed
     );
+}
+
+/// A short service run's settings: the seed from `WORKERID_FAULTS_SEED` or
+/// random, the `workerid-server` program built if needed, `duration` of
+/// every fault `target` can take.
+pub fn service_config(target: &Target, duration: Duration) -> ServiceConfig {
+    let began = std::time::Instant::now();
+    let bin = service::server_binary().unwrap();
+    println!(
+        "{} (built or checked in {:?})",
+        bin.display(),
+        began.elapsed()
+    );
+    let mut config = ServiceConfig::for_target(bin, seed_from_env(), target);
+    config.duration = duration;
+    println!(
+        "seed {} (replay: WORKERID_FAULTS_SEED={})",
+        config.seed, config.seed
+    );
+    config
+}
+
+/// Runs the fleet on `target` for `duration` of every fault it can take
+/// and asserts that it did real work and broke no rule; prints the figures.
+pub fn service_survives_every_fault(target: &Target, duration: Duration) -> ServiceOutcome {
+    let config = service_config(target, duration);
+    let outcome = service::run_service(target, &config).unwrap();
+    println!("{}", outcome.summary());
+    for e in &outcome.events {
+        println!("  {:.3} {}", e.at as f64 / 1e9, e.what);
+    }
+    for fault in &config.faults {
+        assert!(
+            outcome.faults.get(fault).copied().unwrap_or(0) > 0,
+            "the nemesis never injected {fault:?} (seed {})",
+            outcome.seed
+        );
+    }
+    let report = &outcome.report;
+    assert!(
+        report.segment_ids >= 1_000 && report.snowflake_ids >= 1_000 && report.judged_live >= 100,
+        "too little happened to judge (seed {}): {report}",
+        outcome.seed
+    );
+    assert!(
+        report.is_safe(),
+        "the service broke a rule (seed {}; evidence in {}):\n{report}",
+        outcome.seed,
+        outcome.dir.display()
+    );
+    outcome
 }

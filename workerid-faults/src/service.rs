@@ -1,0 +1,494 @@
+//! The service under the nemesis: two or three real `workerid-server`
+//! processes share one store while HTTP clients ask every one of them for
+//! segment IDs (go-id-alloc's `/alloc` and Leaf's `/api/segment/get/{tag}`)
+//! and snowflake IDs (Leaf's `/api/snowflake/get/{key}`), a poller lists the
+//! lease namespace, and a seeded nemesis kills (SIGKILL), freezes (SIGSTOP
+//! past the ttl), stops (SIGTERM, mid-load) and starts the servers again,
+//! and kills or freezes the store. Then [`check_service`] judges it all.
+//!
+//! Every ID a client receives is pushed to the run's history before the
+//! client counts it as acknowledged; the history lives in this process, so
+//! nothing a client saw can be missing from it.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use workerid::snowflake::Layout;
+
+use crate::clock::mono_ns;
+use crate::nemesis::{nanos, run_dir, Fault, NemesisEvent};
+use crate::service_check::{
+    check_service, Endpoint, FaultEnd, Received, ServiceCheckOptions, ServiceReport,
+};
+use crate::service_clients::{poll_leases, serve_requests, Shared};
+pub use crate::service_fleet::server_binary;
+use crate::service_fleet::{launch, Server};
+use crate::targets::Target;
+use crate::{FaultsError, Result};
+
+/// A fault the service nemesis can inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
+pub enum ServiceFault {
+    /// SIGKILL a server (it gives nothing back), start it again 0.2 to
+    /// 1.5 s later.
+    KillServer,
+    /// SIGSTOP a server for 1.5 to 2.5 ttls, then SIGCONT.
+    PauseServer,
+    /// SIGTERM a server under load (it gives its segment tails back and
+    /// releases its lease while the others reserve), then start it again.
+    TermServer,
+    /// SIGKILL the store and start it again on the same data.
+    RestartStore,
+    /// SIGSTOP the store for 1.5 to 2.5 ttls, then SIGCONT.
+    PauseStore,
+}
+
+impl ServiceFault {
+    /// The faults on servers, which every store can take.
+    pub const SERVER: [ServiceFault; 3] = [
+        ServiceFault::KillServer,
+        ServiceFault::PauseServer,
+        ServiceFault::TermServer,
+    ];
+
+    /// Every fault `target` can take.
+    pub fn all_for(target: &Target) -> Vec<ServiceFault> {
+        let mut faults = ServiceFault::SERVER.to_vec();
+        let store = target.server_faults();
+        if store.contains(&Fault::RestartStore) {
+            faults.push(ServiceFault::RestartStore);
+        }
+        if store.contains(&Fault::PauseStore) {
+            faults.push(ServiceFault::PauseStore);
+        }
+        faults
+    }
+}
+
+/// How a service run goes.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// The `workerid-server` program ([`server_binary`]).
+    pub server_bin: PathBuf,
+    /// How many servers.
+    pub servers: usize,
+    /// HTTP client threads per server.
+    pub clients_per_server: usize,
+    /// How long faults go on (longer if the first round, every fault once,
+    /// takes longer).
+    pub duration: Duration,
+    /// Seeds every choice of the nemesis.
+    pub seed: u64,
+    /// The snowflake lease ttl (whole seconds: the server's setting).
+    pub ttl: Duration,
+    /// The pool is `0..=max_worker_id`: small, so that worker IDs change
+    /// hands between servers, yet with room for every server's lease plus
+    /// the ones lost to a fault, which stay taken until they expire (see
+    /// [`ServiceConfig::for_target`]), or a rejoin waits for a free ID.
+    pub max_worker_id: u32,
+    /// The segment tags, each with this step (small: segments run out and
+    /// are reserved often).
+    pub tags: Vec<String>,
+    /// The segment step.
+    pub step: u64,
+    /// The faults to inject: each once first, in a seeded order, then at
+    /// random.
+    pub faults: Vec<ServiceFault>,
+    /// The mean pause between a fault's recovery and the next fault.
+    pub fault_every: Duration,
+    /// How soon after a fault every server must serve snowflake IDs again.
+    pub recovery_bound: Duration,
+    /// A client's pause between two requests.
+    pub request_pause: Duration,
+    /// The checker's teeth: every server leases its worker ID in a
+    /// namespace of its own with a pool of one, so that all of them issue
+    /// snowflake IDs as worker ID 0 at once.
+    pub unsafe_shared_worker_id: bool,
+    /// Where the history and logs go (kept); a temporary directory if `None`.
+    pub dir: Option<PathBuf>,
+}
+
+impl ServiceConfig {
+    /// Defaults for a short run: 3 servers, ttl 2 s, a pool of 8, tags `a`,
+    /// `b` and `c` of step 50, every server fault, 20 s.
+    pub fn new(server_bin: impl Into<PathBuf>, seed: u64) -> ServiceConfig {
+        let ttl = Duration::from_secs(2);
+        ServiceConfig {
+            server_bin: server_bin.into(),
+            servers: 3,
+            clients_per_server: 2,
+            duration: Duration::from_secs(20),
+            seed,
+            ttl,
+            max_worker_id: 7,
+            tags: vec!["a".into(), "b".into(), "c".into()],
+            step: 50,
+            faults: ServiceFault::SERVER.to_vec(),
+            fault_every: Duration::from_secs(1),
+            recovery_bound: ttl + Duration::from_secs(2),
+            request_pause: Duration::from_millis(2),
+            unsafe_shared_worker_id: false,
+            dir: None,
+        }
+    }
+
+    /// [`ServiceConfig::new`] with every fault `target` can take and a pool
+    /// that fits it ([`ServiceConfig::fit_pool`]).
+    pub fn for_target(server_bin: impl Into<PathBuf>, seed: u64, target: &Target) -> ServiceConfig {
+        let mut config = ServiceConfig::new(server_bin, seed);
+        config.faults = ServiceFault::all_for(target);
+        config.fit_pool(target);
+        config
+    }
+
+    /// Sets the pool for this many servers on `target`: 8 IDs, or on etcd 4
+    /// per server. There an ID lost to a fault is free again only some 2
+    /// ttls + 2 s later (its expiry lag and quarantine), so after a store
+    /// fault that costs every server its lease each needs a second ID free
+    /// at once, and a server fault that follows a third.
+    pub fn fit_pool(&mut self, target: &Target) {
+        self.max_worker_id = if target.name().starts_with("etcd") {
+            u32::try_from(self.servers * 4)
+                .unwrap_or(u32::MAX)
+                .saturating_sub(1)
+        } else {
+            7
+        };
+    }
+
+    /// The lease namespace of server `server`.
+    pub(crate) fn namespace(&self, server: usize) -> String {
+        let base = format!("svc-{}", self.seed % 1_000_000_007);
+        if self.unsafe_shared_worker_id {
+            format!("{base}-s{server}")
+        } else {
+            base
+        }
+    }
+}
+
+/// What a service run produced.
+#[derive(Debug)]
+pub struct ServiceOutcome {
+    /// The seed it ran with.
+    pub seed: u64,
+    /// The checker's verdict.
+    pub report: ServiceReport,
+    /// What the nemesis did, in order.
+    pub events: Vec<NemesisEvent>,
+    /// How many times each fault was injected.
+    pub faults: BTreeMap<ServiceFault, usize>,
+    /// IDs acknowledged to the clients.
+    pub acknowledged: u64,
+    /// Requests that failed (error answers, timeouts, refused connections).
+    pub failed_requests: u64,
+    /// Lease listings done.
+    pub polls: usize,
+    /// How long the run took.
+    pub elapsed: Duration,
+    /// Where the history and logs are.
+    pub dir: PathBuf,
+}
+
+impl ServiceOutcome {
+    /// A summary: seed, faults, figures, the report.
+    pub fn summary(&self) -> String {
+        let faults: Vec<String> = self
+            .faults
+            .iter()
+            .map(|(f, n)| format!("{f:?} x{n}"))
+            .collect();
+        format!(
+            "seed {} (replay: WORKERID_FAULTS_SEED={}); {:.0} s; faults: {}; {} IDs acknowledged, \
+             {} requests failed, {} lease listings; history in {}\n{}",
+            self.seed,
+            self.seed,
+            self.elapsed.as_secs_f64(),
+            faults.join(", "),
+            self.acknowledged,
+            self.failed_requests,
+            self.polls,
+            self.dir.display(),
+            self.report
+        )
+    }
+}
+
+/// Runs the fleet on `target` under the nemesis, then checks the history.
+///
+/// # Errors
+/// [`FaultsError::Config`] for a fault the target cannot take or a bad
+/// setting; [`FaultsError::Io`] for the run's directory.
+pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOutcome> {
+    let possible = ServiceFault::all_for(target);
+    if let Some(f) = config.faults.iter().find(|f| !possible.contains(f)) {
+        return Err(FaultsError::Config(format!(
+            "{} cannot take {f:?}",
+            target.name()
+        )));
+    }
+    if config.servers == 0 || config.ttl.subsec_nanos() != 0 || config.ttl.is_zero() {
+        return Err(FaultsError::Config(
+            "at least one server, and a ttl of whole seconds".into(),
+        ));
+    }
+    let (dir, temp) = run_dir(config.dir.as_deref())?;
+    let began = mono_ns();
+    let mut url = target.url();
+    if target.name() == "redis-durable" {
+        // The segment store needs a Redis it can trust to keep writes.
+        url.push_str("?durable=true");
+    }
+    let mut servers = Vec::new();
+    let mut ports = Vec::new();
+    for i in 0..config.servers {
+        let (server, port) = launch(config, &dir, i, &url)?;
+        servers.push(server);
+        ports.push(port);
+    }
+    let shared = Arc::new(Shared::new(config.servers));
+    let mut threads = Vec::new();
+    for (i, &port) in ports.iter().enumerate() {
+        for c in 0..config.clients_per_server {
+            let (shared, tags) = (shared.clone(), config.tags.clone());
+            let pause = config.request_pause;
+            threads.push(std::thread::spawn(move || {
+                serve_requests(&shared, i, port, &tags, c, pause);
+            }));
+        }
+    }
+    let poller = {
+        let (shared, url) = (shared.clone(), url.clone());
+        let (namespace, max) = (config.namespace(0), config.max_worker_id);
+        std::thread::spawn(move || poll_leases(&shared, &url, &namespace, max))
+    };
+    let mut nemesis = Nemesis {
+        target,
+        config,
+        servers: &servers,
+        shared: &shared,
+        rng: StdRng::seed_from_u64(config.seed),
+        events: Vec::new(),
+        ends: Vec::new(),
+        counts: BTreeMap::new(),
+        dir: dir.clone(),
+    };
+    nemesis.run();
+    shared.stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        let _ = t.join();
+    }
+    let _ = poller.join();
+    let ids = std::mem::take(&mut *shared.lock_ids());
+    let polls = std::mem::take(&mut *shared.lock_polls());
+    let options = ServiceCheckOptions {
+        layout: Layout::classic(),
+        ttl: config.ttl,
+        recovery_bound: config.recovery_bound,
+        servers: config.servers,
+        acknowledged: shared.acknowledged.load(Ordering::Relaxed),
+    };
+    let report = check_service(&ids, &polls, &nemesis.ends, &options);
+    write_history(&dir, &ids);
+    let path = dir.join("report.txt");
+    if let Err(e) = std::fs::write(&path, report.to_string()) {
+        tracing::warn!("cannot write {}: {e}", path.display());
+    }
+    for (i, server) in servers.iter().enumerate() {
+        let path = dir.join(format!("server-s{i}.log"));
+        if let Err(e) = std::fs::write(&path, server.process.log_tail(5_000)) {
+            tracing::warn!("cannot write {}: {e}", path.display());
+        }
+    }
+    if !report.is_safe() {
+        crate::targets::save_logs(target, &dir);
+        if let Some(temp) = temp {
+            let _ = temp.keep();
+        }
+    }
+    Ok(ServiceOutcome {
+        seed: config.seed,
+        report,
+        events: nemesis.events,
+        faults: nemesis.counts,
+        acknowledged: options.acknowledged,
+        failed_requests: shared.failed.load(Ordering::Relaxed),
+        polls: polls.len(),
+        elapsed: Duration::from_nanos(mono_ns() - began),
+        dir,
+    })
+}
+
+/// The history as text, one ID a line, for a failed run's evidence.
+fn write_history(dir: &std::path::Path, ids: &[Received]) {
+    let mut text = String::with_capacity(ids.len() * 48);
+    for r in ids {
+        let endpoint = match r.endpoint {
+            Endpoint::Alloc => "alloc",
+            Endpoint::LeafSegment => "segment",
+            Endpoint::LeafSnowflake => "snowflake",
+        };
+        text.push_str(&format!(
+            "{} {} s{} {endpoint} {} {}\n",
+            r.sent, r.received, r.server, r.tag, r.id
+        ));
+    }
+    let path = dir.join("ids.txt");
+    if let Err(e) = std::fs::write(&path, text) {
+        tracing::warn!("cannot write {}: {e}", path.display());
+    }
+}
+
+struct Nemesis<'a> {
+    target: &'a Target,
+    config: &'a ServiceConfig,
+    servers: &'a [Server],
+    shared: &'a Shared,
+    rng: StdRng,
+    events: Vec<NemesisEvent>,
+    ends: Vec<FaultEnd>,
+    counts: BTreeMap<ServiceFault, usize>,
+    dir: PathBuf,
+}
+
+impl Nemesis<'_> {
+    fn log(&mut self, what: String) {
+        tracing::info!("service nemesis: {what}");
+        let at = mono_ns();
+        let line = format!("{at} {what}\n");
+        let path = self.dir.join("nemesis.log");
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
+        if let Err(e) = written {
+            tracing::warn!("cannot write {}: {e}", path.display());
+        }
+        self.events.push(NemesisEvent { at, what });
+    }
+
+    /// Faults until the duration has passed and every fault was injected
+    /// once; after each, waits until every server served a snowflake ID
+    /// again (or the recovery bound passed), so each recovery is measured
+    /// on its own.
+    fn run(&mut self) {
+        let until = mono_ns() + nanos(self.config.duration);
+        let mut first_round = self.config.faults.clone();
+        first_round.sort();
+        first_round.shuffle(&mut self.rng);
+        // Let every server serve before the first fault.
+        self.wait_recovered(mono_ns());
+        loop {
+            let gap = self.gap();
+            std::thread::sleep(Duration::from_nanos(gap));
+            if mono_ns() >= until && first_round.is_empty() {
+                break;
+            }
+            if self.config.faults.is_empty() {
+                continue;
+            }
+            let fault = match first_round.pop() {
+                Some(f) => f,
+                None => self.config.faults[self.rng.random_range(0..self.config.faults.len())],
+            };
+            let started = mono_ns();
+            if let Some(last) = self.ends.last_mut() {
+                last.next = started;
+            }
+            let (what, ended) = self.inject(fault);
+            self.log(what);
+            *self.counts.entry(fault).or_default() += 1;
+            self.ends.push(FaultEnd {
+                kind: format!("{fault:?}"),
+                at: ended,
+                next: u64::MAX,
+            });
+            self.wait_recovered(ended);
+        }
+        if let Some(last) = self.ends.last_mut() {
+            last.next = mono_ns();
+        }
+    }
+
+    fn gap(&mut self) -> u64 {
+        let mean = nanos(self.config.fault_every);
+        self.rng.random_range(mean / 2..=mean + mean / 2)
+    }
+
+    /// Waits until every server answered a snowflake request sent at or
+    /// after `since`, or the recovery bound (and a second more) passed.
+    fn wait_recovered(&self, since: u64) {
+        let give_up = since + nanos(self.config.recovery_bound) + 1_000_000_000;
+        while mono_ns() < give_up
+            && self
+                .shared
+                .last_snowflake_sent
+                .iter()
+                .any(|s| s.load(Ordering::Relaxed) < since)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Injects `fault`; returns what it did and when it ended.
+    fn inject(&mut self, fault: ServiceFault) -> (String, u64) {
+        let ttl_ms = u64::try_from(self.config.ttl.as_millis()).unwrap_or(u64::MAX);
+        let i = self.rng.random_range(0..self.servers.len());
+        let process = &self.servers[i].process;
+        match fault {
+            ServiceFault::KillServer => {
+                process.kill();
+                let down = Duration::from_millis(self.rng.random_range(200..1_500));
+                std::thread::sleep(down);
+                let ended = mono_ns();
+                process.start();
+                let took = (mono_ns() - ended) as f64 / 1e9;
+                (
+                    format!("kill -9 s{i}, down {down:?}, listening again in {took:.1} s"),
+                    ended,
+                )
+            }
+            ServiceFault::PauseServer => {
+                let pause =
+                    Duration::from_millis(self.rng.random_range(ttl_ms * 3 / 2..=ttl_ms * 5 / 2));
+                process.pause();
+                std::thread::sleep(pause);
+                process.resume();
+                (
+                    format!("SIGSTOP s{i} for {pause:?}, then SIGCONT"),
+                    mono_ns(),
+                )
+            }
+            ServiceFault::TermServer => {
+                let at = mono_ns();
+                process.stop();
+                let stopped = (mono_ns() - at) as f64 / 1e9;
+                let ended = mono_ns();
+                process.start();
+                let took = (mono_ns() - ended) as f64 / 1e9;
+                let what = format!(
+                    "SIGTERM s{i}, stopped in {stopped:.1} s, listening again in {took:.1} s"
+                );
+                (what, ended)
+            }
+            ServiceFault::RestartStore | ServiceFault::PauseStore => {
+                let store_fault = if fault == ServiceFault::RestartStore {
+                    Fault::RestartStore
+                } else {
+                    Fault::PauseStore
+                };
+                let applied = self
+                    .target
+                    .apply(store_fault, &mut self.rng, self.config.ttl);
+                (applied.what, mono_ns())
+            }
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! The service run's observers: HTTP clients that ask a server for IDs and
+//! record each one before counting it as acknowledged, and a poller that
+//! lists the lease namespace in the store.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use workerid::{Allocator, LeaseOptions};
+
+use crate::clock::mono_ns;
+use crate::http::HttpClient;
+use crate::service_check::{Endpoint, LeasePoll, Received};
+
+/// How long a request may take before the client gives up on it (a frozen
+/// server answers nothing).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How often the poller lists the leases.
+const POLL_EVERY: Duration = Duration::from_millis(100);
+
+/// What the clients, the poller and the nemesis share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    ids: Mutex<Vec<Received>>,
+    polls: Mutex<Vec<LeasePoll>>,
+    /// IDs counted as acknowledged, each after it was recorded.
+    pub acknowledged: AtomicU64,
+    /// Requests that got no ID.
+    pub failed: AtomicU64,
+    /// Per server, when the latest answered snowflake request was sent.
+    pub last_snowflake_sent: Vec<AtomicU64>,
+    /// Tells everyone to finish.
+    pub stop: AtomicBool,
+}
+
+impl Shared {
+    pub fn new(servers: usize) -> Shared {
+        Shared {
+            ids: Mutex::new(Vec::new()),
+            polls: Mutex::new(Vec::new()),
+            acknowledged: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            last_snowflake_sent: (0..servers).map(|_| AtomicU64::new(0)).collect(),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    pub fn lock_ids(&self) -> MutexGuard<'_, Vec<Received>> {
+        self.ids.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn lock_polls(&self) -> MutexGuard<'_, Vec<LeasePoll>> {
+        self.polls.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// One client of server `server` (on `port`) until told to stop: cycles
+/// through the endpoints, half of its requests for snowflake IDs (what the
+/// recovery figures are measured on), the rest for the tags' segment IDs on
+/// both APIs. Client `n` starts at another point of the cycle.
+pub(crate) fn serve_requests(
+    shared: &Shared,
+    server: usize,
+    port: u16,
+    tags: &[String],
+    n: usize,
+    pause: Duration,
+) {
+    let mut client = HttpClient::new(port, REQUEST_TIMEOUT);
+    let mut cycle: Vec<(Endpoint, String, String)> = Vec::new();
+    for tag in tags {
+        cycle.push((
+            Endpoint::Alloc,
+            tag.clone(),
+            format!("/alloc?biz_tag={tag}"),
+        ));
+        cycle.push((
+            Endpoint::LeafSnowflake,
+            String::new(),
+            "/api/snowflake/get/k".into(),
+        ));
+        cycle.push((
+            Endpoint::LeafSegment,
+            tag.clone(),
+            format!("/api/segment/get/{tag}"),
+        ));
+        cycle.push((
+            Endpoint::LeafSnowflake,
+            String::new(),
+            "/api/snowflake/get/k".into(),
+        ));
+    }
+    let mut i = n * 3;
+    while !shared.stop.load(Ordering::Relaxed) {
+        let (endpoint, tag, path) = &cycle[i % cycle.len()];
+        i += 1;
+        let sent = mono_ns();
+        let id = client.get(path).ok().and_then(|answer| {
+            if answer.status != 200 {
+                return None;
+            }
+            match endpoint {
+                Endpoint::Alloc => alloc_id(&answer.body),
+                _ => answer.body.trim().parse().ok(),
+            }
+        });
+        let received = mono_ns();
+        match id {
+            Some(id) => {
+                // Recorded first, then acknowledged: the checker sees
+                // every ID a client could have handed on.
+                shared.lock_ids().push(Received {
+                    server,
+                    endpoint: *endpoint,
+                    tag: tag.clone(),
+                    id,
+                    sent,
+                    received,
+                });
+                shared.acknowledged.fetch_add(1, Ordering::Relaxed);
+                if *endpoint == Endpoint::LeafSnowflake {
+                    shared.last_snowflake_sent[server].fetch_max(sent, Ordering::Relaxed);
+                }
+            }
+            None => {
+                shared.failed.fetch_add(1, Ordering::Relaxed);
+                // A server that is down refuses at once: do not spin.
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        std::thread::sleep(pause);
+    }
+}
+
+/// The ID of go-id-alloc's answer `{"errno":0,"msg":"success","id":N}`.
+fn alloc_id(body: &str) -> Option<u64> {
+    let value: serde_json::Value = serde_json::from_str(body).ok()?;
+    if value.get("errno")?.as_i64()? != 0 {
+        return None;
+    }
+    value.get("id")?.as_u64()
+}
+
+/// Lists the leases of `namespace` every [`POLL_EVERY`] until told to
+/// stop, recording each listing that succeeded with the instants around it.
+pub(crate) fn poll_leases(shared: &Shared, url: &str, namespace: &str, max_worker_id: u32) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            tracing::error!("the lease poller cannot start a runtime: {e}");
+            return;
+        }
+    };
+    runtime.block_on(async {
+        let mut allocator = None;
+        while !shared.stop.load(Ordering::Relaxed) {
+            tokio::time::sleep(POLL_EVERY).await;
+            if allocator.is_none() {
+                allocator = open(url, namespace, max_worker_id).await;
+                continue;
+            }
+            let Some(a) = allocator.as_ref() else {
+                continue;
+            };
+            let sent = mono_ns();
+            let listed = a.list().await;
+            let received = mono_ns();
+            match listed {
+                Ok(listing) => {
+                    let live = listing.live().map(|l| l.id.get()).collect();
+                    shared.lock_polls().push(LeasePoll {
+                        sent,
+                        received,
+                        live,
+                    });
+                }
+                Err(e) => tracing::debug!("lease listing failed: {e}"),
+            }
+        }
+    });
+}
+
+async fn open(url: &str, namespace: &str, max_worker_id: u32) -> Option<Allocator> {
+    let store = workerid::OpenOptions::new()
+        .connect_timeout(REQUEST_TIMEOUT)
+        .request_timeout(REQUEST_TIMEOUT)
+        .max_connections(1)
+        .open(url)
+        .await;
+    let store = match store {
+        Ok(store) => store,
+        Err(e) => {
+            tracing::debug!("the lease poller cannot open the store: {e}");
+            return None;
+        }
+    };
+    let options = LeaseOptions::new()
+        .max_worker_id(max_worker_id)
+        .request_timeout(REQUEST_TIMEOUT);
+    match Allocator::from_arc(store.lease_store(), namespace, options) {
+        Ok(allocator) => Some(allocator),
+        Err(e) => {
+            tracing::warn!("the lease poller cannot list {namespace}: {e}");
+            None
+        }
+    }
+}
