@@ -134,6 +134,25 @@ pub struct NemesisEvent {
     pub what: String,
 }
 
+impl NemesisEvent {
+    /// The event `what`, now, appended to `dir/nemesis.log` as it happens
+    /// (a run that dies keeps what its nemesis did).
+    pub(crate) fn logged(dir: &Path, what: String) -> NemesisEvent {
+        let at = mono_ns();
+        let line = format!("{at} {what}\n");
+        let path = dir.join("nemesis.log");
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
+        if let Err(e) = written {
+            tracing::warn!("cannot write {}: {e}", path.display());
+        }
+        NemesisEvent { at, what }
+    }
+}
+
 /// What a run produced.
 #[derive(Debug)]
 pub struct RunOutcome {
@@ -330,18 +349,7 @@ impl Controller<'_> {
 
     fn log(&mut self, what: String) {
         tracing::info!("nemesis: {what}");
-        let at = mono_ns();
-        let line = format!("{at} {what}\n");
-        let path = self.dir.join("nemesis.log");
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
-        if let Err(e) = written {
-            tracing::warn!("cannot write {}: {e}", path.display());
-        }
-        self.events.push(NemesisEvent { at, what });
+        self.events.push(NemesisEvent::logged(&self.dir, what));
     }
 
     fn spawn(&mut self, unsafe_mode: bool) -> Result<()> {

@@ -360,18 +360,7 @@ struct Nemesis<'a> {
 impl Nemesis<'_> {
     fn log(&mut self, what: String) {
         tracing::info!("service nemesis: {what}");
-        let at = mono_ns();
-        let line = format!("{at} {what}\n");
-        let path = self.dir.join("nemesis.log");
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
-        if let Err(e) = written {
-            tracing::warn!("cannot write {}: {e}", path.display());
-        }
-        self.events.push(NemesisEvent { at, what });
+        self.events.push(NemesisEvent::logged(&self.dir, what));
     }
 
     /// Faults until the duration has passed and every fault was injected
