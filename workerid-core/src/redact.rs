@@ -20,54 +20,44 @@ const SECRET_PARAMS: [&str; 4] = ["password", "pass", "secret", "token"];
 /// assert_eq!(redact_url("etcd://a:2379,b:2379/ids"), "etcd://a:2379,b:2379/ids");
 /// ```
 pub fn redact_url(url: &str) -> String {
-    let (head, rest) = redact_user_info(url);
-    match rest.split_once('?') {
-        Some((path, query)) => format!("{head}{path}?{}", redact_query(query)),
-        None => format!("{head}{rest}"),
-    }
-}
-
-/// Splits `url` into its part up to the host, password hidden, and the rest.
-fn redact_user_info(url: &str) -> (String, &str) {
+    // Secret parameters first: an '@' in their values must not be taken
+    // for the end of the user info.
+    let url = redact_params(url);
     let Some((scheme, rest)) = url.split_once("://") else {
-        return (String::new(), url);
+        return url;
     };
     let Some((user_info, host_on)) = rest.rsplit_once('@') else {
-        return (format!("{scheme}://"), rest);
+        return url;
     };
     match user_info.split_once(':') {
-        Some((user, _)) if !user.contains(['/', '?']) => {
-            (format!("{scheme}://{user}:***@"), host_on)
-        }
+        Some((user, _)) if !user.contains(['/', '?']) => format!("{scheme}://{user}:***@{host_on}"),
         // No password; or the '@' is in a path (`sqlite:///a@b.db`) or a query.
-        _ => (format!("{scheme}://"), rest),
+        _ => url,
     }
 }
 
-fn redact_query(query: &str) -> String {
-    let (query, fragment) = match query.split_once('#') {
-        Some((query, fragment)) => (query, Some(fragment)),
-        None => (query, None),
-    };
-    let mut out: Vec<String> = Vec::new();
-    for pair in query.split('&') {
-        match pair.split_once('=') {
-            Some((key, _))
-                if SECRET_PARAMS
-                    .iter()
-                    .any(|secret| key.eq_ignore_ascii_case(secret)) =>
-            {
-                out.push(format!("{key}=***"));
-            }
-            _ => out.push(pair.to_string()),
+/// `text` with the value of every secret parameter (`?key=` or `&key=`,
+/// up to the next `&` or `#`) replaced by `***`.
+fn redact_params(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(['?', '&']) {
+        out.push_str(&rest[..=at]);
+        rest = &rest[at + 1..];
+        let secret = SECRET_PARAMS.iter().find(|key| {
+            rest.get(..key.len() + 1).is_some_and(|head| {
+                head[..key.len()].eq_ignore_ascii_case(key) && head.ends_with('=')
+            })
+        });
+        if let Some(key) = secret {
+            out.push_str(&rest[..=key.len()]);
+            out.push_str("***");
+            let end = rest.find(['&', '#']).unwrap_or(rest.len());
+            rest = &rest[end..];
         }
     }
-    let mut joined = out.join("&");
-    if let Some(fragment) = fragment {
-        joined.push('#');
-        joined.push_str(fragment);
-    }
-    joined
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -112,6 +102,7 @@ mod tests {
                 format!("redis://:{secret}@h:1/"),
                 format!("etcd://root:{secret}@a:1,b:2/prefix"),
                 format!("mysql://h/db?password={secret}"),
+                format!("postgres://u@h:5432/db?password={secret}&sslmode=require"),
             ] {
                 let shown = redact_url(&url);
                 assert!(!shown.contains(secret), "{url} -> {shown}");
