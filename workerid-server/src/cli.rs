@@ -93,7 +93,7 @@ impl Cli {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-                toml::from_str(&text).map_err(|e| format!("bad config {}: {e}", path.display()))?
+                toml::from_str(&text).map_err(|e| bad_config(path, &text, &e))?
             }
             None => Config::default(),
         };
@@ -130,5 +130,21 @@ impl Cli {
         set_some(&mut s.renew_timeout_ms, &self.snowflake_renew_timeout_ms);
         config.validate()?;
         Ok(config)
+    }
+}
+
+/// A config file's error without the quoted source line that `toml`'s
+/// message carries: that line may hold the store's password or the token.
+fn bad_config(path: &std::path::Path, text: &str, e: &toml::de::Error) -> String {
+    let line = e
+        .span()
+        .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
+    match line {
+        Some(line) => format!(
+            "bad config {}, line {line}: {}",
+            path.display(),
+            e.message()
+        ),
+        None => format!("bad config {}: {}", path.display(), e.message()),
     }
 }

@@ -159,20 +159,23 @@ impl Config {
     /// # Errors
     /// A message naming the store and what to change, when they are not
     /// durable and volatile segments are not allowed.
-    pub fn check_segments_durable(&self, durable: bool) -> Result<bool, String> {
+    pub fn check_segments_durable(
+        &self,
+        kind: workerid::StoreKind,
+        durable: bool,
+    ) -> Result<bool, String> {
         if durable {
             return Ok(true);
         }
         if self.allow_volatile_segments {
             return Ok(false);
         }
-        let scheme = self.store.split(':').next().unwrap_or_default();
-        let fix = match scheme {
-            "redis" | "rediss" | "redis+cluster" | "rediss+cluster" => {
+        let fix = match kind {
+            workerid::StoreKind::Redis | workerid::StoreKind::RedisCluster => {
                 "add durable=true to the Redis URL, for a Redis server with \
                  appendonly yes and appendfsync always"
             }
-            "sqlite" => "use a SQLite file rather than an in-memory database",
+            workerid::StoreKind::Sqlite => "use a SQLite file rather than an in-memory database",
             _ => "use a durable store (a SQL database, etcd, or Redis with durable=true)",
         };
         Err(format!(
@@ -413,8 +416,14 @@ mod tests {
             store: "redis://127.0.0.1:6379".into(),
             ..Config::default()
         };
-        assert_eq!(config.check_segments_durable(true), Ok(true));
-        let refused = config.check_segments_durable(false).unwrap_err();
+        use workerid::StoreKind;
+        assert_eq!(
+            config.check_segments_durable(StoreKind::Redis, true),
+            Ok(true)
+        );
+        let refused = config
+            .check_segments_durable(StoreKind::Redis, false)
+            .unwrap_err();
         assert!(refused.contains("durable=true"), "{refused}");
         assert!(
             refused.contains("allow_volatile_segments = true"),
@@ -425,9 +434,14 @@ mod tests {
             "{refused}"
         );
         config.store = "sqlite::memory:".into();
-        let refused = config.check_segments_durable(false).unwrap_err();
+        let refused = config
+            .check_segments_durable(StoreKind::Sqlite, false)
+            .unwrap_err();
         assert!(refused.contains("SQLite file"), "{refused}");
         config.allow_volatile_segments = true;
-        assert_eq!(config.check_segments_durable(false), Ok(false));
+        assert_eq!(
+            config.check_segments_durable(StoreKind::Sqlite, false),
+            Ok(false)
+        );
     }
 }

@@ -121,36 +121,44 @@ mod exit {
     pub const LISTEN: i32 = 4;
 }
 
-/// Creates the start-up tags; a tag that exists with another step is
-/// refused rather than silently served with the stored one.
+/// Creates the start-up tags that are missing, after checking every one
+/// against the store's list (read once): a tag that exists with another step
+/// is refused before anything is written. Returns every tag name the store
+/// has now.
 async fn create_tags(
     segments: &SegmentAllocator,
     tags: &[config::TagConfig],
-) -> Result<(), Failure> {
+) -> Result<Vec<String>, Failure> {
+    let stored = segments
+        .store()
+        .list_tags()
+        .await
+        .map_err(|e| Failure::Store(format!("tags: {e}")))?;
+    let step_of = |name: &str| {
+        stored
+            .iter()
+            .find(|t| t.tag.as_str() == name)
+            .map(|t| t.step)
+    };
     for tag in tags {
+        if let Some(step) = step_of(&tag.name).filter(|&step| step != tag.step) {
+            return Err(Failure::Config(format!(
+                "tag {} exists with step {step}, the config says {}: change the config, \
+                 or the stored tag",
+                tag.name, tag.step
+            )));
+        }
+    }
+    let mut names: Vec<String> = stored.iter().map(|t| t.tag.as_str().to_owned()).collect();
+    for tag in tags.iter().filter(|t| step_of(&t.name).is_none()) {
         let created = segments
             .create_tag(&tag.name, tag.first_id, tag.step)
             .await
             .map_err(|e| Failure::Store(format!("tag {}: {e}", tag.name)))?;
-        if !created {
-            let stored = segments
-                .store()
-                .list_tags()
-                .await
-                .map_err(|e| Failure::Store(format!("tag {}: {e}", tag.name)))?;
-            if let Some(info) = stored.iter().find(|t| t.tag.as_str() == tag.name) {
-                if info.step != tag.step {
-                    return Err(Failure::Config(format!(
-                        "tag {} exists with step {}, the config says {}: change the config, \
-                         or the stored tag",
-                        tag.name, info.step, tag.step
-                    )));
-                }
-            }
-        }
         tracing::info!(tag = %tag.name, created, "tag ready");
+        names.push(tag.name.clone());
     }
-    Ok(())
+    Ok(names)
 }
 
 async fn run(config: Config) -> Result<(), Failure> {
@@ -174,14 +182,14 @@ async fn run(config: Config) -> Result<(), Failure> {
         .map_err(|e| Failure::Listen(format!("cannot listen on {}: {e}", config.listen)))?;
     let store = workerid::OpenOptions::new()
         .connect_timeout(Duration::from_secs(3))
-        .request_timeout(Duration::from_secs(3))
+        .request_timeout(config.store_timeout())
         .max_connections(2)
         .open(&config.store)
         .await
         .map_err(|e| Failure::Store(format!("store: {e}")))?;
     let segment_store = store.segment_store();
     if !config
-        .check_segments_durable(segment_store.segment_capabilities().durable)
+        .check_segments_durable(store.kind(), segment_store.segment_capabilities().durable)
         .map_err(Failure::Config)?
     {
         tracing::warn!(
@@ -197,17 +205,9 @@ async fn run(config: Config) -> Result<(), Failure> {
         timeout: config.store_timeout(),
     };
     let segments = SegmentAllocator::new(counted, SegmentOptions::default());
-    let startup_tags = config.startup_tags();
-    create_tags(&segments, &startup_tags).await?;
-    let tags = Arc::new(Tags::new(
-        startup_tags.iter().map(|t| t.name.clone()),
-        config.tags_refresh(),
-    ));
-    if let Err(e) = tags.refresh(segments.store().as_ref()).await {
-        tracing::warn!(
-            "could not read the tag list, serving the config's tags until a refresh does: {e}"
-        );
-    }
+    let names = create_tags(&segments, &config.startup_tags()).await?;
+    let tags = Arc::new(Tags::new(config.tags_refresh()));
+    tags.replace(names);
     let (stop_snowflake, snowflake_stopped) = watch::channel(false);
     let refresher = tags::spawn_refresher(
         tags.clone(),

@@ -236,7 +236,20 @@ fn public(e: &Error) -> (StatusCode, &'static str, String) {
             "internal error",
         ),
     };
-    tracing::warn!(code, "request failed: {e}");
+    // A store or server fault is worth a warning; a client's bad tag and a
+    // lease gap (which /readyz and the metrics already show) would flood
+    // the log exactly during an incident.
+    match e {
+        Error::Unavailable { .. }
+        | Error::TagExhausted { .. }
+        | Error::ClockDriftTooLarge { .. } => {
+            tracing::warn!(code, "request failed: {e}")
+        }
+        Error::InvalidConfig { .. } | Error::NotReady { .. } | Error::ClockDriftTryLater { .. } => {
+            tracing::debug!(code, "request failed: {e}")
+        }
+        _ => tracing::warn!(code, "request failed: {e}"),
+    }
     (status, code, msg.into())
 }
 

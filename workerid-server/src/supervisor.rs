@@ -103,14 +103,7 @@ pub fn spawn(
                 Worker::join_until(allocator.clone(), options.clone(), stopping(&mut until)).await;
             if *stop.borrow() {
                 if let Ok(worker) = joined {
-                    if tokio::time::timeout(release_timeout, worker.stop())
-                        .await
-                        .is_err()
-                    {
-                        tracing::warn!(
-                            "the worker ID was not released within {release_timeout:?}: it expires with its ttl"
-                        );
-                    }
+                    release(&worker, release_timeout).await;
                 }
                 return;
             }
@@ -142,16 +135,22 @@ pub fn spawn(
                 }
                 () = stopping(&mut stop) => {
                     snowflake.current.store(None);
-                    if tokio::time::timeout(release_timeout, worker.stop()).await.is_err() {
-                        tracing::warn!(
-                            "the worker ID was not released within {release_timeout:?}: it expires with its ttl"
-                        );
-                    }
+                    release(&worker, release_timeout).await;
                     return;
                 }
             }
         }
     })
+}
+
+/// Stops `worker`, releasing its worker ID, within `timeout`; past it the
+/// ID expires with its ttl.
+async fn release(worker: &Worker, timeout: Duration) {
+    if tokio::time::timeout(timeout, worker.stop()).await.is_err() {
+        tracing::warn!(
+            "the worker ID was not released within {timeout:?}: it expires with its ttl"
+        );
+    }
 }
 
 /// Resolves once `stop` turns true (or its sender is gone).

@@ -7,8 +7,8 @@
 //! are known from the start.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -17,17 +17,17 @@ use tokio::task::JoinHandle;
 use workerid::segment::SegmentStore;
 use workerid::Result;
 
-/// The most names kept as recently found missing: the set only ever holds
-/// names that were in the view, so it is small; the bound is a backstop.
+/// The most names counted as found missing between two refreshes.
 const MAX_MISSING: usize = 1024;
 
 /// Which tags exist, as last read from the store.
 #[derive(Debug)]
 pub struct Tags {
     known: ArcSwap<HashSet<String>>,
-    /// Names in the view the store has since said it does not know (a tag
-    /// deleted after the last refresh); emptied by each refresh.
-    missing: Mutex<HashSet<String>>,
+    /// Names of the view the store has since said it does not know (a tag
+    /// deleted after the last refresh), counted until the next refresh;
+    /// they leave the view at once.
+    missing: AtomicUsize,
     /// When the last refresh succeeded, in ms since `epoch` (0: never).
     refreshed_ms: AtomicU64,
     epoch: Instant,
@@ -35,34 +35,44 @@ pub struct Tags {
 }
 
 impl Tags {
-    /// A view that knows `names` (the config's tags) until the first
-    /// refresh, refreshed every `every`.
-    pub fn new(names: impl IntoIterator<Item = String>, every: Duration) -> Tags {
+    /// An empty view, to be refreshed every `every`.
+    pub fn new(every: Duration) -> Tags {
         Tags {
-            known: ArcSwap::from_pointee(names.into_iter().collect()),
-            missing: Mutex::new(HashSet::new()),
+            known: ArcSwap::from_pointee(HashSet::new()),
+            missing: AtomicUsize::new(0),
             refreshed_ms: AtomicU64::new(0),
             epoch: Instant::now(),
             every,
         }
     }
 
-    /// Whether requests for `tag` should go to the allocator.
+    /// Whether requests for `tag` should go to the allocator: one atomic
+    /// load and a set lookup, no lock.
     pub fn known(&self, tag: &str) -> bool {
-        self.known.load().contains(tag) && !self.lock_missing().contains(tag)
+        self.known.load().contains(tag)
     }
 
-    /// Notes that the store did not know `tag` although the view did.
+    /// Takes `tag` out of the view: the store said it does not know it.
     pub fn found_missing(&self, tag: &str) {
-        let mut missing = self.lock_missing();
-        if missing.len() < MAX_MISSING {
-            missing.insert(tag.to_owned());
-        }
+        self.known.rcu(|known| {
+            let mut known = HashSet::clone(known);
+            known.remove(tag);
+            known
+        });
+        let _ = self
+            .missing
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < MAX_MISSING).then_some(n + 1)
+            });
     }
 
-    /// How many names the view holds (known, found missing).
+    /// How many names the view holds, and how many it lost since the last
+    /// refresh.
     pub fn sizes(&self) -> (usize, usize) {
-        (self.known.load().len(), self.lock_missing().len())
+        (
+            self.known.load().len(),
+            self.missing.load(Ordering::Relaxed),
+        )
     }
 
     /// Whether the view was read from the store lately (within three
@@ -79,19 +89,16 @@ impl Tags {
     /// The store's.
     pub async fn refresh(&self, store: &dyn SegmentStore) -> Result<()> {
         let tags = store.list_tags().await?;
-        let names: HashSet<String> = tags
-            .into_iter()
-            .map(|t| t.tag.as_str().to_owned())
-            .collect();
-        self.known.store(Arc::new(names));
-        self.lock_missing().clear();
-        self.refreshed_ms
-            .store(millis(self.epoch.elapsed()).max(1), Ordering::Relaxed);
+        self.replace(tags.into_iter().map(|t| t.tag.as_str().to_owned()));
         Ok(())
     }
 
-    fn lock_missing(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        self.missing.lock().unwrap_or_else(|e| e.into_inner())
+    /// Makes `names` the view, as just read from the store.
+    pub fn replace(&self, names: impl IntoIterator<Item = String>) {
+        self.known.store(Arc::new(names.into_iter().collect()));
+        self.missing.store(0, Ordering::Relaxed);
+        self.refreshed_ms
+            .store(millis(self.epoch.elapsed()).max(1), Ordering::Relaxed);
     }
 }
 
@@ -124,11 +131,12 @@ mod tests {
 
     #[test]
     fn names_found_missing_are_unknown_until_a_refresh() {
-        let tags = Tags::new(["a".to_string(), "b".to_string()], Duration::from_secs(5));
+        let tags = Tags::new(Duration::from_secs(5));
+        assert!(!tags.fresh(), "never read from the store");
+        tags.replace(["a".to_string(), "b".to_string()]);
         assert!(tags.known("a") && !tags.known("c"));
         tags.found_missing("a");
         assert!(!tags.known("a") && tags.known("b"));
-        assert!(!tags.fresh(), "never read from the store");
         for i in 0..2 * MAX_MISSING {
             tags.found_missing(&format!("x{i}"));
         }

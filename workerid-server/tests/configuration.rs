@@ -54,6 +54,22 @@ fn a_bad_config_exits_2_and_leaves_the_store_untouched() {
 }
 
 #[test]
+fn a_config_file_error_never_quotes_a_secret() {
+    let dir = tempfile::tempdir().expect("a directory");
+    for bad in [
+        "store = \"postgres://ops:s3cretpw@db/ids\n",
+        "auth_token = \"s3cretpw\" trailing\n",
+        "store = \"postgres://ops:s3cretpw@db/ids\"\nworkers = \"many\"\n",
+    ] {
+        let out = run_with(dir.path(), bad, &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(stderr.contains("line"), "{bad}: {stderr}");
+        assert!(!stderr.contains("s3cretpw"), "{bad}: {stderr}");
+    }
+}
+
+#[test]
 fn an_address_that_cannot_be_bound_exits_4_before_the_store_is_touched() {
     let dir = tempfile::tempdir().expect("a directory");
     let db = dir.path().join("untouched.db");
