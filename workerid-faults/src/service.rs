@@ -428,32 +428,22 @@ impl Nemesis<'_> {
 
     /// Injects `fault`; returns what it did and when it ended.
     fn inject(&mut self, fault: ServiceFault) -> (String, u64) {
-        let ttl_ms = u64::try_from(self.config.ttl.as_millis()).unwrap_or(u64::MAX);
         let i = self.rng.random_range(0..self.servers.len());
         let process = &self.servers[i].process;
         match fault {
             ServiceFault::KillServer => {
-                process.kill();
-                let down = Duration::from_millis(self.rng.random_range(200..1_500));
-                std::thread::sleep(down);
-                let ended = mono_ns();
-                process.start();
-                let took = (mono_ns() - ended) as f64 / 1e9;
-                (
-                    format!("kill -9 s{i}, down {down:?}, listening again in {took:.1} s"),
-                    ended,
-                )
+                let applied =
+                    crate::targets::crash_and_restart(process, &mut self.rng, &format!("s{i}"));
+                (applied.what, applied.ended)
             }
             ServiceFault::PauseServer => {
-                let pause =
-                    Duration::from_millis(self.rng.random_range(ttl_ms * 3 / 2..=ttl_ms * 5 / 2));
-                process.pause();
-                std::thread::sleep(pause);
-                process.resume();
-                (
-                    format!("SIGSTOP s{i} for {pause:?}, then SIGCONT"),
-                    mono_ns(),
-                )
+                let applied = crate::targets::freeze(
+                    process,
+                    &mut self.rng,
+                    self.config.ttl,
+                    &format!("s{i}"),
+                );
+                (applied.what, applied.ended)
             }
             ServiceFault::TermServer => {
                 let at = mono_ns();

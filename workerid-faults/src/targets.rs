@@ -20,6 +20,9 @@ pub struct Applied {
     pub what: String,
     /// When a server of the store was killed (SIGKILL), if one was.
     pub killed_at: Option<u64>,
+    /// When the fault ended: the killed server was started again (before
+    /// it answered), or the frozen one thawed.
+    pub ended: u64,
 }
 
 /// A store under test: one the harness started, that the nemesis may kill
@@ -83,6 +86,7 @@ impl Target {
             return Applied {
                 what: format!("{fault:?}: no server"),
                 killed_at: None,
+                ended: mono_ns(),
             };
         };
         match fault {
@@ -118,11 +122,12 @@ pub fn save_logs(target: &Target, dir: &std::path::Path) {
 
 /// Kills `process` (SIGKILL to its process group), waits a little and
 /// starts it again on the same data.
-fn crash_and_restart(process: &ServerProcess, rng: &mut StdRng, name: &str) -> Applied {
+pub(crate) fn crash_and_restart(process: &ServerProcess, rng: &mut StdRng, name: &str) -> Applied {
     let killed_at = mono_ns();
     process.kill();
     let down = Duration::from_millis(rng.random_range(200..1_500));
     std::thread::sleep(down);
+    let ended = mono_ns();
     process.start();
     Applied {
         what: format!(
@@ -130,13 +135,19 @@ fn crash_and_restart(process: &ServerProcess, rng: &mut StdRng, name: &str) -> A
             (mono_ns() - killed_at) as f64 / 1e9
         ),
         killed_at: Some(killed_at),
+        ended,
     }
 }
 
 /// Freezes `process` (SIGSTOP to every process of it) for 1.5 to 2.5 ttls,
 /// then thaws it: to its clients, a network partition (requests hang until
 /// they time out), after which the server answers again.
-fn freeze(process: &ServerProcess, rng: &mut StdRng, ttl: Duration, name: &str) -> Applied {
+pub(crate) fn freeze(
+    process: &ServerProcess,
+    rng: &mut StdRng,
+    ttl: Duration,
+    name: &str,
+) -> Applied {
     let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
     let pause = Duration::from_millis(rng.random_range(ttl_ms * 3 / 2..=ttl_ms * 5 / 2));
     process.pause();
@@ -145,6 +156,7 @@ fn freeze(process: &ServerProcess, rng: &mut StdRng, ttl: Duration, name: &str) 
     Applied {
         what: format!("SIGSTOP {name} for {pause:?}, then SIGCONT"),
         killed_at: None,
+        ended: mono_ns(),
     }
 }
 
@@ -175,6 +187,7 @@ fn etcd_member_fault(
         return Applied {
             what: format!("{fault:?}: no such member now"),
             killed_at: None,
+            ended: mono_ns(),
         };
     };
     if matches!(fault, Fault::PauseStore | Fault::PauseEtcdLeader) {
@@ -192,6 +205,7 @@ fn etcd_member_fault(
     node.process().kill();
     // Down for a while: the others (a quorum of two) go on without it.
     std::thread::sleep(Duration::from_millis(rng.random_range(1_000..4_000)));
+    let ended = mono_ns();
     node.process().start();
     cluster.wait_healthy(Duration::from_secs(60));
     Applied {
@@ -206,5 +220,6 @@ fn etcd_member_fault(
             (mono_ns() - killed_at) as f64 / 1e9
         ),
         killed_at: Some(killed_at),
+        ended,
     }
 }
