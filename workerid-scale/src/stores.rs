@@ -2,11 +2,10 @@
 //! on free loopback ports in a temporary directory, with one store handle
 //! (one multiplexed connection, one pool, one etcd client) for all workers.
 
-use std::any::Any;
-use std::fmt;
 use std::sync::Arc;
 
 use workerid::LeaseStore;
+use workerid_testkit::RunningStore;
 pub use workerid_testkit::StoreKind;
 
 use crate::timed::TimedStore;
@@ -27,52 +26,27 @@ impl Default for Connect {
     }
 }
 
-/// A store under test: the shared, timed store handle and the server behind it.
+/// A store under test: the shared, timed store handle and the store the
+/// harness runs for it (stopped when this is dropped).
+#[derive(Debug)]
 pub struct Target {
     /// Which store.
     pub kind: StoreKind,
     /// The one store handle every worker shares, timed.
     pub store: TimedStore,
-    /// The server processes' pids (none for an embedded store).
-    pids: Vec<u32>,
-    /// Keeps the server (or the SQLite file) alive; dropping it stops the server.
-    _server: Box<dyn Any + Send>,
-}
-
-impl fmt::Debug for Target {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Target")
-            .field("kind", &self.kind)
-            .field("pids", &self.pids)
-            .finish()
-    }
+    running: RunningStore,
 }
 
 impl Target {
-    /// A target on a store that is already open; `pids` are its server's
-    /// processes, if it has any on this machine.
-    pub fn new(
-        kind: StoreKind,
-        store: Arc<dyn LeaseStore>,
-        pids: Vec<u32>,
-        server: Box<dyn Any + Send>,
-    ) -> Target {
-        Target {
-            kind,
-            store: TimedStore::new(store),
-            pids,
-            _server: server,
-        }
-    }
-
     /// The shared handle, as the fleet takes it.
     pub fn shared(&self) -> Arc<dyn LeaseStore> {
         Arc::new(self.store.clone())
     }
 
-    /// The server's root pids (their descendants count too), if any.
+    /// The server's root pids (their descendants count too), if it has any.
     pub fn server_pids(&self) -> Option<Vec<u32>> {
-        (!self.pids.is_empty()).then(|| self.pids.clone())
+        let pids = self.running.pids();
+        (!pids.is_empty()).then_some(pids)
     }
 
     /// Starts the store of `kind` (blocking, on a thread of its own) and
@@ -86,13 +60,11 @@ impl Target {
             .max_connections(connect.max_connections)
             .open(&running.url())
             .await?;
-        let pids = running.pids();
-        Ok(Target::new(
+        Ok(Target {
             kind,
-            store.lease_store(),
-            pids,
-            Box::new(running),
-        ))
+            store: TimedStore::new(store.lease_store()),
+            running,
+        })
     }
 }
 
