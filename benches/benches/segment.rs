@@ -67,12 +67,12 @@ fn main() {
         let big = SegmentAllocator::new(
             store.clone(),
             SegmentOptions {
-                min_step: 1 << 30,
-                max_step: 1 << 30,
+                min_step: 1 << 32,
+                max_step: 1 << 32,
                 ..SegmentOptions::default()
             },
         );
-        big.create_tag("speed", 1, 1 << 30).await.expect("tag");
+        big.create_tag("speed", 1, 1 << 32).await.expect("tag");
         let tag = big.tag("speed").expect("handle");
         tag.next_id().await.expect("first segment");
         // Five runs of 40M each: the median and the range (this VM's speed
