@@ -322,6 +322,10 @@ async fn passwords_by_url_on_every_store() {
             .open(&url)
             .await
             .expect_err(&url);
+        assert!(
+            matches!(err, OpenError::AccessDenied { .. }),
+            "{url}: {err:?}"
+        );
         let shown = format!("{err}\n{err:?}");
         for secret in [
             workerid_testkit::PASSWORD,
