@@ -107,7 +107,11 @@ impl SqlStore {
             durable,
         };
         let mut store = store;
-        if !create_tables {
+        // A read-only open runs no migration, so it cannot know that the
+        // acquire routine exists: acquire then runs statement by statement.
+        let routine_made = if create_tables {
+            store.migrate().await?
+        } else {
             store
                 .check_tables(&[
                     table.to_string(),
@@ -115,14 +119,9 @@ impl SqlStore {
                     segments_table.to_string(),
                 ])
                 .await?;
-            // Without the migration the acquire routine may be missing:
-            // acquire runs its transaction statement by statement.
-            let mut sql = Statements::new(dialect, table);
-            sql.acquire_call = None;
-            store.sql = Arc::new(sql);
-            return Ok(store);
-        }
-        if !store.migrate().await? {
+            false
+        };
+        if !routine_made {
             let mut sql = Statements::new(dialect, table);
             sql.acquire_call = None;
             store.sql = Arc::new(sql);
@@ -136,7 +135,11 @@ impl SqlStore {
             let probe = format!("SELECT 1 FROM {table} WHERE 1 = 0");
             match sqlx::query(AssertSqlSafe(probe)).execute(&self.pool).await {
                 Ok(_) => {}
-                Err(sqlx::Error::Database(e)) => {
+                // PostgreSQL's and MySQL's "undefined table", SQLite's words.
+                Err(sqlx::Error::Database(e))
+                    if matches!(e.code().as_deref(), Some("42P01" | "42S02"))
+                        || e.message().contains("no such table") =>
+                {
                     return Err(Error::unavailable(
                         "sql",
                         format!(
