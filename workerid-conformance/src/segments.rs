@@ -119,7 +119,8 @@ pub async fn ranges_never_overlap_under_contention(f: &dyn SegmentFactory) -> Ou
 }
 
 /// An unknown tag is [`Error::UnknownTag`] for reserve and give-back; creating
-/// an existing tag changes nothing; tags are listed.
+/// an existing tag changes nothing; tags are listed (a store that declares
+/// `list = false` answers `Unsupported` instead).
 pub async fn unknown_tags_and_listing(f: &dyn SegmentFactory) -> Outcome {
     let store = f.connect().await;
     let tag = fresh_tag();
@@ -144,6 +145,14 @@ pub async fn unknown_tags_and_listing(f: &dyn SegmentFactory) -> Outcome {
         !store.create_tag(&tag, 1, 999).await.expect("create again"),
         "an existing tag is not created again"
     );
+    if !store.segment_capabilities().list {
+        let answer = store.list_tags().await;
+        assert!(
+            matches!(answer, Err(Error::Unsupported { .. })),
+            "a store that declares list = false answers Unsupported: {answer:?}"
+        );
+        return Outcome::Passed;
+    }
     let listed = store.list_tags().await.expect("list");
     let info = listed
         .iter()
@@ -174,11 +183,20 @@ pub async fn bad_input_is_refused(f: &dyn SegmentFactory) -> Outcome {
             "first {first} step {step}"
         );
     }
-    let listed = f.connect().await.list_tags().await.expect("list");
-    assert!(
-        listed.iter().all(|t| t.tag != tag),
-        "a refused tag must not be created"
-    );
+    let store = f.connect().await;
+    if store.segment_capabilities().list {
+        let listed = store.list_tags().await.expect("list");
+        assert!(
+            listed.iter().all(|t| t.tag != tag),
+            "a refused tag must not be created"
+        );
+    } else {
+        let answer = store.reserve(&tag, None).await;
+        assert!(
+            matches!(answer, Err(Error::UnknownTag { .. })),
+            "a refused tag must not be created: {answer:?}"
+        );
+    }
     Outcome::Passed
 }
 

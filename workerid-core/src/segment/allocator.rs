@@ -555,8 +555,15 @@ impl GaplessSequence {
     /// The next number of `tag`.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] for a bad tag; the store's errors.
+    /// [`Error::InvalidConfig`] for a bad tag; [`Error::Unsupported`] on a
+    /// store that does not declare
+    /// [`gapless`](super::SegmentCapabilities::gapless); the store's errors.
     pub async fn next_id(&self, tag: &str) -> Result<u64> {
+        if !self.store.segment_capabilities().gapless {
+            return Err(Error::Unsupported {
+                operation: "gapless sequences",
+            });
+        }
         Ok(self.store.reserve(&Tag::new(tag)?, Some(1)).await?.first)
     }
 }
