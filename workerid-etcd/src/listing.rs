@@ -14,8 +14,10 @@ use crate::{nonsense, EtcdStore};
 const KINDS: [&str; 4] = ["owner", "holder", "mark", "ownership"];
 
 impl EtcdStore {
-    /// Every namespace (found by its `config` key, in one keys-only range
-    /// read), each then listed as [`EtcdStore::list_namespace`] lists it.
+    /// Every namespace, from one range read of every namespace's keys: the
+    /// pool size from `config`, and as live the IDs whose `owner/` key (on
+    /// an etcd lease, deleted when it expires) holds the token of their last
+    /// grant (`holder/`).
     pub(crate) async fn namespaces(&self) -> Result<Vec<NamespaceInfo>> {
         let start = format!("{}/ns/", self.inner.prefix);
         let answer = self
@@ -25,35 +27,49 @@ impl EtcdStore {
                 let start = start.clone();
                 async move {
                     client
-                        .get(
-                            start,
-                            Some(GetOptions::new().with_prefix().with_keys_only()),
-                        )
+                        .get(start, Some(GetOptions::new().with_prefix()))
                         .await
                 }
             })
             .await?
             .value;
-        let mut names: Vec<Namespace> = answer
-            .kvs()
-            .iter()
-            .filter_map(|kv| {
-                let key = std::str::from_utf8(kv.key()).ok()?;
-                let name = key.strip_prefix(&start)?.strip_suffix("/config")?;
-                Namespace::new(name).ok()
-            })
-            .collect();
-        names.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-        let mut all = Vec::with_capacity(names.len());
-        for namespace in names {
-            let listing = self.list_namespace(&namespace).await?;
-            if let Some(max_worker_id) = listing.max_worker_id {
-                all.push(NamespaceInfo {
-                    max_worker_id,
-                    live: u32::try_from(listing.live().count()).unwrap_or(u32::MAX),
-                    namespace,
-                });
+        let bad = || nonsense("list_namespaces", &answer);
+        // Per namespace: its pool size, and per ID the owner's and the last
+        // holder's token.
+        type Tokens<'a> = HashMap<&'a str, (Option<&'a [u8]>, Option<&'a [u8]>)>;
+        let mut found: BTreeMap<&str, (Option<u32>, Tokens<'_>)> = BTreeMap::new();
+        for kv in answer.kvs() {
+            let Some(rest) = std::str::from_utf8(kv.key())
+                .ok()
+                .and_then(|key| key.strip_prefix(&start))
+            else {
+                continue;
+            };
+            let Some((name, what)) = rest.split_once('/') else {
+                continue;
+            };
+            let (max, tokens) = found.entry(name).or_default();
+            match what.split_once('/') {
+                None if what == "config" => *max = Some(number(kv.value()).ok_or_else(bad)?),
+                Some(("owner", id)) => tokens.entry(id).or_default().0 = Some(kv.value()),
+                Some(("holder", id)) => tokens.entry(id).or_default().1 = Some(kv.value()),
+                _ => {}
             }
+        }
+        let mut all = Vec::with_capacity(found.len());
+        for (name, (max, tokens)) in found {
+            let (Some(max_worker_id), Ok(namespace)) = (max, Namespace::new(name)) else {
+                continue;
+            };
+            let live = tokens
+                .values()
+                .filter(|(owner, holder)| owner.is_some() && owner == holder)
+                .count();
+            all.push(NamespaceInfo {
+                namespace,
+                max_worker_id,
+                live: u32::try_from(live).unwrap_or(u32::MAX),
+            });
         }
         Ok(all)
     }
