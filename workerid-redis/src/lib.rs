@@ -199,7 +199,17 @@ impl LeaseStore for RedisStore {
             _ => return Err(nonsense("acquire", &answer)),
         };
         match parts {
-            [status, id, Value::Int(fence), watermark] if text(status) == Some("ok") => {
+            [status, id, Value::Int(fence), watermark, created @ ..]
+                if text(status) == Some("ok") =>
+            {
+                // A namespace made anew (the first grant ever, or the first
+                // after a restart that forgot it) goes into the registry
+                // whatever this process did before.
+                if created.first().and_then(text) == Some("new") {
+                    if let Err(e) = self.add_to_registry(namespace).await {
+                        tracing::warn!("namespace {namespace} may be missing from listings: {e}");
+                    }
+                }
                 let id = text(id).and_then(|s| s.parse::<u32>().ok());
                 let watermark = text(watermark).and_then(|s| s.parse::<u64>().ok());
                 match (id, watermark, u64::try_from(*fence)) {

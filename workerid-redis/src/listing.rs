@@ -62,6 +62,11 @@ impl RedisStore {
         if known {
             return Ok(());
         }
+        self.add_to_registry(namespace).await
+    }
+
+    /// Adds `namespace` to the registry (one `SADD`) and remembers it.
+    pub(crate) async fn add_to_registry(&self, namespace: &Namespace) -> Result<()> {
         let mut connection = self.connection.clone();
         redis::cmd("SADD")
             .arg(registry(&self.prefix))

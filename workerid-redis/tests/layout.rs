@@ -57,3 +57,38 @@ async fn a_lease_ending_in_millennia_still_renews_releases_and_lists() {
         (WorkerId::from(0), 2, u64::MAX)
     );
 }
+
+/// A namespace forgotten by the server (a restart without persistence, a
+/// FLUSHALL) and made again by the next grant is listed again, although
+/// this store handle had registered it before.
+#[tokio::test]
+async fn a_namespace_made_again_after_the_server_forgot_it_is_listed() {
+    let server = workerid_testkit::redis::RedisServer::start(
+        workerid_testkit::redis::RedisConfig::default(),
+    );
+    let store = RedisStore::connect(&server.url()).await.expect("connect");
+    let ns = namespace("again");
+    let token = Token::generate();
+    store
+        .acquire(&ns, 3, &token, Duration::from_secs(10))
+        .await
+        .expect("acquire");
+    let client = redis::Client::open(server.url()).expect("client");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let () = redis::cmd("FLUSHALL")
+        .query_async(&mut conn)
+        .await
+        .expect("flush");
+    store
+        .acquire(&ns, 3, &Token::generate(), Duration::from_secs(10))
+        .await
+        .expect("acquire again");
+    let listed = store.list_namespaces().await.expect("list namespaces");
+    assert!(
+        listed.iter().any(|n| n.namespace == ns && n.live == 1),
+        "{listed:?}"
+    );
+}

@@ -1,7 +1,8 @@
 -- acquire: grant a free worker ID.
 -- KEYS[1] namespace hash   KEYS[2] lease-end sorted set
 -- ARGV[1] max_worker_id   ARGV[2] token   ARGV[3] ttl in ms
--- Returns {'ok', id, fence, watermark} | {'mismatch', stored max} | {'full'}
+-- Returns {'ok', id, fence, watermark[, 'new']} ('new': this grant created
+-- the namespace) | {'mismatch', stored max} | {'full'}
 --
 -- A namespace is two keys:
 --   the hash:  `max`, `next` (IDs never granted are next..max), and per ID
@@ -63,4 +64,7 @@ else
   redis.call('HSET', KEYS[1], id, ARGV[2] .. ' 1 0 ' .. ends, 'next', next_id + 1, 'max', ARGV[1])
 end
 redis.call('ZADD', KEYS[2], ends, id)
+if not meta[1] then
+  return {'ok', id, fence, watermark, 'new'}
+end
 return {'ok', id, fence, watermark}
