@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use workerid_core::segment::{Range, SegmentStore, Tag, TagInfo};
-use workerid_core::{
+use workerid_lease::segment::{Range, SegmentStore, Tag, TagInfo};
+use workerid_lease::{
     Capabilities, Grant, LeaseStore, Listing, Namespace, NamespaceInfo, Result, Token, WorkerId,
 };
 
@@ -46,7 +46,7 @@ impl AnyStore {
     pub fn new<S: LeaseStore + SegmentStore>(kind: StoreKind, url: &str, store: S) -> AnyStore {
         AnyStore {
             kind,
-            url: workerid_core::redact_url(url).into(),
+            url: workerid_lease::redact_url(url).into(),
             inner: Arc::new(store),
         }
     }
@@ -142,7 +142,7 @@ impl LeaseStore for AnyStore {
 
 #[async_trait]
 impl SegmentStore for AnyStore {
-    fn segment_capabilities(&self) -> workerid_core::segment::SegmentCapabilities {
+    fn segment_capabilities(&self) -> workerid_lease::segment::SegmentCapabilities {
         self.inner.segment_capabilities()
     }
     async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {

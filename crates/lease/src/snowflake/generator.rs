@@ -1,0 +1,505 @@
+//! The lock-free snowflake generator.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use super::{Clock, CoarseNanos, Layout, SystemClock};
+use crate::{Error, Result};
+
+/// What to do when the wall clock is behind the last timestamp used, in
+/// libx.net/workerid's three buckets: below `block_below`, wait until it catches up and
+/// succeed; below `give_up_at`, [`Error::ClockDriftTryLater`] at once; from
+/// `give_up_at` on, [`Error::ClockDriftTooLarge`] (a worker then leaves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DriftPolicy {
+    /// Drifts shorter than this block (default 1 s, libx.net/workerid recommends 1 to 2 s).
+    pub block_below: Duration,
+    /// Drifts from this on are beyond recovery (default 10 s).
+    pub give_up_at: Duration,
+}
+
+impl Default for DriftPolicy {
+    fn default() -> Self {
+        DriftPolicy {
+            block_below: Duration::from_secs(1),
+            give_up_at: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Issues snowflake IDs for one worker ID. Lock-free (one compare-and-swap per
+/// ID), shared freely across threads; never wraps its sequence (it waits for
+/// the next time unit), never goes back in time (see [`DriftPolicy`]).
+///
+/// A generator made with [`Generator::new`] is open: it issues IDs for as long
+/// as it lives. One inside a [`Worker`](super::Worker) issues IDs only while
+/// the worker's lease is live and only within the time window the worker has
+/// reserved in the store; both are checked on every call.
+///
+/// ```
+/// use std::sync::Arc;
+/// use workerid_lease::snowflake::{Generator, Layout, SystemClock};
+/// let generator = Generator::new(Layout::classic(), 7, Arc::new(SystemClock::new())).unwrap();
+/// let a = generator.next_id().unwrap();
+/// let b = generator.next_id().unwrap();
+/// assert!(b > a);
+/// assert_eq!(Layout::classic().decompose(b).worker_id, 7);
+/// ```
+#[derive(Debug)]
+pub struct Generator {
+    layout: Layout,
+    worker_id: u32,
+    clock: Arc<dyn Clock>,
+    drift: DriftPolicy,
+    /// `(timestamp << sequence_bits) | sequence` of the last ID.
+    last: AtomicU64,
+    /// The largest timestamp that may be used (inclusive).
+    window_end: AtomicU64,
+    /// IDs only while the clock's monotonic time is below this (ns); 0: closed.
+    deadline_ns: AtomicU64,
+    /// The last deadline `open_until` set (ns), kept when the generator
+    /// closes; `u64::MAX` for an open generator that never had one.
+    opened_until_ns: AtomicU64,
+    /// Told when the drift is beyond recovery.
+    leave: Option<Arc<Notify>>,
+    left: AtomicBool,
+    /// The layout's epoch and unit in milliseconds (units are whole
+    /// milliseconds), so the hot path divides u64s.
+    epoch_ms: u64,
+    unit_ms: u64,
+}
+
+/// Whole milliseconds of a duration, in a u64 (good for 584 million years).
+fn millis(d: Duration) -> u64 {
+    d.as_secs().saturating_mul(1_000) + u64::from(d.subsec_millis())
+}
+
+impl Generator {
+    /// An open generator for `worker_id`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when the worker ID does not fit the layout's
+    /// worker field, or the layout is invalid.
+    pub fn new(layout: Layout, worker_id: u32, clock: Arc<dyn Clock>) -> Result<Self> {
+        Self::with_policy(layout, worker_id, clock, DriftPolicy::default())
+    }
+
+    /// Like [`Generator::new`], with a drift policy.
+    ///
+    /// # Errors
+    /// As [`Generator::new`], and for a policy whose `block_below` exceeds `give_up_at`.
+    pub fn with_policy(
+        layout: Layout,
+        worker_id: u32,
+        clock: Arc<dyn Clock>,
+        drift: DriftPolicy,
+    ) -> Result<Self> {
+        layout.validate(std::time::UNIX_EPOCH + clock.now().wall)?;
+        if worker_id > layout.max_worker_id() {
+            return Err(Error::invalid_config(format!(
+                "worker ID {worker_id} does not fit the layout's {} worker bits",
+                layout.worker_bits()
+            )));
+        }
+        if drift.block_below > drift.give_up_at {
+            return Err(Error::invalid_config(format!(
+                "drift policy: block_below {:?} exceeds give_up_at {:?}",
+                drift.block_below, drift.give_up_at
+            )));
+        }
+        Ok(Generator {
+            layout,
+            worker_id,
+            clock,
+            drift,
+            last: AtomicU64::new(0),
+            window_end: AtomicU64::new(layout.max_timestamp()),
+            deadline_ns: AtomicU64::new(u64::MAX),
+            opened_until_ns: AtomicU64::new(u64::MAX),
+            leave: None,
+            left: AtomicBool::new(false),
+            epoch_ms: millis(layout.epoch()),
+            unit_ms: millis(layout.unit()),
+        })
+    }
+
+    /// A generator with the system clock (for tests and benchmarks of others).
+    ///
+    /// # Errors
+    /// As [`Generator::new`].
+    pub fn with_system_clock(layout: Layout, worker_id: u32) -> Result<Self> {
+        Self::new(layout, worker_id, Arc::new(SystemClock::new()))
+    }
+
+    pub(crate) fn closed(mut self, leave: Arc<Notify>) -> Self {
+        self.deadline_ns = AtomicU64::new(0);
+        self.opened_until_ns = AtomicU64::new(0);
+        self.leave = Some(leave);
+        self
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The worker ID in every ID.
+    pub fn worker_id(&self) -> u32 {
+        self.worker_id
+    }
+
+    /// The next ID (libx.net/workerid's `Next`). Blocks the calling thread for at most
+    /// one time unit when the sequence is exhausted, and for at most
+    /// `block_below` when the clock went back a little.
+    ///
+    /// # Errors
+    /// [`Error::NotReady`] when closed, past the lease deadline, or past the
+    /// reserved window; [`Error::ClockDriftTryLater`] and
+    /// [`Error::ClockDriftTooLarge`] per the [`DriftPolicy`].
+    pub fn next_id(&self) -> Result<u64> {
+        let (ts, seq, _) = self.claim(1)?;
+        Ok(self.layout.compose(ts, self.worker_id, seq))
+    }
+
+    /// Claims up to `want` (at least 1) consecutive sequence numbers of one
+    /// timestamp in one compare-and-swap: `(timestamp, first sequence,
+    /// count)`, with every check of [`next_id`](Generator::next_id).
+    #[inline]
+    pub(crate) fn claim(&self, want: u64) -> Result<(u64, u64, u64)> {
+        let seq_bits = u32::from(self.layout.sequence_bits());
+        let max_seq = self.layout.max_sequence();
+        // The coarse clock first (a few ns); the precise one where being up
+        // to `behind` late could matter: near the deadline, when the
+        // sequence of the last ID's unit is exhausted, and when even
+        // `behind` later would still be before the last ID's unit (a clock
+        // that went back).
+        let mut precise = false;
+        loop {
+            let now = if precise {
+                CoarseNanos::exact(self.clock.now())
+            } else {
+                self.clock.now_coarse_nanos()
+            };
+            if now.mono.saturating_add(now.behind) >= self.deadline_ns.load(Ordering::Acquire) {
+                if now.behind != 0 {
+                    precise = true;
+                    continue;
+                }
+                return Err(Error::NotReady {
+                    reason: "no live lease (starting, stopped, lost, or past its deadline)".into(),
+                });
+            }
+            if now.wall / 1_000_000 < self.epoch_ms {
+                return Err(self.too_large(self.layout.epoch() - Duration::from_nanos(now.wall)));
+            }
+            let now_ts = self.unit_at(now.wall);
+            let current = self.last.load(Ordering::Acquire);
+            let (last_ts, seq) = (current >> seq_bits, current & max_seq);
+            let (ts, next_seq) = if now_ts > last_ts {
+                (now_ts, 0)
+            } else if seq < max_seq
+                && (now_ts == last_ts
+                    || last_ts <= self.unit_at(now.wall.saturating_add(now.behind)))
+            {
+                // The last ID's unit, when the clock is surely in it or past
+                // it. A coarse reading a few ms behind the precise one that
+                // set `last` lands here too: sending it to the precise clock
+                // would keep a busy generator on two clock reads per ID
+                // (every precise ID moves `last` ahead of the coarse clock).
+                (last_ts, seq + 1)
+            } else if now.behind != 0 {
+                precise = true;
+                continue;
+            } else if now_ts == last_ts {
+                // Sequence exhausted: wait for the next unit, never wrap.
+                let next = self.layout.time_of(last_ts + 1);
+                self.clock.sleep(
+                    next.saturating_sub(Duration::from_nanos(now.wall))
+                        .max(Duration::from_micros(1)),
+                );
+                continue;
+            } else {
+                let drift = self
+                    .layout
+                    .time_of(last_ts)
+                    .saturating_sub(Duration::from_nanos(now.wall));
+                if drift >= self.drift.give_up_at {
+                    return Err(self.too_large(drift));
+                }
+                if drift >= self.drift.block_below {
+                    return Err(Error::ClockDriftTryLater { drift });
+                }
+                self.clock.sleep(drift);
+                continue;
+            };
+            if ts > self.window_end.load(Ordering::Acquire) {
+                return Err(Error::NotReady {
+                    reason: "the time window reserved in the store ran out (renewals are late)"
+                        .into(),
+                });
+            }
+            let count = want.clamp(1, max_seq - next_seq + 1);
+            let next = (ts << seq_bits) | (next_seq + count - 1);
+            if self
+                .last
+                .compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Ok((ts, next_seq, count));
+            }
+        }
+    }
+
+    /// A coarse reading, when the lease is surely live by it (the fast path
+    /// of a [`LocalGenerator`](super::LocalGenerator); `None` sends it to
+    /// [`claim`](Generator::claim), which looks closer).
+    #[inline]
+    pub(crate) fn coarse_if_live(&self) -> Option<CoarseNanos> {
+        let now = self.clock.now_coarse_nanos();
+        (now.mono.saturating_add(now.behind) < self.deadline_ns.load(Ordering::Acquire))
+            .then_some(now)
+    }
+
+    /// The time unit of a wall time in nanoseconds (0 before the epoch).
+    #[inline]
+    pub(crate) fn unit_at(&self, wall_ns: u64) -> u64 {
+        let ms = (wall_ns / 1_000_000).saturating_sub(self.epoch_ms);
+        if self.unit_ms == 1 {
+            ms
+        } else {
+            ms / self.unit_ms
+        }
+    }
+
+    fn too_large(&self, drift: Duration) -> Error {
+        if let Some(leave) = &self.leave {
+            if !self.left.swap(true, Ordering::AcqRel) {
+                leave.notify_one();
+            }
+        }
+        Error::ClockDriftTooLarge { drift }
+    }
+
+    /// The timestamp (in layout units) of the last ID (libx.net/workerid's `LastUsedTimestamp`).
+    pub fn last_used_timestamp(&self) -> u64 {
+        self.last.load(Ordering::Acquire) >> self.layout.sequence_bits()
+    }
+
+    /// Raises the last used timestamp to `ts` (libx.net/workerid's
+    /// `SetLastUsedTimestamp`): every later ID of [`next_id`](Self::next_id)
+    /// and of every batch a [`LocalGenerator`](super::LocalGenerator) claims
+    /// later has a larger timestamp (a batch claimed before may still be
+    /// issued; call it before handing the generator out). Never lowers it.
+    pub fn set_last_used_timestamp(&self, ts: u64) {
+        let floor = (ts << self.layout.sequence_bits()) | self.layout.max_sequence();
+        self.last.fetch_max(floor, Ordering::AcqRel);
+    }
+
+    /// The largest timestamp (in layout units) this generator may use: the
+    /// upper end of the time window its worker reserved in the store as the
+    /// lease's watermark (the layout's maximum for a generator made with
+    /// [`Generator::new`]). Lowered when a renewal reserves a lower window
+    /// (the wall clock went back).
+    pub fn window_end(&self) -> u64 {
+        self.window_end.load(Ordering::Acquire)
+    }
+
+    /// The lease deadline the generator was last opened until, on its
+    /// clock's monotonic time ([`Reading::mono`](super::Reading::mono)): no
+    /// ID is issued at or after it. It stays readable after the generator
+    /// closes (stop, lost lease), so an observer can compare the instants of
+    /// issued IDs with it. `None` for a generator made with
+    /// [`Generator::new`] (no lease, no deadline); zero for a worker's
+    /// generator that was never opened.
+    pub fn lease_deadline(&self) -> Option<Duration> {
+        match self.opened_until_ns.load(Ordering::Acquire) {
+            u64::MAX => None,
+            ns => Some(Duration::from_nanos(ns)),
+        }
+    }
+
+    /// Lets the generator issue IDs until the clock's monotonic time reaches
+    /// `deadline` and with timestamps up to `window_end` (inclusive).
+    pub(crate) fn open_until(&self, deadline: Duration, window_end: u64) {
+        self.window_end.store(window_end, Ordering::Release);
+        let deadline = u64::try_from(deadline.as_nanos())
+            .unwrap_or(u64::MAX)
+            .clamp(1, u64::MAX - 1);
+        self.opened_until_ns.store(deadline, Ordering::Release);
+        self.deadline_ns.store(deadline, Ordering::Release);
+    }
+
+    /// Stops issuing IDs, at once.
+    pub(crate) fn close(&self) {
+        self.deadline_ns.store(0, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snowflake::clock::LaggingClock;
+    use crate::snowflake::FakeClock;
+
+    const T0: Duration = Duration::from_secs(1_800_000_000);
+
+    fn generator(clock: &Arc<FakeClock>) -> Generator {
+        Generator::new(Layout::classic(), 5, clock.clone()).unwrap()
+    }
+
+    #[test]
+    fn ids_rise_and_carry_the_worker_id() {
+        let clock = Arc::new(FakeClock::at(T0));
+        let g = generator(&clock);
+        let mut last = 0;
+        for _ in 0..10 {
+            let id = g.next_id().unwrap();
+            assert!(id > last);
+            last = id;
+            clock.advance(Duration::from_micros(300));
+        }
+        let parts = Layout::classic().decompose(last);
+        assert_eq!(parts.worker_id, 5);
+        assert_eq!(
+            parts.time,
+            std::time::UNIX_EPOCH + T0 + Duration::from_millis(2)
+        );
+    }
+
+    #[test]
+    fn an_exhausted_sequence_waits_for_the_next_unit_and_never_wraps() {
+        let clock = Arc::new(FakeClock::at(T0));
+        let g = generator(&clock);
+        let first = Layout::classic().decompose(g.next_id().unwrap());
+        for _ in 0..4095 {
+            g.next_id().unwrap();
+        }
+        assert_eq!(
+            clock.now().mono,
+            Duration::ZERO,
+            "4096 IDs fit one millisecond"
+        );
+        let next = Layout::classic().decompose(g.next_id().unwrap());
+        assert_eq!((next.timestamp, next.sequence), (first.timestamp + 1, 0));
+        assert_eq!(
+            clock.now().mono,
+            Duration::from_millis(1),
+            "it waited for the next millisecond"
+        );
+    }
+
+    #[test]
+    fn drift_buckets_block_try_later_and_give_up() {
+        let clock = Arc::new(FakeClock::at(T0));
+        let g = generator(&clock);
+        let before = g.next_id().unwrap();
+        // Small: blocks until caught up, then succeeds above the last ID.
+        clock.step_wall(-500);
+        let waited_from = clock.now().mono;
+        let after = g.next_id().unwrap();
+        assert!(after > before);
+        assert!(clock.now().mono - waited_from >= Duration::from_millis(500));
+        // Medium: at once, without waiting.
+        clock.step_wall(-3_000);
+        let at = clock.now().mono;
+        assert!(
+            matches!(g.next_id(), Err(Error::ClockDriftTryLater { drift }) if drift >= Duration::from_secs(3))
+        );
+        assert_eq!(clock.now().mono, at);
+        // Large: beyond recovery.
+        clock.step_wall(-30_000);
+        assert!(matches!(g.next_id(), Err(Error::ClockDriftTooLarge { .. })));
+        // Once the clock is right again, IDs resume above the old ones.
+        clock.step_wall(33_000);
+        assert!(g.next_id().unwrap() > after);
+    }
+
+    #[test]
+    fn the_last_used_timestamp_only_rises() {
+        let clock = Arc::new(FakeClock::at(T0));
+        let g = generator(&clock);
+        let id = g.next_id().unwrap();
+        let ts = Layout::classic().decompose(id).timestamp;
+        assert_eq!(g.last_used_timestamp(), ts);
+        g.set_last_used_timestamp(ts + 100);
+        g.set_last_used_timestamp(ts + 50);
+        assert_eq!(g.last_used_timestamp(), ts + 100);
+        clock.advance(Duration::from_millis(100));
+        let next = Layout::classic().decompose(g.next_id().unwrap());
+        assert_eq!(next.timestamp, ts + 101, "strictly above the timestamp set");
+    }
+
+    #[test]
+    fn a_closed_generator_or_a_passed_deadline_or_window_issues_nothing() {
+        let clock = Arc::new(FakeClock::at(T0));
+        let g = generator(&clock);
+        assert_eq!(
+            g.lease_deadline(),
+            None,
+            "an open generator has no deadline"
+        );
+        g.close();
+        assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+        let ts = Layout::classic().timestamp_at(T0).unwrap();
+        g.open_until(Duration::from_secs(1), ts + 10);
+        assert_eq!(g.lease_deadline(), Some(Duration::from_secs(1)));
+        assert_eq!(g.window_end(), ts + 10);
+        g.next_id().unwrap();
+        clock.advance(Duration::from_millis(20));
+        assert!(
+            matches!(g.next_id(), Err(Error::NotReady { reason }) if reason.contains("window"))
+        );
+        g.open_until(Duration::from_secs(1), ts + 10_000);
+        g.next_id().unwrap();
+        clock.advance(Duration::from_secs(1));
+        assert!(
+            matches!(g.next_id(), Err(Error::NotReady { reason }) if reason.contains("deadline"))
+        );
+        g.close();
+        assert_eq!(
+            g.lease_deadline(),
+            Some(Duration::from_secs(1)),
+            "the last deadline stays readable once closed"
+        );
+    }
+
+    #[test]
+    fn a_coarse_clock_behind_the_last_id_does_not_force_precise_reads() {
+        let clock = Arc::new(LaggingClock::at(T0));
+        let g = Generator::new(Layout::classic(), 5, clock.clone()).unwrap();
+        let first = Layout::classic().decompose(g.next_id().unwrap());
+        // The coarse clock now reads 3 ms behind, 2 ms before the last ID.
+        clock.lag_ms.store(3, Ordering::SeqCst);
+        clock.inner.advance(Duration::from_millis(1));
+        let reads = clock.precise_reads.load(Ordering::SeqCst);
+        let mut last = 0;
+        for _ in 0..1000 {
+            let id = g.next_id().unwrap();
+            assert!(id > last);
+            last = id;
+        }
+        assert_eq!(
+            clock.precise_reads.load(Ordering::SeqCst),
+            reads,
+            "IDs in the last ID's unit need no precise reading"
+        );
+        let parts = Layout::classic().decompose(last);
+        assert_eq!((parts.timestamp, parts.sequence), (first.timestamp, 1000));
+        // Beyond what the lag can explain, it is a clock that went back:
+        // the precise clock decides (here it is fine, 1 ms later).
+        clock.lag_ms.store(10, Ordering::SeqCst);
+        let next = Layout::classic().decompose(g.next_id().unwrap());
+        assert!(clock.precise_reads.load(Ordering::SeqCst) > reads);
+        assert_eq!((next.timestamp, next.sequence), (first.timestamp + 1, 0));
+    }
+
+    #[test]
+    fn worker_ids_must_fit_the_layout() {
+        let clock: Arc<dyn Clock> = Arc::new(FakeClock::at(T0));
+        assert!(Generator::new(Layout::classic(), 1024, clock.clone()).is_err());
+        assert!(Generator::new(Layout::classic(), 1023, clock).is_ok());
+    }
+}

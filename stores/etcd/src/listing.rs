@@ -1,0 +1,201 @@
+//! The operator's methods: list a namespace (one transaction of range reads,
+//! at one revision) and force a release (one guarded transaction).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+use etcd_client::{Compare, CompareOp, DeleteOptions, GetOptions, Txn, TxnOp, TxnOpResponse};
+use workerid_lease::{LeaseInfo, LeaseState, Listing, Namespace, NamespaceInfo, Result, WorkerId};
+
+use crate::keys::{number, Keys, Ownership};
+use crate::{nonsense, EtcdStore};
+
+/// The kinds of keys a listing reads, in the order of the transaction.
+const KINDS: [&str; 4] = ["owner", "holder", "mark", "ownership"];
+
+impl EtcdStore {
+    /// Every namespace, from one range read of every namespace's keys: the
+    /// pool size from `config`, and as live the IDs whose `owner/` key (on
+    /// an etcd lease, deleted when it expires) holds the token of their last
+    /// grant (`holder/`).
+    pub(crate) async fn namespaces(&self) -> Result<Vec<NamespaceInfo>> {
+        let start = format!("{}/ns/", self.inner.prefix);
+        let answer = self
+            .inner
+            .cluster
+            .call("list_namespaces", |mut client| {
+                let start = start.clone();
+                async move {
+                    client
+                        .get(start, Some(GetOptions::new().with_prefix()))
+                        .await
+                }
+            })
+            .await?
+            .value;
+        let bad = || nonsense("list_namespaces", &answer);
+        // Per namespace: its pool size, and per ID the owner's and the last
+        // holder's token.
+        type Tokens<'a> = HashMap<&'a str, (Option<&'a [u8]>, Option<&'a [u8]>)>;
+        let mut found: BTreeMap<&str, (Option<u32>, Tokens<'_>)> = BTreeMap::new();
+        for kv in answer.kvs() {
+            let Some(rest) = std::str::from_utf8(kv.key())
+                .ok()
+                .and_then(|key| key.strip_prefix(&start))
+            else {
+                continue;
+            };
+            let Some((name, what)) = rest.split_once('/') else {
+                continue;
+            };
+            let (max, tokens) = found.entry(name).or_default();
+            match what.split_once('/') {
+                None if what == "config" => *max = Some(number(kv.value()).ok_or_else(bad)?),
+                Some(("owner", id)) => tokens.entry(id).or_default().0 = Some(kv.value()),
+                Some(("holder", id)) => tokens.entry(id).or_default().1 = Some(kv.value()),
+                _ => {}
+            }
+        }
+        let mut all = Vec::with_capacity(found.len());
+        for (name, (max, tokens)) in found {
+            let (Some(max_worker_id), Ok(namespace)) = (max, Namespace::new(name)) else {
+                continue;
+            };
+            let live = tokens
+                .values()
+                .filter(|(owner, holder)| owner.is_some() && owner == holder)
+                .count();
+            all.push(NamespaceInfo {
+                namespace,
+                max_worker_id,
+                live: u32::try_from(live).unwrap_or(u32::MAX),
+            });
+        }
+        Ok(all)
+    }
+
+    pub(crate) async fn list_namespace(&self, namespace: &Namespace) -> Result<Listing> {
+        let keys = Keys::new(&self.inner.prefix, namespace);
+        let mut reads = vec![TxnOp::get(keys.config(), None)];
+        reads.extend(
+            KINDS
+                .iter()
+                .map(|kind| TxnOp::get(keys.all(kind), Some(GetOptions::new().with_prefix()))),
+        );
+        let answer = self.txn("list", Txn::new().and_then(reads)).await?.value;
+        let responses = answer.op_responses();
+        let bad = || nonsense("list", &answer);
+        let mut ranges = Vec::with_capacity(5);
+        for response in &responses {
+            match response {
+                TxnOpResponse::Get(get) => ranges.push(get.kvs()),
+                _ => return Err(bad()),
+            }
+        }
+        let [config, owners, holders, marks, ownership] = ranges.as_slice() else {
+            return Err(bad());
+        };
+        let Some(config) = config.first() else {
+            return Ok(Listing::unknown());
+        };
+        let max_worker_id: u32 = number(config.value()).ok_or_else(bad)?;
+        let by_id = |kind: &str, kvs: &[etcd_client::KeyValue]| {
+            kvs.iter()
+                .filter_map(|kv| Some((keys.id_of(kind, kv.key())?, kv.clone())))
+                .collect::<HashMap<u32, etcd_client::KeyValue>>()
+        };
+        let owners = by_id("owner", owners);
+        let marks = by_id("mark", marks);
+        // A release deletes `ownership/<id>`: the IDs not released are
+        // those whose record is there and says otherwise.
+        let not_released: HashSet<u32> = by_id("ownership", ownership)
+            .into_iter()
+            .filter(|(_, kv)| !Ownership::released(Some(kv.value())))
+            .map(|(id, _)| id)
+            .collect();
+        let holders: BTreeMap<u32, etcd_client::KeyValue> =
+            by_id("holder", holders).into_iter().collect();
+
+        let mut leases = Vec::with_capacity(holders.len());
+        for (id, holder) in holders {
+            let live = owners
+                .get(&id)
+                .filter(|owner| owner.value() == holder.value());
+            let state = match live {
+                Some(owner) => match self.time_left(owner.lease()).await? {
+                    Some(remaining) => LeaseState::Live { remaining },
+                    None => LeaseState::Expired,
+                },
+                None if not_released.contains(&id) => LeaseState::Expired,
+                None => LeaseState::Free,
+            };
+            let watermark = match marks.get(&id) {
+                Some(kv) => number(kv.value()).ok_or_else(bad)?,
+                None => 0,
+            };
+            leases.push(LeaseInfo {
+                id: WorkerId::from(id),
+                state,
+                fence: u64::try_from(holder.mod_revision()).map_err(|_| bad())?,
+                watermark,
+            });
+        }
+        Ok(Listing {
+            max_worker_id: Some(max_worker_id),
+            leases,
+        })
+    }
+
+    /// The time an etcd lease has left (whole seconds, as etcd counts), or
+    /// None once it has run out.
+    async fn time_left(&self, lease: i64) -> Result<Option<Duration>> {
+        let answer = self
+            .inner
+            .cluster
+            .call("lease time to live", |mut c| async move {
+                c.lease_time_to_live(lease, None).await
+            })
+            .await?
+            .value;
+        Ok(u64::try_from(answer.ttl())
+            .ok()
+            .filter(|secs| *secs > 0)
+            .map(Duration::from_secs))
+    }
+
+    pub(crate) async fn force_release_id(
+        &self,
+        namespace: &Namespace,
+        id: WorkerId,
+    ) -> Result<bool> {
+        let keys = Keys::new(&self.inner.prefix, namespace);
+        let n = id.get();
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                keys.owner(n),
+                CompareOp::Greater,
+                0,
+            )])
+            .and_then([
+                TxnOp::delete(keys.owner(n), Some(DeleteOptions::new().with_prev_key())),
+                TxnOp::put(keys.ownership(n), Ownership::Forced.encode(), None),
+            ])
+            .or_else([TxnOp::get(keys.ownership(n), None)]);
+        let answer = self.txn("force release", txn).await?;
+        let (retried, answer) = (answer.retried, answer.value);
+        let responses = answer.op_responses();
+        if answer.succeeded() {
+            if let Some(TxnOpResponse::Delete(deleted)) = responses.first() {
+                if let Some(lease) = deleted.prev_kvs().first().map(|kv| kv.lease()) {
+                    // Its token key goes with the holder's etcd lease.
+                    self.revoke_later(lease);
+                }
+            }
+            return Ok(true);
+        }
+        // Sent again after a lost answer: the first attempt's marker.
+        Ok(retried
+            && matches!(responses.first(), Some(TxnOpResponse::Get(get))
+                if get.kvs().first().is_some_and(|kv| Ownership::parse(kv.value()) == Some(Ownership::Forced))))
+    }
+}

@@ -1,0 +1,253 @@
+//! The segment scenarios on the memory store, and the allocator's own
+//! behaviour: double buffering, outages, gapless sequences.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use workerid_conformance::SegmentFactory;
+use workerid_lease::segment::{
+    GaplessSequence, Range, SegmentAllocator, SegmentOptions, SegmentStore, Tag, TagInfo,
+};
+use workerid_lease::{Error, Result};
+use workerid_memory::MemoryStore;
+
+struct Shared(MemoryStore);
+
+#[async_trait]
+impl SegmentFactory for Shared {
+    async fn connect(&self) -> Arc<dyn SegmentStore> {
+        Arc::new(self.0.clone())
+    }
+}
+
+workerid_conformance::segment_store_tests!(Shared(MemoryStore::new()));
+
+#[test]
+fn the_macro_runs_every_segment_scenario() {
+    let all: Vec<&str> = workerid_conformance::segments::SEGMENT_SCENARIOS
+        .iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(segment_conformance::SCENARIO_NAMES, all.as_slice());
+}
+
+/// A memory store that can go down.
+#[derive(Debug)]
+struct Outage {
+    inner: MemoryStore,
+    down: AtomicBool,
+}
+
+impl Outage {
+    fn check(&self) -> Result<()> {
+        if self.down.load(Ordering::SeqCst) {
+            Err(Error::unavailable("outage", "down"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[async_trait]
+impl SegmentStore for Outage {
+    fn segment_capabilities(&self) -> workerid_lease::segment::SegmentCapabilities {
+        workerid_lease::segment::SegmentCapabilities {
+            durable: false,
+            ..Default::default()
+        }
+    }
+    async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
+        self.check()?;
+        self.inner.create_tag(tag, first_id, step).await
+    }
+    async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
+        self.check()?;
+        self.inner.reserve(tag, step).await
+    }
+    async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
+        self.check()?;
+        self.inner.give_back(tag, reserved, new_max).await
+    }
+    async fn list_tags(&self) -> Result<Vec<TagInfo>> {
+        self.check()?;
+        self.inner.list_tags().await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn buffers_keep_serving_through_an_outage_then_say_unavailable() {
+    let store = Arc::new(Outage {
+        inner: MemoryStore::new(),
+        down: AtomicBool::new(false),
+    });
+    let options = SegmentOptions {
+        min_step: 100,
+        max_step: 100,
+        ..SegmentOptions::default()
+    };
+    let ids = SegmentAllocator::new(store.clone(), options);
+    ids.create_tag("t", 1, 100).await.unwrap();
+    let tag = ids.tag("t").unwrap();
+    for _ in 0..20 {
+        tag.next_id().await.unwrap(); // past 10 %: the next segment loads in the background
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while tag.left() < 180 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the next segment was never prefetched"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    store.down.store(true, Ordering::SeqCst);
+    let mut served = 0;
+    loop {
+        match tag.next_id().await {
+            Ok(_) => served += 1,
+            Err(Error::Unavailable { .. }) => break,
+            Err(e) => panic!("unexpected: {e}"),
+        }
+    }
+    assert_eq!(served, 180, "both buffers are served during the outage");
+    assert_eq!(
+        tag.stalls(),
+        1,
+        "only the first call waited: the switch to the prefetched segment did not, and a wait that failed is not counted"
+    );
+    store.down.store(false, Ordering::SeqCst);
+    assert_eq!(
+        tag.next_id().await.unwrap(),
+        201,
+        "allocation resumes; the prefetch that failed in the outage burnt no ID"
+    );
+    assert_eq!(tag.stalls(), 2, "that call waited for the store");
+    assert_eq!(ids.stalls(), 2);
+}
+
+#[tokio::test]
+async fn unknown_tags_asked_by_name_leave_nothing_in_memory() {
+    let ids = SegmentAllocator::new(MemoryStore::new(), SegmentOptions::default());
+    ids.create_tag("known", 1, 10).await.unwrap();
+    ids.next_id("known").await.unwrap();
+    for i in 0..100 {
+        let name = format!("made-up-{i}");
+        assert!(matches!(
+            ids.next_id(&name).await,
+            Err(Error::UnknownTag { .. })
+        ));
+        assert!(ids.existing(&name).unwrap().is_none());
+    }
+    assert_eq!(
+        ids.tags_in_memory()
+            .iter()
+            .map(|t| t.as_str())
+            .collect::<Vec<_>>(),
+        ["known"]
+    );
+    assert_eq!(
+        ids.stalls(),
+        1,
+        "waits that ended in UnknownTag are not stalls"
+    );
+    // A handle somebody holds is never dropped from under them: it still
+    // shuts down with the allocator.
+    let held = ids.tag("held").unwrap();
+    assert!(ids.next_id("held").await.is_err());
+    assert!(ids.existing("held").unwrap().is_some());
+    ids.create_tag("held", 1, 10).await.unwrap();
+    assert_eq!(held.next_id().await.unwrap(), 1);
+    assert_eq!(ids.next_id("held").await.unwrap(), 2, "one handle, shared");
+    // A tag created after it was asked for works from then on.
+    assert!(ids.next_id("late").await.is_err());
+    ids.create_tag("late", 5, 10).await.unwrap();
+    assert_eq!(ids.next_id("late").await.unwrap(), 5);
+    assert!(ids.existing("late").unwrap().is_some());
+    ids.shutdown().await;
+    assert!(matches!(held.next_id().await, Err(Error::NotReady { .. })));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_step_doubles_when_segments_go_fast() {
+    let store = MemoryStore::new();
+    let options = SegmentOptions {
+        min_step: 10,
+        max_step: 80,
+        ..SegmentOptions::default()
+    };
+    let ids = SegmentAllocator::new(store.clone(), options);
+    ids.create_tag("fast", 1, 10).await.unwrap();
+    for _ in 0..500 {
+        ids.next_id("fast").await.unwrap();
+    }
+    let info = store
+        .list_tags()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|t| t.tag.as_str() == "fast")
+        .unwrap();
+    let reserved = info.max_id;
+    // 10, then 20, 40, 80, 80, ...: far fewer reservations than with a fixed step of 10.
+    assert!(
+        (500..500 + 2 * 80).contains(&reserved),
+        "reserved up to {reserved}"
+    );
+}
+
+#[tokio::test]
+async fn gapless_sequences_are_consecutive() {
+    let store = MemoryStore::new();
+    store
+        .create_tag(&Tag::new("invoice").unwrap(), 1_000, 1)
+        .await
+        .unwrap();
+    let seq = GaplessSequence::new(store);
+    let got: Vec<u64> = futures_collect(&seq).await;
+    assert_eq!(got, (1_000..1_010).collect::<Vec<_>>());
+    assert!(matches!(
+        seq.next_id("nope").await,
+        Err(Error::UnknownTag { .. })
+    ));
+}
+
+async fn futures_collect(seq: &GaplessSequence) -> Vec<u64> {
+    let mut got = Vec::new();
+    for _ in 0..10 {
+        got.push(seq.next_id("invoice").await.unwrap());
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn batchers_on_many_tasks_never_share_an_id() {
+    let options = SegmentOptions {
+        min_step: 50,
+        max_step: 50,
+        ..SegmentOptions::default()
+    };
+    let ids = SegmentAllocator::new(MemoryStore::new(), options);
+    ids.create_tag("batched", 1, 50).await.unwrap();
+    let tag = ids.tag("batched").unwrap();
+    assert!(tag.local(0).is_err(), "a batch of 0 is refused");
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let mut local = tag.local(1 + i % 7).unwrap();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                for _ in 0..1_000 {
+                    got.push(local.next_id().await.unwrap());
+                }
+                got
+            })
+        })
+        .collect();
+    let mut all = std::collections::BTreeSet::new();
+    for task in tasks {
+        for id in task.await.unwrap() {
+            assert!(all.insert(id), "ID {id} handed out twice");
+        }
+    }
+    assert_eq!(all.len(), 8_000);
+}

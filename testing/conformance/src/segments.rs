@@ -1,0 +1,358 @@
+//! The segment-store contract as scenarios ([`SegmentStore`]): ranges never
+//! overlap and have no holes, under contention and across restarts.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use rand::Rng;
+use tokio::sync::Barrier;
+use workerid_lease::segment::{Range, SegmentAllocator, SegmentOptions, SegmentStore, Tag};
+use workerid_lease::Error;
+
+use crate::Outcome;
+
+/// Makes handles on the segment store under test (like [`StoreFactory`](crate::StoreFactory)).
+#[async_trait]
+pub trait SegmentFactory: Send + Sync {
+    /// A new handle on the store, with its own connection(s).
+    async fn connect(&self) -> Arc<dyn SegmentStore>;
+
+    /// Whether [`restart`](Self::restart) is supported.
+    fn supports_restart(&self) -> bool {
+        false
+    }
+
+    /// Restarts the store, keeping its data.
+    async fn restart(&self) {
+        panic!("this SegmentFactory does not support restart");
+    }
+}
+
+fn fresh_tag() -> Tag {
+    let suffix: u32 = rand::rng().random();
+    Tag::new(format!("conformance-{suffix:08x}")).expect("a valid tag")
+}
+
+fn ids(range: Range) -> impl Iterator<Item = u64> {
+    range.first..=range.last
+}
+
+/// Reservations hand out consecutive ranges from the first ID, with the
+/// default step or the one asked for.
+pub async fn consecutive_ranges_without_holes(f: &dyn SegmentFactory) -> Outcome {
+    let store = f.connect().await;
+    let tag = fresh_tag();
+    assert!(
+        store.create_tag(&tag, 1, 100).await.expect("create"),
+        "a new tag is created"
+    );
+    let a = store.reserve(&tag, None).await.expect("reserve");
+    assert_eq!(
+        (a.first, a.last),
+        (1, 100),
+        "the first range starts at the first ID, default step"
+    );
+    let b = store.reserve(&tag, Some(7)).await.expect("reserve");
+    assert_eq!(
+        (b.first, b.last),
+        (101, 107),
+        "the next range follows, with the step asked for"
+    );
+    assert_ne!(
+        a.version, b.version,
+        "every reservation changes the version"
+    );
+    let other = fresh_tag();
+    store.create_tag(&other, 5_000, 10).await.expect("create");
+    let c = store.reserve(&other, None).await.expect("reserve");
+    assert_eq!((c.first, c.last), (5_000, 5_009));
+    Outcome::Passed
+}
+
+/// Many tasks over several handles reserve at once: the ranges never overlap
+/// and together cover every ID from the first.
+pub async fn ranges_never_overlap_under_contention(f: &dyn SegmentFactory) -> Outcome {
+    const TASKS: usize = 24;
+    const EACH: usize = 10;
+    let tag = fresh_tag();
+    let mut handles = Vec::new();
+    for _ in 0..4 {
+        handles.push(f.connect().await);
+    }
+    handles[0].create_tag(&tag, 1, 10).await.expect("create");
+    let barrier = Arc::new(Barrier::new(TASKS));
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|i| {
+            let (store, tag, barrier) = (handles[i % 4].clone(), tag.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                let mut ranges = Vec::new();
+                for j in 0..EACH {
+                    ranges.push(
+                        store
+                            .reserve(&tag, Some(1 + ((i + j) % 5) as u64))
+                            .await
+                            .expect("reserve"),
+                    );
+                }
+                ranges
+            })
+        })
+        .collect();
+    let mut seen = BTreeSet::new();
+    for task in tasks {
+        for range in task.await.expect("a task panicked") {
+            for id in ids(range) {
+                assert!(seen.insert(id), "ID {id} was reserved twice");
+            }
+        }
+    }
+    let top = *seen.last().expect("IDs");
+    assert_eq!(
+        seen.len() as u64,
+        top,
+        "the ranges have holes: {} IDs up to {top}",
+        seen.len()
+    );
+    Outcome::Passed
+}
+
+/// An unknown tag is [`Error::UnknownTag`] for reserve and give-back; creating
+/// an existing tag changes nothing; tags are listed (a store that declares
+/// `list = false` answers `Unsupported` instead).
+pub async fn unknown_tags_and_listing(f: &dyn SegmentFactory) -> Outcome {
+    let store = f.connect().await;
+    let tag = fresh_tag();
+    let answer = store.reserve(&tag, None).await;
+    assert!(
+        matches!(answer, Err(Error::UnknownTag { .. })),
+        "reserve of an unknown tag: {answer:?}"
+    );
+    let never = Range {
+        first: 1,
+        last: 10,
+        version: 1,
+    };
+    let answer = store.give_back(&tag, never, 5).await;
+    assert!(
+        matches!(answer, Err(Error::UnknownTag { .. })),
+        "give-back of an unknown tag: {answer:?}"
+    );
+    assert!(store.create_tag(&tag, 1, 50).await.expect("create"));
+    store.reserve(&tag, None).await.expect("reserve");
+    assert!(
+        !store.create_tag(&tag, 1, 999).await.expect("create again"),
+        "an existing tag is not created again"
+    );
+    if !store.segment_capabilities().list {
+        let answer = store.list_tags().await;
+        assert!(
+            matches!(answer, Err(Error::Unsupported { .. })),
+            "a store that declares list = false answers Unsupported: {answer:?}"
+        );
+        return Outcome::Passed;
+    }
+    let listed = store.list_tags().await.expect("list");
+    let info = listed
+        .iter()
+        .find(|t| t.tag == tag)
+        .expect("the tag is listed");
+    assert_eq!(
+        (info.max_id, info.step),
+        (50, 50),
+        "creating it again changed nothing"
+    );
+    Outcome::Passed
+}
+
+/// Bad tags, steps and first IDs are refused before any I/O; nothing changes.
+pub async fn bad_input_is_refused(f: &dyn SegmentFactory) -> Outcome {
+    let allocator = SegmentAllocator::new(f.connect().await, SegmentOptions::default());
+    let invalid = |r: Result<bool, Error>| matches!(r, Err(Error::InvalidConfig { .. }));
+    for tag in ["", "has space", "x".repeat(33).as_str(), "a/b"] {
+        assert!(
+            invalid(allocator.create_tag(tag, 1, 10).await),
+            "tag {tag:?}"
+        );
+    }
+    let tag = fresh_tag();
+    for (first, step) in [(1, 0), (1, (1 << 40) + 1), (0, 10), (u64::MAX, 10)] {
+        assert!(
+            invalid(allocator.create_tag(tag.as_str(), first, step).await),
+            "first {first} step {step}"
+        );
+    }
+    let store = f.connect().await;
+    if store.segment_capabilities().list {
+        let listed = store.list_tags().await.expect("list");
+        assert!(
+            listed.iter().all(|t| t.tag != tag),
+            "a refused tag must not be created"
+        );
+    } else {
+        let answer = store.reserve(&tag, None).await;
+        assert!(
+            matches!(answer, Err(Error::UnknownTag { .. })),
+            "a refused tag must not be created: {answer:?}"
+        );
+    }
+    Outcome::Passed
+}
+
+/// A tail goes back only while nothing was reserved since.
+pub async fn give_back_only_when_untouched(f: &dyn SegmentFactory) -> Outcome {
+    let store = f.connect().await;
+    let tag = fresh_tag();
+    store.create_tag(&tag, 1, 100).await.expect("create");
+    let a = store.reserve(&tag, None).await.expect("reserve");
+    assert!(
+        store.give_back(&tag, a, 40).await.expect("give back"),
+        "nothing reserved since"
+    );
+    let b = store.reserve(&tag, None).await.expect("reserve");
+    assert_eq!(b.first, 41, "the tail given back is handed out again");
+    let c = store.reserve(&tag, None).await.expect("reserve");
+    assert!(
+        !store.give_back(&tag, b, 60).await.expect("give back"),
+        "a range was reserved since"
+    );
+    let d = store.reserve(&tag, None).await.expect("reserve");
+    assert_eq!(d.first, c.last + 1, "a refused give-back changes nothing");
+    assert!(
+        !store
+            .give_back(&tag, d, d.last + 1)
+            .await
+            .expect("give back"),
+        "a give-back never raises the max"
+    );
+    Outcome::Passed
+}
+
+/// A give-back sent again after the tag was reserved from and given back to
+/// the same `max_id` (ABA: a retry after a lost answer) is refused: stores
+/// compare the version of the reservation, not the value.
+pub async fn replayed_give_back_is_refused(f: &dyn SegmentFactory) -> Outcome {
+    let store = f.connect().await;
+    let tag = fresh_tag();
+    store.create_tag(&tag, 1, 10).await.expect("create");
+    let a = store.reserve(&tag, None).await.expect("reserve");
+    assert!(
+        store.give_back(&tag, a, 0).await.expect("give back"),
+        "nothing reserved since the first range"
+    );
+    let b = store.reserve(&tag, Some(20)).await.expect("reserve");
+    assert_eq!(
+        (b.first, b.last),
+        (1, 20),
+        "the range given back comes again"
+    );
+    assert!(
+        store.give_back(&tag, b, a.last).await.expect("give back"),
+        "nothing reserved since the second range"
+    );
+    assert!(
+        !store
+            .give_back(&tag, a, 0)
+            .await
+            .expect("replayed give back"),
+        "the first give-back, replayed, must be refused: IDs {}..={} were handed out since",
+        b.first,
+        a.last
+    );
+    let c = store.reserve(&tag, None).await.expect("reserve");
+    assert_eq!(
+        c.first,
+        a.last + 1,
+        "the refused replay changed nothing: no ID is handed out twice"
+    );
+    Outcome::Passed
+}
+
+/// The allocator hands out distinct rising IDs from many tasks, and a
+/// shutdown gives its unused tail back so the next allocator continues
+/// right after the last ID used.
+pub async fn allocator_hands_out_and_gives_back(f: &dyn SegmentFactory) -> Outcome {
+    let tag = fresh_tag();
+    let options = SegmentOptions {
+        min_step: 10,
+        max_step: 40,
+        ..SegmentOptions::default()
+    };
+    let first = Arc::new(SegmentAllocator::new(f.connect().await, options));
+    first.create_tag(tag.as_str(), 1, 10).await.expect("create");
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (allocator, tag) = (first.clone(), tag.clone());
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                for _ in 0..50 {
+                    got.push(allocator.next_id(tag.as_str()).await.expect("next_id"));
+                    tokio::task::yield_now().await;
+                }
+                got
+            })
+        })
+        .collect();
+    let mut all = BTreeSet::new();
+    for task in tasks {
+        for id in task.await.expect("a task panicked") {
+            assert!(all.insert(id), "ID {id} handed out twice");
+        }
+    }
+    first.shutdown().await;
+    let after = matches!(
+        first.next_id(tag.as_str()).await,
+        Err(Error::NotReady { .. })
+    );
+    assert!(after, "no IDs after shutdown");
+    let second = SegmentAllocator::new(f.connect().await, options);
+    let next = second.next_id(tag.as_str()).await.expect("next_id");
+    let top = *all.last().expect("IDs");
+    assert!(next > top, "an ID was handed out twice across allocators");
+    assert_eq!(
+        next,
+        top + 1,
+        "the unused tail was given back (no ID burnt)"
+    );
+    Outcome::Passed
+}
+
+/// A durable store hands out no range twice across a restart.
+pub async fn ranges_survive_a_restart(f: &dyn SegmentFactory) -> Outcome {
+    let store = f.connect().await;
+    if !store.segment_capabilities().durable {
+        return Outcome::Skipped("the store's segments are not durable".into());
+    }
+    if !f.supports_restart() {
+        return Outcome::Skipped("this factory cannot restart its store (it is shared)".into());
+    }
+    let tag = fresh_tag();
+    store.create_tag(&tag, 1, 100).await.expect("create");
+    let before = store.reserve(&tag, None).await.expect("reserve");
+    f.restart().await;
+    let after = f
+        .connect()
+        .await
+        .reserve(&tag, None)
+        .await
+        .expect("reserve after restart");
+    assert!(
+        after.first > before.last,
+        "a range was handed out again after a restart"
+    );
+    Outcome::Passed
+}
+
+registry!(
+    /// Every segment scenario, in run order.
+    SEGMENT_SCENARIOS: dyn SegmentFactory;
+    consecutive_ranges_without_holes,
+    ranges_never_overlap_under_contention,
+    unknown_tags_and_listing,
+    bad_input_is_refused,
+    give_back_only_when_untouched,
+    replayed_give_back_is_refused,
+    allocator_hands_out_and_gives_back,
+    ranges_survive_a_restart,
+);
