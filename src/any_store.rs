@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use workerid_lease::segment::{Range, SegmentStore, Tag, TagInfo};
 use workerid_lease::{
     Capabilities, Grant, LeaseStore, Listing, Namespace, NamespaceInfo, Result, Token, WorkerId,
 };
+use workerid_segment::{self as segment, Range, SegmentStore, Tag, TagInfo};
 
 use crate::StoreKind;
 
@@ -142,19 +142,19 @@ impl LeaseStore for AnyStore {
 
 #[async_trait]
 impl SegmentStore for AnyStore {
-    fn segment_capabilities(&self) -> workerid_lease::segment::SegmentCapabilities {
+    fn segment_capabilities(&self) -> workerid_segment::SegmentCapabilities {
         self.inner.segment_capabilities()
     }
-    async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
+    async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> segment::Result<bool> {
         self.inner.create_tag(tag, first_id, step).await
     }
-    async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
+    async fn reserve(&self, tag: &Tag, step: Option<u64>) -> segment::Result<Range> {
         self.inner.reserve(tag, step).await
     }
-    async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
+    async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> segment::Result<bool> {
         self.inner.give_back(tag, reserved, new_max).await
     }
-    async fn list_tags(&self) -> Result<Vec<TagInfo>> {
+    async fn list_tags(&self) -> segment::Result<Vec<TagInfo>> {
         self.inner.list_tags().await
     }
 }

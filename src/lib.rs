@@ -15,6 +15,9 @@
 //! | `postgres`, `mysql`, `sqlite` | [`sql`] | `postgres://`, `mysql://`, `mariadb://`, `sqlite://` |
 //! | `all` | every one | |
 //!
+//! `snowflake` and `segment` (both on by default) re-export those modules;
+//! every store keeps segment counters whichever features are on.
+//!
 //! `tls-rustls` (on by default) compiles TLS into the stores that are
 //! compiled in (rustls with the ring provider; no system library needed).
 //!
@@ -45,6 +48,14 @@ pub use kind::StoreKind;
 pub use open::{open, OpenOptions};
 pub use open_error::OpenError;
 pub use workerid_lease::*;
+
+/// Snowflake IDs on a leased worker ID ([`workerid_snowflake`]).
+#[cfg(feature = "snowflake")]
+pub use workerid_snowflake as snowflake;
+
+/// Segment IDs ([`workerid_segment`]).
+#[cfg(feature = "segment")]
+pub use workerid_segment as segment;
 
 /// The in-process store ([`workerid_memory`]).
 #[cfg(feature = "memory")]

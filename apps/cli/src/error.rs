@@ -1,6 +1,8 @@
 //! What can go wrong in the CLI, and the exit code of each: scripts can rely
 //! on them.
 
+use workerid::segment::Error as SegmentError;
+use workerid::snowflake::Error as SnowflakeError;
 use workerid::{Error, OpenError};
 
 /// Exit codes of the `workerid` binary.
@@ -77,9 +79,17 @@ pub enum CliError {
     #[error(transparent)]
     Open(OpenError),
 
-    /// An error of the lease or segment store (exit code by kind).
+    /// An error of the lease store (exit code by kind).
     #[error(transparent)]
     Store(#[from] Error),
+
+    /// An error of the segment store (exit code by kind).
+    #[error(transparent)]
+    Segment(#[from] SegmentError),
+
+    /// A bad snowflake layout (exit 2).
+    #[error(transparent)]
+    Snowflake(#[from] SnowflakeError),
 
     /// The output could not be written or encoded (exit 1).
     #[error("cannot write the output: {0}")]
@@ -110,8 +120,18 @@ impl CliError {
                 Error::InvalidConfig { .. }
                 | Error::InvalidWorkerId { .. }
                 | Error::InvalidToken { .. } => exit::USAGE,
-                Error::UnknownTag { .. } => exit::UNKNOWN,
                 Error::Unsupported { .. } => exit::UNSUPPORTED,
+                _ => exit::FAILED,
+            },
+            CliError::Segment(e) => match e {
+                SegmentError::Unavailable { .. } => exit::UNREACHABLE,
+                SegmentError::InvalidConfig { .. } => exit::USAGE,
+                SegmentError::UnknownTag { .. } => exit::UNKNOWN,
+                SegmentError::Unsupported { .. } => exit::UNSUPPORTED,
+                _ => exit::FAILED,
+            },
+            CliError::Snowflake(e) => match e {
+                SnowflakeError::InvalidConfig { .. } => exit::USAGE,
                 _ => exit::FAILED,
             },
         }

@@ -5,8 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use workerid::segment::{Range, SegmentStore, Tag, TagInfo};
-use workerid::{Error, Result};
+use workerid::segment::{Error, Range, Result, SegmentStore, Tag, TagInfo};
 
 use crate::supervisor::Snowflake;
 

@@ -11,8 +11,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
-use workerid::segment::SegmentAllocator;
-use workerid::Error;
+use workerid::segment::{self, SegmentAllocator};
+use workerid::snowflake;
 
 use crate::metrics::Metrics;
 use crate::supervisor::Snowflake;
@@ -30,15 +30,44 @@ pub struct App {
     pub auth_token: Option<String>,
 }
 
+/// What a request fails with: the segment allocator's or the snowflake
+/// worker's error.
+#[derive(Debug)]
+pub enum Failure {
+    Segment(segment::Error),
+    Snowflake(snowflake::Error),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Segment(e) => e.fmt(f),
+            Failure::Snowflake(e) => e.fmt(f),
+        }
+    }
+}
+
+impl From<segment::Error> for Failure {
+    fn from(e: segment::Error) -> Self {
+        Failure::Segment(e)
+    }
+}
+
+impl From<snowflake::Error> for Failure {
+    fn from(e: snowflake::Error) -> Self {
+        Failure::Snowflake(e)
+    }
+}
+
 impl App {
     /// The next ID of `tag`. A name the view does not know is answered
     /// without a store call and leaves no allocator state behind.
-    pub async fn next_segment_id(&self, tag: &str) -> Result<u64, Error> {
+    pub async fn next_segment_id(&self, tag: &str) -> Result<u64, segment::Error> {
         if !self.tags.known(tag) {
-            return Err(Error::UnknownTag { tag: tag.into() });
+            return Err(segment::Error::UnknownTag { tag: tag.into() });
         }
         let answer = self.segments.next_id(tag).await;
-        if let Err(Error::UnknownTag { .. }) = &answer {
+        if let Err(segment::Error::UnknownTag { .. }) = &answer {
             // Deleted from the store since the last refresh.
             self.tags.found_missing(tag);
         }
@@ -159,7 +188,7 @@ pub async fn alloc(app: &App, query: Option<&str>) -> (StatusCode, String) {
                     format!(r#"{{"errno":0,"msg":"success","id":{id}}}"#),
                 );
             }
-            Err(e) => failure(app, FAILED, public(&e).2),
+            Err(e) => failure(app, FAILED, public(&Failure::Segment(e)).2),
         },
     };
     match serde_json::to_string(&reply.0) {
@@ -193,59 +222,69 @@ async fn health(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Json<
     // Looked up, never made: a name must leave nothing behind.
     let left = match app.segments.existing(tag) {
         Ok(handle) => handle.map_or(0, |h| h.left()),
-        Err(e) => return failure(&app, FAILED, public(&e).2),
+        Err(e) => return failure(&app, FAILED, public(&Failure::Segment(e)).2),
     };
     Reply::ok(None, Some(left))
 }
 
 /// What a client is told of `e`: a status, a stable code and a stable
 /// message. Store details (addresses, driver messages) go to the log only.
-fn public(e: &Error) -> (StatusCode, &'static str, String) {
+fn public(e: &Failure) -> (StatusCode, &'static str, String) {
+    use segment::Error as Seg;
+    use snowflake::Error as Snow;
+    let unavailable = (
+        StatusCode::SERVICE_UNAVAILABLE,
+        "store_unavailable",
+        "store unavailable",
+    );
+    let not_ready = (
+        StatusCode::SERVICE_UNAVAILABLE,
+        "not_ready",
+        "not ready: no live lease",
+    );
     let (status, code, msg) = match e {
-        Error::UnknownTag { tag } => {
+        Failure::Segment(Seg::UnknownTag { tag }) => {
             return (
                 StatusCode::NOT_FOUND,
                 "unknown_tag",
                 format!("unknown tag {tag:?}"),
             )
         }
-        Error::InvalidConfig { .. } => (StatusCode::NOT_FOUND, "invalid_tag", "invalid tag name"),
-        Error::TagExhausted { .. } => (
+        Failure::Segment(Seg::InvalidConfig { .. }) => {
+            (StatusCode::NOT_FOUND, "invalid_tag", "invalid tag name")
+        }
+        Failure::Segment(Seg::TagExhausted { .. }) => (
             StatusCode::SERVICE_UNAVAILABLE,
             "tag_exhausted",
             "tag exhausted",
         ),
-        Error::NotReady { .. } => (
+        Failure::Segment(Seg::Stopped { .. }) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            "not_ready",
-            "not ready: no live lease",
+            "shutting_down",
+            "shutting down",
         ),
-        Error::ClockDriftTryLater { .. } | Error::ClockDriftTooLarge { .. } => (
+        Failure::Segment(Seg::Unavailable { .. }) => unavailable,
+        Failure::Snowflake(Snow::NotReady { .. }) => not_ready,
+        Failure::Snowflake(Snow::ClockDriftTryLater { .. } | Snow::ClockDriftTooLarge { .. }) => (
             StatusCode::SERVICE_UNAVAILABLE,
             "clock_drift",
             "the clock moved backwards: try later",
         ),
-        Error::Unavailable { .. } => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "store_unavailable",
-            "store unavailable",
-        ),
+        Failure::Snowflake(Snow::Lease(workerid::Error::Unavailable { .. })) => unavailable,
         _ => (
             StatusCode::SERVICE_UNAVAILABLE,
             "internal",
             "internal error",
         ),
     };
-    // A store or server fault is worth a warning; a client's bad tag and a
-    // lease gap (which /readyz and the metrics already show) would flood
-    // the log exactly during an incident.
+    // A client's bad tag and a lease gap (which /readyz and the metrics
+    // already show) would flood the log exactly during an incident; every
+    // other failure is worth a warning.
     match e {
-        Error::Unavailable { .. }
-        | Error::TagExhausted { .. }
-        | Error::ClockDriftTooLarge { .. } => {
-            tracing::warn!(code, "request failed: {e}")
-        }
-        Error::InvalidConfig { .. } | Error::NotReady { .. } | Error::ClockDriftTryLater { .. } => {
+        Failure::Segment(
+            Seg::InvalidConfig { .. } | Seg::UnknownTag { .. } | Seg::Stopped { .. },
+        )
+        | Failure::Snowflake(Snow::NotReady { .. } | Snow::ClockDriftTryLater { .. }) => {
             tracing::debug!(code, "request failed: {e}")
         }
         _ => tracing::warn!(code, "request failed: {e}"),
@@ -254,7 +293,7 @@ fn public(e: &Error) -> (StatusCode, &'static str, String) {
 }
 
 /// Leaf's error answer: the status and `code: message` as plain text.
-fn plain_error(app: &App, e: &Error) -> Response {
+fn plain_error(app: &App, e: &Failure) -> Response {
     app.metrics.request_errors.fetch_add(1, Ordering::Relaxed);
     let (status, code, msg) = public(e);
     (status, format!("{code}: {msg}")).into_response()
@@ -267,7 +306,7 @@ async fn leaf_segment(State(app): State<Arc<App>>, Path(key): Path<String>) -> R
             app.metrics.segment_ids.fetch_add(1, Ordering::Relaxed);
             id.to_string().into_response()
         }
-        Err(e) => plain_error(&app, &e),
+        Err(e) => plain_error(&app, &e.into()),
     }
 }
 
@@ -275,17 +314,17 @@ async fn leaf_segment(State(app): State<Arc<App>>, Path(key): Path<String>) -> R
 /// key is ignored, as in Leaf).
 async fn leaf_snowflake(State(app): State<Arc<App>>, Path(_key): Path<String>) -> Response {
     let Some(snowflake) = &app.snowflake else {
-        let e = Error::NotReady {
+        let e = snowflake::Error::NotReady {
             reason: "the snowflake worker is disabled".into(),
         };
-        return plain_error(&app, &e);
+        return plain_error(&app, &Failure::Snowflake(e));
     };
     match snowflake.next_id() {
         Ok(id) => {
             app.metrics.snowflake_ids.fetch_add(1, Ordering::Relaxed);
             id.to_string().into_response()
         }
-        Err(e) => plain_error(&app, &e),
+        Err(e) => plain_error(&app, &e.into()),
     }
 }
 

@@ -13,8 +13,9 @@ use arc_swap::ArcSwapOption;
 use rand::Rng;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use workerid::snowflake::{Error, Result};
 use workerid::snowflake::{Worker, WorkerOptions, WorkerState};
-use workerid::{Allocator, Error, Result};
+use workerid::Allocator;
 
 /// The first wait after a failed join; it doubles up to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(100);

@@ -14,8 +14,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use workerid::segment::SegmentStore;
-use workerid::Result;
+use workerid::segment::{Result, SegmentStore};
 
 /// The most names counted as found missing between two refreshes.
 const MAX_MISSING: usize = 1024;

@@ -14,8 +14,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 ///
 /// The first six variants are libx.net/workerid's error list (`ErrNoAvailableID`,
 /// `ErrInvalidWorkerID`, `ErrTokenMismatch`, `ErrTokenExpired`, `ErrNotAssigned`,
-/// `ErrInvalidToken`), then the snowflake worker's. Which are worth retrying:
-/// [`Error::is_retryable`].
+/// `ErrInvalidToken`). Which are worth retrying: [`Error::is_retryable`]. The
+/// snowflake and segment crates have errors of their own.
 ///
 /// Input errors ([`Error::InvalidWorkerId`], [`Error::InvalidToken`],
 /// [`Error::InvalidConfig`]) are raised before any I/O and change nothing.
@@ -90,47 +90,6 @@ pub enum Error {
         requested: u32,
     },
 
-    /// The snowflake worker does not issue IDs now: it is starting, stopped,
-    /// lost its lease, or its reserved time window ran out (libx.net/workerid's
-    /// `ErrNotReady`). Retrying on another worker can help.
-    #[error("worker not ready: {reason}")]
-    NotReady {
-        /// Why.
-        reason: String,
-    },
-
-    /// The wall clock went back by more than the worker blocks for, but not
-    /// so far that it gives up: try again later, preferably on another worker
-    /// (libx.net/workerid's `ErrClockDriftTryLater`).
-    #[error("clock drift of {drift:?}: try later")]
-    ClockDriftTryLater {
-        /// How far the clock is behind the last timestamp used.
-        drift: std::time::Duration,
-    },
-
-    /// The wall clock is so far behind the timestamps already used (or the
-    /// previous holder's watermark) that the worker gives up and leaves,
-    /// releasing its worker ID (libx.net/workerid's `ErrClockDriftTooLargeToRecover`).
-    #[error("clock drift of {drift:?} is too large to recover from")]
-    ClockDriftTooLarge {
-        /// How far the clock is behind.
-        drift: std::time::Duration,
-    },
-
-    /// No segment tag of that name exists.
-    #[error("unknown tag {tag:?}")]
-    UnknownTag {
-        /// The tag.
-        tag: String,
-    },
-
-    /// The tag's counter would pass the largest ID (2^63 - 1).
-    #[error("tag {tag:?} is exhausted: its next range would pass 2^63 - 1")]
-    TagExhausted {
-        /// The tag.
-        tag: String,
-    },
-
     /// The store does not implement this optional operation (see
     /// [`Capabilities`](crate::Capabilities)). Not retryable.
     #[error("the store does not support {operation}")]
@@ -178,13 +137,9 @@ impl Error {
         Error::unavailable(store, format!("no answer within {after:?}"))
     }
 
-    /// Whether retrying the same call can succeed: [`Error::Unavailable`],
-    /// [`Error::NotReady`] and [`Error::ClockDriftTryLater`].
+    /// Whether retrying the same call can succeed: only [`Error::Unavailable`].
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            Error::Unavailable { .. } | Error::NotReady { .. } | Error::ClockDriftTryLater { .. }
-        )
+        matches!(self, Error::Unavailable { .. })
     }
 
     /// Whether this error means the caller no longer holds the lease it

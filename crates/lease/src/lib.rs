@@ -15,10 +15,10 @@
 //!   namespace ([`LeaseStore::list`], optional, as is
 //!   [`LeaseStore::force_release`]).
 //!
-//! - [`snowflake`]: snowflake IDs on a leased worker ID ([`snowflake::Worker`]).
-//!
-//! The backends live in their own crates (`workerid-memory`, ...); the
-//! `workerid-conformance` crate checks that a store keeps the contract.
+//! Snowflake IDs on a leased worker ID are in `workerid-snowflake`, segment
+//! IDs in `workerid-segment`; the backends live in their own crates
+//! (`workerid-memory`, ...); the `workerid-conformance` crate checks that a
+//! store keeps the contract.
 #![deny(missing_docs)]
 
 mod allocator;
@@ -29,8 +29,6 @@ mod listing;
 mod namespace;
 mod options;
 mod redact;
-pub mod segment;
-pub mod snowflake;
 mod store;
 mod token;
 mod worker_id;

@@ -25,8 +25,8 @@
 //!
 //! Segment counters live under `<prefix>/seg/<tag>` as `<max_id> <step> <nonce>`.
 
-use workerid_lease::segment::Tag;
 use workerid_lease::{Error, Namespace, Result, Token, WorkerId};
+use workerid_segment::Tag;
 
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "workerid";

@@ -1,7 +1,7 @@
 //! # workerid-etcd
 //!
 //! [`EtcdStore`]: a [`LeaseStore`](workerid_lease::LeaseStore) and
-//! [`SegmentStore`](workerid_lease::segment::SegmentStore) on etcd (v3 API).
+//! [`SegmentStore`](workerid_segment::SegmentStore) on etcd (v3 API).
 //!
 //! - **Expiry rides on etcd leases**: each grant has its own etcd lease of the
 //!   requested ttl, and the key that says "ID 7 is held" is attached to it, so
@@ -200,9 +200,11 @@ impl EtcdStore {
     }
 }
 
-/// `Unavailable` for an answer etcd cannot have given to `what`.
-fn nonsense(what: &str, answer: &impl std::fmt::Debug) -> workerid_lease::Error {
+/// `Unavailable` for an answer etcd cannot have given to `what`, as a lease
+/// or a segment error.
+fn nonsense<E: From<workerid_lease::Error>>(what: &str, answer: &impl std::fmt::Debug) -> E {
     workerid_lease::Error::unavailable("etcd", format!("unexpected answer to {what}: {answer:?}"))
+        .into()
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

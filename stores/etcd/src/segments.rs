@@ -17,8 +17,8 @@
 use async_trait::async_trait;
 use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse, TxnResponse};
 use rand::Rng;
-use workerid_lease::segment::{Range, SegmentStore, Tag, TagInfo, MAX_SEGMENT_ID};
-use workerid_lease::{Error, Result};
+use workerid_segment::{Error, Result};
+use workerid_segment::{Range, SegmentStore, Tag, TagInfo, MAX_SEGMENT_ID};
 
 use crate::keys::{segment, segments};
 use crate::{lock, nonsense, EtcdStore};
@@ -119,8 +119,8 @@ impl EtcdStore {
 
 #[async_trait]
 impl SegmentStore for EtcdStore {
-    fn segment_capabilities(&self) -> workerid_lease::segment::SegmentCapabilities {
-        workerid_lease::segment::SegmentCapabilities {
+    fn segment_capabilities(&self) -> workerid_segment::SegmentCapabilities {
+        workerid_segment::SegmentCapabilities {
             durable: true,
             ..Default::default()
         }
@@ -232,9 +232,9 @@ impl SegmentStore for EtcdStore {
                 .key_str()
                 .ok()
                 .and_then(|k| k.strip_prefix(&prefix))
-                .ok_or_else(|| nonsense("list tags", kv))?;
-            let seen =
-                decode(kv.value(), kv.mod_revision()).ok_or_else(|| nonsense("list tags", kv))?;
+                .ok_or_else(|| nonsense::<Error>("list tags", kv))?;
+            let seen = decode(kv.value(), kv.mod_revision())
+                .ok_or_else(|| nonsense::<Error>("list tags", kv))?;
             tags.push(TagInfo {
                 tag: Tag::new(name)?,
                 max_id: seen.max,

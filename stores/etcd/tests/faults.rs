@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use workerid_conformance::{scenarios, segments, Outcome, SegmentFactory, StoreFactory};
 use workerid_etcd::EtcdStore;
-use workerid_lease::segment::{SegmentStore, Tag};
 use workerid_lease::{Allocator, Error, LeaseOptions, LeaseStore};
+use workerid_segment::{SegmentStore, Tag};
 use workerid_testkit::etcd::{EtcdCluster, EtcdServer};
 
 mod support;
@@ -471,7 +471,7 @@ async fn without_quorum_every_operation_is_unavailable_then_recovers() {
     );
     let reserve = store.reserve(&tag, None).await;
     assert!(
-        matches!(reserve, Err(Error::Unavailable { .. })),
+        matches!(reserve, Err(workerid_segment::Error::Unavailable { .. })),
         "reserve: {reserve:?}"
     );
     assert!(

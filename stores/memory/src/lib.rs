@@ -37,7 +37,7 @@ use workerid_lease::{
 pub use clock::{ManualClock, MonotonicClock, SystemClock};
 use pool::Pool;
 use segments::Counters;
-use workerid_lease::segment::{Range, SegmentStore, Tag, TagInfo};
+use workerid_segment::{Range, SegmentStore, Tag, TagInfo};
 
 /// An in-process lease store. Clones share the same leases.
 ///
@@ -207,26 +207,36 @@ impl MemoryStore {
 /// Segment counters in this process: not durable.
 #[async_trait]
 impl SegmentStore for MemoryStore {
-    fn segment_capabilities(&self) -> workerid_lease::segment::SegmentCapabilities {
-        workerid_lease::segment::SegmentCapabilities {
+    fn segment_capabilities(&self) -> workerid_segment::SegmentCapabilities {
+        workerid_segment::SegmentCapabilities {
             durable: false,
             ..Default::default()
         }
     }
 
-    async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
+    async fn create_tag(
+        &self,
+        tag: &Tag,
+        first_id: u64,
+        step: u64,
+    ) -> workerid_segment::Result<bool> {
         Ok(self.counters().create(tag, first_id, step))
     }
 
-    async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
+    async fn reserve(&self, tag: &Tag, step: Option<u64>) -> workerid_segment::Result<Range> {
         self.counters().reserve(tag, step)
     }
 
-    async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
+    async fn give_back(
+        &self,
+        tag: &Tag,
+        reserved: Range,
+        new_max: u64,
+    ) -> workerid_segment::Result<bool> {
         self.counters().give_back(tag, reserved, new_max)
     }
 
-    async fn list_tags(&self) -> Result<Vec<TagInfo>> {
+    async fn list_tags(&self) -> workerid_segment::Result<Vec<TagInfo>> {
         Ok(self.counters().list())
     }
 }

@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use workerid_lease::segment::{Range, Tag, TagInfo, MAX_SEGMENT_ID};
-use workerid_lease::{Error, Result};
+use workerid_segment::{Error, Result};
+use workerid_segment::{Range, Tag, TagInfo, MAX_SEGMENT_ID};
 
 /// One tag's counter.
 #[derive(Debug)]

@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use workerid_conformance::SegmentFactory;
-use workerid_lease::segment::{
-    GaplessSequence, Range, SegmentAllocator, SegmentOptions, SegmentStore, Tag, TagInfo,
-};
-use workerid_lease::{Error, Result};
+
 use workerid_memory::MemoryStore;
+use workerid_segment::{
+    Error, GaplessSequence, Range, Result, SegmentAllocator, SegmentOptions, SegmentStore, Tag,
+    TagInfo,
+};
 
 struct Shared(MemoryStore);
 
@@ -52,8 +53,8 @@ impl Outage {
 
 #[async_trait]
 impl SegmentStore for Outage {
-    fn segment_capabilities(&self) -> workerid_lease::segment::SegmentCapabilities {
-        workerid_lease::segment::SegmentCapabilities {
+    fn segment_capabilities(&self) -> workerid_segment::SegmentCapabilities {
+        workerid_segment::SegmentCapabilities {
             durable: false,
             ..Default::default()
         }
@@ -165,7 +166,7 @@ async fn unknown_tags_asked_by_name_leave_nothing_in_memory() {
     assert_eq!(ids.next_id("late").await.unwrap(), 5);
     assert!(ids.existing("late").unwrap().is_some());
     ids.shutdown().await;
-    assert!(matches!(held.next_id().await, Err(Error::NotReady { .. })));
+    assert!(matches!(held.next_id().await, Err(Error::Stopped { .. })));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

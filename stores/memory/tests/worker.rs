@@ -7,14 +7,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use workerid_lease::snowflake::{
-    Clock, FakeClock, Layout, SystemClock, Worker, WorkerOptions, WorkerState,
-};
 use workerid_lease::{
     Allocator, Capabilities, Error, Grant, LeaseOptions, LeaseStore, Namespace, Result, Token,
     WorkerId,
 };
 use workerid_memory::{ManualClock, MemoryStore};
+use workerid_snowflake::{
+    Clock, Error as SnowflakeError, FakeClock, Layout, SystemClock, Worker, WorkerOptions,
+    WorkerState,
+};
 
 const T0: Duration = Duration::from_secs(1_800_000_000);
 
@@ -49,7 +50,7 @@ async fn a_reused_worker_id_never_goes_back_in_time_even_with_a_clock_behind() {
     let before = ids(&first, &first_clock, 5_000);
     assert_eq!(first.stop().await, WorkerState::Stopped);
     assert!(
-        matches!(first.next_id(), Err(Error::NotReady { .. })),
+        matches!(first.next_id(), Err(SnowflakeError::NotReady { .. })),
         "no IDs after stop"
     );
 
@@ -113,7 +114,7 @@ async fn a_clock_far_behind_the_watermark_gives_up_and_releases() {
     )
     .await;
     assert!(
-        matches!(joined, Err(Error::ClockDriftTooLarge { .. })),
+        matches!(joined, Err(SnowflakeError::ClockDriftTooLarge { .. })),
         "{joined:?}"
     );
     // It released the worker ID it could not use.
@@ -143,7 +144,7 @@ async fn a_join_stopped_or_dropped_while_waiting_releases_the_worker_id() {
     )
     .await;
     assert!(
-        matches!(stopped, Err(Error::NotReady { .. })),
+        matches!(stopped, Err(SnowflakeError::NotReady { .. })),
         "{stopped:?}"
     );
     let lease = allocator(store.clone(), ttl)
@@ -185,7 +186,7 @@ async fn a_drift_beyond_recovery_makes_the_worker_leave() {
     clock.step_wall(-60_000);
     assert!(matches!(
         worker.next_id(),
-        Err(Error::ClockDriftTooLarge { .. })
+        Err(SnowflakeError::ClockDriftTooLarge { .. })
     ));
     assert_eq!(
         worker.stopped().await,
@@ -273,7 +274,7 @@ async fn a_store_outage_longer_than_the_ttl_stops_ids_before_the_deadline() {
     loop {
         match worker.next_id() {
             Ok(_) => issued_at.push(Instant::now()),
-            Err(Error::NotReady { .. }) => break,
+            Err(SnowflakeError::NotReady { .. }) => break,
             Err(e) => panic!("unexpected: {e}"),
         }
         assert!(

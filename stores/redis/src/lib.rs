@@ -150,8 +150,10 @@ fn millis(ttl: Duration) -> String {
     ttl.as_micros().div_ceil(1000).to_string()
 }
 
-pub(crate) fn nonsense(what: &str, answer: &Value) -> Error {
-    Error::unavailable("redis", format!("unexpected answer to {what}: {answer:?}"))
+/// `Unavailable` for an answer a script cannot have given to `what`, as a
+/// lease or a segment error.
+pub(crate) fn nonsense<E: From<Error>>(what: &str, answer: &Value) -> E {
+    Error::unavailable("redis", format!("unexpected answer to {what}: {answer:?}")).into()
 }
 
 pub(crate) fn text(value: &Value) -> Option<&str> {

@@ -3,8 +3,8 @@
 
 use async_trait::async_trait;
 use redis::Value;
-use workerid_lease::segment::{Range, SegmentStore, Tag, TagInfo};
-use workerid_lease::{Error, Result};
+use workerid_segment::{Error, Result};
+use workerid_segment::{Range, SegmentStore, Tag, TagInfo};
 
 use crate::script::{SEGMENT_CREATE, SEGMENT_GIVE_BACK, SEGMENT_LIST, SEGMENT_RESERVE};
 use crate::{nonsense, text, RedisStore};
@@ -42,8 +42,8 @@ fn pairs(value: &Value) -> Vec<(String, u64)> {
 
 #[async_trait]
 impl SegmentStore for RedisStore {
-    fn segment_capabilities(&self) -> workerid_lease::segment::SegmentCapabilities {
-        workerid_lease::segment::SegmentCapabilities {
+    fn segment_capabilities(&self) -> workerid_segment::SegmentCapabilities {
+        workerid_segment::SegmentCapabilities {
             durable: self.durable,
             ..Default::default()
         }

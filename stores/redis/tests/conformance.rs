@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use workerid_conformance::{SegmentFactory, StoreFactory};
-use workerid_lease::segment::SegmentStore;
 use workerid_lease::LeaseStore;
 use workerid_redis::RedisStore;
+use workerid_segment::SegmentStore;
 
 struct SharedServer(String);
 

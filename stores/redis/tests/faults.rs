@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use workerid_conformance::{scenarios, segments, Outcome, SegmentFactory, StoreFactory};
 use workerid_lease::compat::LibxCompat;
-use workerid_lease::segment::SegmentStore;
 use workerid_lease::{Allocator, Error, LeaseOptions, LeaseStore, Result};
 use workerid_redis::RedisStore;
+use workerid_segment::SegmentStore;
 use workerid_testkit::redis::{RedisConfig, RedisServer};
 
 fn options() -> LeaseOptions {

@@ -4,8 +4,8 @@
 
 use async_trait::async_trait;
 use sqlx::Row;
-use workerid_lease::segment::{Range, SegmentStore, Tag, TagInfo, MAX_SEGMENT_ID};
-use workerid_lease::{Error, Result};
+use workerid_segment::{Error, Result};
+use workerid_segment::{Range, SegmentStore, Tag, TagInfo, MAX_SEGMENT_ID};
 
 use crate::dialect::Dialect;
 use crate::store::{q, SqlStore};
@@ -138,15 +138,15 @@ impl SqlStore {
             Ok(Some(_)) => Error::TagExhausted {
                 tag: tag.to_string(),
             },
-            Err(e) => self.unavailable(e),
+            Err(e) => self.unavailable(e).into(),
         }
     }
 }
 
 #[async_trait]
 impl SegmentStore for SqlStore {
-    fn segment_capabilities(&self) -> workerid_lease::segment::SegmentCapabilities {
-        workerid_lease::segment::SegmentCapabilities {
+    fn segment_capabilities(&self) -> workerid_segment::SegmentCapabilities {
+        workerid_segment::SegmentCapabilities {
             durable: workerid_lease::LeaseStore::capabilities(self).durable,
             ..Default::default()
         }

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use workerid_conformance::{scenarios, segments, Outcome, SegmentFactory, StoreFactory};
-use workerid_lease::segment::SegmentStore;
 use workerid_lease::{Allocator, Error, LeaseOptions, LeaseStore};
+use workerid_segment::SegmentStore;
 use workerid_sql::SqlStore;
 use workerid_testkit::mariadb::MariaDbServer;
 use workerid_testkit::postgres::PostgresServer;

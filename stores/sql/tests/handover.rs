@@ -10,8 +10,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use workerid_lease::snowflake::{OffsetClock, SystemClock, Worker, WorkerOptions};
 use workerid_lease::{Allocator, LeaseOptions};
+use workerid_snowflake::{OffsetClock, SystemClock, Worker, WorkerOptions};
 use workerid_sql::SqlStore;
 
 const CHILD: &str = "WORKERID_HANDOVER_CHILD";

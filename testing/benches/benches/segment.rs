@@ -16,7 +16,6 @@ use workerid::segment::{
     Range, SegmentAllocator, SegmentOptions, SegmentStore, Tag, TagHandle, TagInfo,
 };
 use workerid::sql::SqlStore;
-use workerid::Result;
 
 /// IDs per second of `threads` tasks on the runtime's worker threads, each
 /// taking `n / threads` IDs of `tag` through its own clone of the handle,
@@ -193,17 +192,27 @@ impl SegmentStore for Counting {
     fn segment_capabilities(&self) -> workerid::segment::SegmentCapabilities {
         self.inner.segment_capabilities()
     }
-    async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
+    async fn create_tag(
+        &self,
+        tag: &Tag,
+        first_id: u64,
+        step: u64,
+    ) -> workerid::segment::Result<bool> {
         self.inner.create_tag(tag, first_id, step).await
     }
-    async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
+    async fn reserve(&self, tag: &Tag, step: Option<u64>) -> workerid::segment::Result<Range> {
         self.reserves.fetch_add(1, Ordering::Relaxed);
         self.inner.reserve(tag, step).await
     }
-    async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
+    async fn give_back(
+        &self,
+        tag: &Tag,
+        reserved: Range,
+        new_max: u64,
+    ) -> workerid::segment::Result<bool> {
         self.inner.give_back(tag, reserved, new_max).await
     }
-    async fn list_tags(&self) -> Result<Vec<TagInfo>> {
+    async fn list_tags(&self) -> workerid::segment::Result<Vec<TagInfo>> {
         self.inner.list_tags().await
     }
 }

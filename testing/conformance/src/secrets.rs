@@ -7,8 +7,8 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
-use workerid_lease::segment::{SegmentStore, Tag};
 use workerid_lease::{Allocator, LeaseOptions, LeaseStore};
+use workerid_segment::{SegmentStore, Tag};
 
 /// Acquires, renews and releases a lease in `namespace`, then creates the
 /// segment tag `namespace` (if missing) and reserves a range of it: the

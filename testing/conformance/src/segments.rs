@@ -7,8 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use rand::Rng;
 use tokio::sync::Barrier;
-use workerid_lease::segment::{Range, SegmentAllocator, SegmentOptions, SegmentStore, Tag};
-use workerid_lease::Error;
+use workerid_segment::{Error, Range, SegmentAllocator, SegmentOptions, SegmentStore, Tag};
 
 use crate::Outcome;
 
@@ -303,7 +302,7 @@ pub async fn allocator_hands_out_and_gives_back(f: &dyn SegmentFactory) -> Outco
     first.shutdown().await;
     let after = matches!(
         first.next_id(tag.as_str()).await,
-        Err(Error::NotReady { .. })
+        Err(Error::Stopped { .. })
     );
     assert!(after, "no IDs after shutdown");
     let second = SegmentAllocator::new(f.connect().await, options);

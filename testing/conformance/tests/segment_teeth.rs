@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use workerid_conformance::{run_all_segments, SegmentFactory};
-use workerid_lease::segment::{Range, SegmentStore, Tag, TagInfo};
-use workerid_lease::{Error, Result};
+
+use workerid_segment::{Error, Range, Result, SegmentStore, Tag, TagInfo};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Flaw {
@@ -28,8 +28,8 @@ struct Counters {
 
 #[async_trait]
 impl SegmentStore for Counters {
-    fn segment_capabilities(&self) -> workerid_lease::segment::SegmentCapabilities {
-        workerid_lease::segment::SegmentCapabilities {
+    fn segment_capabilities(&self) -> workerid_segment::SegmentCapabilities {
+        workerid_segment::SegmentCapabilities {
             durable: false,
             ..Default::default()
         }

@@ -77,6 +77,9 @@ pub enum FaultsError {
     /// The store or the worker refused in a way the client cannot go on from.
     #[error(transparent)]
     Store(#[from] workerid::Error),
+    /// The snowflake worker refused in a way the client cannot go on from.
+    #[error(transparent)]
+    Snowflake(#[from] workerid::snowflake::Error),
     /// A client process could not be started.
     #[error("cannot start client {name}: {source}")]
     Spawn {

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 use futures::stream::{self, StreamExt};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+use workerid::snowflake::Error as JoinError;
 use workerid::snowflake::{Layout, Worker, WorkerOptions, WorkerState};
-use workerid::{Allocator, Error as CoreError, LeaseOptions, LeaseStore};
+use workerid::{Allocator, LeaseOptions, LeaseStore};
 
 use crate::histogram::Histogram;
 use crate::Error;
@@ -45,7 +46,7 @@ pub struct Cycle {
 }
 
 /// A join running in the background: the slot it fills, and its outcome.
-type Joining = (usize, Result<Worker, CoreError>);
+type Joining = (usize, Result<Worker, JoinError>);
 
 /// Live workers, each in a slot; slot `i` leases from namespace
 /// `i / per_namespace`.
@@ -203,7 +204,7 @@ impl Fleet {
     }
 
     /// Puts a joined worker in its slot, or counts the failure.
-    fn place(&mut self, i: usize, worker: Result<Worker, CoreError>) {
+    fn place(&mut self, i: usize, worker: Result<Worker, JoinError>) {
         match worker {
             Ok(worker) => {
                 self.joined += 1;
@@ -345,7 +346,7 @@ async fn timed_join(
     allocator: Allocator,
     options: WorkerOptions,
     joins: &Histogram,
-) -> Result<Worker, CoreError> {
+) -> Result<Worker, JoinError> {
     let started = Instant::now();
     let worker = join_retrying(allocator, options).await;
     joins.record(started.elapsed());
@@ -353,7 +354,7 @@ async fn timed_join(
 }
 
 /// Joins, retrying a store that could not answer (a few times, briefly).
-async fn join_retrying(allocator: Allocator, options: WorkerOptions) -> Result<Worker, CoreError> {
+async fn join_retrying(allocator: Allocator, options: WorkerOptions) -> Result<Worker, JoinError> {
     let mut attempt = 0;
     loop {
         match Worker::join(allocator.clone(), options.clone()).await {

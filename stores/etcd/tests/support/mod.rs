@@ -7,8 +7,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use workerid_conformance::{SegmentFactory, StoreFactory};
 use workerid_etcd::EtcdStore;
-use workerid_lease::segment::SegmentStore;
 use workerid_lease::LeaseStore;
+use workerid_segment::SegmentStore;
 
 /// Stores on the etcd members at these endpoints.
 pub struct Endpoints(pub Vec<String>);

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use workerid_conformance::{SegmentFactory, StoreFactory};
-use workerid_lease::segment::SegmentStore;
 use workerid_lease::LeaseStore;
+use workerid_segment::SegmentStore;
 use workerid_sql::SqlStore;
 
 /// Handles on the database at `url`, each with a pool of its own.
@@ -88,8 +88,8 @@ pub async fn renewal_storm(url: &str) {
 #[allow(dead_code)] // not every test binary that shares this module runs it
 pub async fn bad_segment_rows_are_refused(url: &str) {
     use sqlx::AssertSqlSafe;
-    use workerid_lease::segment::Tag;
-    use workerid_lease::Error;
+
+    use workerid_segment::{Error, Tag};
 
     let suffix: u32 = rand::random();
     let checked = format!("segments_checked_{suffix:08x}");

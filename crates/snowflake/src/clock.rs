@@ -287,7 +287,7 @@ impl SystemClock {
 ///
 /// ```
 /// use std::time::Duration;
-/// use workerid_lease::snowflake::{Clock, FakeClock};
+/// use workerid_snowflake::{Clock, FakeClock};
 /// let clock = FakeClock::at(Duration::from_secs(1_800_000_000));
 /// clock.step_wall(-2_000); // the wall clock goes back 2 s
 /// clock.sleep(Duration::from_secs(1)); // both move on 1 s

@@ -11,7 +11,7 @@ pub const MIN_LIFETIME: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 /// (in `unit`s since `epoch`), the worker ID, the sequence.
 ///
 /// ```
-/// use workerid_lease::snowflake::Layout;
+/// use workerid_snowflake::Layout;
 /// let classic = Layout::classic();
 /// assert_eq!((classic.timestamp_bits(), classic.worker_bits(), classic.sequence_bits()), (41, 10, 12));
 /// let id = classic.compose(1_000, 7, 3);
@@ -111,11 +111,11 @@ impl Layout {
                 self.timestamp_bits, self.worker_bits, self.sequence_bits
             )));
         }
-        if self.worker_bits > crate::MAX_WORKER_BITS {
+        if self.worker_bits > workerid_lease::MAX_WORKER_BITS {
             return Err(Error::invalid_config(format!(
                 "{} worker bits: worker IDs have at most {}",
                 self.worker_bits,
-                crate::MAX_WORKER_BITS
+                workerid_lease::MAX_WORKER_BITS
             )));
         }
         if self.unit.is_zero() || !self.unit.subsec_nanos().is_multiple_of(1_000_000) {

@@ -41,7 +41,7 @@ impl Default for DriftPolicy {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use workerid_lease::snowflake::{Generator, Layout, SystemClock};
+/// use workerid_snowflake::{Generator, Layout, SystemClock};
 /// let generator = Generator::new(Layout::classic(), 7, Arc::new(SystemClock::new())).unwrap();
 /// let a = generator.next_id().unwrap();
 /// let b = generator.next_id().unwrap();
@@ -341,8 +341,8 @@ impl Generator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snowflake::clock::LaggingClock;
-    use crate::snowflake::FakeClock;
+    use crate::clock::LaggingClock;
+    use crate::FakeClock;
 
     const T0: Duration = Duration::from_secs(1_800_000_000);
 

@@ -1,50 +1,20 @@
-//! Leaf's double buffer: IDs from memory, the next segment loaded in the
-//! background before the current one runs out.
+//! Leaf's double buffer for one tag: IDs from memory, the next segment
+//! loaded in the background before the current one runs out.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use super::cursor::{Claim, Cursor, Segment, MAX_CLAIM};
-use super::{check_step, Range, SegmentStore, Tag};
-use crate::{Error, Result};
-
-/// How a [`SegmentAllocator`] buffers.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SegmentOptions {
-    /// Load the next segment once this share of the current one is used
-    /// (Leaf: 0.1).
-    pub refill_at: f64,
-    /// Double the step when a segment lasted less than this (Leaf: 15 min).
-    pub grow_below: Duration,
-    /// Halve the step when a segment lasted more than this (Leaf: 30 min).
-    pub shrink_above: Duration,
-    /// The step never goes below this...
-    pub min_step: u64,
-    /// ...nor above this.
-    pub max_step: u64,
-}
-
-impl Default for SegmentOptions {
-    fn default() -> Self {
-        SegmentOptions {
-            refill_at: 0.1,
-            grow_below: Duration::from_secs(15 * 60),
-            shrink_above: Duration::from_secs(30 * 60),
-            min_step: 1_000,
-            max_step: 1_000_000,
-        }
-    }
-}
+use crate::cursor::{Claim, Cursor, Segment, MAX_CLAIM};
+use crate::{Error, LocalIds, Range, Result, SegmentOptions, SegmentStore, Tag};
 
 /// The buffers of one tag.
 #[derive(Debug)]
-struct Buffers {
-    tag: Tag,
+pub(crate) struct Buffers {
+    pub(crate) tag: Tag,
     store: Arc<dyn SegmentStore>,
     options: SegmentOptions,
     /// The current segment.
@@ -66,15 +36,37 @@ struct Buffers {
 
 /// A handle on one tag's buffers: the fastest way to take IDs of a tag.
 #[derive(Debug, Clone)]
-pub struct TagHandle(Arc<Buffers>);
+pub struct TagHandle(pub(crate) Arc<Buffers>);
 
 impl TagHandle {
+    /// Empty buffers for `tag`; the first call loads a segment.
+    pub(crate) fn new(
+        tag: Tag,
+        store: Arc<dyn SegmentStore>,
+        options: SegmentOptions,
+        all_stalls: Arc<AtomicU64>,
+    ) -> TagHandle {
+        TagHandle(Arc::new(Buffers {
+            tag,
+            store,
+            options,
+            current: Cursor::new(),
+            prefetched: Mutex::new(None),
+            switch: tokio::sync::Mutex::new(()),
+            prefetching: tokio::sync::Mutex::new(()),
+            step: AtomicU64::new(0),
+            stalls: AtomicU64::new(0),
+            all_stalls,
+            closed: AtomicBool::new(false),
+        }))
+    }
+
     /// The next ID of this tag. From memory, unless both buffers are empty.
     ///
     /// # Errors
     /// [`Error::Unavailable`] when both buffers are empty and the store cannot
     /// answer; [`Error::UnknownTag`]; [`Error::TagExhausted`];
-    /// [`Error::NotReady`] after [`SegmentAllocator::shutdown`].
+    /// [`Error::Stopped`] after [`SegmentAllocator::shutdown`].
     pub fn next_id(&self) -> impl Future<Output = Result<u64>> + Send + '_ {
         NextId {
             handle: self,
@@ -103,12 +95,7 @@ impl TagHandle {
                 "a batch of {batch} IDs (1 to 2^32)"
             )));
         }
-        Ok(LocalIds {
-            handle: self.clone(),
-            next: 0,
-            end: 0,
-            batch,
-        })
+        Ok(LocalIds::new(self.clone(), batch))
     }
 
     /// How many times a caller found both buffers empty and waited for the
@@ -138,7 +125,7 @@ impl TagHandle {
     /// is due), starting the next segment's load if they include the
     /// refill point.
     #[inline]
-    fn claim(&self, n: u64) -> Option<(u64, u64)> {
+    pub(crate) fn claim(&self, n: u64) -> Option<(u64, u64)> {
         match self.0.current.claim(n) {
             Claim::Ids { first, end, refill } => {
                 if let Some(loaded_at) = refill {
@@ -227,11 +214,11 @@ impl TagHandle {
         Ok(Segment::new(range, b.options.refill_at))
     }
 
-    async fn switch_and_take(&self) -> Result<u64> {
+    pub(crate) async fn switch_and_take(&self) -> Result<u64> {
         let b = &self.0;
         loop {
             if b.closed.load(Ordering::Acquire) {
-                return Err(Error::NotReady {
+                return Err(Error::Stopped {
                     reason: format!("the segment allocator of tag {} is shut down", b.tag),
                 });
             }
@@ -266,7 +253,7 @@ impl TagHandle {
 
     /// Stops handing out IDs and gives the unused tails back to the store
     /// where nothing was reserved since.
-    async fn close(&self) {
+    pub(crate) async fn close(&self) {
         let b = &self.0;
         b.closed.store(true, Ordering::Release);
         let _switching = b.switch.lock().await;
@@ -322,248 +309,5 @@ impl Future for NextId<'_> {
             .get_or_insert_with(|| Box::pin(handle.switch_and_take()))
             .as_mut()
             .poll(cx)
-    }
-}
-
-/// A batcher made by [`TagHandle::local`]: owned by one task, `&mut self`.
-#[derive(Debug)]
-pub struct LocalIds {
-    handle: TagHandle,
-    next: u64,
-    end: u64,
-    batch: u64,
-}
-
-impl LocalIds {
-    /// The next ID: from the local batch, else a new batch from the tag's
-    /// current segment, else as [`TagHandle::next_id`].
-    ///
-    /// # Errors
-    /// As [`TagHandle::next_id`].
-    pub async fn next_id(&mut self) -> Result<u64> {
-        if self.next < self.end {
-            let id = self.next;
-            self.next += 1;
-            return Ok(id);
-        }
-        if let Some((first, end)) = self.handle.claim(self.batch) {
-            self.next = first + 1;
-            self.end = end;
-            return Ok(first);
-        }
-        Box::pin(self.handle.switch_and_take()).await
-    }
-}
-
-/// Segment IDs of many tags from one store (Leaf-segment), with a double
-/// buffer per tag.
-///
-/// ```
-/// use workerid_lease::segment::{SegmentAllocator, SegmentOptions, SegmentStore};
-///
-/// async fn demo(store: impl SegmentStore) -> workerid_lease::Result<()> {
-///     let ids = SegmentAllocator::new(store, SegmentOptions::default());
-///     ids.create_tag("orders", 1, 1_000).await?;
-///     let id = ids.next_id("orders").await?;
-///     let orders = ids.tag("orders")?; // a handle: the fast path for one tag
-///     let next = orders.next_id().await?;
-///     assert!(next > id);
-///     ids.shutdown().await; // gives unused IDs back
-///     Ok(())
-/// }
-/// ```
-#[derive(Debug)]
-pub struct SegmentAllocator {
-    store: Arc<dyn SegmentStore>,
-    options: SegmentOptions,
-    tags: RwLock<HashMap<Tag, TagHandle>>,
-    stalls: Arc<AtomicU64>,
-}
-
-impl SegmentAllocator {
-    /// An allocator on `store`.
-    pub fn new(store: impl SegmentStore, options: SegmentOptions) -> Self {
-        SegmentAllocator {
-            store: Arc::new(store),
-            options,
-            tags: RwLock::new(HashMap::new()),
-            stalls: Arc::default(),
-        }
-    }
-
-    /// Creates `tag` (first ID `first_id`, default step `step`) unless it
-    /// exists; returns whether it created it.
-    ///
-    /// # Errors
-    /// [`Error::InvalidConfig`] for a bad tag, a step outside `1..=2^40`, or
-    /// a first ID of 0 or above 2^63 - 1, before any I/O;
-    /// [`Error::Unavailable`].
-    pub async fn create_tag(&self, tag: &str, first_id: u64, step: u64) -> Result<bool> {
-        let tag = Tag::new(tag)?;
-        check_step(step)?;
-        if first_id == 0 || first_id > super::MAX_SEGMENT_ID {
-            return Err(Error::invalid_config(format!(
-                "first ID {first_id} must be in 1..={}",
-                super::MAX_SEGMENT_ID
-            )));
-        }
-        self.store.create_tag(&tag, first_id, step).await
-    }
-
-    /// A handle on `tag`'s buffers (made on first use; no I/O).
-    ///
-    /// # Errors
-    /// [`Error::InvalidConfig`] for a bad tag.
-    pub fn tag(&self, tag: &str) -> Result<TagHandle> {
-        let tag = Tag::new(tag)?;
-        // Read-mostly: a shared lock on the hot path, the exclusive one only
-        // the first time a tag is seen.
-        if let Some(handle) = self
-            .tags
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&tag)
-        {
-            return Ok(handle.clone());
-        }
-        let mut tags = self.tags.write().unwrap_or_else(|e| e.into_inner());
-        let handle = tags.entry(tag.clone()).or_insert_with(|| {
-            TagHandle(Arc::new(Buffers {
-                tag,
-                store: self.store.clone(),
-                options: self.options,
-                current: Cursor::new(),
-                prefetched: Mutex::new(None),
-                switch: tokio::sync::Mutex::new(()),
-                prefetching: tokio::sync::Mutex::new(()),
-                step: AtomicU64::new(0),
-                stalls: AtomicU64::new(0),
-                all_stalls: self.stalls.clone(),
-                closed: AtomicBool::new(false),
-            }))
-        });
-        Ok(handle.clone())
-    }
-
-    /// [`TagHandle::stalls`] summed over every handle this allocator has
-    /// made: a counter that never goes down.
-    pub fn stalls(&self) -> u64 {
-        self.stalls.load(Ordering::Relaxed)
-    }
-
-    /// The next ID of `tag`. A tag the store does not know leaves no handle
-    /// behind (unless a caller of [`tag`](Self::tag) holds one), so names
-    /// made up by clients cost no memory.
-    ///
-    /// # Errors
-    /// As [`TagHandle::next_id`], and [`Error::InvalidConfig`] for a bad tag.
-    pub async fn next_id(&self, tag: &str) -> Result<u64> {
-        let handle = self.tag(tag)?;
-        let answer = handle.next_id().await;
-        if let Err(Error::UnknownTag { .. }) = answer {
-            // Asked by name, as a service is, for a tag the store does not
-            // know: keep no buffers for it, or every made-up name a client
-            // sends would stay in memory for good.
-            self.forget(handle);
-        }
-        answer
-    }
-
-    /// The handle on `tag` if this allocator has made one, without making it.
-    ///
-    /// # Errors
-    /// [`Error::InvalidConfig`] for a bad tag.
-    pub fn existing(&self, tag: &str) -> Result<Option<TagHandle>> {
-        let tag = Tag::new(tag)?;
-        Ok(self
-            .tags
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&tag)
-            .cloned())
-    }
-
-    /// The tags this allocator has a handle for, by name (made by
-    /// [`tag`](Self::tag) or a call by name, whether or not a segment has
-    /// been loaded yet).
-    pub fn tags_in_memory(&self) -> Vec<Tag> {
-        let mut tags: Vec<Tag> = self
-            .tags
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect();
-        tags.sort();
-        tags
-    }
-
-    /// Drops `handle` and, if the map's entry for its tag is that handle,
-    /// holds no IDs, and nobody else holds it (a caller of
-    /// [`tag`](Self::tag), a request in flight), the entry too. Under the
-    /// write lock, so of several requests for one unknown tag the last to
-    /// finish removes it.
-    fn forget(&self, handle: TagHandle) {
-        let mut tags = self.tags.write().unwrap_or_else(|e| e.into_inner());
-        let key = handle.0.tag.clone();
-        let ours = tags
-            .get(&key)
-            .is_some_and(|h| Arc::ptr_eq(&h.0, &handle.0) && h.left() == 0);
-        drop(handle);
-        if ours && tags.get(&key).is_some_and(|h| Arc::strong_count(&h.0) == 1) {
-            tags.remove(&key);
-        }
-    }
-
-    /// The store.
-    pub fn store(&self) -> &Arc<dyn SegmentStore> {
-        &self.store
-    }
-
-    /// Stops handing out IDs and gives every unused tail back to the store
-    /// where nothing was reserved since (otherwise the tail is lost, never
-    /// reused).
-    pub async fn shutdown(&self) {
-        let handles: Vec<TagHandle> = self
-            .tags
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        for handle in handles {
-            handle.close().await;
-        }
-    }
-}
-
-/// Gapless sequences (consecutive numbers, no holes): every ID is one atomic round
-/// trip to the store, consecutive, nothing cached, nothing lost on a crash.
-#[derive(Debug)]
-pub struct GaplessSequence {
-    store: Arc<dyn SegmentStore>,
-}
-
-impl GaplessSequence {
-    /// Sequences on `store`.
-    pub fn new(store: impl SegmentStore) -> Self {
-        GaplessSequence {
-            store: Arc::new(store),
-        }
-    }
-
-    /// The next number of `tag`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidConfig`] for a bad tag; [`Error::Unsupported`] on a
-    /// store that does not declare
-    /// [`gapless`](super::SegmentCapabilities::gapless); the store's errors.
-    pub async fn next_id(&self, tag: &str) -> Result<u64> {
-        if !self.store.segment_capabilities().gapless {
-            return Err(Error::Unsupported {
-                operation: "gapless sequences",
-            });
-        }
-        Ok(self.store.reserve(&Tag::new(tag)?, Some(1)).await?.first)
     }
 }

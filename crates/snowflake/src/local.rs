@@ -34,7 +34,7 @@ use crate::{Error, Result};
 ///
 /// ```
 /// use std::sync::Arc;
-/// use workerid_lease::snowflake::{Generator, Layout};
+/// use workerid_snowflake::{Generator, Layout};
 /// let shared = Arc::new(Generator::with_system_clock(Layout::classic(), 7).unwrap());
 /// let mut local = shared.local(32).unwrap();
 /// let a = local.next_id().unwrap();
@@ -131,8 +131,8 @@ mod tests {
     use super::*;
     use std::sync::atomic::Ordering;
 
-    use crate::snowflake::clock::LaggingClock;
-    use crate::snowflake::{FakeClock, Layout};
+    use crate::clock::LaggingClock;
+    use crate::{FakeClock, Layout};
 
     const T0: Duration = Duration::from_secs(1_800_000_000);
 

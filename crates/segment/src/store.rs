@@ -17,7 +17,7 @@ pub const MAX_SEGMENT_ID: u64 = i64::MAX as u64;
 /// A business tag (Leaf's `biz_tag`): 1 to 32 bytes of `[A-Za-z0-9._:-]`.
 ///
 /// ```
-/// use workerid_lease::segment::Tag;
+/// use workerid_segment::Tag;
 /// assert!(Tag::new("orders").is_ok());
 /// assert!(Tag::new("no spaces").is_err());
 /// ```
@@ -101,11 +101,11 @@ pub struct TagInfo {
 }
 
 /// What a [`SegmentStore`] can do, as it declares it (the way
-/// [`Capabilities`](crate::Capabilities) does for leases): callers check it
+/// [`Capabilities`](workerid_lease::Capabilities) does for leases): callers check it
 /// instead of finding out by failing.
 ///
 /// ```
-/// use workerid_lease::segment::SegmentCapabilities;
+/// use workerid_segment::SegmentCapabilities;
 /// let caps = SegmentCapabilities { durable: true, ..SegmentCapabilities::default() };
 /// assert!(caps.list && caps.gapless);
 /// ```
@@ -116,7 +116,7 @@ pub struct SegmentCapabilities {
     /// IDs from a store that forgets them.
     pub durable: bool,
     /// Whether one-ID reservations come back consecutive, so that a
-    /// [`GaplessSequence`](super::GaplessSequence) can run on the store
+    /// [`GaplessSequence`](crate::GaplessSequence) can run on the store
     /// (default true: every atomic counter does).
     pub gapless: bool,
     /// Whether [`SegmentStore::list_tags`] is implemented (default true).
@@ -146,7 +146,7 @@ impl Default for SegmentCapabilities {
 #[async_trait]
 pub trait SegmentStore: Debug + Send + Sync + 'static {
     /// What this store can do (named apart from
-    /// [`LeaseStore::capabilities`](crate::LeaseStore::capabilities), since
+    /// [`LeaseStore::capabilities`](workerid_lease::LeaseStore::capabilities), since
     /// most stores are both).
     fn segment_capabilities(&self) -> SegmentCapabilities;
 

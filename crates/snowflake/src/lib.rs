@@ -1,3 +1,5 @@
+//! # workerid-snowflake
+//!
 //! Snowflake IDs on a leased worker ID.
 //!
 //! - [`Layout`]: the bit layout (presets [`Layout::classic`] 41/10/12 ms and
@@ -7,18 +9,22 @@
 //! - [`LocalGenerator`]: a per-thread handle on a generator that claims
 //!   sequence numbers in batches, for the highest rates.
 //! - [`Worker`]: a generator on a worker ID leased from any
-//!   [`LeaseStore`](crate::LeaseStore), kept alive in the background, failing
+//!   [`LeaseStore`](workerid_lease::LeaseStore), kept alive in the background, failing
 //!   closed, with a timestamp watermark in the store so that a reused worker
 //!   ID never goes back in time.
 //! - [`Clock`]: [`SystemClock`] in production, [`FakeClock`] in tests.
+//! - [`Error`]: what can go wrong, the lease's errors included.
+#![deny(missing_docs)]
 
 mod clock;
+mod error;
 mod generator;
 mod layout;
 mod local;
 mod worker;
 
 pub use clock::{Clock, CoarseNanos, FakeClock, OffsetClock, Reading, SystemClock};
+pub use error::{Error, Result};
 pub use generator::{DriftPolicy, Generator};
 pub use layout::{Layout, Parts, CLASSIC_EPOCH, SONYFLAKE_EPOCH};
 pub use local::LocalGenerator;

@@ -1,13 +1,27 @@
+//! # workerid-segment
+//!
 //! Segment IDs (Leaf-segment): per-tag counters in a store hand out ranges of
 //! IDs, which an in-process [`SegmentAllocator`] serves from memory with a
 //! double buffer; [`GaplessSequence`] for consecutive numbers.
 
+#![deny(missing_docs)]
+
 mod allocator;
 mod cursor;
+mod error;
+mod gapless;
+mod local;
+mod options;
 mod store;
+mod tag;
 
-pub use allocator::{GaplessSequence, LocalIds, SegmentAllocator, SegmentOptions, TagHandle};
+pub use allocator::SegmentAllocator;
+pub use error::{BoxError, Error, Result};
+pub use gapless::GaplessSequence;
+pub use local::LocalIds;
+pub use options::SegmentOptions;
 pub use store::{
     check_step, Range, SegmentCapabilities, SegmentStore, Tag, TagInfo, MAX_SEGMENT_ID, MAX_STEP,
     MAX_TAG_LEN,
 };
+pub use tag::TagHandle;

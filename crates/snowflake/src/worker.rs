@@ -7,7 +7,9 @@ use std::time::Duration;
 use tokio::sync::{watch, Notify};
 
 use super::{Clock, DriftPolicy, Generator, Layout, LocalGenerator, SystemClock};
-use crate::{Allocator, Error, Lease, Result};
+use workerid_lease::{Allocator, Lease};
+
+use crate::{Error, Result};
 
 /// Releases the lease of a join whose future was dropped (a caller that
 /// gave up waiting, a shutdown) before the worker took the lease over: the
@@ -154,7 +156,7 @@ struct Keeper {
     deadline: Duration,
 }
 
-/// A snowflake worker on a leased worker ID, over any [`LeaseStore`](crate::LeaseStore)
+/// A snowflake worker on a leased worker ID, over any [`LeaseStore`](workerid_lease::LeaseStore)
 /// (libx.net/workerid's `Worker`, which needed etcd).
 ///
 /// - [`join`](Worker::join) acquires a worker ID, waits until the clock has
@@ -171,10 +173,10 @@ struct Keeper {
 ///   timestamp used; dropping the worker does the same in the background.
 ///
 /// ```
-/// use workerid_lease::snowflake::{Worker, WorkerOptions};
+/// use workerid_snowflake::{Worker, WorkerOptions};
 /// use workerid_lease::{Allocator, LeaseOptions, LeaseStore};
 ///
-/// async fn demo(store: impl LeaseStore) -> workerid_lease::Result<()> {
+/// async fn demo(store: impl LeaseStore) -> workerid_snowflake::Result<()> {
 ///     let allocator = Allocator::new(store, "orders", LeaseOptions::new())?;
 ///     let worker = Worker::join(allocator, WorkerOptions::new()).await?;
 ///     let id = worker.next_id()?;
@@ -194,7 +196,7 @@ impl Worker {
     /// Joins: leases a worker ID from `allocator` and starts keeping it.
     ///
     /// # Errors
-    /// The allocator's errors ([`Error::NoAvailableId`], [`Error::Unavailable`], ...);
+    /// [`Error::Lease`] with the allocator's errors (`NoAvailableId`, `Unavailable`, ...);
     /// [`Error::InvalidConfig`] when the pool's IDs do not fit the layout or
     /// the periods do not fit the ttl; [`Error::ClockDriftTooLarge`] when the
     /// clock is further behind the previous holder's watermark than
@@ -414,7 +416,9 @@ async fn wait_past(
             let clock = clock.clone();
             tokio::task::spawn_blocking(move || clock.sleep(chunk))
                 .await
-                .map_err(|e| Error::unavailable("clock", e))?;
+                .map_err(|e| Error::NotReady {
+                    reason: format!("the wait for the clock failed: {e}"),
+                })?;
         }
         allocator.renew(lease).await?;
     }

@@ -1,0 +1,31 @@
+//! How a segment allocator buffers and sizes its steps.
+
+use std::time::Duration;
+
+/// How a [`SegmentAllocator`] buffers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SegmentOptions {
+    /// Load the next segment once this share of the current one is used
+    /// (Leaf: 0.1).
+    pub refill_at: f64,
+    /// Double the step when a segment lasted less than this (Leaf: 15 min).
+    pub grow_below: Duration,
+    /// Halve the step when a segment lasted more than this (Leaf: 30 min).
+    pub shrink_above: Duration,
+    /// The step never goes below this...
+    pub min_step: u64,
+    /// ...nor above this.
+    pub max_step: u64,
+}
+
+impl Default for SegmentOptions {
+    fn default() -> Self {
+        SegmentOptions {
+            refill_at: 0.1,
+            grow_below: Duration::from_secs(15 * 60),
+            shrink_above: Duration::from_secs(30 * 60),
+            min_step: 1_000,
+            max_step: 1_000_000,
+        }
+    }
+}
