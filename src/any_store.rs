@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use workerid_lease::{
-    Capabilities, Grant, LeaseStore, Listing, Namespace, NamespaceInfo, Result, Token, WorkerId,
+    Capabilities, Grant, Holder, LeaseStore, Listing, Namespace, NamespaceInfo, Result, Token,
+    WorkerId,
 };
 use workerid_segment::{self as segment, Range, SegmentStore, Tag, TagInfo};
 
@@ -105,9 +106,10 @@ impl LeaseStore for AnyStore {
         max_worker_id: u32,
         token: &Token,
         ttl: Duration,
+        holder: &Holder,
     ) -> Result<Grant> {
         self.inner
-            .acquire(namespace, max_worker_id, token, ttl)
+            .acquire(namespace, max_worker_id, token, ttl, holder)
             .await
     }
     async fn renew(

@@ -21,6 +21,8 @@ struct LeaseJson {
     remaining_ms: Option<u64>,
     watermark: u64,
     watermark_utc: Option<String>,
+    /// Who the latest grant went to.
+    holder: String,
 }
 
 impl From<&LeaseInfo> for LeaseJson {
@@ -37,6 +39,7 @@ impl From<&LeaseInfo> for LeaseJson {
             },
             watermark: l.watermark,
             watermark_utc: watermark_date(l.watermark),
+            holder: l.holder.to_string(),
         }
     }
 }
@@ -95,6 +98,7 @@ fn describe(l: &LeaseInfo) -> Vec<String> {
         l.fence.to_string(),
         left,
         watermark,
+        l.holder.to_string(),
     ]
 }
 
@@ -134,7 +138,14 @@ pub async fn leases(args: &LeasesArgs, json: bool) -> Result<String, CliError> {
     if listing.leases.is_empty() {
         return Ok(out);
     }
-    let header = ["ID", "STATE", "FENCE", "TIME LEFT", "WATERMARK (UTC)"];
+    let header = [
+        "ID",
+        "STATE",
+        "FENCE",
+        "TIME LEFT",
+        "WATERMARK (UTC)",
+        "HOLDER",
+    ];
     let mut rows = vec![header.iter().map(|h| h.to_string()).collect()];
     rows.extend(listing.leases.iter().map(describe));
     out.push_str(&table(&rows));
@@ -150,6 +161,8 @@ struct ReleaseJson {
     was: &'static str,
     fence: Option<u64>,
     watermark: Option<u64>,
+    /// Who held it (its latest grant's holder label).
+    holder: Option<String>,
 }
 
 /// `workerid release`.
@@ -165,25 +178,27 @@ pub async fn release(args: &ReleaseArgs, json: bool) -> Result<String, CliError>
     let (allocator, listing, _) = namespace(&args.store.store, &args.namespace).await?;
     let before = u32::try_from(args.id)
         .ok()
-        .and_then(|id| listing.get(id.into()).copied());
+        .and_then(|id| listing.get(id.into()).cloned());
     let released = allocator.force_release(args.id).await?;
-    let was = before.map_or("never granted", |l| l.state.name());
+    let was = before.as_ref().map_or("never granted", |l| l.state.name());
     if json {
         let out = ReleaseJson {
             namespace: args.namespace.clone(),
             id: args.id,
             released,
             was,
-            fence: before.map(|l| l.fence),
-            watermark: before.map(|l| l.watermark),
+            fence: before.as_ref().map(|l| l.fence),
+            watermark: before.as_ref().map(|l| l.watermark),
+            holder: before.as_ref().map(|l| l.holder.to_string()),
         };
         return Ok(serde_json::to_string_pretty(&out)? + "\n");
     }
     let (id, ns) = (args.id, &args.namespace);
     Ok(match before {
         Some(l) if released => format!(
-            "released worker ID {id} of namespace {ns} (was live, fence {}); its watermark {} \
-             is kept and the next grant gets a fence above {}\n",
+            "released worker ID {id} of namespace {ns} (was live, held by {}, fence {}); its \
+             watermark {} is kept and the next grant gets a fence above {}\n",
+            l.holder,
             l.fence,
             watermark_date(l.watermark).unwrap_or_else(|| l.watermark.to_string()),
             l.fence

@@ -68,6 +68,10 @@ pub struct Cli {
     /// The namespace the snowflake worker ID is leased in.
     #[arg(long, env = "WORKERID_SNOWFLAKE_NAMESPACE")]
     pub snowflake_namespace: Option<String>,
+    /// The label stored with the snowflake lease, shown to operators
+    /// (default: host name and process ID).
+    #[arg(long, env = "WORKERID_HOLDER")]
+    pub snowflake_holder: Option<String>,
     /// The lease ttl, s.
     #[arg(long, env = "WORKERID_SNOWFLAKE_TTL_SECS")]
     pub snowflake_ttl_secs: Option<u64>,
@@ -124,6 +128,7 @@ impl Cli {
         let s = &mut config.snowflake;
         set(&mut s.enabled, &self.snowflake_enabled);
         set(&mut s.namespace, &self.snowflake_namespace);
+        set_some(&mut s.holder, &self.snowflake_holder);
         set(&mut s.ttl_secs, &self.snowflake_ttl_secs);
         set_some(&mut s.max_worker_id, &self.snowflake_max_worker_id);
         set_some(&mut s.renew_every_ms, &self.snowflake_renew_every_ms);

@@ -97,6 +97,12 @@ pub struct SnowflakeConfig {
     /// The namespace its worker ID is leased in.
     #[serde(default = "default_namespace")]
     pub namespace: String,
+    /// The label stored with the lease, shown by `workerid leases` and in
+    /// the `workerid_lease_info` metric (default: the `WORKERID_HOLDER`
+    /// environment variable, else host name and process ID). 1 to 128
+    /// characters of `[A-Za-z0-9._:/-]`.
+    #[serde(default)]
+    pub holder: Option<String>,
     /// The lease ttl, in seconds.
     #[serde(default = "default_ttl")]
     pub ttl_secs: u64,
@@ -115,6 +121,21 @@ pub struct SnowflakeConfig {
 }
 
 impl SnowflakeConfig {
+    /// The holder label: `holder`, else `WORKERID_HOLDER`, else host name
+    /// and process ID.
+    ///
+    /// # Errors
+    /// A message naming `snowflake.holder` or `WORKERID_HOLDER` when the
+    /// label is not valid.
+    pub fn holder(&self) -> Result<workerid::Holder, String> {
+        match &self.holder {
+            Some(label) => {
+                workerid::Holder::new(label.as_str()).map_err(|e| format!("snowflake.holder: {e}"))
+            }
+            None => workerid::Holder::from_env().map_err(|e| format!("snowflake: {e}")),
+        }
+    }
+
     /// The lease ttl.
     pub fn ttl(&self) -> Duration {
         Duration::from_secs(self.ttl_secs)
@@ -224,6 +245,7 @@ impl Config {
         if self.snowflake.enabled {
             workerid::Namespace::new(self.snowflake.namespace.as_str())
                 .map_err(|e| format!("snowflake.namespace: {e}"))?;
+            self.snowflake.holder()?;
         }
         if let Some(n) = self.workers {
             if !(1..=1024).contains(&n) {
@@ -304,6 +326,7 @@ impl Default for SnowflakeConfig {
         SnowflakeConfig {
             enabled: true,
             namespace: default_namespace(),
+            holder: None,
             ttl_secs: default_ttl(),
             max_worker_id: None,
             renew_every_ms: None,

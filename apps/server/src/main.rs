@@ -220,10 +220,12 @@ async fn run(config: Config) -> Result<(), Failure> {
         if let Some(max) = s.max_worker_id {
             options = options.max_worker_id(max);
         }
+        let holder = s.holder().map_err(Failure::Config)?;
         let options = options
             .max_lease_time(s.ttl())
             .ttl(s.ttl())
-            .request_timeout(s.renew_timeout());
+            .request_timeout(s.renew_timeout())
+            .holder(holder.clone());
         // The lease has a connection (or pool) of its own: no pattern of
         // requests can queue renewals behind segment calls. Each lease call
         // is bounded by the allocator's request timeout (the renew timeout).
@@ -247,7 +249,7 @@ async fn run(config: Config) -> Result<(), Failure> {
         let options = WorkerOptions::new()
             .drift(drift)
             .renew_every(s.renew_every());
-        let snowflake = Arc::new(Snowflake::default());
+        let snowflake = Arc::new(Snowflake::new(allocator.namespace().clone(), holder));
         let supervisor = supervisor::spawn(
             snowflake.clone(),
             allocator,

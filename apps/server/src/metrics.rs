@@ -99,10 +99,22 @@ pub struct Counted {
 /// that has no lease to hold.
 fn lease_metrics(s: &Snowflake) -> String {
     let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    let id = s.worker_id();
+    // Namespaces and holder labels are [A-Za-z0-9._:/-]: nothing to escape.
+    let info = id.map_or_else(String::new, |id| {
+        format!(
+            "workerid_lease_info{{namespace=\"{}\",holder=\"{}\",worker_id=\"{id}\"}} 1\n",
+            s.namespace(),
+            s.holder()
+        )
+    });
     format!(
         "# HELP workerid_lease_ready Whether the snowflake worker holds a live lease.\n\
          # TYPE workerid_lease_ready gauge\n\
          workerid_lease_ready {}\n\
+         # HELP workerid_lease_info The worker ID held, its namespace and holder label (only while held).\n\
+         # TYPE workerid_lease_info gauge\n\
+         {info}\
          # HELP workerid_lease_joins_total Snowflake workers that joined (a first start and every rejoin).\n\
          # TYPE workerid_lease_joins_total counter\n\
          workerid_lease_joins_total {}\n\
@@ -112,7 +124,7 @@ fn lease_metrics(s: &Snowflake) -> String {
          # HELP workerid_lease_join_failures_total Snowflake join attempts that failed.\n\
          # TYPE workerid_lease_join_failures_total counter\n\
          workerid_lease_join_failures_total {}\n",
-        u8::from(s.ready()),
+        u8::from(id.is_some()),
         get(&s.joins),
         get(&s.losses),
         get(&s.join_failures),

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use workerid::snowflake::{Error, Result};
 use workerid::snowflake::{Worker, WorkerOptions, WorkerState};
-use workerid::Allocator;
+use workerid::{Allocator, Holder, Namespace};
 
 /// The first wait after a failed join; it doubles up to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
@@ -28,6 +28,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub struct Snowflake {
     current: ArcSwapOption<Worker>,
+    /// Where the worker ID is leased, and the label the lease carries.
+    namespace: Namespace,
+    holder: Holder,
     /// Turns true once the first join has succeeded or failed.
     tried: watch::Sender<bool>,
     /// Workers that joined (the first one included).
@@ -38,19 +41,40 @@ pub struct Snowflake {
     pub join_failures: AtomicU64,
 }
 
-impl Default for Snowflake {
-    fn default() -> Self {
+impl Snowflake {
+    /// No worker yet; its leases go to `namespace`, labelled `holder`.
+    pub fn new(namespace: Namespace, holder: Holder) -> Self {
         Snowflake {
             current: ArcSwapOption::empty(),
+            namespace,
+            holder,
             tried: watch::Sender::new(false),
             joins: AtomicU64::new(0),
             losses: AtomicU64::new(0),
             join_failures: AtomicU64::new(0),
         }
     }
-}
 
-impl Snowflake {
+    /// The namespace the worker ID is leased in.
+    pub fn namespace(&self) -> &Namespace {
+        &self.namespace
+    }
+
+    /// The holder label every lease of this server carries.
+    pub fn holder(&self) -> &Holder {
+        &self.holder
+    }
+
+    /// The worker ID of the current worker while it holds a live lease.
+    /// Probed by taking one ID (never served): the generator fails closed
+    /// at the lease deadline, before the keeper reports the loss.
+    pub fn worker_id(&self) -> Option<u32> {
+        let current = self.current.load();
+        let worker = current.as_ref()?;
+        let live = matches!(worker.state(), WorkerState::Ready { .. }) && worker.next_id().is_ok();
+        live.then(|| worker.worker_id())
+    }
+
     /// Waits until the first join has succeeded or failed, for up to
     /// `limit`: a server that starts listening with a worker already ready
     /// answers its first snowflake request.
@@ -73,14 +97,9 @@ impl Snowflake {
         }
     }
 
-    /// Whether a worker holds a live lease now. Probed by taking one ID
-    /// (never served): the generator fails closed at the lease deadline,
-    /// before the keeper reports the loss.
+    /// Whether a worker holds a live lease now (see [`Snowflake::worker_id`]).
     pub fn ready(&self) -> bool {
-        self.current
-            .load()
-            .as_ref()
-            .is_some_and(|w| matches!(w.state(), WorkerState::Ready { .. }) && w.next_id().is_ok())
+        self.worker_id().is_some()
     }
 }
 
@@ -181,7 +200,10 @@ mod tests {
 
     #[test]
     fn no_worker_is_not_ready() {
-        let s = Snowflake::default();
+        let s = Snowflake::new(
+            Namespace::new("test").unwrap(),
+            Holder::new("test:1").unwrap(),
+        );
         assert!(!s.ready());
         assert!(matches!(s.next_id(), Err(Error::NotReady { .. })));
     }

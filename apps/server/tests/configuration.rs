@@ -43,6 +43,7 @@ fn a_bad_config_exits_2_and_leaves_the_store_untouched() {
             "namespace",
         ),
         ("[snowflake]\nmax_worker_id = 5000\n", "max_worker_id"),
+        ("[snowflake]\nholder = \"has space\"\n", "snowflake.holder"),
         ("nonsense = 1\n", "nonsense"),
     ] {
         let out = run_with(dir.path(), &format!("{store}{bad}"), &[]);
@@ -160,6 +161,38 @@ fn metrics_leave_out_a_disabled_lease_and_unknown_tags_are_no_store_errors() {
     let (_, metrics) = server.get("/metrics");
     assert!(!metrics.contains("workerid_lease_ready"), "{metrics}");
     assert_eq!(server.metric("workerid_store_errors_total"), 0);
+}
+
+/// The configured holder label is stored with the lease (the operator's
+/// listing shows it) and named by the `workerid_lease_info` metric.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_holder_label_is_stored_and_shown() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let url = common::sqlite(dir.path());
+    let server = Server::launch(
+        dir.path(),
+        &url,
+        &Launch {
+            tables: "[snowflake]\nholder = \"prod/orders-7f9c:1\"\n",
+            ..Launch::default()
+        },
+    );
+    let (_, metrics) = server.get("/metrics");
+    let info = metrics
+        .lines()
+        .find(|l| l.starts_with("workerid_lease_info{"))
+        .unwrap_or_else(|| panic!("no workerid_lease_info: {metrics}"));
+    assert!(
+        info.starts_with(
+            "workerid_lease_info{namespace=\"workerid-server\",holder=\"prod/orders-7f9c:1\",worker_id=\""
+        ) && info.ends_with("\"} 1"),
+        "{info}"
+    );
+    let store = workerid::open(&url).await.expect("the store");
+    let ns = workerid::Namespace::new("workerid-server").expect("namespace");
+    let listing = store.list(&ns).await.expect("list");
+    let live: Vec<_> = listing.live().map(|l| l.holder.as_str()).collect();
+    assert_eq!(live, ["prod/orders-7f9c:1"], "{listing:?}");
 }
 
 /// A SIGTERM while the server waits to join its snowflake worker (the

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::{
-    Capabilities, Error, Grant, Lease, LeaseOptions, LeaseStore, Listing, Namespace, Result, Token,
-    WorkerId,
+    Capabilities, Error, Grant, Holder, Lease, LeaseOptions, LeaseStore, Listing, Namespace,
+    Result, Token, WorkerId,
 };
 
 /// Leases worker IDs of one namespace from a [`LeaseStore`] (libx.net/workerid's `Generator`).
@@ -38,6 +38,7 @@ pub struct Allocator {
     max_worker_id: u32,
     options: LeaseOptions,
     capabilities: Capabilities,
+    holder: Holder,
 }
 
 impl Allocator {
@@ -47,8 +48,9 @@ impl Allocator {
     /// first acquire.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] for a bad namespace or options, or options
-    /// beyond the store's [`Capabilities`].
+    /// [`Error::InvalidConfig`] for a bad namespace or options, options
+    /// beyond the store's [`Capabilities`], or (when the options name no
+    /// holder) a `WORKERID_HOLDER` that is not a valid [`Holder`].
     pub fn new(store: impl LeaseStore, namespace: &str, options: LeaseOptions) -> Result<Self> {
         Self::from_arc(Arc::new(store), namespace, options)
     }
@@ -65,7 +67,12 @@ impl Allocator {
         let namespace = Namespace::new(namespace)?;
         let capabilities = store.capabilities();
         options.validate(&capabilities)?;
+        let holder = match options.get_holder() {
+            Some(holder) => holder.clone(),
+            None => Holder::from_env()?,
+        };
         Ok(Allocator {
+            holder,
             max_worker_id: options.pool_max_worker_id()?,
             store,
             namespace,
@@ -82,6 +89,11 @@ impl Allocator {
     /// The largest worker ID of the pool.
     pub fn max_worker_id(&self) -> u32 {
         self.max_worker_id
+    }
+
+    /// The label stored with every lease this allocator takes.
+    pub fn holder(&self) -> &Holder {
+        &self.holder
     }
 
     /// The options.
@@ -114,10 +126,13 @@ impl Allocator {
         let token = Token::generate();
         let sent = Instant::now();
         let grant: Grant = self
-            .call(
-                self.store
-                    .acquire(&self.namespace, self.max_worker_id, &token, ttl),
-            )
+            .call(self.store.acquire(
+                &self.namespace,
+                self.max_worker_id,
+                &token,
+                ttl,
+                &self.holder,
+            ))
             .await?;
         if grant.id.get() > self.max_worker_id || grant.fence == 0 {
             return Err(Error::unavailable(
@@ -303,6 +318,7 @@ mod tests {
         delay: Duration,
         grant: Grant,
         calls: Arc<AtomicUsize>,
+        holder: Arc<std::sync::Mutex<Option<Holder>>>,
     }
 
     impl Scripted {
@@ -316,6 +332,7 @@ mod tests {
                     previous_watermark: 7,
                 },
                 calls: calls.clone(),
+                holder: Arc::default(),
             };
             (store, calls)
         }
@@ -331,7 +348,15 @@ mod tests {
         fn capabilities(&self) -> Capabilities {
             Capabilities::default()
         }
-        async fn acquire(&self, _: &Namespace, _: u32, _: &Token, _: Duration) -> Result<Grant> {
+        async fn acquire(
+            &self,
+            _: &Namespace,
+            _: u32,
+            _: &Token,
+            _: Duration,
+            holder: &Holder,
+        ) -> Result<Grant> {
+            *self.holder.lock().unwrap() = Some(holder.clone());
             self.answer().await;
             Ok(self.grant)
         }
@@ -378,6 +403,18 @@ mod tests {
         assert!(deadline >= before + TTL - margin);
         assert!(deadline <= Instant::now() - delay + TTL - margin);
         assert_eq!(deadline, lease.deadline());
+    }
+
+    #[tokio::test]
+    async fn every_acquire_names_the_holder() {
+        let (store, _) = Scripted::new(Duration::ZERO, 3, 1);
+        let seen = store.holder.clone();
+        let pod = Holder::new("prod/orders-1").unwrap();
+        let options = LeaseOptions::new().worker_bits(4).holder(pod.clone());
+        let allocator = Allocator::new(store, "test", options).unwrap();
+        assert_eq!(allocator.holder(), &pod);
+        allocator.acquire().await.unwrap();
+        assert_eq!(seen.lock().unwrap().as_ref(), Some(&pod));
     }
 
     #[tokio::test]

@@ -9,7 +9,7 @@
 //! - [`Allocator`]: what users call (`acquire` / `renew` / `release`; the
 //!   calls of libx.net/workerid, `get_id` / `renew_id` / `release_id`, are
 //!   in [`compat`]), checking every input before any I/O.
-//! - [`Lease`], [`Token`], [`Namespace`], [`WorkerId`], [`LeaseOptions`],
+//! - [`Lease`], [`Token`], [`Holder`], [`Namespace`], [`WorkerId`], [`LeaseOptions`],
 //!   [`Capabilities`], [`Error`].
 //! - [`Listing`], [`LeaseInfo`], [`LeaseState`]: an operator's view of a
 //!   namespace ([`LeaseStore::list`], optional, as is
@@ -24,6 +24,7 @@
 mod allocator;
 pub mod compat;
 mod error;
+mod holder;
 mod lease;
 mod listing;
 mod namespace;
@@ -35,6 +36,7 @@ mod worker_id;
 
 pub use allocator::Allocator;
 pub use error::{BoxError, Error, Result};
+pub use holder::{Holder, HOLDER_ENV, MAX_HOLDER_LEN};
 pub use lease::Lease;
 pub use listing::{LeaseInfo, LeaseState, Listing, NamespaceInfo};
 pub use namespace::{Namespace, MAX_NAMESPACE_LEN};

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::{Namespace, WorkerId};
+use crate::{Holder, Namespace, WorkerId};
 
 /// The state of one worker ID that has been granted at least once, judged on
 /// the store's clock at the instant of the listing.
@@ -59,7 +59,7 @@ impl LeaseState {
 }
 
 /// One worker ID of a [`Listing`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaseInfo {
     /// The worker ID.
     pub id: WorkerId,
@@ -70,6 +70,9 @@ pub struct LeaseInfo {
     /// The highest watermark its holders stored (0 if none); the next holder
     /// reads it on acquire.
     pub watermark: u64,
+    /// Who its latest grant went to (for a free or expired ID: its last
+    /// holder).
+    pub holder: Holder,
 }
 
 /// A namespace as the store holds it.

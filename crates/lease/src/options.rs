@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::{Capabilities, Error, Result, MAX_WORKER_BITS, MAX_WORKER_ID_LIMIT};
+use crate::{Capabilities, Error, Holder, Result, MAX_WORKER_BITS, MAX_WORKER_ID_LIMIT};
 
 /// The default `worker_bits`: 10, the standard snowflake layout (IDs 0..=1023).
 pub const DEFAULT_WORKER_BITS: u8 = 10;
@@ -43,6 +43,7 @@ pub struct LeaseOptions {
     ttl: Option<Duration>,
     request_timeout: Duration,
     drift_allowance_ppm: u32,
+    holder: Option<Holder>,
 }
 
 impl Default for LeaseOptions {
@@ -53,6 +54,7 @@ impl Default for LeaseOptions {
             ttl: None,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             drift_allowance_ppm: DEFAULT_DRIFT_ALLOWANCE_PPM,
+            holder: None,
         }
     }
 }
@@ -61,6 +63,14 @@ impl LeaseOptions {
     /// The defaults: 10 worker bits, 5-minute leases, 10 s request timeout.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The label stored with every lease this allocator takes, shown to
+    /// operators by the store's listing. Without it: [`Holder::from_env`]
+    /// (`WORKERID_HOLDER`, else host name and process ID).
+    pub fn holder(mut self, holder: Holder) -> Self {
+        self.holder = Some(holder);
+        self
     }
 
     /// The pool is `0..=2^bits - 1`; `bits` must be in `1..=22` (libx.net/workerid's
@@ -126,6 +136,11 @@ impl LeaseOptions {
     /// The ttl used by `acquire`.
     pub fn default_ttl(&self) -> Duration {
         self.ttl.unwrap_or(self.max_lease_time)
+    }
+
+    /// The holder label set with [`holder`](Self::holder), if any.
+    pub fn get_holder(&self) -> Option<&Holder> {
+        self.holder.as_ref()
     }
 
     /// The request timeout.

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{Error, Listing, Namespace, NamespaceInfo, Result, Token, WorkerId, MAX_WORKER_BITS};
+use crate::{
+    Error, Holder, Listing, Namespace, NamespaceInfo, Result, Token, WorkerId, MAX_WORKER_BITS,
+};
 
 /// What a store can and cannot do, so shared tests adapt instead of failing.
 ///
@@ -87,13 +89,14 @@ pub struct Grant {
 /// section is the part of the contract below that it carries; the
 /// `workerid-conformance` crate checks every line.
 ///
-#[doc = include_str!("../../../docs/contract.md")]
+#[doc = include_str!("../contract.md")]
 #[async_trait]
 pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// What this store can do; the allocator checks options against it.
     fn capabilities(&self) -> Capabilities;
 
-    /// Grants a free worker ID of `namespace` to `token` for `ttl`.
+    /// Grants a free worker ID of `namespace` to `token` for `ttl`, recording
+    /// `holder` as who holds it.
     ///
     /// # Behavior
     /// - The first acquire in a namespace records `max_worker_id`; an acquire
@@ -102,7 +105,8 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// - Free means never granted, released, or expired (store clock). When
     ///   some ID of `0..=max_worker_id` is free, one of them is granted: it is
     ///   held by `token` until store-now + `ttl`; its fence rises; the answer
-    ///   carries the stored watermark as `previous_watermark`.
+    ///   carries the stored watermark as `previous_watermark`; `holder` is
+    ///   stored with the grant (replacing the previous holder's label).
     /// - When every ID is held by a live lease: `NoAvailableId`.
     /// - Concurrent acquirers never get the same ID while it is live; racing
     ///   acquirers on one expired ID: exactly one wins.
@@ -112,6 +116,7 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
         max_worker_id: u32,
         token: &Token,
         ttl: Duration,
+        holder: &Holder,
     ) -> Result<Grant>;
 
     /// Extends the lease `token` holds on `id` to store-now + `ttl`.
@@ -157,8 +162,8 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// - Otherwise the stored `max_worker_id`, and exactly one entry per ID
     ///   ever granted, ordered by ID: [`LeaseState::Live`](crate::LeaseState::Live)
     ///   with the time left on the store's clock, `Expired`, or `Free`
-    ///   (released); its latest fence and its stored watermark. IDs never
-    ///   granted are not listed.
+    ///   (released); its latest fence, its stored watermark and the holder
+    ///   label of its latest grant. IDs never granted are not listed.
     /// - One consistent read where the store allows it (one script, one
     ///   statement); it changes nothing.
     /// - Default: [`Error::Unsupported`] (not retryable).
@@ -218,8 +223,9 @@ macro_rules! forward_lease_store {
                 max_worker_id: u32,
                 token: &Token,
                 ttl: Duration,
+                holder: &Holder,
             ) -> Result<Grant> {
-                (**self).acquire(namespace, max_worker_id, token, ttl).await
+                (**self).acquire(namespace, max_worker_id, token, ttl, holder).await
             }
             async fn renew(
                 &self,

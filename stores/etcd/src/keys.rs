@@ -6,7 +6,7 @@
 //! | --- | --- | --- | --- |
 //! | `config` | `max_worker_id` | none | the pool size the namespace was first used with |
 //! | `owner/<id>` | token | the holder's | the ID is live; deleted by etcd at expiry |
-//! | `holder/<id>` | token | none | the last grant; written by grants only, so its mod revision is that grant's fence |
+//! | `grant/<id>` | `<token> <holder>` | none | the last grant; written by grants only, so its mod revision is that grant's fence |
 //! | `ownership/<id>` | `held <ttl secs>` or `forced`; deleted by a release | none | the last grant's ttl, and whether it was released (deleted by its holder, `forced` by an operator) |
 //! | `mark/<id>` | watermark, 20 digits | none | the highest watermark ever stored |
 //!
@@ -25,7 +25,7 @@
 //!
 //! Segment counters live under `<prefix>/seg/<tag>` as `<max_id> <step> <nonce>`.
 
-use workerid_lease::{Error, Namespace, Result, Token, WorkerId};
+use workerid_lease::{Error, Holder, Namespace, Result, Token, WorkerId};
 use workerid_segment::Tag;
 
 /// The default key prefix.
@@ -75,8 +75,8 @@ impl Keys {
         format!("{}owner/{id:07}", self.base)
     }
 
-    pub fn holder(&self, id: u32) -> String {
-        format!("{}holder/{id:07}", self.base)
+    pub fn grant(&self, id: u32) -> String {
+        format!("{}grant/{id:07}", self.base)
     }
 
     pub fn ownership(&self, id: u32) -> String {
@@ -93,7 +93,7 @@ impl Keys {
         (self.owners(), end)
     }
 
-    /// The prefix of every `<kind>/` key: `owner`, `holder`, `mark`, `ownership`.
+    /// The prefix of every `<kind>/` key: `owner`, `grant`, `mark`, `ownership`.
     pub fn all(&self, kind: &str) -> String {
         format!("{}{kind}/", self.base)
     }
@@ -126,6 +126,22 @@ pub(crate) fn segments(prefix: &str) -> String {
 
 pub(crate) fn watermark(value: u64) -> String {
     format!("{value:020}")
+}
+
+/// The value of `grant/<id>`: the token and the holder label of a grant.
+pub(crate) fn grant_value(token: &Token, holder: &Holder) -> String {
+    format!("{token} {holder}")
+}
+
+/// The token part of a `grant/<id>` value (neither part has a space).
+pub(crate) fn grant_token(value: &[u8]) -> &[u8] {
+    value.split(|&b| b == b' ').next().unwrap_or(value)
+}
+
+/// The holder part of a `grant/<id>` value.
+pub(crate) fn grant_holder(value: &[u8]) -> Option<Holder> {
+    let (_, holder) = std::str::from_utf8(value).ok()?.split_once(' ')?;
+    Holder::new(holder).ok()
 }
 
 /// What `ownership/<id>` says about the last grant of an ID.
@@ -178,17 +194,17 @@ pub(crate) fn number<T: std::str::FromStr>(bytes: &[u8]) -> Option<T> {
 
 /// The contract's error for a renew or release by `token` that found no live
 /// `owner/<id>` held by it, from what the keys of the ID say: the live owner's
-/// token (if any), the last grant's token (`holder/<id>`), and whether that
-/// grant was released (see [`Ownership::released`]).
+/// token (if any), the last grant (`grant/<id>`), and whether that grant was
+/// released (see [`Ownership::released`]).
 pub(crate) fn refusal(
     owner: Option<&[u8]>,
-    holder: Option<&[u8]>,
+    grant: Option<&[u8]>,
     released: bool,
     token: &Token,
     id: WorkerId,
 ) -> Error {
     let mine = token.to_string();
-    match (owner, holder) {
+    match (owner, grant.map(grant_token)) {
         (Some(_), _) => Error::TokenMismatch { id },
         (None, None) => Error::NotAssigned { id },
         (None, Some(_)) if released => Error::NotAssigned { id },
@@ -219,7 +235,7 @@ mod tests {
         let inside = |key: String| key.as_str() >= start.as_str() && key.as_bytes() < &end[..];
         assert!(inside(keys.owner(0)) && inside(keys.owner(4_194_303)));
         assert!(inside(keys.ownership(0)) && inside(keys.ownership(4_194_303)));
-        for other in [keys.holder(1), keys.mark(1), keys.config()] {
+        for other in [keys.grant(1), keys.mark(1), keys.config()] {
             assert!(!inside(other.clone()), "{other}");
         }
     }
@@ -254,10 +270,21 @@ mod tests {
     }
 
     #[test]
+    fn grant_values_round_trip() {
+        let token = Token::generate();
+        let holder = Holder::new("prod/orders-1:7").unwrap();
+        let value = grant_value(&token, &holder);
+        assert_eq!(grant_token(value.as_bytes()), token.to_string().as_bytes());
+        assert_eq!(grant_holder(value.as_bytes()), Some(holder));
+        assert_eq!(grant_holder(b"no-holder"), None);
+    }
+
+    #[test]
     fn refusals_follow_the_contract() {
         let mine = Token::generate();
         let other = Token::generate();
-        let (m, o) = (mine.to_string(), other.to_string());
+        let holder = Holder::new("h:1").unwrap();
+        let (m, o) = (grant_value(&mine, &holder), grant_value(&other, &holder));
         let id = WorkerId::from(3);
         let is = |e: Error| format!("{e:?}");
         let cases = [
@@ -273,11 +300,11 @@ mod tests {
             (None, Some(o.as_bytes()), false, Error::TokenMismatch { id }),
             (None, Some(o.as_bytes()), true, Error::NotAssigned { id }),
         ];
-        for (owner, holder, released, expected) in cases {
+        for (owner, grant, released, expected) in cases {
             assert_eq!(
-                is(refusal(owner, holder, released, &mine, id)),
+                is(refusal(owner, grant, released, &mine, id)),
                 is(expected),
-                "{owner:?} {holder:?} {released}"
+                "{owner:?} {grant:?} {released}"
             );
         }
     }

@@ -62,12 +62,15 @@
 //! prefix (default `workerid`) keeps them apart from other data.
 #![deny(missing_docs)]
 
+mod acquire;
 mod builder;
 mod cluster;
+mod held;
 mod keepalive;
 mod keys;
 mod leader;
 mod lease;
+mod lessor;
 mod listing;
 mod mirror;
 mod segments;

@@ -7,17 +7,17 @@ use std::time::Duration;
 use etcd_client::{Compare, CompareOp, DeleteOptions, GetOptions, Txn, TxnOp, TxnOpResponse};
 use workerid_lease::{LeaseInfo, LeaseState, Listing, Namespace, NamespaceInfo, Result, WorkerId};
 
-use crate::keys::{number, Keys, Ownership};
+use crate::keys::{grant_holder, grant_token, number, Keys, Ownership};
 use crate::{nonsense, EtcdStore};
 
 /// The kinds of keys a listing reads, in the order of the transaction.
-const KINDS: [&str; 4] = ["owner", "holder", "mark", "ownership"];
+const KINDS: [&str; 4] = ["owner", "grant", "mark", "ownership"];
 
 impl EtcdStore {
     /// Every namespace, from one range read of every namespace's keys: the
     /// pool size from `config`, and as live the IDs whose `owner/` key (on
     /// an etcd lease, deleted when it expires) holds the token of their last
-    /// grant (`holder/`).
+    /// grant (`grant/`).
     pub(crate) async fn namespaces(&self) -> Result<Vec<NamespaceInfo>> {
         let start = format!("{}/ns/", self.inner.prefix);
         let answer = self
@@ -35,7 +35,7 @@ impl EtcdStore {
             .value;
         let bad = || nonsense("list_namespaces", &answer);
         // Per namespace: its pool size, and per ID the owner's and the last
-        // holder's token.
+        // grant's token.
         type Tokens<'a> = HashMap<&'a str, (Option<&'a [u8]>, Option<&'a [u8]>)>;
         let mut found: BTreeMap<&str, (Option<u32>, Tokens<'_>)> = BTreeMap::new();
         for kv in answer.kvs() {
@@ -52,7 +52,9 @@ impl EtcdStore {
             match what.split_once('/') {
                 None if what == "config" => *max = Some(number(kv.value()).ok_or_else(bad)?),
                 Some(("owner", id)) => tokens.entry(id).or_default().0 = Some(kv.value()),
-                Some(("holder", id)) => tokens.entry(id).or_default().1 = Some(kv.value()),
+                Some(("grant", id)) => {
+                    tokens.entry(id).or_default().1 = Some(grant_token(kv.value()))
+                }
                 _ => {}
             }
         }
@@ -63,7 +65,7 @@ impl EtcdStore {
             };
             let live = tokens
                 .values()
-                .filter(|(owner, holder)| owner.is_some() && owner == holder)
+                .filter(|(owner, granted)| owner.is_some() && owner == granted)
                 .count();
             all.push(NamespaceInfo {
                 namespace,
@@ -92,7 +94,7 @@ impl EtcdStore {
                 _ => return Err(bad()),
             }
         }
-        let [config, owners, holders, marks, ownership] = ranges.as_slice() else {
+        let [config, owners, grants, marks, ownership] = ranges.as_slice() else {
             return Err(bad());
         };
         let Some(config) = config.first() else {
@@ -113,14 +115,14 @@ impl EtcdStore {
             .filter(|(_, kv)| !Ownership::released(Some(kv.value())))
             .map(|(id, _)| id)
             .collect();
-        let holders: BTreeMap<u32, etcd_client::KeyValue> =
-            by_id("holder", holders).into_iter().collect();
+        let grants: BTreeMap<u32, etcd_client::KeyValue> =
+            by_id("grant", grants).into_iter().collect();
 
-        let mut leases = Vec::with_capacity(holders.len());
-        for (id, holder) in holders {
+        let mut leases = Vec::with_capacity(grants.len());
+        for (id, grant) in grants {
             let live = owners
                 .get(&id)
-                .filter(|owner| owner.value() == holder.value());
+                .filter(|owner| owner.value() == grant_token(grant.value()));
             let state = match live {
                 Some(owner) => match self.time_left(owner.lease()).await? {
                     Some(remaining) => LeaseState::Live { remaining },
@@ -136,8 +138,9 @@ impl EtcdStore {
             leases.push(LeaseInfo {
                 id: WorkerId::from(id),
                 state,
-                fence: u64::try_from(holder.mod_revision()).map_err(|_| bad())?,
+                fence: u64::try_from(grant.mod_revision()).map_err(|_| bad())?,
                 watermark,
+                holder: grant_holder(grant.value()).ok_or_else(bad)?,
             });
         }
         Ok(Listing {

@@ -3,11 +3,28 @@
 //! refusals their else branches tell.
 
 use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse};
-use workerid_lease::{Error, Result, Token, WorkerId};
+use workerid_lease::{Error, Holder, Result, Token, WorkerId};
 
-use crate::keys::{number, refusal as refused, watermark, Keys, Ownership};
+use crate::keys::{grant_value, number, refusal as refused, watermark, Keys, Ownership};
 use crate::mirror::Candidate;
 use crate::nonsense;
+
+impl crate::EtcdStore {
+    /// Sends `txn` (again, on another member, when an answer is lost).
+    pub(crate) async fn txn(
+        &self,
+        what: &'static str,
+        txn: Txn,
+    ) -> Result<crate::cluster::Answer<TxnResponse>> {
+        self.inner
+            .cluster
+            .call(what, |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await
+    }
+}
 
 /// The `n`th response of a transaction, if it is a get: its first value.
 pub(crate) fn got(responses: &[TxnOpResponse], n: usize) -> Option<Option<Vec<u8>>> {
@@ -39,7 +56,7 @@ pub(crate) fn raise_mark(keys: &Keys, id: u32, value: u64) -> Option<TxnOp> {
 }
 
 /// If `owner/<id>` is held by `token`, `then`; else read the owner and the
-/// holder, to tell which refusal it is.
+/// last grant, to tell which refusal it is.
 pub(crate) fn guarded(keys: &Keys, id: u32, token: &Token, then: Vec<TxnOp>) -> Txn {
     Txn::new()
         .when([Compare::value(
@@ -50,7 +67,7 @@ pub(crate) fn guarded(keys: &Keys, id: u32, token: &Token, then: Vec<TxnOp>) -> 
         .and_then(then)
         .or_else([
             TxnOp::get(keys.owner(id), None),
-            TxnOp::get(keys.holder(id), None),
+            TxnOp::get(keys.grant(id), None),
             TxnOp::get(keys.ownership(id), None),
         ])
 }
@@ -64,9 +81,9 @@ pub(crate) fn refusal(
 ) -> Result<Error> {
     let responses = answer.op_responses();
     match (got(&responses, 0), got(&responses, 1), got(&responses, 2)) {
-        (Some(owner), Some(holder), Some(ownership)) => Ok(refused(
+        (Some(owner), Some(grant), Some(ownership)) => Ok(refused(
             owner.as_deref(),
-            holder.as_deref(),
+            grant.as_deref(),
             Ownership::released(ownership.as_deref()),
             token,
             id,
@@ -90,13 +107,14 @@ pub(crate) fn refusal(
 pub(crate) fn acquire_txn(
     keys: &Keys,
     max: Option<u32>,
-    token: &Token,
+    (token, holder): (&Token, &Holder),
     (lease, ttl_secs): (i64, i64),
     candidates: &[Candidate],
     resent: bool,
 ) -> Txn {
     let ownership = Ownership::held(ttl_secs).encode();
     let mine = token.to_string();
+    let grant = grant_value(token, holder);
     let checks = candidates.iter().filter(|_| resent).map(|c| {
         let id = c.id;
         Txn::new()
@@ -122,7 +140,7 @@ pub(crate) fn acquire_txn(
                     mine.clone(),
                     Some(PutOptions::new().with_lease(lease)),
                 ),
-                TxnOp::put(keys.holder(id), mine.clone(), None),
+                TxnOp::put(keys.grant(id), grant.clone(), None),
                 TxnOp::get(keys.mark(id), None),
                 TxnOp::put(keys.ownership(id), ownership.clone(), None),
             ])
@@ -274,7 +292,7 @@ mod tests {
         let token = Token::generate();
         let ttl = Duration::from_secs(30);
         let grant = store
-            .acquire(&namespace, 15, &token, ttl)
+            .acquire(&namespace, 15, &token, ttl, &Holder::default())
             .await
             .expect("acquire");
         let keys = Keys::new(DEFAULT_PREFIX, &namespace);
@@ -284,7 +302,14 @@ mod tests {
         // The free candidate comes first: a plain resend would take it.
         let candidates = unrecorded(&[free, mine]);
 
-        let resent = acquire_txn(&keys, Some(15), &token, (lease, 30), &candidates, true);
+        let resent = acquire_txn(
+            &keys,
+            Some(15),
+            (&token, &Holder::default()),
+            (lease, 30),
+            &candidates,
+            true,
+        );
         let answer = kv.txn(resent).await.expect("txn");
         assert_eq!(
             won(&answer, &candidates, true),
@@ -294,7 +319,14 @@ mod tests {
         assert_eq!(other.count(), 0, "a resent acquire took a second ID");
 
         // Teeth: the same transaction as a first sending takes the free one.
-        let plain = acquire_txn(&keys, Some(15), &token, (lease, 30), &candidates, false);
+        let plain = acquire_txn(
+            &keys,
+            Some(15),
+            (&token, &Holder::default()),
+            (lease, 30),
+            &candidates,
+            false,
+        );
         let answer = kv.txn(plain).await.expect("txn");
         assert_eq!(won(&answer, &candidates, false).0, free);
 
@@ -302,7 +334,14 @@ mod tests {
         // candidate as a first sending does, at its own revision.
         let fresh = Token::generate();
         let candidates = unrecorded(&[(mine + 2) % 16]);
-        let resent = acquire_txn(&keys, Some(15), &fresh, (lease, 30), &candidates, true);
+        let resent = acquire_txn(
+            &keys,
+            Some(15),
+            (&fresh, &Holder::default()),
+            (lease, 30),
+            &candidates,
+            true,
+        );
         let answer = kv.txn(resent).await.expect("txn");
         let revision = answer.header().expect("header").revision();
         let (id, fence, _) = won(&answer, &candidates, true);
@@ -342,7 +381,13 @@ mod tests {
         let store = store().await;
         let namespace = Namespace::new("record-guard").expect("namespace");
         let holder = store
-            .acquire(&namespace, 15, &Token::generate(), Duration::from_secs(30))
+            .acquire(
+                &namespace,
+                15,
+                &Token::generate(),
+                Duration::from_secs(30),
+                &Holder::default(),
+            )
             .await
             .expect("acquire");
         let keys = Keys::new(DEFAULT_PREFIX, &namespace);
@@ -352,7 +397,14 @@ mod tests {
         let (mut kv, lease) = raw_client(&store).await;
         let token = Token::generate();
         let stale = unrecorded(&[y]);
-        let txn = acquire_txn(&keys, Some(15), &token, (lease, 30), &stale, false);
+        let txn = acquire_txn(
+            &keys,
+            Some(15),
+            (&token, &Holder::default()),
+            (lease, 30),
+            &stale,
+            false,
+        );
         let answer = kv.txn(txn).await.expect("txn");
         assert!(
             matches!(
@@ -367,7 +419,14 @@ mod tests {
             record,
             as_of: 0,
         }];
-        let txn = acquire_txn(&keys, Some(15), &token, (lease, 30), &current, false);
+        let txn = acquire_txn(
+            &keys,
+            Some(15),
+            (&token, &Holder::default()),
+            (lease, 30),
+            &current,
+            false,
+        );
         let answer = kv.txn(txn).await.expect("txn");
         assert_eq!(won(&answer, &current, false).0, y);
     }
@@ -383,25 +442,30 @@ mod tests {
         let keys = Keys::new(DEFAULT_PREFIX, &namespace);
         let ttl = a.capabilities().min_ttl.max(Duration::from_secs(2));
         let mine = b
-            .acquire(&namespace, 1, &Token::generate(), ttl)
+            .acquire(&namespace, 1, &Token::generate(), ttl, &Holder::default())
             .await
             .expect("b acquires");
         let token = Token::generate();
         let theirs = a
-            .acquire(&namespace, 1, &token, ttl)
+            .acquire(&namespace, 1, &token, ttl, &Holder::default())
             .await
             .expect("a acquires");
         assert_ne!(mine.id, theirs.id);
 
         delete_owner_early(&a, &keys, theirs.id.get()).await;
         let deleted = Instant::now();
-        let at_once = b.acquire(&namespace, 1, &Token::generate(), ttl).await;
+        let at_once = b
+            .acquire(&namespace, 1, &Token::generate(), ttl, &Holder::default())
+            .await;
         assert!(
             matches!(at_once, Err(workerid_lease::Error::NoAvailableId { .. })),
             "an ID whose owner was deleted early was granted at once: {at_once:?}"
         );
         let regranted = loop {
-            match b.acquire(&namespace, 1, &Token::generate(), ttl).await {
+            match b
+                .acquire(&namespace, 1, &Token::generate(), ttl, &Holder::default())
+                .await
+            {
                 Ok(grant) => break grant,
                 Err(workerid_lease::Error::NoAvailableId { .. }) => {
                     assert!(deleted.elapsed() < ttl * 5, "never granted again");

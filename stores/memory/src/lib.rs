@@ -30,8 +30,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use workerid_lease::{
-    Capabilities, Error, Grant, LeaseStore, Listing, Namespace, NamespaceInfo, Result, Token,
-    WorkerId,
+    Capabilities, Error, Grant, Holder, LeaseStore, Listing, Namespace, NamespaceInfo, Result,
+    Token, WorkerId,
 };
 
 pub use clock::{ManualClock, MonotonicClock, SystemClock};
@@ -119,6 +119,7 @@ impl LeaseStore for MemoryStore {
         max_worker_id: u32,
         token: &Token,
         ttl: Duration,
+        holder: &Holder,
     ) -> Result<Grant> {
         let now = self.clock.now();
         let mut namespaces = self.namespaces();
@@ -132,7 +133,7 @@ impl LeaseStore for MemoryStore {
                 requested: max_worker_id,
             });
         }
-        pool.acquire(now, token, ttl)
+        pool.acquire(now, token, ttl, holder)
     }
 
     async fn renew(

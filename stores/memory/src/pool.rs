@@ -4,13 +4,15 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
-use workerid_lease::{Error, Grant, LeaseInfo, LeaseState, Result, Token, WorkerId};
+use workerid_lease::{Error, Grant, Holder, LeaseInfo, LeaseState, Result, Token, WorkerId};
 
 /// The state of one worker ID that has been granted at least once.
 #[derive(Debug)]
 struct Slot {
-    /// `None` once released.
-    holder: Option<Token>,
+    /// The token of the current (or last) lease; `None` once released.
+    token: Option<Token>,
+    /// Who the latest grant went to.
+    holder: Holder,
     /// When the current (or last) lease ends, on the store's clock.
     expires_at: Duration,
     fence: u64,
@@ -85,7 +87,7 @@ impl Pool {
             let current = self
                 .slots
                 .get(id as usize)
-                .is_some_and(|slot| slot.holder.is_some() && slot.expires_at == end);
+                .is_some_and(|slot| slot.token.is_some() && slot.expires_at == end);
             if current {
                 return Some((end, id));
             }
@@ -102,13 +104,19 @@ impl Pool {
         if self.held.len() > 2 * self.slots.len() + 64 {
             self.held = (0u32..)
                 .zip(&self.slots)
-                .filter(|(_, slot)| slot.holder.is_some())
+                .filter(|(_, slot)| slot.token.is_some())
                 .map(|(id, slot)| Reverse((slot.expires_at, id)))
                 .collect();
         }
     }
 
-    pub(crate) fn acquire(&mut self, now: Duration, token: &Token, ttl: Duration) -> Result<Grant> {
+    pub(crate) fn acquire(
+        &mut self,
+        now: Duration,
+        token: &Token,
+        ttl: Duration,
+        holder: &Holder,
+    ) -> Result<Grant> {
         let expired = self.first_held().filter(|&(end, _)| end <= now);
         // The fence and watermark a released ID had, from its queue entry
         // rather than its slot: on a nearly full pool the ID free longest was
@@ -129,7 +137,8 @@ impl Pool {
                 let id = self.next_unused as u32;
                 self.next_unused += 1;
                 self.slots.push(Slot {
-                    holder: None,
+                    token: None,
+                    holder: holder.clone(),
                     expires_at: now,
                     fence: 0,
                     watermark: 0,
@@ -148,7 +157,8 @@ impl Pool {
             .ok_or_else(|| Error::unavailable("memory", "internal state lost a slot"))?;
         let (fence, watermark) = before.unwrap_or((slot.fence, slot.watermark));
         *slot = Slot {
-            holder: Some(*token),
+            token: Some(*token),
+            holder: holder.clone(),
             expires_at: now + ttl,
             fence: fence + 1,
             watermark,
@@ -178,16 +188,16 @@ impl Pool {
             Some(slot) => slot,
             None => return Err(Error::NotAssigned { id }),
         };
-        match slot.holder {
+        match slot.token {
             None => return Err(Error::NotAssigned { id }),
-            Some(holder) if holder != *token => return Err(Error::TokenMismatch { id }),
+            Some(held) if held != *token => return Err(Error::TokenMismatch { id }),
             Some(_) if now >= slot.expires_at => return Err(Error::TokenExpired { id }),
             Some(_) => {}
         }
         slot.expires_at = free_at;
         slot.watermark = slot.watermark.max(watermark);
         if release {
-            slot.holder = None;
+            slot.token = None;
             self.released.push_back(Released::new(free_at, id, slot));
         } else {
             self.push_held(free_at, id.get());
@@ -212,9 +222,10 @@ impl Pool {
             .zip(&self.slots)
             .map(|(id, slot)| LeaseInfo {
                 id: WorkerId::from(id),
-                state: LeaseState::judge(slot.holder.is_some(), slot.expires_at, now),
+                state: LeaseState::judge(slot.token.is_some(), slot.expires_at, now),
                 fence: slot.fence,
                 watermark: slot.watermark,
+                holder: slot.holder.clone(),
             })
             .collect()
     }
@@ -224,10 +235,10 @@ impl Pool {
         let Some(slot) = self.slots.get_mut(id.get() as usize) else {
             return false;
         };
-        if slot.holder.is_none() || slot.expires_at <= now {
+        if slot.token.is_none() || slot.expires_at <= now {
             return false;
         }
-        slot.holder = None;
+        slot.token = None;
         slot.expires_at = now;
         self.released.push_back(Released::new(now, id, slot));
         true
@@ -254,12 +265,18 @@ mod tests {
         Token::generate()
     }
 
+    fn holder() -> Holder {
+        Holder::new("test:1").unwrap()
+    }
+
     #[test]
     fn renewals_leave_a_bounded_heap_and_expiry_is_still_found_in_order() {
         let mut pool = Pool::new(99);
         let tokens: Vec<Token> = (0..100).map(|_| token()).collect();
         for (i, t) in tokens.iter().enumerate() {
-            let grant = pool.acquire(SEC * i as u32, t, 1000 * SEC).unwrap();
+            let grant = pool
+                .acquire(SEC * i as u32, t, 1000 * SEC, &holder())
+                .unwrap();
             assert_eq!(grant.id.get(), i as u32);
         }
         // Ten thousand renewals: each pushes an entry; the heap is rebuilt
@@ -276,13 +293,13 @@ mod tests {
         }
         let now = SEC * 199;
         assert!(matches!(
-            pool.acquire(now, &token(), SEC),
+            pool.acquire(now, &token(), SEC, &holder()),
             Err(Error::NoAvailableId { .. })
         ));
         // Past every end: reclaimed earliest end first.
         let later = now + 20 * SEC;
         for expected in 0..100 {
-            let grant = pool.acquire(later, &token(), SEC).unwrap();
+            let grant = pool.acquire(later, &token(), SEC, &holder()).unwrap();
             assert_eq!(grant.id.get(), expected);
             assert_eq!(grant.fence, 2);
         }
@@ -292,20 +309,29 @@ mod tests {
     fn released_and_renewed_ids_are_never_reclaimed_through_a_stale_entry() {
         let mut pool = Pool::new(2);
         let (a, b, c) = (token(), token(), token());
-        pool.acquire(Duration::ZERO, &a, 10 * SEC).unwrap(); // ID 0, ends at 10 s
-        pool.acquire(Duration::ZERO, &b, 10 * SEC).unwrap(); // ID 1, ends at 10 s
-        pool.acquire(Duration::ZERO, &c, 10 * SEC).unwrap(); // ID 2, ends at 10 s
-                                                             // ID 0 renewed to 100 s, ID 1 released at 5 s: their 10 s entries
-                                                             // are stale.
+        pool.acquire(Duration::ZERO, &a, 10 * SEC, &holder())
+            .unwrap(); // ID 0, ends at 10 s
+        pool.acquire(Duration::ZERO, &b, 10 * SEC, &holder())
+            .unwrap(); // ID 1, ends at 10 s
+        pool.acquire(Duration::ZERO, &c, 10 * SEC, &holder())
+            .unwrap(); // ID 2, ends at 10 s
+                       // ID 0 renewed to 100 s, ID 1 released at 5 s: their 10 s entries
+                       // are stale.
         pool.renew(SEC, WorkerId::from(0), &a, 99 * SEC, 0).unwrap();
         pool.release(5 * SEC, WorkerId::from(1), &b, 0).unwrap();
         let d = token();
         // At 20 s: ID 2 expired at 10 s, ID 1 was released at 5 s (free
         // longer), ID 0 is live.
-        assert_eq!(pool.acquire(20 * SEC, &d, SEC).unwrap().id.get(), 1);
-        assert_eq!(pool.acquire(20 * SEC, &d, SEC).unwrap().id.get(), 2);
+        assert_eq!(
+            pool.acquire(20 * SEC, &d, SEC, &holder()).unwrap().id.get(),
+            1
+        );
+        assert_eq!(
+            pool.acquire(20 * SEC, &d, SEC, &holder()).unwrap().id.get(),
+            2
+        );
         assert!(matches!(
-            pool.acquire(20 * SEC, &d, SEC),
+            pool.acquire(20 * SEC, &d, SEC, &holder()),
             Err(Error::NoAvailableId { .. })
         ));
         assert!(pool.renew(20 * SEC, WorkerId::from(0), &a, SEC, 0).is_ok());

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use workerid_lease::{
-    Allocator, Capabilities, Error, Grant, LeaseOptions, LeaseStore, Namespace, Result, Token,
-    WorkerId,
+    Allocator, Capabilities, Error, Grant, Holder, LeaseOptions, LeaseStore, Namespace, Result,
+    Token, WorkerId,
 };
 use workerid_memory::{ManualClock, MemoryStore};
 use workerid_snowflake::{
@@ -219,8 +219,9 @@ impl LeaseStore for Flaky {
         max: u32,
         token: &Token,
         ttl: Duration,
+        holder: &Holder,
     ) -> Result<Grant> {
-        self.inner.acquire(ns, max, token, ttl).await
+        self.inner.acquire(ns, max, token, ttl, holder).await
     }
     async fn renew(
         &self,

@@ -47,7 +47,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use redis::Value;
 use workerid_lease::{
-    Capabilities, Error, Grant, LeaseStore, Listing, Namespace, Result, Token, WorkerId,
+    Capabilities, Error, Grant, Holder, LeaseStore, Listing, Namespace, Result, Token, WorkerId,
 };
 
 pub use builder::RedisStoreBuilder;
@@ -191,10 +191,16 @@ impl LeaseStore for RedisStore {
         max_worker_id: u32,
         token: &Token,
         ttl: Duration,
+        holder: &Holder,
     ) -> Result<Grant> {
         self.register(namespace).await?;
         let keys = keys(&self.prefix, namespace);
-        let args = [max_worker_id.to_string(), token.to_string(), millis(ttl)];
+        let args = [
+            max_worker_id.to_string(),
+            token.to_string(),
+            millis(ttl),
+            holder.to_string(),
+        ];
         let answer = self.call(&ACQUIRE, &keys, &args).await?;
         let parts = match &answer {
             Value::Array(parts) => parts.as_slice(),

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use redis::Value;
 use workerid_lease::{
-    Error, LeaseInfo, LeaseState, Listing, Namespace, NamespaceInfo, Result, WorkerId,
+    Error, Holder, LeaseInfo, LeaseState, Listing, Namespace, NamespaceInfo, Result, WorkerId,
 };
 
 use crate::keys::{keys, registry};
@@ -15,7 +15,7 @@ fn number<T: std::str::FromStr>(value: &Value) -> Option<T> {
     text(value).and_then(|s| s.parse().ok())
 }
 
-/// Reads `{'ok', max, now, (id, ends, fence, watermark)*}` or `{'unknown'}`.
+/// Reads `{'ok', max, now, (id, ends, fence, watermark, holder)*}` or `{'unknown'}`.
 fn parse_listing(answer: &Value) -> Option<Listing> {
     let Value::Array(parts) = answer else {
         return None;
@@ -26,15 +26,16 @@ fn parse_listing(answer: &Value) -> Option<Listing> {
             let now = Duration::from_secs(number(seconds)?)
                 .checked_add(Duration::from_micros(number(micros)?))?;
             let mut leases = entries
-                .chunks(4)
+                .chunks(5)
                 .map(|entry| match entry {
-                    [id, ends, fence, watermark] => {
+                    [id, ends, fence, watermark, holder] => {
                         let ends: u64 = number(ends)?;
                         Some(LeaseInfo {
                             id: WorkerId::from(number::<u32>(id)?),
                             state: LeaseState::judge(ends != 0, Duration::from_millis(ends), now),
                             fence: number(fence)?,
                             watermark: number(watermark)?,
+                            holder: Holder::new(text(holder)?).ok()?,
                         })
                     }
                     _ => None,
@@ -163,10 +164,12 @@ mod tests {
                 "0",
                 "2",
                 "18446744073709551615",
+                "web-1:42",
                 "1",
                 "1500",
                 "4",
                 "5",
+                "prod/pod-7",
             ]
             .into_iter()
             .map(bulk)
@@ -183,6 +186,8 @@ mod tests {
         );
         assert_eq!(listing.leases[1].state, LeaseState::Free);
         assert_eq!(listing.leases[1].watermark, u64::MAX);
+        assert_eq!(listing.leases[0].holder.as_str(), "prod/pod-7");
+        assert_eq!(listing.leases[1].holder.as_str(), "web-1:42");
         let unknown = Value::Array(vec![bulk("unknown")]);
         assert_eq!(parse_listing(&unknown), Some(Listing::unknown()));
         assert_eq!(

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use workerid_lease::{LeaseState, LeaseStore, Namespace, Token, WorkerId};
+use workerid_lease::{Holder, LeaseState, LeaseStore, Namespace, Token, WorkerId};
 use workerid_redis::RedisStore;
 
 async fn store() -> RedisStore {
@@ -29,7 +29,10 @@ async fn a_lease_ending_in_millennia_still_renews_releases_and_lists() {
     // 10 000 years: past 10^14 ms, where Lua's tostring turns to 1e+14.
     let ttl = Duration::from_secs(10_000 * 365 * 86_400);
     let token = Token::generate();
-    let grant = store.acquire(&ns, 7, &token, ttl).await.expect("acquire");
+    let grant = store
+        .acquire(&ns, 7, &token, ttl, &Holder::default())
+        .await
+        .expect("acquire");
     for watermark in [5, 3, u64::MAX] {
         store
             .renew(&ns, grant.id, &token, ttl, watermark)
@@ -49,7 +52,7 @@ async fn a_lease_ending_in_millennia_still_renews_releases_and_lists() {
         .await
         .expect("release");
     let again = store
-        .acquire(&ns, 7, &Token::generate(), ttl)
+        .acquire(&ns, 7, &Token::generate(), ttl, &Holder::default())
         .await
         .expect("acquire again");
     assert_eq!(
@@ -70,7 +73,7 @@ async fn a_namespace_made_again_after_the_server_forgot_it_is_listed() {
     let ns = namespace("again");
     let token = Token::generate();
     store
-        .acquire(&ns, 3, &token, Duration::from_secs(10))
+        .acquire(&ns, 3, &token, Duration::from_secs(10), &Holder::default())
         .await
         .expect("acquire");
     let client = redis::Client::open(server.url()).expect("client");
@@ -83,7 +86,13 @@ async fn a_namespace_made_again_after_the_server_forgot_it_is_listed() {
         .await
         .expect("flush");
     store
-        .acquire(&ns, 3, &Token::generate(), Duration::from_secs(10))
+        .acquire(
+            &ns,
+            3,
+            &Token::generate(),
+            Duration::from_secs(10),
+            &Holder::default(),
+        )
         .await
         .expect("acquire again");
     let listed = store.list_namespaces().await.expect("list namespaces");

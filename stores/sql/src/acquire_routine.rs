@@ -37,7 +37,7 @@ pub(crate) fn routine_name(table: &str) -> String {
 
 /// `CREATE PROCEDURE IF NOT EXISTS ...` (MariaDB 10.6+, MySQL 8.0.29+) for
 /// `table` (whose namespaces table is `ns_table`); `now` is the dialect's
-/// clock expression, `ns` and `tok` the column types. Run it as plain text:
+/// clock expression, `ns`, `tok` and `who` the column types. Run it as plain text:
 /// MySQL cannot prepare it. The steps are the PostgreSQL function's.
 pub(crate) fn create_procedure(
     table: &str,
@@ -45,11 +45,12 @@ pub(crate) fn create_procedure(
     now: &str,
     ns: &str,
     tok: &str,
+    who: &str,
 ) -> String {
     let name = routine_name(table);
     format!(
         "CREATE PROCEDURE IF NOT EXISTS {name}(IN p_ns {ns}, IN p_max BIGINT, \
-         IN p_token {tok}, IN p_ttl BIGINT, IN p_zero BIGINT) \
+         IN p_token {tok}, IN p_holder {who}, IN p_ttl BIGINT, IN p_zero BIGINT) \
          MODIFIES SQL DATA \
          BEGIN \
            DECLARE v_now BIGINT DEFAULT {now}; \
@@ -63,7 +64,7 @@ pub(crate) fn create_procedure(
            DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END; \
            SET @workerid_id = NULL; \
            SET TRANSACTION ISOLATION LEVEL READ COMMITTED; \
-           UPDATE {table} SET token = p_token, expires_at = v_now + p_ttl, \
+           UPDATE {table} SET token = p_token, holder = p_holder, expires_at = v_now + p_ttl, \
              fence = (@workerid_fence := fence + 1), watermark = (@workerid_mark := watermark), \
              worker_id = (@workerid_id := worker_id) \
              WHERE namespace = p_ns AND expires_at <= v_now \
@@ -96,13 +97,14 @@ pub(crate) fn create_procedure(
                  ORDER BY expires_at LIMIT 1 FOR UPDATE; \
              END IF; \
              IF v_id IS NOT NULL THEN \
-               UPDATE {table} SET token = p_token, expires_at = v_now + p_ttl, \
-                 fence = v_fence + 1 WHERE namespace = p_ns AND worker_id = v_id; \
+               UPDATE {table} SET token = p_token, holder = p_holder, \
+                 expires_at = v_now + p_ttl, fence = v_fence + 1 WHERE namespace = p_ns AND worker_id = v_id; \
                COMMIT; \
                SELECT 'ok', v_id, v_fence + 1, v_mark, v_stored; \
              ELSEIF v_next <= p_max THEN \
-               INSERT INTO {table} (namespace, worker_id, token, expires_at, fence, watermark) \
-                 VALUES (p_ns, v_next, p_token, v_now + p_ttl, 1, p_zero); \
+               INSERT INTO {table} \
+                 (namespace, worker_id, token, holder, expires_at, fence, watermark) \
+                 VALUES (p_ns, v_next, p_token, p_holder, v_now + p_ttl, 1, p_zero); \
                UPDATE {ns_table} SET next_id = next_id + 1 WHERE namespace = p_ns; \
                COMMIT; \
                SELECT 'ok', v_next, CAST(1 AS SIGNED), p_zero, v_stored; \
@@ -129,7 +131,7 @@ pub(crate) fn create_function(table: &str, ns_table: &str, now: &str) -> String 
     let name = routine_name(table);
     format!(
         "CREATE OR REPLACE FUNCTION {name}(p_ns VARCHAR, p_max BIGINT, p_token VARCHAR, \
-         p_ttl BIGINT, p_zero BIGINT) \
+         p_holder VARCHAR, p_ttl BIGINT, p_zero BIGINT) \
          RETURNS TABLE (r_status TEXT, r_id BIGINT, r_fence BIGINT, r_watermark BIGINT, \
          r_stored BIGINT) LANGUAGE plpgsql VOLATILE AS $fn$ \
          DECLARE v_stored BIGINT; v_next BIGINT; v_id BIGINT; v_fence BIGINT; v_mark BIGINT; \
@@ -144,7 +146,8 @@ pub(crate) fn create_function(table: &str, ns_table: &str, now: &str) -> String 
              RETURN QUERY SELECT 'mismatch'::TEXT, NULL::BIGINT, NULL::BIGINT, NULL::BIGINT, v_stored; \
              RETURN; \
            END IF; \
-           UPDATE {table} l SET token = p_token, expires_at = {now} + p_ttl, fence = l.fence + 1 \
+           UPDATE {table} l SET token = p_token, holder = p_holder, \
+             expires_at = {now} + p_ttl, fence = l.fence + 1 \
              WHERE (l.namespace, l.worker_id) = (SELECT f.namespace, f.worker_id FROM {table} f \
                WHERE f.namespace = p_ns AND f.expires_at <= {now} \
                ORDER BY f.expires_at LIMIT 1 FOR UPDATE SKIP LOCKED) \
@@ -158,14 +161,16 @@ pub(crate) fn create_function(table: &str, ns_table: &str, now: &str) -> String 
              WHERE l.namespace = p_ns AND l.expires_at <= {now} \
              ORDER BY l.expires_at LIMIT 1 FOR UPDATE; \
            IF FOUND THEN \
-             UPDATE {table} l SET token = p_token, expires_at = {now} + p_ttl, fence = v_fence + 1 \
+             UPDATE {table} l SET token = p_token, holder = p_holder, \
+               expires_at = {now} + p_ttl, fence = v_fence + 1 \
                WHERE l.namespace = p_ns AND l.worker_id = v_id; \
              RETURN QUERY SELECT 'ok'::TEXT, v_id, v_fence + 1, v_mark, v_stored; \
              RETURN; \
            END IF; \
            IF v_next <= p_max THEN \
-             INSERT INTO {table} (namespace, worker_id, token, expires_at, fence, watermark) \
-               VALUES (p_ns, v_next, p_token, {now} + p_ttl, 1, p_zero); \
+             INSERT INTO {table} \
+               (namespace, worker_id, token, holder, expires_at, fence, watermark) \
+               VALUES (p_ns, v_next, p_token, p_holder, {now} + p_ttl, 1, p_zero); \
              UPDATE {ns_table} n SET next_id = n.next_id + 1 WHERE n.namespace = p_ns; \
              RETURN QUERY SELECT 'ok'::TEXT, v_next, 1::BIGINT, p_zero, v_stored; \
              RETURN; \
@@ -175,15 +180,15 @@ pub(crate) fn create_function(table: &str, ns_table: &str, now: &str) -> String 
     )
 }
 
-/// The call, with five placeholders: namespace, max_worker_id, token, ttl in
-/// µs, the stored form of watermark zero. None for SQLite.
+/// The call, with six placeholders: namespace, max_worker_id, token, holder,
+/// ttl in µs, the stored form of watermark zero. None for SQLite.
 pub(crate) fn call(dialect: Dialect, table: &str) -> Option<String> {
     match dialect {
         Dialect::Postgres => Some(format!(
-            "SELECT r_status, r_id, r_fence, r_watermark, r_stored FROM {}($1, $2, $3, $4, $5)",
+            "SELECT r_status, r_id, r_fence, r_watermark, r_stored FROM {}($1, $2, $3, $4, $5, $6)",
             routine_name(table)
         )),
-        Dialect::MySql => Some(format!("CALL {}(?, ?, ?, ?, ?)", routine_name(table))),
+        Dialect::MySql => Some(format!("CALL {}(?, ?, ?, ?, ?, ?)", routine_name(table))),
         Dialect::Sqlite => None,
     }
 }
@@ -196,7 +201,7 @@ impl SqlStore {
         call: &str,
         namespace: &str,
         max_worker_id: u32,
-        token: &str,
+        (token, holder): (&str, &str),
         ttl_us: i64,
     ) -> sqlx::Result<workerid_lease::Result<Grant>> {
         // All result sets (a procedure's CALL ends with one of its own), so
@@ -205,6 +210,7 @@ impl SqlStore {
             .bind(namespace.to_string())
             .bind(i64::from(max_worker_id))
             .bind(token.to_string())
+            .bind(holder.to_string())
             .bind(ttl_us)
             .bind(watermark_to_sql(0))
             .fetch_all(self.pool())

@@ -108,16 +108,17 @@ pub(crate) struct Statements {
     /// The free ID that has been free longest. Binds: namespace.
     /// Returns `worker_id, fence, watermark`.
     pub free_head: String,
-    /// Grants a free ID again. Binds: token, ttl_us, fence, namespace, worker_id.
+    /// Grants a free ID again. Binds: token, holder, ttl_us, fence, namespace, worker_id.
     pub regrant: String,
     /// Acquire's fast path, one statement: grants the ID free longest, if
     /// any, when the namespace exists with this pool size (`UPDATE ...
     /// RETURNING`; None on MySQL, which has no `RETURNING` for `UPDATE`).
-    /// Binds: token, ttl_us, namespace, namespace, max_worker_id. Returns
+    /// Binds: token, holder, ttl_us, namespace, namespace, max_worker_id. Returns
     /// `worker_id, fence, watermark` of the grant, or no row (nothing free,
     /// a new namespace, another pool size: the full path decides).
     pub regrant_free: Option<String>,
-    /// Grants a never-used ID. Binds: namespace, worker_id, token, ttl_us, watermark zero.
+    /// Grants a never-used ID. Binds: namespace, worker_id, token, holder, ttl_us,
+    /// watermark zero.
     pub grant_new: String,
     /// Binds: namespace.
     pub bump_next: String,
@@ -130,8 +131,8 @@ pub(crate) struct Statements {
     pub inspect: String,
     /// A namespace's pool size and every lease, in one statement. Binds:
     /// namespace. Returns `max_worker_id, worker_id, token, expires_at,
-    /// fence, watermark, now` per ID (the lease columns NULL for a namespace
-    /// without leases), no row for a namespace never used.
+    /// fence, watermark, now, holder` per ID (the lease columns NULL for a
+    /// namespace without leases), no row for a namespace never used.
     pub list: String,
     /// Frees a live lease whatever its token. Binds: namespace, worker_id.
     /// Affects 1 row when it did.
@@ -162,6 +163,7 @@ impl Statements {
         };
         let namespace_col = d.ascii(128);
         let token_col = d.ascii(22);
+        let holder_col = d.ascii(128);
         let mut schema = vec![
             format!(
                 "CREATE TABLE IF NOT EXISTS {ns_table} (\
@@ -174,6 +176,7 @@ impl Statements {
                  namespace {namespace_col} NOT NULL, \
                  worker_id BIGINT NOT NULL, \
                  token {token_col} NULL, \
+                 holder {holder_col} NOT NULL, \
                  expires_at BIGINT NOT NULL, \
                  fence BIGINT NOT NULL, \
                  watermark BIGINT NOT NULL, \
@@ -205,6 +208,7 @@ impl Statements {
                     now,
                     &namespace_col,
                     &token_col,
+                    &holder_col,
                 ));
             }
             Dialect::Sqlite => {}
@@ -239,7 +243,7 @@ impl Statements {
                  ORDER BY expires_at LIMIT 1{lock}"
             )),
             regrant: p(format!(
-                "UPDATE {table} SET token = ?, expires_at = {now} + ?, fence = ? \
+                "UPDATE {table} SET token = ?, holder = ?, expires_at = {now} + ?, fence = ? \
                  WHERE namespace = ? AND worker_id = ?"
             )),
             regrant_free: (d != Dialect::MySql).then(|| {
@@ -252,7 +256,8 @@ impl Statements {
                     ""
                 };
                 p(format!(
-                    "UPDATE {table} SET token = ?, expires_at = {now} + ?, fence = fence + 1 \
+                    "UPDATE {table} SET token = ?, holder = ?, expires_at = {now} + ?, \
+                     fence = fence + 1 \
                      WHERE (namespace, worker_id) = (SELECT f.namespace, f.worker_id \
                        FROM {table} f WHERE f.namespace = ? AND f.expires_at <= {now} \
                        ORDER BY f.expires_at LIMIT 1{skip}) \
@@ -261,8 +266,9 @@ impl Statements {
                 ))
             }),
             grant_new: p(format!(
-                "INSERT INTO {table} (namespace, worker_id, token, expires_at, fence, watermark) \
-                 VALUES (?, ?, ?, {now} + ?, 1, ?)"
+                "INSERT INTO {table} \
+                 (namespace, worker_id, token, holder, expires_at, fence, watermark) \
+                 VALUES (?, ?, ?, ?, {now} + ?, 1, ?)"
             )),
             bump_next: p(format!(
                 "UPDATE {ns_table} SET next_id = next_id + 1 WHERE namespace = ?"
@@ -281,7 +287,7 @@ impl Statements {
             )),
             list: p(format!(
                 "SELECT n.max_worker_id, l.worker_id, l.token, l.expires_at, l.fence, \
-                 l.watermark, {now} FROM {ns_table} n \
+                 l.watermark, {now}, l.holder FROM {ns_table} n \
                  LEFT JOIN {table} l ON l.namespace = n.namespace \
                  WHERE n.namespace = ? ORDER BY l.worker_id"
             )),

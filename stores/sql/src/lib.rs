@@ -49,6 +49,7 @@ mod acquire_routine;
 mod builder;
 mod dialect;
 mod listing;
+mod schema;
 mod segments;
 mod store;
 

@@ -6,13 +6,13 @@ use std::time::Duration;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 use workerid_lease::{
-    Error, LeaseInfo, LeaseState, Listing, Namespace, NamespaceInfo, Result, WorkerId,
+    Error, Holder, LeaseInfo, LeaseState, Listing, Namespace, NamespaceInfo, Result, WorkerId,
 };
 
 use crate::store::{q, watermark_from_sql, SqlStore};
 
 /// One row of the listing: `max_worker_id`, then the lease (NULL for a
-/// namespace without leases) and the database's clock.
+/// namespace without leases), the database's clock and the lease's holder.
 type ListRow = (
     i64,
     Option<i64>,
@@ -21,6 +21,7 @@ type ListRow = (
     Option<i64>,
     Option<i64>,
     i64,
+    Option<String>,
 );
 
 fn read(row: &AnyRow) -> sqlx::Result<ListRow> {
@@ -32,6 +33,7 @@ fn read(row: &AnyRow) -> sqlx::Result<ListRow> {
         row.try_get(4)?,
         row.try_get(5)?,
         row.try_get(6)?,
+        row.try_get(7)?,
     ))
 }
 
@@ -47,19 +49,22 @@ fn listing(rows: &[ListRow]) -> Result<Listing> {
     let corrupt = |what: String| Error::unavailable("sql", format!("corrupt row: {what}"));
     let max_worker_id = u32::try_from(max).map_err(|_| corrupt(format!("max_worker_id {max}")))?;
     let mut leases = Vec::with_capacity(rows.len());
-    for (_, id, token, expires_at, fence, watermark, now) in rows {
-        let (Some(id), Some(expires_at), Some(fence), Some(watermark)) =
-            (id, expires_at, fence, watermark)
+    for (_, id, token, expires_at, fence, watermark, now, holder) in rows {
+        let (Some(id), Some(expires_at), Some(fence), Some(watermark), Some(holder)) =
+            (id, expires_at, fence, watermark, holder)
         else {
             continue; // the namespace has no lease yet
         };
         let id = u32::try_from(*id).map_err(|_| corrupt(format!("worker_id {id}")))?;
         let fence = u64::try_from(*fence).map_err(|_| corrupt(format!("fence {fence}")))?;
+        let holder =
+            Holder::new(holder.as_str()).map_err(|_| corrupt(format!("holder {holder:?}")))?;
         leases.push(LeaseInfo {
             id: WorkerId::from(id),
             state: LeaseState::judge(token.is_some(), micros(*expires_at), micros(*now)),
             fence,
             watermark: watermark_from_sql(*watermark),
+            holder,
         });
     }
     leases.sort_unstable_by_key(|l| l.id);
@@ -136,11 +141,11 @@ mod tests {
     #[test]
     fn rows_make_a_listing() {
         assert_eq!(listing(&[]).unwrap(), Listing::unknown());
-        let empty = listing(&[(3, None, None, None, None, None, 10)]).unwrap();
+        let empty = listing(&[(3, None, None, None, None, None, 10, None)]).unwrap();
         assert_eq!((empty.max_worker_id, empty.leases.len()), (Some(3), 0));
         let w = watermark_to_sql(u64::MAX);
         let rows = [
-            (3, Some(2), None, Some(5), Some(4), Some(w), 10),
+            (3, Some(2), None, Some(5), Some(4), Some(w), 10, h("c:3")),
             (
                 3,
                 Some(0),
@@ -149,8 +154,18 @@ mod tests {
                 Some(1),
                 Some(w),
                 10,
+                h("a:1"),
             ),
-            (3, Some(1), Some("t".into()), Some(10), Some(2), Some(w), 10),
+            (
+                3,
+                Some(1),
+                Some("t".into()),
+                Some(10),
+                Some(2),
+                Some(w),
+                10,
+                h("b:2"),
+            ),
         ];
         let listing = listing(&rows).unwrap();
         let states: Vec<_> = listing.leases.iter().map(|l| l.state).collect();
@@ -166,5 +181,22 @@ mod tests {
         );
         assert_eq!(listing.leases[2].fence, 4);
         assert_eq!(listing.leases[2].watermark, u64::MAX);
+        let holders: Vec<_> = listing.leases.iter().map(|l| l.holder.as_str()).collect();
+        assert_eq!(holders, ["a:1", "b:2", "c:3"]);
+        let bad = [(
+            3,
+            Some(0),
+            None,
+            Some(5),
+            Some(4),
+            Some(w),
+            10,
+            h("no space"),
+        )];
+        assert!(super::listing(&bad).is_err());
+    }
+
+    fn h(label: &str) -> Option<String> {
+        Some(label.into())
     }
 }

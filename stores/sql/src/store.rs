@@ -1,4 +1,4 @@
-//! The store: connecting, the schema, and the three operations.
+//! The store: connecting, and the three operations (the schema is in `schema.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::{AnyPool, AssertSqlSafe, Row};
 use workerid_lease::{
-    Capabilities, Error, Grant, LeaseStore, Listing, Namespace, Result, Token, WorkerId,
+    Capabilities, Error, Grant, Holder, LeaseStore, Listing, Namespace, Result, Token, WorkerId,
 };
 
 use crate::builder::SqlStoreBuilder;
@@ -129,121 +129,6 @@ impl SqlStore {
         Ok(store)
     }
 
-    /// Refuses a database without `tables`, changing nothing.
-    async fn check_tables(&self, tables: &[String]) -> Result<()> {
-        for table in tables {
-            let probe = format!("SELECT 1 FROM {table} WHERE 1 = 0");
-            match sqlx::query(AssertSqlSafe(probe)).execute(&self.pool).await {
-                Ok(_) => {}
-                // PostgreSQL's and MySQL's "undefined table", SQLite's words.
-                Err(sqlx::Error::Database(e))
-                    if matches!(e.code().as_deref(), Some("42P01" | "42S02"))
-                        || e.message().contains("no such table") =>
-                {
-                    return Err(Error::unavailable(
-                        "sql",
-                        format!(
-                            "not initialised: no table {table} ({}); the first process \
-                             that uses this database creates the tables",
-                            e.message()
-                        ),
-                    ))
-                }
-                Err(e) => return Err(self.unavailable(e)),
-            }
-        }
-        Ok(())
-    }
-
-    /// Creates the tables, index and acquire routine if missing. Idempotent,
-    /// and safe from many processes at once (PostgreSQL: an advisory lock;
-    /// MySQL: `GET_LOCK`; SQLite: the database lock). Returns false when the
-    /// database user may not create the MySQL procedure (acquire then runs
-    /// its transaction statement by statement).
-    async fn migrate(&self) -> Result<bool> {
-        let fail = |e| Error::unavailable("sql", e);
-        if self.dialect == Dialect::Sqlite {
-            // Switching modes needs the database to itself: only when needed,
-            // and again while another connection is busy.
-            let mode: String = self
-                .retrying(|| async {
-                    let row = q("PRAGMA journal_mode").fetch_one(&self.pool).await?;
-                    row.try_get(0)
-                })
-                .await
-                .map_err(fail)?;
-            if !mode.eq_ignore_ascii_case("wal") {
-                self.retrying(|| q("PRAGMA journal_mode=WAL").execute(&self.pool))
-                    .await
-                    .map_err(fail)?;
-            }
-        }
-        let mut conn = self.pool.acquire().await.map_err(fail)?;
-        match self.dialect {
-            Dialect::Postgres => {
-                q("BEGIN").execute(&mut *conn).await.map_err(fail)?;
-                q("SELECT pg_advisory_xact_lock(7166162633377437778)")
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(fail)?;
-            }
-            Dialect::MySql => {
-                q("SELECT GET_LOCK('workerid_schema', 60)")
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(fail)?;
-            }
-            Dialect::Sqlite => {}
-        }
-        for statement in self.sql.schema.iter().chain([&self.segments.schema]) {
-            q(statement).execute(&mut *conn).await.map_err(fail)?;
-        }
-        // A segment table made without the version column (Leaf's own
-        // `segments` table, taken over by a migrating deployment) gets it; give-backs compare it. PostgreSQL says IF NOT
-        // EXISTS, since a failed probe would abort its schema transaction.
-        let probe = match self.dialect {
-            Dialect::Postgres => Err(()),
-            _ => q(&self.segments.has_version)
-                .execute(&mut *conn)
-                .await
-                .map_err(drop),
-        };
-        if probe.is_err() {
-            q(&self.segments.add_version)
-                .execute(&mut *conn)
-                .await
-                .map_err(fail)?;
-        }
-        let mut routine_made = true;
-        if let Some(routine) = &self.sql.routine {
-            let made = sqlx::raw_sql(AssertSqlSafe(routine.clone()))
-                .execute(&mut *conn)
-                .await;
-            match made {
-                Ok(_) => {}
-                Err(sqlx::Error::Database(e))
-                    if e.message().contains("denied") || e.message().contains("privilege") =>
-                {
-                    tracing::warn!(
-                        "cannot create the acquire procedure ({e}): acquire runs its \
-                         transaction statement by statement (grant CREATE ROUTINE for one round trip)"
-                    );
-                    routine_made = false;
-                }
-                Err(e) => return Err(fail(e)),
-            }
-        }
-        match self.dialect {
-            Dialect::Postgres => q("COMMIT").execute(&mut *conn).await.map_err(fail)?,
-            Dialect::MySql => q("SELECT RELEASE_LOCK('workerid_schema')")
-                .execute(&mut *conn)
-                .await
-                .map_err(fail)?,
-            Dialect::Sqlite => Default::default(),
-        };
-        Ok(routine_made)
-    }
-
     pub(crate) fn store_name(&self) -> &'static str {
         match self.dialect {
             Dialect::Postgres => "postgres",
@@ -262,7 +147,7 @@ impl SqlStore {
         &self,
         namespace: &str,
         max_worker_id: u32,
-        token: &str,
+        (token, holder): (&str, &str),
         ttl_us: i64,
     ) -> sqlx::Result<Result<Grant>> {
         let s = &self.sql;
@@ -299,6 +184,7 @@ impl SqlStore {
                     (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
                 q(&s.regrant)
                     .bind(token.to_string())
+                    .bind(holder.to_string())
                     .bind(ttl_us)
                     .bind(fence + 1)
                     .bind(namespace.to_string())
@@ -312,6 +198,7 @@ impl SqlStore {
                     .bind(namespace.to_string())
                     .bind(next_id)
                     .bind(token.to_string())
+                    .bind(holder.to_string())
                     .bind(ttl_us)
                     .bind(watermark_to_sql(0))
                     .execute(&mut *tx)
@@ -340,11 +227,12 @@ impl SqlStore {
         fast: &str,
         namespace: &str,
         max_worker_id: u32,
-        token: &str,
+        (token, holder): (&str, &str),
         ttl_us: i64,
     ) -> sqlx::Result<Option<Result<Grant>>> {
         let row = q(fast)
             .bind(token.to_string())
+            .bind(holder.to_string())
             .bind(ttl_us)
             .bind(namespace.to_string())
             .bind(namespace.to_string())
@@ -494,12 +382,14 @@ impl LeaseStore for SqlStore {
         max_worker_id: u32,
         token: &Token,
         ttl: Duration,
+        holder: &Holder,
     ) -> Result<Grant> {
         let token = token.to_string();
+        let who = (token.as_str(), holder.as_str());
         let (ns, ttl_us) = (namespace.as_str(), micros(ttl));
         if let Some(fast) = &self.sql.regrant_free {
             let granted = self
-                .retrying(|| self.regrant_free(fast, ns, max_worker_id, &token, ttl_us))
+                .retrying(|| self.regrant_free(fast, ns, max_worker_id, who, ttl_us))
                 .await
                 .map_err(|e| self.unavailable(e))?;
             if let Some(grant) = granted {
@@ -508,11 +398,11 @@ impl LeaseStore for SqlStore {
         }
         match &self.sql.acquire_call {
             Some(call) => {
-                self.retrying(|| self.acquire_by_routine(call, ns, max_worker_id, &token, ttl_us))
+                self.retrying(|| self.acquire_by_routine(call, ns, max_worker_id, who, ttl_us))
                     .await
             }
             None => {
-                self.retrying(|| self.acquire_tx(ns, max_worker_id, &token, ttl_us))
+                self.retrying(|| self.acquire_tx(ns, max_worker_id, who, ttl_us))
                     .await
             }
         }

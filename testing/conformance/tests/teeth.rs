@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use workerid_conformance::{run_all, Report, StoreFactory};
 use workerid_lease::{
-    Capabilities, Error, Grant, LeaseInfo, LeaseState, LeaseStore, Listing, Namespace,
+    Capabilities, Error, Grant, Holder, LeaseInfo, LeaseState, LeaseStore, Listing, Namespace,
     NamespaceInfo, Result, Token, WorkerId,
 };
 use workerid_memory::{ManualClock, MonotonicClock};
@@ -59,6 +59,10 @@ enum Flaw {
     ListsExpiredAsLive,
     /// A listing leaves released IDs out.
     ListOmitsReleased,
+    /// An ID keeps the holder label of its first grant.
+    HolderLabelNeverReplaced,
+    /// Holder labels are cut to 64 bytes (a column too narrow).
+    HolderLabelTruncated,
     /// A forced release resets the watermark to 0.
     ForceReleaseLowersWatermark,
     /// A forced release answers true but leaves the holder's lease in place.
@@ -73,6 +77,7 @@ enum Flaw {
 struct Slot {
     holder: Option<Token>,
     last_holder: Option<Token>,
+    label: Holder,
     expires_at: Duration,
     ttl: Duration,
     fence: u64,
@@ -176,10 +181,12 @@ impl ReferenceStore {
         id: u32,
         token: &Token,
         ttl: Duration,
+        label: &Holder,
     ) -> Grant {
         let slot = state.slots.entry(self.key(namespace, id)).or_insert(Slot {
             holder: None,
             last_holder: None,
+            label: label.clone(),
             expires_at: Duration::ZERO,
             ttl: Duration::ZERO,
             fence: 0,
@@ -187,6 +194,13 @@ impl ReferenceStore {
         });
         slot.holder = Some(*token);
         slot.last_holder = Some(*token);
+        if !self.has(Flaw::HolderLabelNeverReplaced) {
+            slot.label = label.clone();
+        }
+        if self.has(Flaw::HolderLabelTruncated) {
+            slot.label = Holder::new(&slot.label.as_str()[..slot.label.as_str().len().min(64)])
+                .expect("a prefix of a label is a label");
+        }
         slot.expires_at = self.expires_at(ttl);
         slot.ttl = ttl;
         slot.fence = if self.has(Flaw::FenceNeverRises) {
@@ -254,17 +268,19 @@ impl LeaseStore for ReferenceStore {
         max: u32,
         token: &Token,
         ttl: Duration,
+        label: &Holder,
     ) -> Result<Grant> {
         if self.has(Flaw::RacyAcquire) {
             // Check, then act in a second critical section: racers in
             // between see the same free ID.
             let id = self.pick(&mut self.state.lock().unwrap(), namespace, max)?;
             tokio::time::sleep(Duration::from_millis(2)).await;
-            return Ok(self.grant(&mut self.state.lock().unwrap(), namespace, id, token, ttl));
+            let mut state = self.state.lock().unwrap();
+            return Ok(self.grant(&mut state, namespace, id, token, ttl, label));
         }
         let mut state = self.state.lock().unwrap();
         let id = self.pick(&mut state, namespace, max)?;
-        Ok(self.grant(&mut state, namespace, id, token, ttl))
+        Ok(self.grant(&mut state, namespace, id, token, ttl, label))
     }
 
     async fn renew(
@@ -342,6 +358,7 @@ impl LeaseStore for ReferenceStore {
                     state,
                     fence: slot.fence,
                     watermark: slot.watermark,
+                    holder: slot.label.clone(),
                 })
             })
             .collect();
@@ -479,6 +496,8 @@ caught! {
     catches_case_insensitive_tokens: TokensIgnoreCase by wrong_token_changes_nothing;
     catches_an_expired_lease_listed_as_live: ListsExpiredAsLive by listing_shows_every_granted_id;
     catches_a_listing_without_released_ids: ListOmitsReleased by listing_shows_every_granted_id;
+    catches_a_holder_label_never_replaced: HolderLabelNeverReplaced by listing_names_each_holder;
+    catches_a_truncated_holder_label: HolderLabelTruncated by listing_names_each_holder;
     catches_a_forced_release_that_lowers_the_watermark: ForceReleaseLowersWatermark by force_release_frees_a_live_id;
     catches_a_forced_release_that_keeps_the_holder: ForceReleaseKeepsTheHolder by force_release_frees_a_live_id;
     catches_a_quarantine_declared_but_not_kept: QuarantineNotKept by expired_ids_are_quarantined;

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use workerid::{Capabilities, Grant, LeaseStore, Listing, Namespace, Result, Token, WorkerId};
+use workerid::{
+    Capabilities, Grant, Holder, LeaseStore, Listing, Namespace, Result, Token, WorkerId,
+};
 
 use crate::histogram::{Histogram, Snapshot};
 
@@ -142,11 +144,12 @@ impl LeaseStore for TimedStore {
         max_worker_id: u32,
         token: &Token,
         ttl: Duration,
+        holder: &Holder,
     ) -> Result<Grant> {
         let timing = Timing::start(&self.stats.acquire, &self.stats.acquires_failed);
         let answer = self
             .inner
-            .acquire(namespace, max_worker_id, token, ttl)
+            .acquire(namespace, max_worker_id, token, ttl, holder)
             .await;
         timing.done(&answer, &self.stats.acquires);
         answer

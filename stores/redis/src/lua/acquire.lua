@@ -1,12 +1,13 @@
 -- acquire: grant a free worker ID.
 -- KEYS[1] namespace hash   KEYS[2] lease-end sorted set
--- ARGV[1] max_worker_id   ARGV[2] token   ARGV[3] ttl in ms
+-- ARGV[1] max_worker_id   ARGV[2] token   ARGV[3] ttl in ms   ARGV[4] holder
 -- Returns {'ok', id, fence, watermark[, 'new']} ('new': this grant created
 -- the namespace) | {'mismatch', stored max} | {'full'}
 --
 -- A namespace is two keys:
 --   the hash:  `max`, `next` (IDs never granted are next..max), and per ID
---              granted at least once "<token> <fence> <watermark> <ends>";
+--              granted at least once
+--              "<token> <fence> <watermark> <ends> <holder>";
 --   the zset:  the same IDs scored by <ends>. Its head is the only acquire
 --              candidate: O(log n).
 -- <ends> is the instant (ms, server clock) the lease ends, 0 once released;
@@ -32,8 +33,8 @@ if meta[1] and meta[1] ~= ARGV[1] then
 end
 local old_fence, old_watermark, free
 if head then
-  local holder, f, w, e = string.match(meta[3] or '', '^(%S+) (%d+) (%d+) (%d+)$')
-  if not holder then
+  local held, f, w, e = string.match(meta[3] or '', '^(%S+) (%d+) (%d+) (%d+) (%S+)$')
+  if not held then
     return error('corrupt lease state for worker ID ' .. head)
   end
   -- Released (0) or expired: the ID is free.
@@ -52,7 +53,7 @@ if free then
   -- the exact format.
   local fence_text = fence < 1e14 and tostring(fence) or string.format('%.0f', fence)
   watermark = old_watermark
-  redis.call('HSET', KEYS[1], id, ARGV[2] .. ' ' .. fence_text .. ' ' .. watermark .. ' ' .. ends)
+  redis.call('HSET', KEYS[1], id, ARGV[2] .. ' ' .. fence_text .. ' ' .. watermark .. ' ' .. ends .. ' ' .. ARGV[4])
 else
   local next_id = tonumber(meta[2] or '0')
   if next_id > tonumber(ARGV[1]) then
@@ -61,7 +62,7 @@ else
   id = tostring(next_id)
   fence = 1
   watermark = '0'
-  redis.call('HSET', KEYS[1], id, ARGV[2] .. ' 1 0 ' .. ends, 'next', next_id + 1, 'max', ARGV[1])
+  redis.call('HSET', KEYS[1], id, ARGV[2] .. ' 1 0 ' .. ends .. ' ' .. ARGV[4], 'next', next_id + 1, 'max', ARGV[1])
 end
 redis.call('ZADD', KEYS[2], ends, id)
 if not meta[1] then

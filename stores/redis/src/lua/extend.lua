@@ -11,15 +11,15 @@ local state = redis.call('HGET', KEYS[1], ARGV[1])
 if not state then
   return 'not_assigned'
 end
-local holder, fence, watermark, ends = string.match(state, '^(%S+) (%d+) (%d+) (%d+)$')
-if not holder then
+local token, fence, watermark, ends, holder = string.match(state, '^(%S+) (%d+) (%d+) (%d+) (%S+)$')
+if not token then
   return error('corrupt lease state for worker ID ' .. ARGV[1])
 end
 if ends == '0' then
   -- Released: not assigned, whoever asks.
   return 'not_assigned'
 end
-if holder ~= ARGV[2] then
+if token ~= ARGV[2] then
   return 'mismatch'
 end
 local t = redis.call('TIME')
@@ -40,5 +40,5 @@ else
   ends = ends < 1e14 and tostring(ends) or string.format('%.0f', ends)
 end
 redis.call('ZADD', KEYS[2], ends, ARGV[1])
-redis.call('HSET', KEYS[1], ARGV[1], holder .. ' ' .. fence .. ' ' .. watermark .. ' ' .. ends)
+redis.call('HSET', KEYS[1], ARGV[1], token .. ' ' .. fence .. ' ' .. watermark .. ' ' .. ends .. ' ' .. holder)
 return 'ok'

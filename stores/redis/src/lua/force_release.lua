@@ -7,8 +7,8 @@ local state = redis.call('HGET', KEYS[1], ARGV[1])
 if not state then
   return 0
 end
-local holder, fence, watermark, ends = string.match(state, '^(%S+) (%d+) (%d+) (%d+)$')
-if not holder then
+local token, fence, watermark, ends, holder = string.match(state, '^(%S+) (%d+) (%d+) (%d+) (%S+)$')
+if not token then
   return error('corrupt lease state for worker ID ' .. ARGV[1])
 end
 local t = redis.call('TIME')
@@ -16,5 +16,5 @@ if ends == '0' or ends * 1000 <= t[1] * 1000000 + t[2] then
   return 0
 end
 redis.call('ZADD', KEYS[2], 0, ARGV[1])
-redis.call('HSET', KEYS[1], ARGV[1], holder .. ' ' .. fence .. ' ' .. watermark .. ' 0')
+redis.call('HSET', KEYS[1], ARGV[1], token .. ' ' .. fence .. ' ' .. watermark .. ' 0 ' .. holder)
 return 1

@@ -1,7 +1,7 @@
 //! The operator's optional methods: listing a namespace and forcing a
 //! release. Skipped, saying so, for a store that declares `list = false`.
 
-use workerid_lease::{LeaseInfo, LeaseState, Listing, WorkerId};
+use workerid_lease::{Holder, LeaseInfo, LeaseState, Listing, WorkerId, MAX_HOLDER_LEN};
 
 use crate::support::{expect_err, is, ns, Ctx};
 use crate::{Outcome, StoreFactory};
@@ -16,9 +16,10 @@ fn skip(ctx: &Ctx<'_>) -> Option<Outcome> {
 
 #[track_caller]
 fn entry(listing: &Listing, id: WorkerId, what: &str) -> LeaseInfo {
-    *listing
+    listing
         .get(id)
         .unwrap_or_else(|| panic!("{what}: worker ID {id} is not listed: {listing:?}"))
+        .clone()
 }
 
 /// A listing shows the namespace's pool size and exactly the IDs ever
@@ -117,6 +118,83 @@ pub async fn listing_shows_every_granted_id(f: &dyn StoreFactory) -> Outcome {
     Outcome::Passed
 }
 
+/// Every grant stores its holder's label, and the listing shows the label of
+/// each ID's latest grant: a renewal keeps it, a release or an expiry leaves
+/// the last holder's, the next grant replaces it. Labels of the longest
+/// allowed length come back whole.
+pub async fn listing_names_each_holder(f: &dyn StoreFactory) -> Outcome {
+    let ctx = Ctx::new(f, "listing_names_each_holder").await;
+    if let Some(skipped) = skip(&ctx) {
+        return skipped;
+    }
+    let name = ctx.namespace();
+    let holder = |label: &str| Holder::new(label).expect("a valid holder label");
+    let longest = format!("pod/{}", "x".repeat(MAX_HOLDER_LEN - 4));
+    let (first, second, third) = (
+        holder("web-1.example:4242"),
+        holder(&longest),
+        holder("prod/orders-7f9c:1"),
+    );
+    let with = |label: &Holder, ttl| ctx.options(2, ttl).holder(label.clone());
+    let store = ctx.store().await;
+    let allocator = |options| {
+        workerid_lease::Allocator::from_arc(store.clone(), &name, options)
+            .expect("valid options make an allocator")
+    };
+    let a = allocator(with(&first, ctx.long));
+    let b = allocator(with(&second, ctx.short));
+    let c = allocator(with(&third, ctx.long));
+    let mut kept = a.acquire().await.expect("acquire");
+    let lapsing = b.acquire().await.expect("acquire");
+    let freed = a.acquire().await.expect("acquire");
+    a.renew(&mut kept).await.expect("renew");
+    a.release(&freed).await.expect("release");
+
+    let listing = store.list(&ns(&name)).await.expect("list");
+    let label = |listing: &Listing, id, what| entry(listing, id, what).holder;
+    assert_eq!(
+        label(&listing, kept.id(), "a renewed lease"),
+        first,
+        "a renewal keeps the label"
+    );
+    assert_eq!(
+        label(&listing, lapsing.id(), "a live lease"),
+        second,
+        "a label of {MAX_HOLDER_LEN} bytes comes back whole"
+    );
+    assert_eq!(
+        label(&listing, freed.id(), "a released lease"),
+        first,
+        "a released ID shows its last holder"
+    );
+
+    ctx.let_short_expire().await;
+    let listing = store.list(&ns(&name)).await.expect("list");
+    assert_eq!(
+        label(&listing, lapsing.id(), "an expired lease"),
+        second,
+        "an expired ID shows its last holder"
+    );
+    // The pool (0..=2) is full but for the released and the expired ID:
+    // both go to the third holder, whose label replaces theirs.
+    let again = c.acquire().await.expect("acquire a free ID");
+    let more = c.acquire().await.expect("acquire the other free ID");
+    let listing = store.list(&ns(&name)).await.expect("list");
+    for lease in [&again, &more] {
+        assert_eq!(
+            label(&listing, lease.id(), "a new grant"),
+            third,
+            "a new grant replaces the label of the ID's last holder"
+        );
+    }
+    assert_eq!(
+        label(&listing, kept.id(), "an untouched lease"),
+        first,
+        "untouched"
+    );
+    Outcome::Passed
+}
+
 /// A forced release frees a live ID whatever its token, keeping its fence
 /// and watermark; the former holder's renew and release answer
 /// `NotAssigned`; the next grant's fence is higher and it reads the
@@ -154,7 +232,8 @@ pub async fn force_release_frees_a_live_id(f: &dyn StoreFactory) -> Outcome {
             id: stuck.id(),
             state: LeaseState::Free,
             fence: stuck.fence(),
-            watermark: 900
+            watermark: 900,
+            holder: a.holder().clone(),
         },
         "a force-released ID is free, its fence and watermark kept"
     );

@@ -48,6 +48,7 @@ registry!(
     release_races_renew_and_acquire,
     survives_restart,
     listing_shows_every_granted_id,
+    listing_names_each_holder,
     force_release_frees_a_live_id,
     namespaces_are_listed,
 );
