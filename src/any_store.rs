@@ -140,6 +140,9 @@ impl LeaseStore for AnyStore {
     async fn list_namespaces(&self) -> Result<Vec<NamespaceInfo>> {
         self.inner.list_namespaces().await
     }
+    async fn remove_namespace(&self, namespace: &Namespace) -> Result<bool> {
+        self.inner.remove_namespace(namespace).await
+    }
 }
 
 #[async_trait]

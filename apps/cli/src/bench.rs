@@ -39,6 +39,8 @@ fn us(d: Duration) -> f64 {
 struct BenchJson {
     store: &'static str,
     namespace: String,
+    /// What became of the namespace.
+    cleanup: String,
     rounds: u32,
     acquire: Stats,
     renew: Stats,
@@ -54,28 +56,19 @@ pub async fn bench(args: &BenchArgs, json: bool) -> Result<String, CliError> {
         .max_lease_time(TTL)
         .ttl(TTL);
     let allocator = Allocator::from_arc(stores.lease_store(), &args.namespace, options)?;
-    let rounds = args.rounds as usize;
-    let mut times = [
-        Vec::with_capacity(rounds),
-        Vec::with_capacity(rounds),
-        Vec::with_capacity(rounds),
-    ];
-    // One warm-up cycle: connections, server-side script caches.
-    for round in 0..=rounds {
-        let start = Instant::now();
-        let mut lease = allocator.acquire().await?;
-        let acquired = Instant::now();
-        allocator.renew(&mut lease).await?;
-        let renewed = Instant::now();
-        allocator.release(&lease).await?;
-        let released = Instant::now();
-        if round > 0 {
-            times[0].push(acquired - start);
-            times[1].push(renewed - acquired);
-            times[2].push(released - renewed);
+    // Only a namespace this run makes is removed afterwards; without a
+    // listing it cannot tell, and leaves it.
+    let made_here = matches!(allocator.list().await, Ok(listing) if !listing.is_known());
+    let measured = cycles(&allocator, args.rounds as usize).await;
+    let cleanup = if made_here {
+        match allocator.store().remove_namespace(allocator.namespace()).await {
+            Ok(_) => format!("namespace {} removed", args.namespace),
+            Err(e) => format!("namespace {} left in the store: {e}", args.namespace),
         }
-    }
-    let [acquire, renew, release] = times.map(|mut samples| stats(&mut samples));
+    } else {
+        format!("namespace {} was there before: left as it is", args.namespace)
+    };
+    let [acquire, renew, release] = measured?.map(|mut samples| stats(&mut samples));
     let scheme = stores.kind().name();
     if json {
         let to_json = |(p50, p99, max): (Duration, Duration, Duration)| Stats {
@@ -86,6 +79,7 @@ pub async fn bench(args: &BenchArgs, json: bool) -> Result<String, CliError> {
         let out = BenchJson {
             store: scheme,
             namespace: args.namespace.clone(),
+            cleanup,
             rounds: args.rounds,
             acquire: to_json(acquire),
             renew: to_json(renew),
@@ -103,11 +97,36 @@ pub async fn bench(args: &BenchArgs, json: bool) -> Result<String, CliError> {
         rows.push(vec![name.into(), latency(p50), latency(p99), latency(max)]);
     }
     Ok(format!(
-        "{} rounds on {scheme}, namespace {}:\n{}",
+        "{} rounds on {scheme}, namespace {}:\n{}{cleanup}\n",
         args.rounds,
         args.namespace,
         table(&rows)
     ))
+}
+
+/// Acquire, renew and release `rounds` times (after one warm-up cycle for
+/// connections and server-side script caches): the three latencies of each.
+async fn cycles(allocator: &Allocator, rounds: usize) -> Result<[Vec<Duration>; 3], CliError> {
+    let mut times = [
+        Vec::with_capacity(rounds),
+        Vec::with_capacity(rounds),
+        Vec::with_capacity(rounds),
+    ];
+    for round in 0..=rounds {
+        let start = Instant::now();
+        let mut lease = allocator.acquire().await?;
+        let acquired = Instant::now();
+        allocator.renew(&mut lease).await?;
+        let renewed = Instant::now();
+        allocator.release(&lease).await?;
+        let released = Instant::now();
+        if round > 0 {
+            times[0].push(acquired - start);
+            times[1].push(renewed - acquired);
+            times[2].push(released - renewed);
+        }
+    }
+    Ok(times)
 }
 
 #[cfg(test)]

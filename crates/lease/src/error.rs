@@ -90,6 +90,15 @@ pub enum Error {
         requested: u32,
     },
 
+    /// A namespace cannot be removed while a live lease holds one of its IDs.
+    #[error("namespace {namespace:?} is in use: {live} of its worker IDs are held by live leases")]
+    NamespaceInUse {
+        /// The namespace.
+        namespace: String,
+        /// How many of its IDs live leases hold.
+        live: u32,
+    },
+
     /// The store does not implement this optional operation (see
     /// [`Capabilities`](crate::Capabilities)). Not retryable.
     #[error("the store does not support {operation}")]

@@ -208,6 +208,30 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
             operation: "list_namespaces",
         })
     }
+
+    /// Removes `namespace` when no live lease holds any of its IDs: its pool
+    /// size and every ID's fence, watermark and holder label. Optional: only
+    /// when [`Capabilities::list`] is true. For namespaces whose IDs no
+    /// longer matter (a benchmark's scratch namespace): a namespace made
+    /// again starts from fence 1 and watermark 0, so its new holders are not
+    /// kept after the old ones' timestamps.
+    ///
+    /// # Behavior
+    /// - No ID held by a live lease (store clock): every key, row or entry
+    ///   of the namespace is gone; it lists as never used. Returns true.
+    /// - A namespace never used: nothing changes. Returns false.
+    /// - Some ID held by a live lease: [`Error::NamespaceInUse`] with the
+    ///   live count; nothing changes.
+    /// - One atomic step: an acquire racing it either is refused the removal
+    ///   (it sees the live lease) or comes after it and makes the namespace
+    ///   anew.
+    /// - Default: [`Error::Unsupported`] (not retryable).
+    async fn remove_namespace(&self, namespace: &Namespace) -> Result<bool> {
+        let _ = namespace;
+        Err(Error::Unsupported {
+            operation: "remove_namespace",
+        })
+    }
 }
 
 macro_rules! forward_lease_store {
@@ -254,6 +278,9 @@ macro_rules! forward_lease_store {
             }
             async fn list_namespaces(&self) -> Result<Vec<NamespaceInfo>> {
                 (**self).list_namespaces().await
+            }
+            async fn remove_namespace(&self, namespace: &Namespace) -> Result<bool> {
+                (**self).remove_namespace(namespace).await
             }
         }
     )+};

@@ -170,15 +170,15 @@ impl EtcdStore {
             // Counted here, not by the cluster's `retried`, which is also set
             // when no endpoint could be reached before the first sending.
             let mut sendings = 0;
-            let config_known = mirror.config_confirmed();
-            let max = (!config_known).then_some(max_worker_id);
             let answer = self
                 .inner
                 .cluster
                 .call("acquire", |mut c| {
+                    // The config is compared every time: a namespace can be
+                    // removed and made again with another pool size.
                     let txn = acquire_txn(
                         keys,
-                        max,
+                        max_worker_id,
                         (token, holder),
                         (lease, ttl_secs),
                         &candidates,
@@ -191,9 +191,6 @@ impl EtcdStore {
                 .value;
             let resent = sendings > 1;
             let acquired = parse_acquire(&answer, max_worker_id, &candidates, resent)?;
-            if matches!(acquired, Acquired::Won { .. } | Acquired::AllTaken) {
-                mirror.confirm_config();
-            }
             match acquired {
                 Acquired::Won { id, fence, mark } => {
                     mirror.mark_held(id);

@@ -63,6 +63,11 @@ impl Keys {
         }
     }
 
+    /// The prefix of every key of the namespace.
+    pub fn namespace(&self) -> &str {
+        &self.base
+    }
+
     pub fn config(&self) -> String {
         format!("{}config", self.base)
     }

@@ -177,4 +177,8 @@ impl LeaseStore for EtcdStore {
     async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
         self.force_release_id(namespace, id).await
     }
+
+    async fn remove_namespace(&self, namespace: &Namespace) -> Result<bool> {
+        self.remove_namespace_keys(namespace).await
+    }
 }

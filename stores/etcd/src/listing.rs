@@ -1,14 +1,17 @@
 //! The operator's methods: list a namespace (one transaction of range reads,
-//! at one revision) and force a release (one guarded transaction).
+//! at one revision), force a release and remove a namespace (one guarded
+//! transaction each).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use etcd_client::{Compare, CompareOp, DeleteOptions, GetOptions, Txn, TxnOp, TxnOpResponse};
-use workerid_lease::{LeaseInfo, LeaseState, Listing, Namespace, NamespaceInfo, Result, WorkerId};
+use workerid_lease::{
+    Error, LeaseInfo, LeaseState, Listing, Namespace, NamespaceInfo, Result, WorkerId,
+};
 
 use crate::keys::{grant_holder, grant_token, number, Keys, Ownership};
-use crate::{nonsense, EtcdStore};
+use crate::{lock, nonsense, EtcdStore};
 
 /// The kinds of keys a listing reads, in the order of the transaction.
 const KINDS: [&str; 4] = ["owner", "grant", "mark", "ownership"];
@@ -164,6 +167,40 @@ impl EtcdStore {
             .ok()
             .filter(|secs| *secs > 0)
             .map(Duration::from_secs))
+    }
+
+    /// Deletes every key of `namespace` in one transaction guarded by "no
+    /// `owner/` key": an owner key lives exactly as long as its etcd lease.
+    pub(crate) async fn remove_namespace_keys(&self, namespace: &Namespace) -> Result<bool> {
+        let keys = Keys::new(&self.inner.prefix, namespace);
+        let txn = Txn::new()
+            .when([Compare::create_revision(keys.owners(), CompareOp::Equal, 0).with_prefix()])
+            .and_then([TxnOp::delete(
+                keys.namespace(),
+                Some(DeleteOptions::new().with_prefix()),
+            )])
+            .or_else([TxnOp::get(
+                keys.owners(),
+                Some(GetOptions::new().with_prefix().with_count_only()),
+            )]);
+        let answer = self.txn("remove namespace", txn).await?;
+        let (retried, answer) = (answer.retried, answer.value);
+        let responses = answer.op_responses();
+        match responses.first() {
+            Some(TxnOpResponse::Delete(deleted)) if answer.succeeded() => {
+                lock(&self.inner.mirrors).retain(|(name, _), _| name != namespace.as_str());
+                // Sent again after a lost answer, the first sending may have
+                // deleted everything.
+                Ok(deleted.deleted() > 0 || retried)
+            }
+            Some(TxnOpResponse::Get(owners)) if !answer.succeeded() => {
+                Err(Error::NamespaceInUse {
+                    namespace: namespace.to_string(),
+                    live: u32::try_from(owners.count()).unwrap_or(u32::MAX),
+                })
+            }
+            _ => Err(nonsense("remove namespace", &answer)),
+        }
     }
 
     pub(crate) async fn force_release_id(

@@ -96,8 +96,6 @@ pub(crate) fn refusal(
 /// the first candidate that has no owner and whose `ownership/` record still
 /// has the mod revision the mirror judged free (nested branches; see
 /// [`crate::mirror`]); else read the config.
-/// `max` is None once this process has seen the namespace's config agree
-/// (it is written once and never changed): the comparison is skipped.
 ///
 /// `resent` is for a transaction sent again after its answer was lost (the
 /// first sending may have taken a candidate): before taking anything, it
@@ -106,7 +104,7 @@ pub(crate) fn refusal(
 /// comparison is false on an absent key, so each check is one comparison.
 pub(crate) fn acquire_txn(
     keys: &Keys,
-    max: Option<u32>,
+    max: u32,
     (token, holder): (&Token, &Holder),
     (lease, ttl_secs): (i64, i64),
     candidates: &[Candidate],
@@ -152,8 +150,8 @@ pub(crate) fn acquire_txn(
             None => level,
         })
     });
-    let config = max.map(|max| Compare::value(keys.config(), CompareOp::Equal, max.to_string()));
-    let mut txn = Txn::new().when(Vec::from_iter(config));
+    let config = Compare::value(keys.config(), CompareOp::Equal, max.to_string());
+    let mut txn = Txn::new().when([config]);
     if let Some(chain) = chain {
         txn = txn.and_then([TxnOp::txn(chain)]);
     }

@@ -188,12 +188,26 @@ impl LeaseStore for MemoryStore {
             .map(|(namespace, pool)| NamespaceInfo {
                 namespace: namespace.clone(),
                 max_worker_id: pool.max_worker_id,
-                live: u32::try_from(pool.list(now).iter().filter(|l| l.state.is_live()).count())
-                    .unwrap_or(u32::MAX),
+                live: pool.live(now),
             })
             .collect();
         all.sort_by(|a, b| a.namespace.as_str().cmp(b.namespace.as_str()));
         Ok(all)
+    }
+
+    async fn remove_namespace(&self, namespace: &Namespace) -> Result<bool> {
+        let now = self.clock.now();
+        let mut namespaces = self.namespaces();
+        let Some(pool) = namespaces.get(namespace) else {
+            return Ok(false);
+        };
+        match pool.live(now) {
+            0 => Ok(namespaces.remove(namespace).is_some()),
+            live => Err(Error::NamespaceInUse {
+                namespace: namespace.to_string(),
+                live,
+            }),
+        }
     }
 }
 

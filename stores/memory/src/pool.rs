@@ -230,6 +230,16 @@ impl Pool {
             .collect()
     }
 
+    /// How many IDs a live lease holds at `now`.
+    pub(crate) fn live(&self, now: Duration) -> u32 {
+        let live = self
+            .slots
+            .iter()
+            .filter(|slot| slot.token.is_some() && slot.expires_at > now)
+            .count();
+        u32::try_from(live).unwrap_or(u32::MAX)
+    }
+
     /// Frees `id` if a live lease holds it, keeping fence and watermark.
     pub(crate) fn force_release(&mut self, now: Duration, id: WorkerId) -> bool {
         let Some(slot) = self.slots.get_mut(id.get() as usize) else {

@@ -278,4 +278,8 @@ impl LeaseStore for RedisStore {
     async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
         self.force_release_id(namespace, id).await
     }
+
+    async fn remove_namespace(&self, namespace: &Namespace) -> Result<bool> {
+        self.remove_namespace_keys(namespace).await
+    }
 }

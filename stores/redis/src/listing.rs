@@ -8,7 +8,7 @@ use workerid_lease::{
 };
 
 use crate::keys::{keys, registry};
-use crate::script::{FORCE_RELEASE, LIST, NAMESPACE_INFO};
+use crate::script::{FORCE_RELEASE, LIST, NAMESPACE_INFO, REMOVE_NAMESPACE};
 use crate::{nonsense, text, RedisStore};
 
 fn number<T: std::str::FromStr>(value: &Value) -> Option<T> {
@@ -127,6 +127,51 @@ impl RedisStore {
             .call(&LIST, &keys(&self.prefix, namespace)[..1], &[])
             .await?;
         parse_listing(&answer).ok_or_else(|| nonsense("list", &answer))
+    }
+
+    /// Removes the namespace's keys (one script), then its registry entry;
+    /// a namespace made again meanwhile is put back in the registry.
+    pub(crate) async fn remove_namespace_keys(&self, namespace: &Namespace) -> Result<bool> {
+        let answer = self
+            .call(&REMOVE_NAMESPACE, &keys(&self.prefix, namespace), &[])
+            .await?;
+        let parts = match &answer {
+            Value::Array(parts) => parts.as_slice(),
+            _ => return Err(nonsense("remove_namespace", &answer)),
+        };
+        match parts {
+            [status] if text(status) == Some("unknown") => Ok(false),
+            [status, Value::Int(live)] if text(status) == Some("in_use") => {
+                Err(Error::NamespaceInUse {
+                    namespace: namespace.to_string(),
+                    live: u32::try_from(*live).unwrap_or(u32::MAX),
+                })
+            }
+            [status] if text(status) == Some("removed") => {
+                let mut connection = self.connection.clone();
+                redis::cmd("SREM")
+                    .arg(registry(&self.prefix))
+                    .arg(namespace.as_str())
+                    .query_async::<i64>(&mut connection)
+                    .await
+                    .map_err(|e| Error::unavailable("redis", e))?;
+                self.registered
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .remove(namespace);
+                let again: bool = redis::cmd("HEXISTS")
+                    .arg(&keys(&self.prefix, namespace)[0])
+                    .arg("max")
+                    .query_async(&mut connection)
+                    .await
+                    .map_err(|e| Error::unavailable("redis", e))?;
+                if again {
+                    self.add_to_registry(namespace).await?;
+                }
+                Ok(true)
+            }
+            _ => Err(nonsense("remove_namespace", &answer)),
+        }
     }
 
     pub(crate) async fn force_release_id(

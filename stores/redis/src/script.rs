@@ -53,6 +53,8 @@ pub(crate) static NAMESPACE_INFO: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("lua/namespace_info.lua")));
 pub(crate) static FORCE_RELEASE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("lua/force_release.lua")));
+pub(crate) static REMOVE_NAMESPACE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("lua/remove_namespace.lua")));
 
 pub(crate) static SEGMENT_CREATE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("lua/segment_create.lua")));

@@ -140,6 +140,14 @@ pub(crate) struct Statements {
     /// Every namespace: `namespace, max_worker_id, live` (live leases on the
     /// database's clock). No binds.
     pub list_namespaces: String,
+    /// Remove a namespace, in one transaction: lock its row (binds:
+    /// namespace; no row: never used), delete its leases that are not live
+    /// (binds: namespace), count what is left (binds: namespace; live
+    /// leases), delete its row (binds: namespace).
+    pub remove_lock: String,
+    pub remove_not_live: String,
+    pub remove_count_left: String,
+    pub remove_namespace: String,
     /// PostgreSQL: acquire in one call of a server-side function (created
     /// with the schema). Others: None, acquire is a short transaction.
     /// How acquire calls the database's routine (one round trip); None: the
@@ -301,6 +309,15 @@ impl Statements {
                  AND l.token IS NOT NULL AND l.expires_at > {now}) \
                  FROM {ns_table} n"
             ),
+            remove_lock: p(format!(
+                "SELECT max_worker_id FROM {ns_table} WHERE namespace = ?{lock}"
+            )),
+            remove_not_live: p(format!(
+                "DELETE FROM {table} WHERE namespace = ? \
+                 AND (token IS NULL OR expires_at <= {now})"
+            )),
+            remove_count_left: p(format!("SELECT COUNT(*) FROM {table} WHERE namespace = ?")),
+            remove_namespace: p(format!("DELETE FROM {ns_table} WHERE namespace = ?")),
             acquire_call,
             routine,
         }

@@ -113,6 +113,58 @@ impl SqlStore {
         Ok(all)
     }
 
+    /// Removes the namespace in one transaction that locks its row (an
+    /// acquire's full path waits; its fast path finds no free row left).
+    pub(crate) async fn remove_namespace_rows(&self, namespace: &Namespace) -> Result<bool> {
+        let removed = self
+            .retrying(|| self.remove_tx(namespace.as_str()))
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        match removed {
+            None => Ok(false),
+            Some(0) => Ok(true),
+            Some(live) => Err(Error::NamespaceInUse {
+                namespace: namespace.to_string(),
+                live: u32::try_from(live).unwrap_or(u32::MAX),
+            }),
+        }
+    }
+
+    /// None: never used; Some(0): removed; Some(n): n live leases, nothing
+    /// changed.
+    async fn remove_tx(&self, namespace: &str) -> sqlx::Result<Option<i64>> {
+        let s = self.statements();
+        let mut conn = self.connection_for_transaction().await?;
+        let mut tx = sqlx::Acquire::begin(&mut conn).await?;
+        let known = q(&s.remove_lock)
+            .bind(namespace.to_string())
+            .fetch_optional(&mut *tx)
+            .await?;
+        if known.is_none() {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        q(&s.remove_not_live)
+            .bind(namespace.to_string())
+            .execute(&mut *tx)
+            .await?;
+        let left: i64 = q(&s.remove_count_left)
+            .bind(namespace.to_string())
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get(0)?;
+        if left > 0 {
+            tx.rollback().await?;
+            return Ok(Some(left));
+        }
+        q(&s.remove_namespace)
+            .bind(namespace.to_string())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Some(0))
+    }
+
     pub(crate) async fn force_release_id(
         &self,
         namespace: &Namespace,

@@ -443,6 +443,10 @@ impl LeaseStore for SqlStore {
     async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
         self.force_release_id(namespace, id).await
     }
+
+    async fn remove_namespace(&self, namespace: &Namespace) -> Result<bool> {
+        self.remove_namespace_rows(namespace).await
+    }
 }
 
 #[cfg(test)]

@@ -338,6 +338,7 @@ macro_rules! lease_store_tests {
             listing_names_each_holder
             force_release_frees_a_live_id
             namespaces_are_listed
+            remove_namespace_only_when_nothing_is_live
         );
     };
     (@tests ($factory:expr) $($name:ident)+) => {

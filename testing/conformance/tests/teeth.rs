@@ -67,6 +67,10 @@ enum Flaw {
     ForceReleaseLowersWatermark,
     /// A forced release answers true but leaves the holder's lease in place.
     ForceReleaseKeepsTheHolder,
+    /// Removes a namespace even while a lease in it is live.
+    RemoveIgnoresLiveLeases,
+    /// Removing a namespace forgets its pool size but keeps its IDs' state.
+    RemoveKeepsTheIds,
     /// Counts released IDs as live when listing namespaces.
     NamespacesCountReleased,
     /// Declares a quarantine of expired IDs but grants them at once.
@@ -395,6 +399,30 @@ impl LeaseStore for ReferenceStore {
         Ok(all)
     }
 
+    async fn remove_namespace(&self, namespace: &Namespace) -> Result<bool> {
+        let mut state = self.state.lock().unwrap();
+        if !state.pool_sizes.contains_key(namespace.as_str()) {
+            return Ok(false);
+        }
+        let shared = self.key(namespace, 0).0;
+        let live = state
+            .slots
+            .iter()
+            .filter(|(key, slot)| key.0 == shared && self.is_live(slot))
+            .count() as u32;
+        if live > 0 && !self.has(Flaw::RemoveIgnoresLiveLeases) {
+            return Err(Error::NamespaceInUse {
+                namespace: namespace.to_string(),
+                live,
+            });
+        }
+        state.pool_sizes.remove(namespace.as_str());
+        if !self.has(Flaw::RemoveKeepsTheIds) {
+            state.slots.retain(|key, _| key.0 != shared);
+        }
+        Ok(true)
+    }
+
     async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
         let mut state = self.state.lock().unwrap();
         let key = self.key(namespace, id.get());
@@ -502,4 +530,6 @@ caught! {
     catches_a_forced_release_that_keeps_the_holder: ForceReleaseKeepsTheHolder by force_release_frees_a_live_id;
     catches_a_quarantine_declared_but_not_kept: QuarantineNotKept by expired_ids_are_quarantined;
     catches_released_ids_counted_live: NamespacesCountReleased by namespaces_are_listed;
+    catches_a_removal_despite_live_leases: RemoveIgnoresLiveLeases by remove_namespace_only_when_nothing_is_live;
+    catches_a_removal_that_keeps_the_ids: RemoveKeepsTheIds by remove_namespace_only_when_nothing_is_live;
 }

@@ -191,4 +191,7 @@ impl LeaseStore for TimedStore {
     async fn list_namespaces(&self) -> Result<Vec<workerid::NamespaceInfo>> {
         self.inner.list_namespaces().await
     }
+    async fn remove_namespace(&self, namespace: &Namespace) -> Result<bool> {
+        self.inner.remove_namespace(namespace).await
+    }
 }

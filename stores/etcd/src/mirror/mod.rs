@@ -43,7 +43,6 @@
 mod state;
 mod watch;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -62,9 +61,6 @@ pub(crate) use watch::scan;
 pub(crate) struct Mirror {
     keys: Keys,
     max_worker_id: u32,
-    /// Whether an acquire transaction found the namespace's config equal to
-    /// `max_worker_id` (it never changes once written).
-    config_confirmed: AtomicBool,
     state: Mutex<State>,
     watch: Mutex<Option<AbortHandle>>,
 }
@@ -83,7 +79,6 @@ impl Mirror {
         Arc::new(Mirror {
             keys,
             max_worker_id,
-            config_confirmed: AtomicBool::new(false),
             state: Mutex::new(State::new(max_worker_id)),
             watch: Mutex::new(None),
         })
@@ -91,16 +86,6 @@ impl Mirror {
 
     pub fn max_worker_id(&self) -> u32 {
         self.max_worker_id
-    }
-
-    /// Whether the namespace's config is known to be `max_worker_id`.
-    pub fn config_confirmed(&self) -> bool {
-        self.config_confirmed.load(Ordering::Relaxed)
-    }
-
-    /// Records that an acquire transaction compared the config equal.
-    pub fn confirm_config(&self) {
-        self.config_confirmed.store(true, Ordering::Relaxed);
     }
 
     fn state(&self) -> MutexGuard<'_, State> {

@@ -12,6 +12,7 @@ mod history;
 mod input;
 mod lifecycle;
 mod listing;
+mod removal;
 
 pub use contention::*;
 pub use durability::*;
@@ -20,6 +21,7 @@ pub use history::*;
 pub use input::*;
 pub use lifecycle::*;
 pub use listing::*;
+pub use removal::*;
 
 use crate::StoreFactory;
 
@@ -51,4 +53,5 @@ registry!(
     listing_names_each_holder,
     force_release_frees_a_live_id,
     namespaces_are_listed,
+    remove_namespace_only_when_nothing_is_live,
 );
