@@ -195,13 +195,21 @@ impl Allocator {
         self.release_with_watermark(lease, 0).await
     }
 
-    /// Releases `lease`, raising the stored watermark to at least `watermark`
-    /// for the next holder.
+    /// Releases `lease`, leaving `watermark` for the next holder: the
+    /// highest timestamp this holder issued (it replaces what the lease's
+    /// renewals reserved, so the next holder need not wait for a window that
+    /// was never used). Never below the lease's
+    /// [`previous_watermark`](Lease::previous_watermark): earlier holders'
+    /// bounds are kept. 0 leaves the stored watermark as it is.
     ///
     /// # Errors
     /// As [`Allocator::renew`].
     pub async fn release_with_watermark(&self, lease: &Lease, watermark: u64) -> Result<()> {
         self.check_own(lease)?;
+        let watermark = match watermark {
+            0 => 0,
+            given => given.max(lease.previous_watermark),
+        };
         self.call(
             self.store
                 .release(&self.namespace, lease.id, &lease.token, watermark),

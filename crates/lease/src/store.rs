@@ -139,8 +139,11 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// Ends the lease `token` holds on `id`, freeing the ID at once.
     ///
     /// # Behavior
-    /// - Held by `token` and live: freed; watermark = max(stored, `watermark`);
-    ///   the fence is kept (the next grant raises it).
+    /// - Held by `token` and live: freed; the fence is kept (the next grant
+    ///   raises it). A `watermark` above 0 is the holder's final word and
+    ///   replaces the stored one (even a higher one its renewals reserved);
+    ///   0 leaves the stored one as it is. The [`Allocator`](crate::Allocator)
+    ///   never sends one below the lease's `previous_watermark`.
     /// - Held by `token` but expired (and not granted again): `TokenExpired`
     ///   (the ID is free anyway).
     /// - Held (live or expired) by another token: `TokenMismatch`; nothing changes.

@@ -21,6 +21,7 @@ mod error;
 mod generator;
 mod layout;
 mod local;
+mod reservation;
 mod worker;
 
 pub use clock::{Clock, CoarseNanos, FakeClock, OffsetClock, Reading, SystemClock};

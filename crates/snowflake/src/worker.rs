@@ -9,6 +9,7 @@ use tokio::sync::{watch, Notify};
 use super::{Clock, DriftPolicy, Generator, Layout, LocalGenerator, SystemClock};
 use workerid_lease::{Allocator, Lease};
 
+use crate::reservation::Reservation;
 use crate::{Error, Result};
 
 /// Releases the lease of a join whose future was dropped (a caller that
@@ -120,9 +121,12 @@ impl WorkerOptions {
         self.renew_every = Some(every);
         self
     }
-    /// How far ahead of its clock each renewal reserves timestamps (default
-    /// twice the renewal period). The next holder of the worker ID starts
-    /// above the reserved window.
+    /// How far ahead of its clock a reservation reaches (default four
+    /// renewal periods; at least two). A renewal raises the stored
+    /// watermark to `now + window` only when less than one and a half
+    /// renewal periods of the reserved window are left, so by default one
+    /// renewal in three writes it and the others only extend the lease. The
+    /// next holder of the worker ID starts above the reserved window.
     pub fn window(mut self, window: Duration) -> Self {
         self.window = Some(window);
         self
@@ -148,7 +152,7 @@ struct Keeper {
     generator: Arc<Generator>,
     clock: Arc<dyn Clock>,
     renew_every: Duration,
-    window: Duration,
+    reservation: Reservation,
     retry_every: Duration,
     stop: Arc<Notify>,
     state: watch::Sender<WorkerState>,
@@ -220,7 +224,7 @@ impl Worker {
     ) -> Result<Worker> {
         let ttl = allocator.options().default_ttl();
         let renew_every = options.renew_every.unwrap_or(ttl / 3);
-        let window = options.window.unwrap_or(renew_every * 2);
+        let window = options.window.unwrap_or(renew_every * 4);
         let layout = options.layout;
         if allocator.max_worker_id() > layout.max_worker_id() {
             return Err(Error::invalid_config(format!(
@@ -230,12 +234,13 @@ impl Worker {
                 layout.max_worker_id()
             )));
         }
-        if renew_every.is_zero() || renew_every >= ttl || window < renew_every {
+        if renew_every.is_zero() || renew_every >= ttl || window < renew_every * 2 {
             return Err(Error::invalid_config(format!(
                 "renew every {renew_every:?} with a window of {window:?} does not fit a ttl of {ttl:?} \
-                 (0 < renew_every < ttl, window >= renew_every)"
+                 (0 < renew_every < ttl, window >= 2 * renew_every)"
             )));
         }
+        let mut reservation = Reservation::new(window, renew_every);
         let max_start_wait = options
             .max_start_wait
             .unwrap_or(window + options.drift.give_up_at);
@@ -258,7 +263,14 @@ impl Worker {
                 generator.set_last_used_timestamp(floor);
             }
             let generator = Arc::new(generator);
-            let deadline = reserve(&allocator, &mut lease, &generator, &clock, window).await?;
+            let deadline = reserve(
+                &allocator,
+                &mut lease,
+                &generator,
+                &clock,
+                &mut reservation,
+            )
+            .await?;
             Ok::<_, Error>((generator, deadline))
         };
         tokio::pin!(until);
@@ -297,7 +309,7 @@ impl Worker {
             generator: generator.clone(),
             clock,
             renew_every,
-            window,
+            reservation,
             retry_every: options.retry_every,
             stop: stop.clone(),
             state,
@@ -424,24 +436,25 @@ async fn wait_past(
     }
 }
 
-/// One renewal that reserves `now + window`; on success the generator may
-/// issue up to it until the new deadline, which is returned.
+/// One renewal, raising the reserved window when it runs low (see
+/// [`Reservation`]); on success the generator may issue up to the reserved
+/// window until the new deadline, which is returned.
 async fn reserve(
     allocator: &Allocator,
     lease: &mut Lease,
     generator: &Generator,
     clock: &Arc<dyn Clock>,
-    window: Duration,
+    reservation: &mut Reservation,
 ) -> Result<Duration> {
     let sent = clock.now();
-    let reserved = sent.wall + window;
-    let watermark = u64::try_from(reserved.as_millis()).unwrap_or(u64::MAX);
+    let watermark = reservation.watermark_at(sent.wall);
     allocator.renew_with_watermark(lease, watermark).await?;
+    let reserved = reservation.renewed(watermark);
     let ttl = lease.ttl();
     let deadline = sent.mono + ttl - allocator.options().drift_margin(ttl);
     let layout = generator.layout();
     let window_end = layout
-        .timestamp_at(Duration::from_millis(watermark))
+        .timestamp_at(Duration::from_millis(reserved))
         .unwrap_or(0);
     generator.open_until(deadline, window_end);
     clock.resync();
@@ -493,7 +506,7 @@ impl Keeper {
                     &mut self.lease,
                     &self.generator,
                     &self.clock,
-                    self.window,
+                    &mut self.reservation,
                 )
                 .await
                 {

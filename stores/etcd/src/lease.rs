@@ -11,7 +11,7 @@ use workerid_lease::{
 
 use crate::keys::{grant_token, Keys};
 use crate::lessor::{ttl_secs, LEASE_SLACK};
-use crate::txn::{got, guarded, raise_mark, refusal};
+use crate::txn::{got, guarded, raise_mark, refusal, set_mark};
 use crate::{EtcdStore, HeldLease};
 
 #[async_trait]
@@ -128,7 +128,7 @@ impl LeaseStore for EtcdStore {
             TxnOp::delete(keys.owner(n), Some(DeleteOptions::new().with_prev_key())),
             TxnOp::delete(keys.ownership(n), None),
         ];
-        then.extend(raise_mark(&keys, n, watermark));
+        then.extend(set_mark(&keys, n, watermark));
         let answer = self.txn("release", guarded(&keys, n, token, then)).await?;
         let retried = answer.retried;
         let answer = answer.value;

@@ -55,6 +55,12 @@ pub(crate) fn raise_mark(keys: &Keys, id: u32, value: u64) -> Option<TxnOp> {
     ))
 }
 
+/// Sets `mark/<id>` to `value`, a release's final word; None for 0, which
+/// leaves the mark as it is.
+pub(crate) fn set_mark(keys: &Keys, id: u32, value: u64) -> Option<TxnOp> {
+    (value != 0).then(|| TxnOp::put(keys.mark(id), watermark(value), None))
+}
+
 /// If `owner/<id>` is held by `token`, `then`; else read the owner and the
 /// last grant, to tell which refusal it is.
 pub(crate) fn guarded(keys: &Keys, id: u32, token: &Token, then: Vec<TxnOp>) -> Txn {

@@ -195,7 +195,13 @@ impl Pool {
             Some(_) => {}
         }
         slot.expires_at = free_at;
-        slot.watermark = slot.watermark.max(watermark);
+        // A release's watermark is its holder's final word; a renewal's
+        // only raises it.
+        slot.watermark = if release && watermark != 0 {
+            watermark
+        } else {
+            slot.watermark.max(watermark)
+        };
         if release {
             slot.token = None;
             self.released.push_back(Released::new(free_at, id, slot));

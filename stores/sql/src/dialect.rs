@@ -124,7 +124,9 @@ pub(crate) struct Statements {
     pub bump_next: String,
     /// Binds: ttl_us, watermark, namespace, worker_id, token.
     pub renew: String,
-    /// Binds: watermark, namespace, worker_id, token.
+    /// A release's watermark (other than 0) is its holder's final word.
+    /// Binds: keep (1: leave the watermark), watermark, namespace,
+    /// worker_id, token.
     pub release: String,
     /// Why a renew or release matched nothing. Binds: namespace, worker_id.
     /// Returns `token, expires_at, now`.
@@ -287,7 +289,7 @@ impl Statements {
             )),
             release: p(format!(
                 "UPDATE {table} SET token = NULL, expires_at = {now}, \
-                 watermark = {greatest}(watermark, ?) \
+                 watermark = CASE WHEN ? = 1 THEN watermark ELSE ? END \
                  WHERE namespace = ? AND worker_id = ? AND token = ? AND expires_at > {now}"
             )),
             inspect: p(format!(

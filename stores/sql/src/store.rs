@@ -428,7 +428,8 @@ impl LeaseStore for SqlStore {
         token: &Token,
         watermark: u64,
     ) -> Result<()> {
-        self.guarded(|| q(&self.sql.release), namespace, id, token, watermark)
+        let release = || q(&self.sql.release).bind(i64::from(watermark == 0));
+        self.guarded(release, namespace, id, token, watermark)
             .await
     }
 

@@ -25,8 +25,12 @@ enum Flaw {
     RacyAcquire,
     /// Every grant gets fence 1.
     FenceNeverRises,
-    /// Renew and release overwrite the watermark instead of keeping the maximum.
+    /// Renew overwrites the watermark instead of keeping the maximum.
     WatermarkOverwritten,
+    /// Release keeps the maximum instead of setting its holder's final word.
+    ReleaseRaisesOnly,
+    /// A release of watermark 0 sets it to 0 instead of keeping it.
+    ReleaseOfZeroClearsWatermark,
     /// Acquire always reports a previous watermark of 0.
     WatermarkNotHandedOver,
     /// The watermark is kept as an f64 (as a naive Lua script would).
@@ -334,7 +338,13 @@ impl LeaseStore for ReferenceStore {
             other => other?,
         }
         let slot = state.slots.get_mut(&key).ok_or(Error::NotAssigned { id })?;
-        self.raise(slot, watermark);
+        if watermark != 0 && !self.has(Flaw::ReleaseRaisesOnly) {
+            slot.watermark = watermark;
+        } else if self.has(Flaw::ReleaseOfZeroClearsWatermark) {
+            slot.watermark = watermark;
+        } else {
+            self.raise(slot, watermark);
+        }
         if !self.has(Flaw::ReleaseKeepsTheId) {
             slot.holder = None;
         }
@@ -507,9 +517,11 @@ caught! {
     catches_a_racy_acquire: RacyAcquire by contention_gives_distinct_grants;
     catches_a_racy_acquire_on_one_expired_id: RacyAcquire by one_winner_on_an_expired_id;
     catches_a_fence_that_never_rises: FenceNeverRises by fence_rises_on_every_grant;
-    catches_an_overwritten_watermark: WatermarkOverwritten by watermark_is_a_maximum_handed_over;
-    catches_a_watermark_not_handed_over: WatermarkNotHandedOver by watermark_is_a_maximum_handed_over;
-    catches_a_float_watermark: WatermarkAsFloat by watermark_is_a_maximum_handed_over;
+    catches_an_overwritten_watermark: WatermarkOverwritten by watermark_is_handed_over;
+    catches_a_watermark_not_handed_over: WatermarkNotHandedOver by watermark_is_handed_over;
+    catches_a_float_watermark: WatermarkAsFloat by watermark_is_handed_over;
+    catches_a_release_that_only_raises: ReleaseRaisesOnly by watermark_is_handed_over;
+    catches_a_release_of_zero_that_clears: ReleaseOfZeroClearsWatermark by watermark_is_handed_over;
     catches_leases_that_never_expire: NeverExpires by expired_id_is_reclaimed;
     catches_renew_reviving_an_expired_lease: RenewRevivesExpired by expired_lease_is_token_expired;
     catches_ttls_rounded_to_seconds: TtlRoundedUpToSeconds by expiry_has_millisecond_precision;

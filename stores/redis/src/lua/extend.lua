@@ -1,6 +1,6 @@
--- extend: renew a live lease to now + ttl, or release it (ttl ''), and raise
--- its watermark. Renew and release are one script: they differ only in the
--- new end.
+-- extend: renew a live lease to now + ttl and raise its watermark, or
+-- release it (ttl '') and set its watermark (unless 0). Renew and release are
+-- one script: they differ only in the new end and the watermark rule.
 -- KEYS[1] namespace hash   KEYS[2] lease-end sorted set
 -- ARGV[1] id   ARGV[2] token   ARGV[3] ttl in ms, or '' to release
 -- ARGV[4] watermark
@@ -28,14 +28,18 @@ if ends * 1000 <= now then
   return 'expired'
 end
 -- Watermarks are u64 decimal strings without leading zeros, compared as
--- such: a double would lose precision above 2^53.
+-- such: a double would lose precision above 2^53. A release's watermark
+-- (other than 0) is its holder's final word; a renewal's only raises it.
 local given = ARGV[4]
-if #given > #watermark or (#given == #watermark and given > watermark) then
-  watermark = given
-end
 if ARGV[3] == '' then
   ends = '0'
+  if given ~= '0' then
+    watermark = given
+  end
 else
+  if #given > #watermark or (#given == #watermark and given > watermark) then
+    watermark = given
+  end
   ends = math.ceil(now / 1000) + ARGV[3]
   ends = ends < 1e14 and tostring(ends) or string.format('%.0f', ends)
 end

@@ -27,12 +27,15 @@ pub async fn fence_rises_on_every_grant(f: &dyn StoreFactory) -> Outcome {
     Outcome::Passed
 }
 
-/// The watermark is the maximum ever given by a holder (an exact `u64`, also
-/// above 2^53), handed to the next holder after release and after expiry;
-/// an expired holder cannot raise it.
-pub async fn watermark_is_a_maximum_handed_over(f: &dyn StoreFactory) -> Outcome {
+/// Renewals raise the watermark to the maximum they give (an exact `u64`,
+/// also above 2^53); a release other than 0 sets it, the holder's final word,
+/// even below what its renewals reserved, while a release of 0 keeps it; the
+/// core never lets a release fall below the watermark the lease was granted
+/// with. It is handed to the next holder after release and after expiry; an
+/// expired holder cannot raise it.
+pub async fn watermark_is_handed_over(f: &dyn StoreFactory) -> Outcome {
     const BIG: u64 = (1 << 60) + 1;
-    let ctx = Ctx::new(f, "watermark_is_a_maximum_handed_over").await;
+    let ctx = Ctx::new(f, "watermark_is_handed_over").await;
     let ns = ctx.namespace();
     let a = ctx.allocator(&ns, 0, ctx.long).await;
     let short = ctx.allocator(&ns, 0, ctx.short).await;
@@ -51,8 +54,8 @@ pub async fn watermark_is_a_maximum_handed_over(f: &dyn StoreFactory) -> Outcome
     let mut lease = a.acquire().await.expect("acquire after release");
     assert_eq!(
         lease.previous_watermark(),
-        100,
-        "the watermark is the maximum given"
+        70,
+        "a release's watermark is its holder's final word, below what its renewals reserved"
     );
 
     a.renew_with_watermark(&mut lease, BIG)
@@ -62,11 +65,19 @@ pub async fn watermark_is_a_maximum_handed_over(f: &dyn StoreFactory) -> Outcome
         .await
         .expect("renew");
     a.release(&lease).await.expect("release");
+    let lease = a.acquire().await.expect("acquire after release");
+    assert_eq!(
+        lease.previous_watermark(),
+        BIG,
+        "renewals keep the maximum, exactly, as a u64; a release of 0 keeps it"
+    );
+
+    a.release_with_watermark(&lease, 5).await.expect("release");
     let mut lease = short.acquire().await.expect("acquire after release");
     assert_eq!(
         lease.previous_watermark(),
         BIG,
-        "the watermark must be kept exactly, as a u64"
+        "a release never falls below the watermark its lease was granted with"
     );
 
     short

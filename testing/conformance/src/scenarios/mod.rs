@@ -43,7 +43,7 @@ registry!(
     namespaces_are_isolated,
     pool_size_mismatch_is_refused,
     fence_rises_on_every_grant,
-    watermark_is_a_maximum_handed_over,
+    watermark_is_handed_over,
     contention_gives_distinct_grants,
     one_winner_on_an_expired_id,
     concurrent_renewals_all_succeed,
