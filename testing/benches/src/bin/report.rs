@@ -232,9 +232,12 @@ async fn etcd_row(name: &'static str, endpoints: &[String]) -> Row {
     measure(name, Arc::new(store), Some(raw)).await
 }
 
-fn print(rows: &[Row]) {
-    println!("\n| store | raw round trip p50 | acquire p50 / p99 | renew p50 / p99 | renew raising the watermark p50 / p99 | release p50 / p99 |");
-    println!("| --- | --- | --- | --- | --- | --- |");
+/// The report's two tables, in markdown.
+fn render(rows: &[Row]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(out, "| store | raw round trip p50 | acquire p50 / p99 | renew p50 / p99 | renew raising the watermark p50 / p99 | release p50 / p99 |");
+    let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- |");
     for r in rows {
         let raw = r.lat.iter().find(|l| l.name == "raw");
         let cell = |op: &str| {
@@ -245,7 +248,8 @@ fn print(rows: &[Row]) {
             format!("{} / {}{ratio}", ms(l.p50), ms(l.p99))
         };
         let raw = raw.map(|l| ms(l.p50)).unwrap_or_else(|| "n/a".into());
-        println!(
+        let _ = writeln!(
+            out,
             "| {} | {raw} | {} | {} | {} | {} |",
             r.name,
             cell("acquire"),
@@ -254,12 +258,13 @@ fn print(rows: &[Row]) {
             cell("release")
         );
     }
-    println!("\n| store | renews/s, 1 client | 8 clients | 64 clients | 99%-full 2^16 (etcd 2^12) acquire vs empty | segment reserve p50 | worker join to first ID |");
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    let _ = writeln!(out, "\n| store | renews/s, 1 client | 8 clients | 64 clients | 99%-full 2^16 (etcd 2^12) acquire vs empty | segment reserve p50 | worker join to first ID |");
+    let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- | --- |");
     for r in rows {
         let [a, b, c] = r.throughput;
         let falls = if c < b * 0.95 { " (falls)" } else { "" };
-        println!(
+        let _ = writeln!(
+            out,
             "| {} | {a:.0} | {b:.0} | {c:.0}{falls} | {:.2}x | {} | {} |",
             r.name,
             r.full_vs_empty,
@@ -267,6 +272,7 @@ fn print(rows: &[Row]) {
             ms(r.worker_start)
         );
     }
+    out
 }
 
 /// Whether the row `name` is wanted: every row, or those whose name holds
@@ -337,6 +343,19 @@ fn main() {
         }
         rows
     });
-    print(&rows);
-    println!("\n(ran in {:.0} s)", started.elapsed().as_secs_f64());
+    let mut tables = render(&rows);
+    tables.push_str(&format!(
+        "\n(ran in {:.0} s)\n",
+        started.elapsed().as_secs_f64()
+    ));
+    println!("\n{tables}");
+    let words: Vec<String> = std::env::args().skip(1).collect();
+    let command = ["cargo run -p benches --release --bin report --"]
+        .into_iter()
+        .chain(words.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(" ");
+    // A partial run (only some rows) is not the report of record.
+    let name = if words.is_empty() { "report" } else { "report-partial" };
+    benches::record::record(name, command.trim_end_matches(" --"), &tables);
 }
