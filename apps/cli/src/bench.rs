@@ -61,12 +61,19 @@ pub async fn bench(args: &BenchArgs, json: bool) -> Result<String, CliError> {
     let made_here = matches!(allocator.list().await, Ok(listing) if !listing.is_known());
     let measured = cycles(&allocator, args.rounds as usize).await;
     let cleanup = if made_here {
-        match allocator.store().remove_namespace(allocator.namespace()).await {
+        match allocator
+            .store()
+            .remove_namespace(allocator.namespace())
+            .await
+        {
             Ok(_) => format!("namespace {} removed", args.namespace),
             Err(e) => format!("namespace {} left in the store: {e}", args.namespace),
         }
     } else {
-        format!("namespace {} was there before: left as it is", args.namespace)
+        format!(
+            "namespace {} was there before: left as it is",
+            args.namespace
+        )
     };
     let [acquire, renew, release] = measured?.map(|mut samples| stats(&mut samples));
     let scheme = stores.kind().name();

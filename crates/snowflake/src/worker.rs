@@ -263,14 +263,8 @@ impl Worker {
                 generator.set_last_used_timestamp(floor);
             }
             let generator = Arc::new(generator);
-            let deadline = reserve(
-                &allocator,
-                &mut lease,
-                &generator,
-                &clock,
-                &mut reservation,
-            )
-            .await?;
+            let deadline =
+                reserve(&allocator, &mut lease, &generator, &clock, &mut reservation).await?;
             Ok::<_, Error>((generator, deadline))
         };
         tokio::pin!(until);

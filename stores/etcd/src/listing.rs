@@ -193,12 +193,10 @@ impl EtcdStore {
                 // deleted everything.
                 Ok(deleted.deleted() > 0 || retried)
             }
-            Some(TxnOpResponse::Get(owners)) if !answer.succeeded() => {
-                Err(Error::NamespaceInUse {
-                    namespace: namespace.to_string(),
-                    live: u32::try_from(owners.count()).unwrap_or(u32::MAX),
-                })
-            }
+            Some(TxnOpResponse::Get(owners)) if !answer.succeeded() => Err(Error::NamespaceInUse {
+                namespace: namespace.to_string(),
+                live: u32::try_from(owners.count()).unwrap_or(u32::MAX),
+            }),
             _ => Err(nonsense("remove namespace", &answer)),
         }
     }

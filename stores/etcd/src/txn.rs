@@ -308,7 +308,7 @@ mod tests {
 
         let resent = acquire_txn(
             &keys,
-            Some(15),
+            15,
             (&token, &Holder::default()),
             (lease, 30),
             &candidates,
@@ -325,7 +325,7 @@ mod tests {
         // Teeth: the same transaction as a first sending takes the free one.
         let plain = acquire_txn(
             &keys,
-            Some(15),
+            15,
             (&token, &Holder::default()),
             (lease, 30),
             &candidates,
@@ -340,7 +340,7 @@ mod tests {
         let candidates = unrecorded(&[(mine + 2) % 16]);
         let resent = acquire_txn(
             &keys,
-            Some(15),
+            15,
             (&fresh, &Holder::default()),
             (lease, 30),
             &candidates,
@@ -403,7 +403,7 @@ mod tests {
         let stale = unrecorded(&[y]);
         let txn = acquire_txn(
             &keys,
-            Some(15),
+            15,
             (&token, &Holder::default()),
             (lease, 30),
             &stale,
@@ -425,7 +425,7 @@ mod tests {
         }];
         let txn = acquire_txn(
             &keys,
-            Some(15),
+            15,
             (&token, &Holder::default()),
             (lease, 30),
             &current,

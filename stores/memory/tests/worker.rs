@@ -106,6 +106,7 @@ async fn a_clock_far_behind_the_watermark_gives_up_and_releases() {
     )
     .await
     .unwrap();
+    first.next_id().unwrap();
     first.stop().await;
     let behind = Arc::new(FakeClock::at(T0 - Duration::from_secs(3_600)));
     let joined = Worker::join(
@@ -131,12 +132,17 @@ async fn a_clock_far_behind_the_watermark_gives_up_and_releases() {
 async fn a_join_stopped_or_dropped_while_waiting_releases_the_worker_id() {
     let store = MemoryStore::new();
     let ttl = Duration::from_secs(30);
-    // The real clock: the next holder waits for the window the first
-    // reserved (two renewal periods, 20 s).
-    let first = Worker::join(allocator(store.clone(), ttl), WorkerOptions::new())
+    // A holder that issued timestamps up to 20 s ahead of the real clock:
+    // the next one waits.
+    let ahead = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        + Duration::from_secs(20);
+    let first = allocator(store.clone(), ttl).acquire().await.unwrap();
+    allocator(store.clone(), ttl)
+        .release_with_watermark(&first, u64::try_from(ahead.as_millis()).unwrap())
         .await
         .unwrap();
-    first.stop().await;
     let stopped = Worker::join_until(
         allocator(store.clone(), ttl),
         WorkerOptions::new(),

@@ -429,8 +429,7 @@ impl LeaseStore for SqlStore {
         watermark: u64,
     ) -> Result<()> {
         let release = || q(&self.sql.release).bind(i64::from(watermark == 0));
-        self.guarded(release, namespace, id, token, watermark)
-            .await
+        self.guarded(release, namespace, id, token, watermark).await
     }
 
     async fn list(&self, namespace: &Namespace) -> Result<Listing> {

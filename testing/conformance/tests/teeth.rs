@@ -338,9 +338,12 @@ impl LeaseStore for ReferenceStore {
             other => other?,
         }
         let slot = state.slots.get_mut(&key).ok_or(Error::NotAssigned { id })?;
-        if watermark != 0 && !self.has(Flaw::ReleaseRaisesOnly) {
-            slot.watermark = watermark;
-        } else if self.has(Flaw::ReleaseOfZeroClearsWatermark) {
+        let sets = if watermark == 0 {
+            self.has(Flaw::ReleaseOfZeroClearsWatermark)
+        } else {
+            !self.has(Flaw::ReleaseRaisesOnly)
+        };
+        if sets {
             slot.watermark = watermark;
         } else {
             self.raise(slot, watermark);

@@ -356,6 +356,10 @@ fn main() {
         .collect::<Vec<_>>()
         .join(" ");
     // A partial run (only some rows) is not the report of record.
-    let name = if words.is_empty() { "report" } else { "report-partial" };
+    let name = if words.is_empty() {
+        "report"
+    } else {
+        "report-partial"
+    };
     benches::record::record(name, command.trim_end_matches(" --"), &tables);
 }
