@@ -159,6 +159,7 @@ impl Generator {
     /// [`Error::NotReady`] when closed, past the lease deadline, or past the
     /// reserved window; [`Error::ClockDriftTryLater`] and
     /// [`Error::ClockDriftTooLarge`] per the [`DriftPolicy`].
+    #[inline]
     pub fn next_id(&self) -> Result<u64> {
         let (ts, seq, _) = self.claim(1)?;
         Ok(self.layout.compose(ts, self.worker_id, seq))
