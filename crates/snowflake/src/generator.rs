@@ -1,5 +1,6 @@
 //! The lock-free snowflake generator.
 
+use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,6 +54,9 @@ pub struct Generator {
     layout: Layout,
     worker_id: u32,
     clock: Arc<dyn Clock>,
+    /// The same clock when it is the [`SystemClock`], so the hot path calls
+    /// it directly (inlined) rather than through the vtable.
+    system: Option<Arc<SystemClock>>,
     drift: DriftPolicy,
     /// `(timestamp << sequence_bits) | sequence` of the last ID.
     last: AtomicU64,
@@ -110,10 +114,13 @@ impl Generator {
                 drift.block_below, drift.give_up_at
             )));
         }
+        let any: Arc<dyn Any + Send + Sync> = clock.clone();
+        let system = any.downcast::<SystemClock>().ok();
         Ok(Generator {
             layout,
             worker_id,
             clock,
+            system,
             drift,
             last: AtomicU64::new(0),
             window_end: AtomicU64::new(layout.max_timestamp()),
@@ -182,7 +189,7 @@ impl Generator {
             let now = if precise {
                 CoarseNanos::exact(self.clock.now())
             } else {
-                self.clock.now_coarse_nanos()
+                self.coarse()
             };
             if now.mono.saturating_add(now.behind) >= self.deadline_ns.load(Ordering::Acquire) {
                 if now.behind != 0 {
@@ -259,9 +266,18 @@ impl Generator {
     /// [`claim`](Generator::claim), which looks closer).
     #[inline]
     pub(crate) fn coarse_if_live(&self) -> Option<CoarseNanos> {
-        let now = self.clock.now_coarse_nanos();
+        let now = self.coarse();
         (now.mono.saturating_add(now.behind) < self.deadline_ns.load(Ordering::Acquire))
             .then_some(now)
+    }
+
+    /// The clock's coarse reading.
+    #[inline]
+    fn coarse(&self) -> CoarseNanos {
+        match &self.system {
+            Some(system) => system.now_coarse_nanos(),
+            None => self.clock.now_coarse_nanos(),
+        }
     }
 
     /// The time unit of a wall time in nanoseconds (0 before the epoch).
@@ -495,6 +511,15 @@ mod tests {
         let next = Layout::classic().decompose(g.next_id().unwrap());
         assert!(clock.precise_reads.load(Ordering::SeqCst) > reads);
         assert_eq!((next.timestamp, next.sequence), (first.timestamp + 1, 0));
+    }
+
+    #[test]
+    fn the_system_clock_is_called_directly_and_others_through_the_trait() {
+        let system = Generator::with_system_clock(Layout::classic(), 1).unwrap();
+        assert!(system.system.is_some());
+        assert!(system.next_id().is_ok());
+        let fake = generator(&Arc::new(FakeClock::at(T0)));
+        assert!(fake.system.is_none());
     }
 
     #[test]
