@@ -31,9 +31,11 @@ impl Default for DriftPolicy {
     }
 }
 
-/// Issues snowflake IDs for one worker ID. Lock-free (one compare-and-swap per
-/// ID), shared freely across threads; never wraps its sequence (it waits for
-/// the next time unit), never goes back in time (see [`DriftPolicy`]).
+/// Issues snowflake IDs for one worker ID. Lock-free (one atomic
+/// read-modify-write per ID: a fetch-and-add, or a compare-and-swap where a
+/// new time unit starts), shared freely across threads; never wraps its
+/// sequence (it waits for the next time unit), never goes back in time (see
+/// [`DriftPolicy`]).
 ///
 /// A generator made with [`Generator::new`] is open: it issues IDs for as long
 /// as it lives. One inside a [`Worker`](super::Worker) issues IDs only while
@@ -70,9 +72,14 @@ pub struct Generator {
     /// Told when the drift is beyond recovery.
     leave: Option<Arc<Notify>>,
     left: AtomicBool,
+    /// The latest unit a reading of the clock was in (a coarse reading is
+    /// never ahead), kept by `claim`.
+    seen: AtomicU64,
     /// The layout's epoch and unit in milliseconds (units are whole
-    /// milliseconds), so the hot path divides u64s.
+    /// milliseconds), so the hot path divides u64s; the epoch also in
+    /// nanoseconds (whole milliseconds).
     epoch_ms: u64,
+    epoch_ns: u64,
     unit_ms: u64,
 }
 
@@ -128,7 +135,9 @@ impl Generator {
             opened_until_ns: AtomicU64::new(u64::MAX),
             leave: None,
             left: AtomicBool::new(false),
+            seen: AtomicU64::new(0),
             epoch_ms: millis(layout.epoch()),
+            epoch_ns: millis(layout.epoch()).saturating_mul(1_000_000),
             unit_ms: millis(layout.unit()),
         })
     }
@@ -168,8 +177,55 @@ impl Generator {
     /// [`Error::ClockDriftTooLarge`] per the [`DriftPolicy`].
     #[inline]
     pub fn next_id(&self) -> Result<u64> {
-        let (ts, seq, _) = self.claim(1)?;
+        let (ts, seq) = match self.increment() {
+            Some(claimed) => claimed,
+            None => self.next_id_slow()?,
+        };
         Ok(self.layout.compose(ts, self.worker_id, seq))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn next_id_slow(&self) -> Result<(u64, u64)> {
+        let (ts, seq, _) = self.claim(1)?;
+        Ok((ts, seq))
+    }
+
+    /// The common case of [`next_id`](Generator::next_id), in one atomic
+    /// increment of `last`: the lease is live by the coarse clock, which is
+    /// in the last ID's unit (or that unit is within the coarse clock's lag
+    /// and a precise reading has seen it), the unit is in the window and
+    /// has sequence numbers left. `None` sends the caller to
+    /// [`claim`](Generator::claim), which also handles every other case.
+    /// An increment is a fetch-and-add rather than a compare-and-swap of a
+    /// loaded value, which it would have to wait for; one that raced past
+    /// the checked unit (another thread's new unit, or a carry out of an
+    /// exhausted sequence) is given up: that number is never issued.
+    #[inline]
+    fn increment(&self) -> Option<(u64, u64)> {
+        let seq_bits = u32::from(self.layout.sequence_bits());
+        let max_seq = self.layout.max_sequence();
+        let now = self.coarse();
+        if now.mono.saturating_add(now.behind) >= self.deadline_ns.load(Ordering::Acquire)
+            || now.wall < self.epoch_ns
+        {
+            return None;
+        }
+        let current = self.last.load(Ordering::Relaxed);
+        let last_ts = current >> seq_bits;
+        if current & max_seq == max_seq || last_ts > self.window_end.load(Ordering::Acquire) {
+            return None;
+        }
+        let now_ts = self.unit_at(now.wall);
+        if last_ts != now_ts
+            && !(last_ts > now_ts
+                && last_ts <= self.unit_at(now.wall.saturating_add(now.behind))
+                && last_ts <= self.seen.load(Ordering::Acquire))
+        {
+            return None;
+        }
+        let id = self.last.fetch_add(1, Ordering::AcqRel) + 1;
+        (id >> seq_bits == last_ts).then_some((last_ts, id & max_seq))
     }
 
     /// Claims up to `want` (at least 1) consecutive sequence numbers of one
@@ -200,30 +256,37 @@ impl Generator {
                     reason: "no live lease (starting, stopped, lost, or past its deadline)".into(),
                 });
             }
-            if now.wall / 1_000_000 < self.epoch_ms {
+            if now.wall < self.epoch_ns {
                 return Err(self.too_large(self.layout.epoch() - Duration::from_nanos(now.wall)));
             }
             let now_ts = self.unit_at(now.wall);
+            if now_ts > self.seen.load(Ordering::Acquire) {
+                self.seen.fetch_max(now_ts, Ordering::AcqRel);
+            }
             let current = self.last.load(Ordering::Acquire);
             let (last_ts, seq) = (current >> seq_bits, current & max_seq);
             let (ts, next_seq) = if now_ts > last_ts {
                 (now_ts, 0)
             } else if seq < max_seq
                 && (now_ts == last_ts
-                    || last_ts <= self.unit_at(now.wall.saturating_add(now.behind)))
+                    || (last_ts <= self.unit_at(now.wall.saturating_add(now.behind))
+                        && last_ts <= self.seen.load(Ordering::Acquire)))
             {
                 // The last ID's unit, when the clock is surely in it or past
                 // it. A coarse reading a few ms behind the precise one that
                 // set `last` lands here too: sending it to the precise clock
                 // would keep a busy generator on two clock reads per ID
                 // (every precise ID moves `last` ahead of the coarse clock).
+                // `seen` tells such a unit from one that an increment
+                // carried into before any clock reached it.
                 (last_ts, seq + 1)
             } else if now.behind != 0 {
                 precise = true;
                 continue;
-            } else if now_ts == last_ts {
-                // Sequence exhausted: wait for the next unit, never wrap.
-                let next = self.layout.time_of(last_ts + 1);
+            } else if last_ts <= now_ts + 1 {
+                // Sequence exhausted (or carried by a racing increment into
+                // the next unit): wait for the next unit, never wrap.
+                let next = self.layout.time_of(now_ts + 1);
                 self.clock.sleep(
                     next.saturating_sub(Duration::from_nanos(now.wall))
                         .max(Duration::from_micros(1)),
@@ -511,6 +574,81 @@ mod tests {
         let next = Layout::classic().decompose(g.next_id().unwrap());
         assert!(clock.precise_reads.load(Ordering::SeqCst) > reads);
         assert_eq!((next.timestamp, next.sequence), (first.timestamp + 1, 0));
+    }
+
+    #[test]
+    fn the_increment_takes_only_the_common_case() {
+        let clock = Arc::new(FakeClock::at(T0));
+        let g = generator(&clock);
+        let ts = Layout::classic().timestamp_at(T0).unwrap();
+        assert_eq!(g.increment(), None, "a new unit needs a compare-and-swap");
+        let first = Layout::classic().decompose(g.next_id().unwrap());
+        assert_eq!((first.timestamp, first.sequence), (ts, 0));
+        assert_eq!(g.increment(), Some((ts, 1)));
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(g.increment(), None, "the clock is in the next unit");
+        g.next_id().unwrap();
+        assert_eq!(g.increment(), Some((ts + 1, 1)));
+        g.close();
+        assert_eq!(g.increment(), None, "closed");
+        g.open_until(Duration::from_millis(5), ts + 1);
+        assert_eq!(g.increment(), Some((ts + 1, 2)));
+        g.open_until(Duration::from_millis(5), ts);
+        assert_eq!(g.increment(), None, "past the window");
+        g.open_until(Duration::from_millis(1), ts + 1);
+        assert_eq!(g.increment(), None, "at the deadline");
+        g.open_until(Duration::from_secs(1), ts + 10);
+        g.set_last_used_timestamp(ts + 1);
+        assert_eq!(g.increment(), None, "the sequence is exhausted");
+    }
+
+    #[test]
+    fn a_clock_standing_still_before_the_deadline_issues_and_at_it_issues_nothing() {
+        // The clock stands still between the calls (as a fake clock does):
+        // every call still compares its own reading with the deadline.
+        let clock = Arc::new(LaggingClock::at(T0));
+        let g = Generator::new(Layout::classic(), 5, clock.clone()).unwrap();
+        let ts = Layout::classic().timestamp_at(T0).unwrap();
+        g.open_until(Duration::from_millis(100), ts + 1_000);
+        clock.inner.advance(Duration::from_millis(90));
+        for _ in 0..1000 {
+            g.next_id().unwrap();
+        }
+        clock.inner.advance(Duration::from_millis(10));
+        for _ in 0..1000 {
+            assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+        }
+        // The coarse clock 3 ms behind (at 97 ms) with up to 4 ms of lag: it
+        // cannot tell, so the precise clock (at 100 ms) decides.
+        clock.lag_ms.store(3, Ordering::SeqCst);
+        for _ in 0..1000 {
+            assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+            assert_eq!(g.increment(), None);
+        }
+        g.open_until(Duration::from_millis(200), ts + 1_000);
+        assert!(g.next_id().is_ok());
+    }
+
+    #[test]
+    fn a_unit_carried_into_is_issued_only_once_the_clock_is_in_it() {
+        // A racing increment can carry `last` into the next unit before any
+        // clock reached it; within the coarse clock's lag it must still not
+        // be issued early.
+        let clock = Arc::new(LaggingClock::at(T0));
+        let g = Generator::new(Layout::classic(), 5, clock.clone()).unwrap();
+        let ts = Layout::classic().timestamp_at(T0).unwrap();
+        g.next_id().unwrap();
+        g.last.store((ts + 1) << 12, Ordering::SeqCst);
+        assert_eq!(g.increment(), None);
+        let id = Layout::classic().decompose(g.next_id().unwrap());
+        assert_eq!((id.timestamp, id.sequence), (ts + 1, 1));
+        assert!(
+            clock.now().wall >= Layout::classic().time_of(ts + 1),
+            "it waited for the unit"
+        );
+        // Once a reading was in it, the lagging coarse clock may use it.
+        clock.lag_ms.store(3, Ordering::SeqCst);
+        assert_eq!(g.increment(), Some((ts + 1, 2)));
     }
 
     #[test]
