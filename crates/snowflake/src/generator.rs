@@ -158,11 +158,13 @@ impl Generator {
     }
 
     /// The layout.
+    #[inline]
     pub fn layout(&self) -> &Layout {
         &self.layout
     }
 
     /// The worker ID in every ID.
+    #[inline]
     pub fn worker_id(&self) -> u32 {
         self.worker_id
     }
@@ -175,7 +177,9 @@ impl Generator {
     /// [`Error::NotReady`] when closed, past the lease deadline, or past the
     /// reserved window; [`Error::ClockDriftTryLater`] and
     /// [`Error::ClockDriftTooLarge`] per the [`DriftPolicy`].
-    #[inline]
+    // Always: a caller that calls it from several places may otherwise get
+    // an out-of-line copy, a call more per ID.
+    #[inline(always)]
     pub fn next_id(&self) -> Result<u64> {
         let (ts, seq) = match self.increment() {
             Some(claimed) => claimed,
@@ -201,7 +205,7 @@ impl Generator {
     /// loaded value, which it would have to wait for; one that raced past
     /// the checked unit (another thread's new unit, or a carry out of an
     /// exhausted sequence) is given up: that number is never issued.
-    #[inline]
+    #[inline(always)]
     fn increment(&self) -> Option<(u64, u64)> {
         let seq_bits = u32::from(self.layout.sequence_bits());
         let max_seq = self.layout.max_sequence();
@@ -383,6 +387,7 @@ impl Generator {
     /// lease's watermark (the layout's maximum for a generator made with
     /// [`Generator::new`]). Lowered when a renewal reserves a lower window
     /// (the wall clock went back).
+    #[inline]
     pub fn window_end(&self) -> u64 {
         self.window_end.load(Ordering::Acquire)
     }
