@@ -81,6 +81,12 @@ pub struct Generator {
     epoch_ms: u64,
     epoch_ns: u64,
     unit_ms: u64,
+    /// The layout's sequence and worker widths, the largest sequence number
+    /// and the worker ID in place, for the hot path.
+    seq_bits: u32,
+    max_seq: u64,
+    worker_bits: u32,
+    worker_field: u64,
 }
 
 /// Whole milliseconds of a duration, in a u64 (good for 584 million years).
@@ -139,6 +145,10 @@ impl Generator {
             epoch_ms: millis(layout.epoch()),
             epoch_ns: millis(layout.epoch()).saturating_mul(1_000_000),
             unit_ms: millis(layout.unit()),
+            seq_bits: u32::from(layout.sequence_bits()),
+            max_seq: layout.max_sequence(),
+            worker_bits: u32::from(layout.worker_bits()),
+            worker_field: u64::from(worker_id) << layout.sequence_bits(),
         })
     }
 
@@ -181,22 +191,32 @@ impl Generator {
     // an out-of-line copy, a call more per ID.
     #[inline(always)]
     pub fn next_id(&self) -> Result<u64> {
-        let (ts, seq) = match self.increment() {
+        let claimed = match self.increment() {
             Some(claimed) => claimed,
             None => self.next_id_slow()?,
         };
-        Ok(self.layout.compose(ts, self.worker_id, seq))
+        Ok(self.id_of(claimed))
     }
 
     #[cold]
     #[inline(never)]
-    fn next_id_slow(&self) -> Result<(u64, u64)> {
+    fn next_id_slow(&self) -> Result<u64> {
         let (ts, seq, _) = self.claim(1)?;
-        Ok((ts, seq))
+        Ok((ts << self.seq_bits) | seq)
+    }
+
+    /// The ID of a value of `last`: `Layout::compose` with the shifts and
+    /// the worker field worked out once (the timestamp is in the window, so
+    /// within the layout's width).
+    #[inline(always)]
+    fn id_of(&self, claimed: u64) -> u64 {
+        ((claimed & !self.max_seq) << self.worker_bits)
+            | self.worker_field
+            | (claimed & self.max_seq)
     }
 
     /// The common case of [`next_id`](Generator::next_id), in one atomic
-    /// increment of `last`: the lease is live by the coarse clock, which is
+    /// increment of `last`, whose new value it returns: the lease is live by the coarse clock, which is
     /// in the last ID's unit (or that unit is within the coarse clock's lag
     /// and a precise reading has seen it), the unit is in the window and
     /// has sequence numbers left. `None` sends the caller to
@@ -206,9 +226,8 @@ impl Generator {
     /// the checked unit (another thread's new unit, or a carry out of an
     /// exhausted sequence) is given up: that number is never issued.
     #[inline(always)]
-    fn increment(&self) -> Option<(u64, u64)> {
-        let seq_bits = u32::from(self.layout.sequence_bits());
-        let max_seq = self.layout.max_sequence();
+    fn increment(&self) -> Option<u64> {
+        let (seq_bits, max_seq) = (self.seq_bits, self.max_seq);
         let now = self.coarse();
         if now.mono.saturating_add(now.behind) >= self.deadline_ns.load(Ordering::Acquire)
             || now.wall < self.epoch_ns
@@ -229,7 +248,7 @@ impl Generator {
             return None;
         }
         let id = self.last.fetch_add(1, Ordering::AcqRel) + 1;
-        (id >> seq_bits == last_ts).then_some((last_ts, id & max_seq))
+        (id >> seq_bits == last_ts).then_some(id)
     }
 
     /// Claims up to `want` (at least 1) consecutive sequence numbers of one
@@ -581,30 +600,66 @@ mod tests {
         assert_eq!((next.timestamp, next.sequence), (first.timestamp + 1, 0));
     }
 
+    /// The timestamp and sequence of the ID an increment issues, through
+    /// `id_of` (checked against `Layout::decompose`).
+    fn incremented(g: &Generator) -> Option<(u64, u64)> {
+        g.increment().map(|claimed| {
+            let parts = g.layout().decompose(g.id_of(claimed));
+            assert_eq!(parts.worker_id, g.worker_id());
+            (parts.timestamp, parts.sequence)
+        })
+    }
+
+    #[test]
+    fn id_of_is_compose() {
+        let clock: Arc<dyn Clock> = Arc::new(FakeClock::at(T0));
+        let wide = Layout::new(41, 2, 20, Duration::from_millis(1), crate::CLASSIC_EPOCH).unwrap();
+        for (layout, worker) in [
+            (Layout::classic(), 1023),
+            (Layout::classic(), 0),
+            (Layout::sonyflake(), 65_535),
+            (wide, 3),
+        ] {
+            let g = Generator::new(layout, worker, clock.clone()).unwrap();
+            let bits = layout.sequence_bits();
+            for (ts, seq) in [
+                (0, 0),
+                (1, 1),
+                (layout.max_timestamp(), layout.max_sequence()),
+            ] {
+                assert_eq!(
+                    g.id_of((ts << bits) | seq),
+                    layout.compose(ts, worker, seq),
+                    "{layout:?} {worker} {ts} {seq}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn the_increment_takes_only_the_common_case() {
         let clock = Arc::new(FakeClock::at(T0));
         let g = generator(&clock);
         let ts = Layout::classic().timestamp_at(T0).unwrap();
-        assert_eq!(g.increment(), None, "a new unit needs a compare-and-swap");
+        assert_eq!(incremented(&g), None, "a new unit needs a compare-and-swap");
         let first = Layout::classic().decompose(g.next_id().unwrap());
         assert_eq!((first.timestamp, first.sequence), (ts, 0));
-        assert_eq!(g.increment(), Some((ts, 1)));
+        assert_eq!(incremented(&g), Some((ts, 1)));
         clock.advance(Duration::from_millis(1));
-        assert_eq!(g.increment(), None, "the clock is in the next unit");
+        assert_eq!(incremented(&g), None, "the clock is in the next unit");
         g.next_id().unwrap();
-        assert_eq!(g.increment(), Some((ts + 1, 1)));
+        assert_eq!(incremented(&g), Some((ts + 1, 1)));
         g.close();
-        assert_eq!(g.increment(), None, "closed");
+        assert_eq!(incremented(&g), None, "closed");
         g.open_until(Duration::from_millis(5), ts + 1);
-        assert_eq!(g.increment(), Some((ts + 1, 2)));
+        assert_eq!(incremented(&g), Some((ts + 1, 2)));
         g.open_until(Duration::from_millis(5), ts);
-        assert_eq!(g.increment(), None, "past the window");
+        assert_eq!(incremented(&g), None, "past the window");
         g.open_until(Duration::from_millis(1), ts + 1);
-        assert_eq!(g.increment(), None, "at the deadline");
+        assert_eq!(incremented(&g), None, "at the deadline");
         g.open_until(Duration::from_secs(1), ts + 10);
         g.set_last_used_timestamp(ts + 1);
-        assert_eq!(g.increment(), None, "the sequence is exhausted");
+        assert_eq!(incremented(&g), None, "the sequence is exhausted");
     }
 
     #[test]
@@ -628,7 +683,7 @@ mod tests {
         clock.lag_ms.store(3, Ordering::SeqCst);
         for _ in 0..1000 {
             assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
-            assert_eq!(g.increment(), None);
+            assert_eq!(incremented(&g), None);
         }
         g.open_until(Duration::from_millis(200), ts + 1_000);
         assert!(g.next_id().is_ok());
@@ -644,7 +699,7 @@ mod tests {
         let ts = Layout::classic().timestamp_at(T0).unwrap();
         g.next_id().unwrap();
         g.last.store((ts + 1) << 12, Ordering::SeqCst);
-        assert_eq!(g.increment(), None);
+        assert_eq!(incremented(&g), None);
         let id = Layout::classic().decompose(g.next_id().unwrap());
         assert_eq!((id.timestamp, id.sequence), (ts + 1, 1));
         assert!(
@@ -653,7 +708,7 @@ mod tests {
         );
         // Once a reading was in it, the lagging coarse clock may use it.
         clock.lag_ms.store(3, Ordering::SeqCst);
-        assert_eq!(g.increment(), Some((ts + 1, 2)));
+        assert_eq!(incremented(&g), Some((ts + 1, 2)));
     }
 
     #[test]
