@@ -61,7 +61,7 @@ pub struct Generator {
     system: Option<Arc<SystemClock>>,
     drift: DriftPolicy,
     /// `(timestamp << sequence_bits) | sequence` of the last ID.
-    last: AtomicU64,
+    last: Line,
     /// The largest timestamp that may be used (inclusive).
     window_end: AtomicU64,
     /// IDs only while the clock's monotonic time is below this (ns); 0: closed.
@@ -87,6 +87,20 @@ pub struct Generator {
     max_seq: u64,
     worker_bits: u32,
     worker_field: u64,
+}
+
+/// An atomic on a cache line of its own (two, for the adjacent-line
+/// prefetcher), so that threads contending for it do not also take the
+/// read-mostly fields from each other.
+#[derive(Debug)]
+#[repr(align(128))]
+struct Line(AtomicU64);
+
+impl std::ops::Deref for Line {
+    type Target = AtomicU64;
+    fn deref(&self) -> &AtomicU64 {
+        &self.0
+    }
 }
 
 /// Whole milliseconds of a duration, in a u64 (good for 584 million years).
@@ -135,7 +149,7 @@ impl Generator {
             clock,
             system,
             drift,
-            last: AtomicU64::new(0),
+            last: Line(AtomicU64::new(0)),
             window_end: AtomicU64::new(layout.max_timestamp()),
             deadline_ns: AtomicU64::new(u64::MAX),
             opened_until_ns: AtomicU64::new(u64::MAX),
