@@ -194,8 +194,9 @@ impl Generator {
     }
 
     /// The next ID (libx.net/workerid's `Next`). Blocks the calling thread for at most
-    /// one time unit when the sequence is exhausted, and for at most
-    /// `block_below` when the clock went back a little.
+    /// one time unit when the sequence is exhausted (or the last ID is less
+    /// than a unit ahead of the clock), and for at most `block_below` when
+    /// the clock went back a little.
     ///
     /// # Errors
     /// [`Error::NotReady`] when closed, past the lease deadline, or past the
@@ -679,25 +680,29 @@ mod tests {
     #[test]
     fn a_clock_standing_still_before_the_deadline_issues_and_at_it_issues_nothing() {
         // The clock stands still between the calls (as a fake clock does):
-        // every call still compares its own reading with the deadline.
+        // every call still compares its own reading with the deadline, also
+        // in the unit of the last ID, where the increment would serve it.
         let clock = Arc::new(LaggingClock::at(T0));
         let g = Generator::new(Layout::classic(), 5, clock.clone()).unwrap();
         let ts = Layout::classic().timestamp_at(T0).unwrap();
-        g.open_until(Duration::from_millis(100), ts + 1_000);
-        clock.inner.advance(Duration::from_millis(90));
+        let deadline = Duration::from_micros(100_500);
+        g.open_until(deadline, ts + 1_000);
+        clock.inner.advance(Duration::from_millis(100));
         for _ in 0..1000 {
             g.next_id().unwrap();
         }
-        clock.inner.advance(Duration::from_millis(10));
+        clock.inner.advance(Duration::from_micros(500));
+        assert_eq!(clock.now().mono, deadline);
         for _ in 0..1000 {
+            assert_eq!(incremented(&g), None);
             assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
         }
-        // The coarse clock 3 ms behind (at 97 ms) with up to 4 ms of lag: it
-        // cannot tell, so the precise clock (at 100 ms) decides.
+        // The coarse clock 3 ms behind with up to 4 ms of lag cannot tell:
+        // the precise clock (at the deadline) decides.
         clock.lag_ms.store(3, Ordering::SeqCst);
         for _ in 0..1000 {
-            assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
             assert_eq!(incremented(&g), None);
+            assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
         }
         g.open_until(Duration::from_millis(200), ts + 1_000);
         assert!(g.next_id().is_ok());
@@ -707,9 +712,14 @@ mod tests {
     fn a_unit_carried_into_is_issued_only_once_the_clock_is_in_it() {
         // A racing increment can carry `last` into the next unit before any
         // clock reached it; within the coarse clock's lag it must still not
-        // be issued early.
+        // be issued early. It is waited for, not taken for drift (with no
+        // drift allowed at all).
         let clock = Arc::new(LaggingClock::at(T0));
-        let g = Generator::new(Layout::classic(), 5, clock.clone()).unwrap();
+        let none = DriftPolicy {
+            block_below: Duration::ZERO,
+            give_up_at: Duration::ZERO,
+        };
+        let g = Generator::with_policy(Layout::classic(), 5, clock.clone(), none).unwrap();
         let ts = Layout::classic().timestamp_at(T0).unwrap();
         g.next_id().unwrap();
         g.last.store((ts + 1) << 12, Ordering::SeqCst);
@@ -723,6 +733,38 @@ mod tests {
         // Once a reading was in it, the lagging coarse clock may use it.
         clock.lag_ms.store(3, Ordering::SeqCst);
         assert_eq!(incremented(&g), Some((ts + 1, 2)));
+    }
+
+    #[test]
+    fn threads_exhausting_units_share_no_id_and_never_run_ahead_of_the_clock() {
+        // The classic layout's 4096 IDs per ms run out every few µs here, so
+        // increments race into exhausted units and carry.
+        let clock = Arc::new(SystemClock::new());
+        let g = Arc::new(Generator::new(Layout::classic(), 1, clock.clone()).unwrap());
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let (g, clock) = (g.clone(), clock.clone());
+                std::thread::spawn(move || {
+                    let mut ids = Vec::with_capacity(50_000);
+                    for _ in 0..50_000 {
+                        let id = g.next_id().unwrap();
+                        let unit_start = Layout::classic().decompose(id).time;
+                        assert!(unit_start <= std::time::UNIX_EPOCH + clock.now().wall);
+                        assert!(ids.last().is_none_or(|&last| id > last));
+                        ids.push(id);
+                    }
+                    ids
+                })
+            })
+            .collect();
+        let mut all: Vec<u64> = threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "duplicate IDs across threads");
     }
 
     #[test]
