@@ -230,16 +230,17 @@ impl Generator {
             | (claimed & self.max_seq)
     }
 
-    /// The common case of [`next_id`](Generator::next_id), in one atomic
-    /// increment of `last`, whose new value it returns: the lease is live by the coarse clock, which is
-    /// in the last ID's unit (or that unit is within the coarse clock's lag
-    /// and a precise reading has seen it), the unit is in the window and
-    /// has sequence numbers left. `None` sends the caller to
-    /// [`claim`](Generator::claim), which also handles every other case.
-    /// An increment is a fetch-and-add rather than a compare-and-swap of a
-    /// loaded value, which it would have to wait for; one that raced past
-    /// the checked unit (another thread's new unit, or a carry out of an
-    /// exhausted sequence) is given up: that number is never issued.
+    /// The common case of [`next_id`](Generator::next_id) in one atomic
+    /// increment of `last`, whose new value it returns: the lease is live
+    /// by the coarse clock, the clock is in the last ID's unit (or that unit
+    /// is within the coarse clock's lag and a reading has been in it), the
+    /// unit is in the window and has sequence numbers left. `None` sends
+    /// the caller to [`claim`](Generator::claim), which handles every case.
+    /// A fetch-and-add rather than a compare-and-swap of the loaded value:
+    /// it does not wait for that load, and contending threads never retry.
+    /// An increment that raced past the checked unit (another thread's new
+    /// unit, or a carry out of an exhausted sequence) is given up: that
+    /// number is never issued.
     #[inline(always)]
     fn increment(&self) -> Option<u64> {
         let (seq_bits, max_seq) = (self.seq_bits, self.max_seq);
