@@ -1,5 +1,6 @@
 //! Time for the snowflake generator: a wall clock tied to a monotonic one.
 
+use std::any::Any;
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -42,7 +43,7 @@ pub(crate) fn whole_nanos(d: Duration) -> u64 {
 }
 
 /// Where the generator gets its time, so tests can step it deterministically.
-pub trait Clock: Debug + Send + Sync + 'static {
+pub trait Clock: Any + Debug + Send + Sync + 'static {
     /// Both times, read together.
     fn now(&self) -> Reading;
 

@@ -1,5 +1,6 @@
 //! The lock-free snowflake generator.
 
+use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,9 +31,11 @@ impl Default for DriftPolicy {
     }
 }
 
-/// Issues snowflake IDs for one worker ID. Lock-free (one compare-and-swap per
-/// ID), shared freely across threads; never wraps its sequence (it waits for
-/// the next time unit), never goes back in time (see [`DriftPolicy`]).
+/// Issues snowflake IDs for one worker ID. Lock-free (one atomic
+/// read-modify-write per ID: a fetch-and-add, or a compare-and-swap where a
+/// new time unit starts), shared freely across threads; never wraps its
+/// sequence (it waits for the next time unit), never goes back in time (see
+/// [`DriftPolicy`]).
 ///
 /// A generator made with [`Generator::new`] is open: it issues IDs for as long
 /// as it lives. One inside a [`Worker`](super::Worker) issues IDs only while
@@ -53,9 +56,12 @@ pub struct Generator {
     layout: Layout,
     worker_id: u32,
     clock: Arc<dyn Clock>,
+    /// The same clock when it is the [`SystemClock`], so the hot path calls
+    /// it directly (inlined) rather than through the vtable.
+    system: Option<Arc<SystemClock>>,
     drift: DriftPolicy,
     /// `(timestamp << sequence_bits) | sequence` of the last ID.
-    last: AtomicU64,
+    last: Line,
     /// The largest timestamp that may be used (inclusive).
     window_end: AtomicU64,
     /// IDs only while the clock's monotonic time is below this (ns); 0: closed.
@@ -66,10 +72,35 @@ pub struct Generator {
     /// Told when the drift is beyond recovery.
     leave: Option<Arc<Notify>>,
     left: AtomicBool,
+    /// The latest unit a reading of the clock was in (a coarse reading is
+    /// never ahead), kept by `claim`.
+    seen: AtomicU64,
     /// The layout's epoch and unit in milliseconds (units are whole
-    /// milliseconds), so the hot path divides u64s.
+    /// milliseconds), so the hot path divides u64s; the epoch also in
+    /// nanoseconds (whole milliseconds).
     epoch_ms: u64,
+    epoch_ns: u64,
     unit_ms: u64,
+    /// The layout's sequence and worker widths, the largest sequence number
+    /// and the worker ID in place, for the hot path.
+    seq_bits: u32,
+    max_seq: u64,
+    worker_bits: u32,
+    worker_field: u64,
+}
+
+/// An atomic on a cache line of its own (two, for the adjacent-line
+/// prefetcher), so that threads contending for it do not also take the
+/// read-mostly fields from each other.
+#[derive(Debug)]
+#[repr(align(128))]
+struct Line(AtomicU64);
+
+impl std::ops::Deref for Line {
+    type Target = AtomicU64;
+    fn deref(&self) -> &AtomicU64 {
+        &self.0
+    }
 }
 
 /// Whole milliseconds of a duration, in a u64 (good for 584 million years).
@@ -110,19 +141,28 @@ impl Generator {
                 drift.block_below, drift.give_up_at
             )));
         }
+        let any: Arc<dyn Any + Send + Sync> = clock.clone();
+        let system = any.downcast::<SystemClock>().ok();
         Ok(Generator {
             layout,
             worker_id,
             clock,
+            system,
             drift,
-            last: AtomicU64::new(0),
+            last: Line(AtomicU64::new(0)),
             window_end: AtomicU64::new(layout.max_timestamp()),
             deadline_ns: AtomicU64::new(u64::MAX),
             opened_until_ns: AtomicU64::new(u64::MAX),
             leave: None,
             left: AtomicBool::new(false),
+            seen: AtomicU64::new(0),
             epoch_ms: millis(layout.epoch()),
+            epoch_ns: millis(layout.epoch()).saturating_mul(1_000_000),
             unit_ms: millis(layout.unit()),
+            seq_bits: u32::from(layout.sequence_bits()),
+            max_seq: layout.max_sequence(),
+            worker_bits: u32::from(layout.worker_bits()),
+            worker_field: u64::from(worker_id) << layout.sequence_bits(),
         })
     }
 
@@ -142,26 +182,89 @@ impl Generator {
     }
 
     /// The layout.
+    #[inline]
     pub fn layout(&self) -> &Layout {
         &self.layout
     }
 
     /// The worker ID in every ID.
+    #[inline]
     pub fn worker_id(&self) -> u32 {
         self.worker_id
     }
 
     /// The next ID (libx.net/workerid's `Next`). Blocks the calling thread for at most
-    /// one time unit when the sequence is exhausted, and for at most
-    /// `block_below` when the clock went back a little.
+    /// one time unit when the sequence is exhausted (or the last ID is less
+    /// than a unit ahead of the clock), and for at most `block_below` when
+    /// the clock went back a little.
     ///
     /// # Errors
     /// [`Error::NotReady`] when closed, past the lease deadline, or past the
     /// reserved window; [`Error::ClockDriftTryLater`] and
     /// [`Error::ClockDriftTooLarge`] per the [`DriftPolicy`].
+    // Always: a caller that calls it from several places may otherwise get
+    // an out-of-line copy, a call more per ID.
+    #[inline(always)]
     pub fn next_id(&self) -> Result<u64> {
+        let claimed = match self.increment() {
+            Some(claimed) => claimed,
+            None => self.next_id_slow()?,
+        };
+        Ok(self.id_of(claimed))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn next_id_slow(&self) -> Result<u64> {
         let (ts, seq, _) = self.claim(1)?;
-        Ok(self.layout.compose(ts, self.worker_id, seq))
+        Ok((ts << self.seq_bits) | seq)
+    }
+
+    /// The ID of a value of `last`: `Layout::compose` with the shifts and
+    /// the worker field worked out once (the timestamp is in the window, so
+    /// within the layout's width).
+    #[inline(always)]
+    fn id_of(&self, claimed: u64) -> u64 {
+        ((claimed & !self.max_seq) << self.worker_bits)
+            | self.worker_field
+            | (claimed & self.max_seq)
+    }
+
+    /// The common case of [`next_id`](Generator::next_id) in one atomic
+    /// increment of `last`, whose new value it returns: the lease is live
+    /// by the coarse clock, the clock is in the last ID's unit (or that unit
+    /// is within the coarse clock's lag and a reading has been in it), the
+    /// unit is in the window and has sequence numbers left. `None` sends
+    /// the caller to [`claim`](Generator::claim), which handles every case.
+    /// A fetch-and-add rather than a compare-and-swap of the loaded value:
+    /// it does not wait for that load, and contending threads never retry.
+    /// An increment that raced past the checked unit (another thread's new
+    /// unit, or a carry out of an exhausted sequence) is given up: that
+    /// number is never issued.
+    #[inline(always)]
+    fn increment(&self) -> Option<u64> {
+        let (seq_bits, max_seq) = (self.seq_bits, self.max_seq);
+        let now = self.coarse();
+        if now.mono.saturating_add(now.behind) >= self.deadline_ns.load(Ordering::Acquire)
+            || now.wall < self.epoch_ns
+        {
+            return None;
+        }
+        let current = self.last.load(Ordering::Relaxed);
+        let last_ts = current >> seq_bits;
+        if current & max_seq == max_seq || last_ts > self.window_end.load(Ordering::Acquire) {
+            return None;
+        }
+        let now_ts = self.unit_at(now.wall);
+        if last_ts != now_ts
+            && !(last_ts > now_ts
+                && last_ts <= self.unit_at(now.wall.saturating_add(now.behind))
+                && last_ts <= self.seen.load(Ordering::Acquire))
+        {
+            return None;
+        }
+        let id = self.last.fetch_add(1, Ordering::AcqRel) + 1;
+        (id >> seq_bits == last_ts).then_some(id)
     }
 
     /// Claims up to `want` (at least 1) consecutive sequence numbers of one
@@ -181,7 +284,7 @@ impl Generator {
             let now = if precise {
                 CoarseNanos::exact(self.clock.now())
             } else {
-                self.clock.now_coarse_nanos()
+                self.coarse()
             };
             if now.mono.saturating_add(now.behind) >= self.deadline_ns.load(Ordering::Acquire) {
                 if now.behind != 0 {
@@ -192,30 +295,37 @@ impl Generator {
                     reason: "no live lease (starting, stopped, lost, or past its deadline)".into(),
                 });
             }
-            if now.wall / 1_000_000 < self.epoch_ms {
+            if now.wall < self.epoch_ns {
                 return Err(self.too_large(self.layout.epoch() - Duration::from_nanos(now.wall)));
             }
             let now_ts = self.unit_at(now.wall);
+            if now_ts > self.seen.load(Ordering::Acquire) {
+                self.seen.fetch_max(now_ts, Ordering::AcqRel);
+            }
             let current = self.last.load(Ordering::Acquire);
             let (last_ts, seq) = (current >> seq_bits, current & max_seq);
             let (ts, next_seq) = if now_ts > last_ts {
                 (now_ts, 0)
             } else if seq < max_seq
                 && (now_ts == last_ts
-                    || last_ts <= self.unit_at(now.wall.saturating_add(now.behind)))
+                    || (last_ts <= self.unit_at(now.wall.saturating_add(now.behind))
+                        && last_ts <= self.seen.load(Ordering::Acquire)))
             {
                 // The last ID's unit, when the clock is surely in it or past
                 // it. A coarse reading a few ms behind the precise one that
                 // set `last` lands here too: sending it to the precise clock
                 // would keep a busy generator on two clock reads per ID
                 // (every precise ID moves `last` ahead of the coarse clock).
+                // `seen` tells such a unit from one that an increment
+                // carried into before any clock reached it.
                 (last_ts, seq + 1)
             } else if now.behind != 0 {
                 precise = true;
                 continue;
-            } else if now_ts == last_ts {
-                // Sequence exhausted: wait for the next unit, never wrap.
-                let next = self.layout.time_of(last_ts + 1);
+            } else if last_ts <= now_ts + 1 {
+                // Sequence exhausted (or carried by a racing increment into
+                // the next unit): wait for the next unit, never wrap.
+                let next = self.layout.time_of(now_ts + 1);
                 self.clock.sleep(
                     next.saturating_sub(Duration::from_nanos(now.wall))
                         .max(Duration::from_micros(1)),
@@ -258,9 +368,18 @@ impl Generator {
     /// [`claim`](Generator::claim), which looks closer).
     #[inline]
     pub(crate) fn coarse_if_live(&self) -> Option<CoarseNanos> {
-        let now = self.clock.now_coarse_nanos();
+        let now = self.coarse();
         (now.mono.saturating_add(now.behind) < self.deadline_ns.load(Ordering::Acquire))
             .then_some(now)
+    }
+
+    /// The clock's coarse reading.
+    #[inline]
+    fn coarse(&self) -> CoarseNanos {
+        match &self.system {
+            Some(system) => system.now_coarse_nanos(),
+            None => self.clock.now_coarse_nanos(),
+        }
     }
 
     /// The time unit of a wall time in nanoseconds (0 before the epoch).
@@ -303,6 +422,7 @@ impl Generator {
     /// lease's watermark (the layout's maximum for a generator made with
     /// [`Generator::new`]). Lowered when a renewal reserves a lower window
     /// (the wall clock went back).
+    #[inline]
     pub fn window_end(&self) -> u64 {
         self.window_end.load(Ordering::Acquire)
     }
@@ -494,6 +614,167 @@ mod tests {
         let next = Layout::classic().decompose(g.next_id().unwrap());
         assert!(clock.precise_reads.load(Ordering::SeqCst) > reads);
         assert_eq!((next.timestamp, next.sequence), (first.timestamp + 1, 0));
+    }
+
+    /// The timestamp and sequence of the ID an increment issues, through
+    /// `id_of` (checked against `Layout::decompose`).
+    fn incremented(g: &Generator) -> Option<(u64, u64)> {
+        g.increment().map(|claimed| {
+            let parts = g.layout().decompose(g.id_of(claimed));
+            assert_eq!(parts.worker_id, g.worker_id());
+            (parts.timestamp, parts.sequence)
+        })
+    }
+
+    #[test]
+    fn id_of_is_compose() {
+        let clock: Arc<dyn Clock> = Arc::new(FakeClock::at(T0));
+        let wide = Layout::new(41, 2, 20, Duration::from_millis(1), crate::CLASSIC_EPOCH).unwrap();
+        for (layout, worker) in [
+            (Layout::classic(), 1023),
+            (Layout::classic(), 0),
+            (Layout::sonyflake(), 65_535),
+            (wide, 3),
+        ] {
+            let g = Generator::new(layout, worker, clock.clone()).unwrap();
+            let bits = layout.sequence_bits();
+            for (ts, seq) in [
+                (0, 0),
+                (1, 1),
+                (layout.max_timestamp(), layout.max_sequence()),
+            ] {
+                assert_eq!(
+                    g.id_of((ts << bits) | seq),
+                    layout.compose(ts, worker, seq),
+                    "{layout:?} {worker} {ts} {seq}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_increment_takes_only_the_common_case() {
+        let clock = Arc::new(FakeClock::at(T0));
+        let g = generator(&clock);
+        let ts = Layout::classic().timestamp_at(T0).unwrap();
+        assert_eq!(incremented(&g), None, "a new unit needs a compare-and-swap");
+        let first = Layout::classic().decompose(g.next_id().unwrap());
+        assert_eq!((first.timestamp, first.sequence), (ts, 0));
+        assert_eq!(incremented(&g), Some((ts, 1)));
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(incremented(&g), None, "the clock is in the next unit");
+        g.next_id().unwrap();
+        assert_eq!(incremented(&g), Some((ts + 1, 1)));
+        g.close();
+        assert_eq!(incremented(&g), None, "closed");
+        g.open_until(Duration::from_millis(5), ts + 1);
+        assert_eq!(incremented(&g), Some((ts + 1, 2)));
+        g.open_until(Duration::from_millis(5), ts);
+        assert_eq!(incremented(&g), None, "past the window");
+        g.open_until(Duration::from_millis(1), ts + 1);
+        assert_eq!(incremented(&g), None, "at the deadline");
+        g.open_until(Duration::from_secs(1), ts + 10);
+        g.set_last_used_timestamp(ts + 1);
+        assert_eq!(incremented(&g), None, "the sequence is exhausted");
+    }
+
+    #[test]
+    fn a_clock_standing_still_before_the_deadline_issues_and_at_it_issues_nothing() {
+        // The clock stands still between the calls (as a fake clock does):
+        // every call still compares its own reading with the deadline, also
+        // in the unit of the last ID, where the increment would serve it.
+        let clock = Arc::new(LaggingClock::at(T0));
+        let g = Generator::new(Layout::classic(), 5, clock.clone()).unwrap();
+        let ts = Layout::classic().timestamp_at(T0).unwrap();
+        let deadline = Duration::from_micros(100_500);
+        g.open_until(deadline, ts + 1_000);
+        clock.inner.advance(Duration::from_millis(100));
+        for _ in 0..1000 {
+            g.next_id().unwrap();
+        }
+        clock.inner.advance(Duration::from_micros(500));
+        assert_eq!(clock.now().mono, deadline);
+        for _ in 0..1000 {
+            assert_eq!(incremented(&g), None);
+            assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+        }
+        // The coarse clock 3 ms behind with up to 4 ms of lag cannot tell:
+        // the precise clock (at the deadline) decides.
+        clock.lag_ms.store(3, Ordering::SeqCst);
+        for _ in 0..1000 {
+            assert_eq!(incremented(&g), None);
+            assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+        }
+        g.open_until(Duration::from_millis(200), ts + 1_000);
+        assert!(g.next_id().is_ok());
+    }
+
+    #[test]
+    fn a_unit_carried_into_is_issued_only_once_the_clock_is_in_it() {
+        // A racing increment can carry `last` into the next unit before any
+        // clock reached it; within the coarse clock's lag it must still not
+        // be issued early. It is waited for, not taken for drift (with no
+        // drift allowed at all).
+        let clock = Arc::new(LaggingClock::at(T0));
+        let none = DriftPolicy {
+            block_below: Duration::ZERO,
+            give_up_at: Duration::ZERO,
+        };
+        let g = Generator::with_policy(Layout::classic(), 5, clock.clone(), none).unwrap();
+        let ts = Layout::classic().timestamp_at(T0).unwrap();
+        g.next_id().unwrap();
+        g.last.store((ts + 1) << 12, Ordering::SeqCst);
+        assert_eq!(incremented(&g), None);
+        let id = Layout::classic().decompose(g.next_id().unwrap());
+        assert_eq!((id.timestamp, id.sequence), (ts + 1, 1));
+        assert!(
+            clock.now().wall >= Layout::classic().time_of(ts + 1),
+            "it waited for the unit"
+        );
+        // Once a reading was in it, the lagging coarse clock may use it.
+        clock.lag_ms.store(3, Ordering::SeqCst);
+        assert_eq!(incremented(&g), Some((ts + 1, 2)));
+    }
+
+    #[test]
+    fn threads_exhausting_units_share_no_id_and_never_run_ahead_of_the_clock() {
+        // The classic layout's 4096 IDs per ms run out every few µs here, so
+        // increments race into exhausted units and carry.
+        let clock = Arc::new(SystemClock::new());
+        let g = Arc::new(Generator::new(Layout::classic(), 1, clock.clone()).unwrap());
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let (g, clock) = (g.clone(), clock.clone());
+                std::thread::spawn(move || {
+                    let mut ids = Vec::with_capacity(50_000);
+                    for _ in 0..50_000 {
+                        let id = g.next_id().unwrap();
+                        let unit_start = Layout::classic().decompose(id).time;
+                        assert!(unit_start <= std::time::UNIX_EPOCH + clock.now().wall);
+                        assert!(ids.last().is_none_or(|&last| id > last));
+                        ids.push(id);
+                    }
+                    ids
+                })
+            })
+            .collect();
+        let mut all: Vec<u64> = threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "duplicate IDs across threads");
+    }
+
+    #[test]
+    fn the_system_clock_is_called_directly_and_others_through_the_trait() {
+        let system = Generator::with_system_clock(Layout::classic(), 1).unwrap();
+        assert!(system.system.is_some());
+        assert!(system.next_id().is_ok());
+        let fake = generator(&Arc::new(FakeClock::at(T0)));
+        assert!(fake.system.is_none());
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //!
 //! - [`Layout`]: the bit layout (presets [`Layout::classic`] 41/10/12 ms and
 //!   [`Layout::sonyflake`]), with `compose` / `decompose`.
-//! - [`Generator`]: lock-free, one compare-and-swap per ID, libx.net/workerid's clock
-//!   drift buckets ([`DriftPolicy`]).
+//! - [`Generator`]: lock-free, one atomic read-modify-write per ID,
+//!   libx.net/workerid's clock drift buckets ([`DriftPolicy`]).
 //! - [`LocalGenerator`]: a per-thread handle on a generator that claims
 //!   sequence numbers in batches, for the highest rates.
 //! - [`Worker`]: a generator on a worker ID leased from any

@@ -81,7 +81,7 @@ impl LocalGenerator {
     /// # Errors
     /// As [`Generator::next_id`]: [`Error::NotReady`] when closed, past the
     /// lease deadline or past the reserved window; the drift errors.
-    #[inline]
+    #[inline(always)]
     pub fn next_id(&mut self) -> Result<u64> {
         if self.next < self.end {
             if let Some(now) = self.shared.coarse_if_live() {

@@ -4,15 +4,25 @@
 //! `rs-snowflake` in the same run.
 //!
 //! `cargo bench -p benches --bench snowflake`
+//!
+//! The final table is the one to read: many short rounds that take turns,
+//! on one pinned CPU after a warm-up, each contender's median and best
+//! round, and its ratio to ferroid as the median of the rounds' ratios.
+//! Its last rows time what any generator that reads the kernel's clock on
+//! every ID is made of (a coarse clock read, an atomic fetch-and-add, both
+//! together): ferroid reads a clock its own thread keeps instead, so how
+//! these cost against its whole ID (mostly its compare-and-swap) differs
+//! from host to host, and so does every ratio.
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion};
 use ferroid::generator::AtomicSnowflakeGenerator;
 use ferroid::time::MonotonicClock;
-use workerid::snowflake::{Generator, Layout, CLASSIC_EPOCH};
+use workerid::snowflake::{Clock, Generator, Layout, SystemClock, CLASSIC_EPOCH};
 
 ferroid::define_snowflake_id!(
     /// 41 bits of ms, 2 machine bits, 20 sequence bits: never caps here.
@@ -33,8 +43,8 @@ fn per_id(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3))
         .warm_up_time(Duration::from_secs(1));
     let ours = Generator::with_system_clock(wide_layout(), 1).expect("generator");
-    // The first benchmark of a process measured up to 40% slow on this VM
-    // (whichever generator it was): two seconds of work first.
+    // The first benchmark of a process can measure slow (whichever
+    // generator it is): two seconds of work first.
     let warm = Instant::now();
     while warm.elapsed() < Duration::from_secs(2) {
         black_box(ours.next_id().expect("id"));
@@ -81,8 +91,46 @@ fn throughput(threads: usize, per_thread: usize) -> f64 {
     (threads * per_thread) as f64 / started.elapsed().as_secs_f64()
 }
 
-/// ns per ID over `n` calls of `f`.
-fn ns_per_id(n: u32, f: &mut dyn FnMut()) -> f64 {
+/// The CPUs this process may run on.
+#[cfg(target_os = "linux")]
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set, which
+    // sched_getaffinity fills in.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&cpu| libc::CPU_ISSET(cpu, &set))
+            .collect()
+    }
+}
+
+/// Keeps the calling thread on `cpu`, so that a round is never split
+/// between two CPUs (and two threads never share one).
+#[cfg(target_os = "linux")]
+fn pin(cpu: usize) -> bool {
+    // SAFETY: as in `allowed_cpus`; the set outlives the call.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn allowed_cpus() -> Vec<usize> {
+    Vec::new()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn pin(_cpu: usize) -> bool {
+    false
+}
+
+/// ns per call over `n` calls of `f`.
+fn ns_per_call(n: u32, f: &mut dyn FnMut()) -> f64 {
     let started = Instant::now();
     for _ in 0..n {
         f();
@@ -90,16 +138,37 @@ fn ns_per_id(n: u32, f: &mut dyn FnMut()) -> f64 {
     started.elapsed().as_nanos() as f64 / f64::from(n)
 }
 
-/// The best ns per ID of each contender over `rounds` rounds that take
-/// turns, so that a slow stretch of the machine hits them all alike.
-fn interleaved(rounds: usize, n: u32, contenders: &mut [(&str, &mut dyn FnMut())]) -> Vec<f64> {
-    let mut best = vec![f64::MAX; contenders.len()];
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[sorted.len() / 2]
+}
+
+/// One row of the interleaved table.
+struct Contender<'a> {
+    name: &'static str,
+    /// Calls per round (about a millisecond's worth).
+    calls: u32,
+    call: Box<dyn FnMut() + 'a>,
+}
+
+/// ns per call of each contender in each of `rounds` rounds that take
+/// turns, so that a slow stretch of the machine (this VM has them) hits
+/// them all alike; the rounds are short, so a slow stretch spoils a few
+/// rounds rather than a whole contender, and the median skips them.
+fn interleaved(rounds: usize, contenders: &mut [Contender]) -> Vec<Vec<f64>> {
+    let mut samples = vec![Vec::with_capacity(rounds); contenders.len()];
     for _ in 0..rounds {
-        for (slot, (_, f)) in best.iter_mut().zip(contenders.iter_mut()) {
-            *slot = slot.min(ns_per_id(n, &mut **f));
+        for (slot, c) in samples.iter_mut().zip(contenders.iter_mut()) {
+            slot.push(ns_per_call(c.calls, &mut *c.call));
         }
     }
-    best
+    samples
+}
+
+/// The median over the rounds of `a`'s time over `b`'s in the same round.
+fn ratio(a: &[f64], b: &[f64]) -> f64 {
+    median(&a.iter().zip(b).map(|(a, b)| a / b).collect::<Vec<_>>())
 }
 
 fn main() {
@@ -122,43 +191,167 @@ fn main() {
         );
     }
 
+    two_threads();
+    one_thread();
+}
+
+/// The interleaved table of one ID on one thread (see the module's doc).
+fn one_thread() {
+    const ROUNDS: usize = 301;
+    // ferroid's clock thread starts with its first clock, before the pin,
+    // so that it does not share the measuring CPU.
+    let ferroid = AtomicSnowflakeGenerator::<WideId, _>::new(1, MonotonicClock::default());
+    let pinned = match allowed_cpus().first() {
+        Some(&cpu) if pin(cpu) => format!("pinned to CPU {cpu}"),
+        _ => "not pinned".to_owned(),
+    };
     let ours = Generator::with_system_clock(wide_layout(), 1).expect("generator");
     let shared = Arc::new(Generator::with_system_clock(wide_layout(), 2).expect("generator"));
     let mut local = shared.local(32).expect("local handle");
-    let ferroid = AtomicSnowflakeGenerator::<WideId, _>::new(1, MonotonicClock::default());
     let mut rs = snowflake::SnowflakeIdGenerator::new(1, 1);
-    let mut ours_id = || {
+    let clock = SystemClock::new();
+    let (counter, counter_too) = (AtomicU64::new(0), AtomicU64::new(0));
+    let mut contenders = [
+        Contender {
+            name: "workerid `Generator::next_id` (41/2/20)",
+            calls: 100_000,
+            call: Box::new(|| {
+                black_box(ours.next_id().expect("id"));
+            }),
+        },
+        Contender {
+            name: "workerid `LocalGenerator`, batches of 32 (41/2/20)",
+            calls: 100_000,
+            call: Box::new(|| {
+                black_box(local.next_id().expect("id"));
+            }),
+        },
+        Contender {
+            name: "ferroid `AtomicSnowflakeGenerator` (41/2/20)",
+            calls: 100_000,
+            call: Box::new(|| {
+                black_box(ferroid.next_id(|_| std::hint::spin_loop()));
+            }),
+        },
+        Contender {
+            name: "rs-snowflake `generate` (41/5/5/12, caps at 4096/ms)",
+            // Ten milliseconds' worth, so that its cap shows.
+            calls: 40_960,
+            call: Box::new(|| {
+                black_box(rs.generate());
+            }),
+        },
+        Contender {
+            name: "one coarse clock read (`SystemClock::now_coarse_nanos`)",
+            calls: 100_000,
+            call: Box::new(|| {
+                black_box(black_box(&clock).now_coarse_nanos());
+            }),
+        },
+        Contender {
+            name: "one atomic fetch-and-add",
+            calls: 100_000,
+            call: Box::new(|| {
+                black_box(black_box(&counter).fetch_add(1, Ordering::AcqRel));
+            }),
+        },
+        Contender {
+            name: "both: the floor of a sound `next_id`",
+            calls: 100_000,
+            call: Box::new(|| {
+                black_box(black_box(&clock).now_coarse_nanos());
+                black_box(black_box(&counter_too).fetch_add(1, Ordering::AcqRel));
+            }),
+        },
+    ];
+    // Warm-up on the pinned CPU: the first rounds of a process measure slow.
+    let warm = Instant::now();
+    while warm.elapsed() < Duration::from_secs(2) {
+        interleaved(1, &mut contenders);
+    }
+    let samples = interleaved(ROUNDS, &mut contenders);
+    let (ours, local, ferroid) = (&samples[0], &samples[1], &samples[2]);
+    println!(
+        "\n| one ID, a layout that does not cap ({ROUNDS} interleaved rounds, {pinned}) \
+         | ns per ID, median | best round | × ferroid (median of the rounds' ratios) |"
+    );
+    println!("| --- | --- | --- | --- |");
+    for (c, s) in contenders.iter().zip(&samples) {
+        let best = s.iter().copied().fold(f64::MAX, f64::min);
+        println!(
+            "| {} | {:.2} | {best:.2} | {:.2}x |",
+            c.name,
+            median(s),
+            ratio(s, ferroid)
+        );
+    }
+    let goal = ratio(ours, ferroid);
+    let verdict = if goal <= 1.0 { "met" } else { "MISSED" };
+    println!("\n| goal | measured | verdict |");
+    println!("| --- | --- | --- |");
+    println!("| `Generator::next_id` ≤ 1.0x ferroid | {goal:.3}x | {verdict} |");
+    println!(
+        "| (`LocalGenerator::next_id`, for reference) | {:.3}x | |",
+        ratio(local, ferroid)
+    );
+    println!(
+        "| (the floor, a coarse read and a fetch-and-add) | {:.3}x | |",
+        ratio(&samples[6], ferroid)
+    );
+}
+
+/// Two threads on one generator, each on a CPU of its own: ns per ID of
+/// the pair (wall time over all IDs), interleaved rounds.
+fn two_threads() {
+    const ROUNDS: usize = 41;
+    const CALLS: u32 = 200_000;
+    let cpus = allowed_cpus();
+    if cpus.len() < 2 {
+        return;
+    }
+    let ours = Generator::with_system_clock(wide_layout(), 1).expect("generator");
+    let ferroid = AtomicSnowflakeGenerator::<WideId, _>::new(1, MonotonicClock::default());
+    let ours_id = || {
         black_box(ours.next_id().expect("id"));
     };
-    let mut local_id = || {
-        black_box(local.next_id().expect("id"));
-    };
-    let mut ferroid_id = || {
+    let ferroid_id = || {
         black_box(ferroid.next_id(|_| std::hint::spin_loop()));
     };
-    let mut rs_id = || {
-        black_box(rs.generate());
-    };
-    let mut contenders: [(&str, &mut dyn FnMut()); 4] = [
-        ("workerid `Generator` (41/2/20)", &mut ours_id),
-        (
-            "workerid `LocalGenerator`, batches of 32 (41/2/20)",
-            &mut local_id,
-        ),
-        (
-            "ferroid `AtomicSnowflakeGenerator` (41/2/20)",
-            &mut ferroid_id,
-        ),
-        (
-            "rs-snowflake `generate` (41/5/5/12, caps at 4096/ms)",
-            &mut rs_id,
-        ),
+    let contenders: [(&str, &(dyn Fn() + Sync)); 2] = [
+        ("workerid `Generator::next_id`", &ours_id),
+        ("ferroid `AtomicSnowflakeGenerator`", &ferroid_id),
     ];
-    let _ = interleaved(3, 500_000, &mut contenders);
-    let best = interleaved(7, 500_000, &mut contenders);
-    println!("\n| one ID, a layout that does not cap | ns per ID (best of 7 interleaved rounds) |");
-    println!("| --- | --- |");
-    for ((name, _), ns) in contenders.iter().zip(best) {
-        println!("| {name} | {ns:.1} |");
+    let round = |f: &(dyn Fn() + Sync)| {
+        let started = Instant::now();
+        std::thread::scope(|s| {
+            for &cpu in &cpus[..2] {
+                s.spawn(move || {
+                    pin(cpu);
+                    for _ in 0..CALLS {
+                        f();
+                    }
+                });
+            }
+        });
+        started.elapsed().as_nanos() as f64 / f64::from(2 * CALLS)
+    };
+    let mut samples = vec![Vec::with_capacity(ROUNDS); contenders.len()];
+    for _ in 0..ROUNDS {
+        for (slot, (_, f)) in samples.iter_mut().zip(&contenders) {
+            slot.push(round(*f));
+        }
+    }
+    println!(
+        "\n| two threads on one generator (41/2/20, CPUs {} and {}, {ROUNDS} interleaved rounds) \
+         | ns per ID, median | × ferroid (median of the rounds' ratios) |",
+        cpus[0], cpus[1]
+    );
+    println!("| --- | --- | --- |");
+    for ((name, _), s) in contenders.iter().zip(&samples) {
+        println!(
+            "| {name} | {:.2} | {:.2}x |",
+            median(s),
+            ratio(s, &samples[1])
+        );
     }
 }
