@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-/// How a [`SegmentAllocator`] buffers.
+/// How a [`SegmentAllocator`](crate::SegmentAllocator) buffers.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SegmentOptions {
     /// Load the next segment once this share of the current one is used

@@ -66,7 +66,7 @@ impl TagHandle {
     /// # Errors
     /// [`Error::Unavailable`] when both buffers are empty and the store cannot
     /// answer; [`Error::UnknownTag`]; [`Error::TagExhausted`];
-    /// [`Error::Stopped`] after [`SegmentAllocator::shutdown`].
+    /// [`Error::Stopped`] after [`SegmentAllocator::shutdown`](crate::SegmentAllocator::shutdown).
     pub fn next_id(&self) -> impl Future<Output = Result<u64>> + Send + '_ {
         NextId {
             handle: self,

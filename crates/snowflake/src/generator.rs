@@ -75,6 +75,8 @@ pub struct Generator {
     /// The latest unit a reading of the clock was in (a coarse reading is
     /// never ahead), kept by `claim`.
     seen: AtomicU64,
+    /// The value of `last` when [`seal`](Generator::seal) replaced it.
+    sealed_last: AtomicU64,
     /// The layout's epoch and unit in milliseconds (units are whole
     /// milliseconds), so the hot path divides u64s; the epoch also in
     /// nanoseconds (whole milliseconds).
@@ -88,6 +90,12 @@ pub struct Generator {
     worker_bits: u32,
     worker_field: u64,
 }
+
+/// The value of `last` once sealed: above every real value (a timestamp
+/// never fills the top bit), with every sequence bit set so the fast path
+/// passes it to `claim`; increments racing the seal only move it further
+/// from any real timestamp.
+const SEALED: u64 = u64::MAX >> 1;
 
 /// An atomic on a cache line of its own (two, for the adjacent-line
 /// prefetcher), so that threads contending for it do not also take the
@@ -156,6 +164,7 @@ impl Generator {
             leave: None,
             left: AtomicBool::new(false),
             seen: AtomicU64::new(0),
+            sealed_last: AtomicU64::new(0),
             epoch_ms: millis(layout.epoch()),
             epoch_ns: millis(layout.epoch()).saturating_mul(1_000_000),
             unit_ms: millis(layout.unit()),
@@ -303,6 +312,12 @@ impl Generator {
                 self.seen.fetch_max(now_ts, Ordering::AcqRel);
             }
             let current = self.last.load(Ordering::Acquire);
+            if current >= SEALED {
+                // Sealed after this call checked the deadline.
+                return Err(Error::NotReady {
+                    reason: "the worker has stopped".into(),
+                });
+            }
             let (last_ts, seq) = (current >> seq_bits, current & max_seq);
             let (ts, next_seq) = if now_ts > last_ts {
                 (now_ts, 0)
@@ -404,7 +419,25 @@ impl Generator {
 
     /// The timestamp (in layout units) of the last ID (libx.net/workerid's `LastUsedTimestamp`).
     pub fn last_used_timestamp(&self) -> u64 {
-        self.last.load(Ordering::Acquire) >> self.layout.sequence_bits()
+        let last = match self.last.load(Ordering::Acquire) {
+            sealed if sealed >= SEALED => self.sealed_last.load(Ordering::Acquire),
+            last => last,
+        };
+        last >> self.layout.sequence_bits()
+    }
+
+    /// Closes the generator for good and returns the timestamp (in layout
+    /// units) of the last ID it issued: final even against calls in flight,
+    /// whose compare-and-swap or increment of `last` fails from here on.
+    /// What a worker leaves for the next holder when it stops.
+    pub(crate) fn seal(&self) -> u64 {
+        self.close();
+        let last = match self.last.swap(SEALED, Ordering::AcqRel) {
+            sealed if sealed >= SEALED => self.sealed_last.load(Ordering::Acquire),
+            last => last,
+        };
+        self.sealed_last.store(last, Ordering::Release);
+        last >> self.seq_bits
     }
 
     /// Raises the last used timestamp to `ts` (libx.net/workerid's
@@ -535,6 +568,30 @@ mod tests {
         // Once the clock is right again, IDs resume above the old ones.
         clock.step_wall(33_000);
         assert!(g.next_id().unwrap() > after);
+    }
+
+    #[test]
+    fn a_sealed_generator_issues_nothing_even_to_calls_in_flight() {
+        let clock = Arc::new(FakeClock::at(T0));
+        let g = generator(&clock);
+        for _ in 0..5 {
+            g.next_id().unwrap();
+        }
+        clock.advance(Duration::from_millis(3));
+        let last = Layout::classic().decompose(g.next_id().unwrap()).timestamp;
+        assert_eq!(g.seal(), last);
+        assert_eq!(g.last_used_timestamp(), last, "still readable once sealed");
+        assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+        // A call that found the generator open before the seal: its
+        // increment or compare-and-swap of `last` comes after it.
+        g.open_until(Duration::from_secs(1 << 30), u64::MAX >> 22);
+        for _ in 0..3 {
+            assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+            assert!(matches!(g.claim(4), Err(Error::NotReady { .. })));
+            g.last.fetch_add(1, Ordering::AcqRel);
+            clock.advance(Duration::from_millis(1));
+        }
+        assert_eq!(g.seal(), last, "sealing twice keeps the first answer");
     }
 
     #[test]

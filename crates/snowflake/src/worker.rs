@@ -166,15 +166,18 @@ struct Keeper {
 /// - [`join`](Worker::join) acquires a worker ID, waits until the clock has
 ///   passed the previous holder's watermark, reserves a first time window in
 ///   the store, and returns a ready worker.
-/// - A background task renews the lease every ttl/3, each time storing
-///   `now + window` as the watermark; it retries a store that cannot answer,
+/// - A background task renews the lease every ttl/3, raising the watermark
+///   to `now + window` when less than one and a half renewal periods of the
+///   reserved window are left; it retries a store that cannot answer,
 ///   and gives up (state [`WorkerState::Lost`]) when the lease is lost or its
 ///   deadline passes.
 /// - [`next_id`](Worker::next_id) fails closed: no ID once the local deadline
 ///   (send instant of the last successful renewal + ttl - margin) has passed,
 ///   or beyond the reserved window, checked on every call.
-/// - [`stop`](Worker::stop) releases the worker ID, storing the last
-///   timestamp used; dropping the worker does the same in the background.
+/// - [`stop`](Worker::stop) releases the worker ID, leaving the last
+///   timestamp issued as its watermark (not the reserved window), so the
+///   next holder can start at once; dropping the worker does the same in
+///   the background.
 ///
 /// ```
 /// use workerid_snowflake::{Worker, WorkerOptions};
@@ -458,10 +461,12 @@ async fn reserve(
 impl Keeper {
     async fn run(mut self) {
         let outcome = self.keep().await;
-        self.generator.close();
+        // Sealed, not only closed: the watermark left for the next holder is
+        // the last timestamp issued, so no call in flight may issue another.
+        let last = self.generator.seal();
         let state = match outcome {
             Ok(()) => {
-                let last = self.layout_ms(self.generator.last_used_timestamp());
+                let last = self.layout_ms(last);
                 match self
                     .allocator
                     .release_with_watermark(&self.lease, last)

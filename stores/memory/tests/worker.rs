@@ -95,6 +95,52 @@ async fn a_reused_worker_id_never_goes_back_in_time_even_with_a_clock_behind() {
     assert_eq!(all.len(), n, "duplicate IDs across holders");
 }
 
+/// A worker that stops leaves the last timestamp it issued, not the window
+/// its renewals reserved: the next holder of the worker ID, its clock at the
+/// same instant, starts within a millisecond instead of waiting the window
+/// out, and still issues only higher IDs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_hand_over_needs_no_wait_for_the_reserved_window() {
+    let store = MemoryStore::new();
+    let ttl = Duration::from_secs(30);
+    let first_clock = Arc::new(FakeClock::at(T0));
+    let first = Worker::join(
+        allocator(store.clone(), ttl),
+        WorkerOptions::new().clock(first_clock.clone()),
+    )
+    .await
+    .unwrap();
+    let before = ids(&first, &first_clock, 1_000);
+    assert!(
+        first.generator().window_end()
+            > Layout::classic()
+                .timestamp_at(first_clock.now().wall + ttl / 3)
+                .unwrap(),
+        "the first holder reserved more than a renewal period ahead"
+    );
+    first.stop().await;
+
+    let second_clock = Arc::new(FakeClock::at(first_clock.now().wall));
+    let started = second_clock.now().wall;
+    let second = Worker::join(
+        allocator(store, ttl),
+        WorkerOptions::new().clock(second_clock.clone()),
+    )
+    .await
+    .unwrap();
+    let waited = second_clock.now().wall - started;
+    assert!(
+        waited <= Duration::from_millis(1),
+        "the next holder waited {waited:?} (on its clock) for a window never used"
+    );
+    let after = ids(&second, &second_clock, 1_000);
+    let highest_before = *before.iter().max().unwrap();
+    assert!(
+        after.iter().all(|id| *id > highest_before),
+        "went back in time"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clock_far_behind_the_watermark_gives_up_and_releases() {
     let store = MemoryStore::new();
