@@ -32,6 +32,9 @@ pub struct FleetConfig {
     pub prefix: String,
     /// How many joins (or stops) are in flight at once.
     pub concurrency: usize,
+    /// How far ahead each worker reserves time, in renew periods (see
+    /// `WorkerOptions::window`).
+    pub window_periods: u32,
 }
 
 /// What one churn cycle did.
@@ -111,7 +114,9 @@ impl Fleet {
         Ok(Fleet {
             allocators,
             per_namespace: config.per_namespace.max(1),
-            options: WorkerOptions::new().layout(layout(config.worker_bits)?),
+            options: WorkerOptions::new()
+                .layout(layout(config.worker_bits)?)
+                .window(config.ttl / 3 * config.window_periods),
             slots: Vec::new(),
             concurrency: config.concurrency.max(1),
             pending: JoinSet::new(),

@@ -58,6 +58,11 @@ struct Args {
     /// The SQL pool's largest number of connections (one pool for all workers).
     #[arg(long, default_value_t = 10)]
     max_connections: u32,
+    /// How far ahead each worker reserves time, in renew periods (at least
+    /// 2): 4 raises the stored watermark on one renewal in three, 2 on every
+    /// renewal.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(2..))]
+    window_periods: u32,
     /// The short version, about a minute: 1000 workers, 10 s steady, 8 s churn,
     /// on Redis, SQLite and PostgreSQL unless --store says otherwise.
     #[arg(long)]
@@ -110,6 +115,7 @@ fn parse(args: &Args, store_given: bool) -> Result<(Vec<StoreKind>, Vec<usize>, 
         fill: args.fill,
         concurrency: args.concurrency,
         spread_joins: !args.burst,
+        window_periods: args.window_periods,
         ..Settings::default()
     };
     if !(0.0..=1.0).contains(&settings.churn_fraction) || !(0.0..=1.0).contains(&settings.fill) {

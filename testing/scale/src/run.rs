@@ -40,6 +40,10 @@ pub struct Settings {
     /// A step whose renewals per second fall under this share of
     /// workers / (ttl / 3) has fallen behind.
     pub behind_below: f64,
+    /// How far ahead each worker reserves time, in renew periods: 4 (the
+    /// default) raises the stored watermark on one renewal in three, 2 on
+    /// every one.
+    pub window_periods: u32,
 }
 
 impl Default for Settings {
@@ -55,6 +59,7 @@ impl Default for Settings {
             concurrency: 32,
             spread_joins: true,
             behind_below: 0.9,
+            window_periods: 4,
         }
     }
 }
@@ -242,6 +247,7 @@ pub async fn ramp(
         per_namespace: settings.per_namespace(),
         prefix: format!("scale{unique}"),
         concurrency: settings.concurrency,
+        window_periods: settings.window_periods,
     };
     let mut fleet = Fleet::new(target.shared(), &config)?;
     // An earlier store's run in this process freed its workers, but their
