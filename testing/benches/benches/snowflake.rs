@@ -14,6 +14,7 @@
 //! these cost against its whole ID (mostly its compare-and-swap) differs
 //! from host to host, and so does every ratio.
 
+use std::fmt::Write as _;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -175,28 +176,37 @@ fn main() {
     benches();
     Criterion::default().configure_from_args().final_summary();
 
+    let mut out = String::new();
     let cap = Layout::classic().ids_per_second();
-    println!(
+    let _ = writeln!(
+        out,
         "\n| classic 41/10/12, one generator | IDs per second | of the cap ({:.3}M/s) | goal |",
         cap / 1e6
     );
-    println!("| --- | --- | --- | --- |");
+    let _ = writeln!(out, "| --- | --- | --- | --- |");
     for threads in [1, 2] {
         let rate = throughput(threads, 8_192_000 / threads);
         let share = rate / cap * 100.0;
         let verdict = if share >= 99.0 { "met" } else { "MISSED" };
-        println!(
+        let _ = writeln!(
+            out,
             "| {threads} thread(s) | {:.3}M | {share:.1} % | ≥ 99 % {verdict} |",
             rate / 1e6
         );
     }
 
-    two_threads();
-    one_thread();
+    two_threads(&mut out);
+    one_thread(&mut out);
+    println!("{out}");
+    benches::record::record(
+        "snowflake",
+        "cargo bench -p benches --bench snowflake",
+        &out,
+    );
 }
 
 /// The interleaved table of one ID on one thread (see the module's doc).
-fn one_thread() {
+fn one_thread(out: &mut String) {
     const ROUNDS: usize = 301;
     // ferroid's clock thread starts with its first clock, before the pin,
     // so that it does not share the measuring CPU.
@@ -271,14 +281,16 @@ fn one_thread() {
     }
     let samples = interleaved(ROUNDS, &mut contenders);
     let (ours, local, ferroid) = (&samples[0], &samples[1], &samples[2]);
-    println!(
+    let _ = writeln!(
+        out,
         "\n| one ID, a layout that does not cap ({ROUNDS} interleaved rounds, {pinned}) \
          | ns per ID, median | best round | × ferroid (median of the rounds' ratios) |"
     );
-    println!("| --- | --- | --- | --- |");
+    let _ = writeln!(out, "| --- | --- | --- | --- |");
     for (c, s) in contenders.iter().zip(&samples) {
         let best = s.iter().copied().fold(f64::MAX, f64::min);
-        println!(
+        let _ = writeln!(
+            out,
             "| {} | {:.2} | {best:.2} | {:.2}x |",
             c.name,
             median(s),
@@ -287,14 +299,19 @@ fn one_thread() {
     }
     let goal = ratio(ours, ferroid);
     let verdict = if goal <= 1.0 { "met" } else { "MISSED" };
-    println!("\n| goal | measured | verdict |");
-    println!("| --- | --- | --- |");
-    println!("| `Generator::next_id` ≤ 1.0x ferroid | {goal:.3}x | {verdict} |");
-    println!(
+    let _ = writeln!(out, "\n| goal | measured | verdict |");
+    let _ = writeln!(out, "| --- | --- | --- |");
+    let _ = writeln!(
+        out,
+        "| `Generator::next_id` ≤ 1.0x ferroid | {goal:.3}x | {verdict} |"
+    );
+    let _ = writeln!(
+        out,
         "| (`LocalGenerator::next_id`, for reference) | {:.3}x | |",
         ratio(local, ferroid)
     );
-    println!(
+    let _ = writeln!(
+        out,
         "| (the floor, a coarse read and a fetch-and-add) | {:.3}x | |",
         ratio(&samples[6], ferroid)
     );
@@ -302,7 +319,7 @@ fn one_thread() {
 
 /// Two threads on one generator, each on a CPU of its own: ns per ID of
 /// the pair (wall time over all IDs), interleaved rounds.
-fn two_threads() {
+fn two_threads(out: &mut String) {
     const ROUNDS: usize = 41;
     const CALLS: u32 = 200_000;
     let cpus = allowed_cpus();
@@ -341,14 +358,16 @@ fn two_threads() {
             slot.push(round(*f));
         }
     }
-    println!(
+    let _ = writeln!(
+        out,
         "\n| two threads on one generator (41/2/20, CPUs {} and {}, {ROUNDS} interleaved rounds) \
          | ns per ID, median | × ferroid (median of the rounds' ratios) |",
         cpus[0], cpus[1]
     );
-    println!("| --- | --- | --- |");
+    let _ = writeln!(out, "| --- | --- | --- |");
     for ((name, _), s) in contenders.iter().zip(&samples) {
-        println!(
+        let _ = writeln!(
+            out,
             "| {name} | {:.2} | {:.2}x |",
             median(s),
             ratio(s, &samples[1])
