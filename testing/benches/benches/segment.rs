@@ -5,6 +5,7 @@
 //!
 //! `cargo bench -p benches --bench segment`
 
+use std::fmt::Write as _;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -61,6 +62,7 @@ fn main() {
             dir.path().join("segments.db").display()
         );
         let store = SqlStore::connect(&url).await.expect("store");
+        let mut out = String::new();
 
         // No refill due: one segment larger than the run.
         let big = SegmentAllocator::new(
@@ -105,13 +107,17 @@ fn main() {
                 rates[rates.len() - 1] / 1e6
             )
         };
-        println!("\n| segment IDs, one thread, no refill due | IDs per second, median of {runs} | range | goal |");
-        println!("| --- | --- | --- | --- |");
-        println!(
+        let _ = writeln!(
+            out,"\n| segment IDs, one thread, no refill due | IDs per second, median of {runs} | range | goal |");
+        let _ = writeln!(
+            out,"| --- | --- | --- | --- |");
+        let _ = writeln!(
+            out,
             "| TagHandle::next_id (shared handle, one atomic add per ID) | {} |",
             summary(&mut rates)
         );
-        println!(
+        let _ = writeln!(
+            out,
             "| LocalIds::next_id (batches of 32) | {} |",
             summary(&mut local_rates)
         );
@@ -121,10 +127,12 @@ fn main() {
         // add on a shared cursor), and through a `LocalIds` batcher per
         // thread (one add per 32 IDs), the way the docs recommend for
         // several threads.
-        println!(
+        let _ = writeln!(
+            out,
             "\n| segment IDs on one tag | one thread, median of {runs} | two threads | two vs one | goal |"
         );
-        println!("| --- | --- | --- | --- | --- |");
+        let _ = writeln!(
+            out,"| --- | --- | --- | --- | --- |");
         for (name, batch) in [("TagHandle clones (shared cursor)", None), ("a LocalIds per thread (batches of 32)", Some(32))] {
             let (mut one, mut two) = (Vec::new(), Vec::new());
             for _ in 0..runs {
@@ -135,7 +143,8 @@ fn main() {
             two.sort_by(f64::total_cmp);
             let (one, two) = (one[runs / 2], two[runs / 2]);
             let ratio = two / one;
-            println!(
+            let _ = writeln!(
+            out,
                 "| {name} | {:.1}M | {:.1}M | {ratio:.2}x | ≥ 1.6x {} |",
                 one / 1e6,
                 two / 1e6,
@@ -168,15 +177,21 @@ fn main() {
         let with_refills = timed(&refilling, calls).await;
         let loads = counting.reserves.load(Ordering::Relaxed) - loads_before;
         let quiet = timed(&tag, calls).await;
-        println!(
+        let _ = writeln!(
+            out,
             "\n| segment IDs, {}M calls, SQLite store | median | p99.9 | p99.99 | slowest | calls that waited for the store |",
             calls / 1_000_000
         );
-        println!("| --- | --- | --- | --- | --- | --- |");
-        println!(
+        let _ = writeln!(
+            out,"| --- | --- | --- | --- | --- | --- |");
+        let _ = writeln!(
+            out,
             "| across {loads} refills (dynamic step from 10 000) | {with_refills} |"
         );
-        println!("| no refill due (the machine's noise floor) | {quiet} |");
+        let _ = writeln!(
+            out,"| no refill due (the machine's noise floor) | {quiet} |");
+        println!("{out}");
+        benches::record::record("segment", "cargo bench -p benches --bench segment", &out);
     });
 }
 
