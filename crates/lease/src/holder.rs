@@ -1,9 +1,6 @@
 //! Who holds a lease: a label stored with every grant, so an operator looking
 //! at a stuck worker ID knows which host or pod to look at.
 
-use std::fmt;
-use std::str::FromStr;
-
 use crate::{Error, Result};
 
 /// The longest holder label, in bytes.
@@ -131,30 +128,7 @@ fn host_name() -> String {
         .unwrap_or_default()
 }
 
-impl fmt::Display for Holder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for Holder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Holder({:?})", self.0)
-    }
-}
-
-impl FromStr for Holder {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        Holder::new(s)
-    }
-}
-
-impl AsRef<str> for Holder {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
+crate::text::impls!(Holder);
 
 #[cfg(test)]
 mod tests {

@@ -31,6 +31,7 @@ mod namespace;
 mod options;
 mod redact;
 mod store;
+mod text;
 mod token;
 mod worker_id;
 

@@ -1,8 +1,5 @@
 //! Namespaces: independent pools of worker IDs.
 
-use std::fmt;
-use std::str::FromStr;
-
 use crate::{Error, Result};
 
 /// The longest namespace, in bytes.
@@ -58,30 +55,7 @@ impl Namespace {
     }
 }
 
-impl fmt::Display for Namespace {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for Namespace {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Namespace({:?})", self.0)
-    }
-}
-
-impl FromStr for Namespace {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        Namespace::new(s)
-    }
-}
-
-impl AsRef<str> for Namespace {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
+crate::text::impls!(Namespace);
 
 #[cfg(test)]
 mod tests {

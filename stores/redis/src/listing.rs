@@ -68,17 +68,28 @@ impl RedisStore {
 
     /// Adds `namespace` to the registry (one `SADD`) and remembers it.
     pub(crate) async fn add_to_registry(&self, namespace: &Namespace) -> Result<()> {
+        self.registry_update(namespace, true).await
+    }
+
+    /// Adds (`SADD`) or removes (`SREM`) `namespace` in the registry, and
+    /// the same in this process's record of the namespaces it registered.
+    async fn registry_update(&self, namespace: &Namespace, add: bool) -> Result<()> {
         let mut connection = self.connection.clone();
-        redis::cmd("SADD")
+        redis::cmd(if add { "SADD" } else { "SREM" })
             .arg(registry(&self.prefix))
             .arg(namespace.as_str())
             .query_async::<i64>(&mut connection)
             .await
             .map_err(|e| Error::unavailable("redis", e))?;
-        self.registered
+        let mut registered = self
+            .registered
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(namespace.clone());
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if add {
+            registered.insert(namespace.clone());
+        } else {
+            registered.remove(namespace);
+        }
         Ok(())
     }
 
@@ -148,17 +159,8 @@ impl RedisStore {
                 })
             }
             [status] if text(status) == Some("removed") => {
+                self.registry_update(namespace, false).await?;
                 let mut connection = self.connection.clone();
-                redis::cmd("SREM")
-                    .arg(registry(&self.prefix))
-                    .arg(namespace.as_str())
-                    .query_async::<i64>(&mut connection)
-                    .await
-                    .map_err(|e| Error::unavailable("redis", e))?;
-                self.registered
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .remove(namespace);
                 let again: bool = redis::cmd("HEXISTS")
                     .arg(&keys(&self.prefix, namespace)[0])
                     .arg("max")
