@@ -86,6 +86,9 @@ impl TagHandle {
     /// for the highest rate (hundreds of millions of IDs per second on one
     /// thread). IDs stay unique; across batchers they are not in order. A
     /// batcher's unused IDs are lost when it is dropped (at most `batch - 1`).
+    /// Several threads on one tag scale with a batcher each and batches of
+    /// a thousand or so; with small batches their claims contend for one
+    /// cache line.
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for a batch of 0 or above 2^32.

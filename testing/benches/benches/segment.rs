@@ -133,7 +133,8 @@ fn main() {
         );
         let _ = writeln!(
             out,"| --- | --- | --- | --- | --- |");
-        for (name, batch) in [("TagHandle clones (shared cursor)", None), ("a LocalIds per thread (batches of 32)", Some(32))] {
+        for (name, batch) in [("TagHandle clones (shared cursor)", None), ("a LocalIds per thread (batches of 32)", Some(32)),
+            ("a LocalIds per thread (batches of 1024)", Some(1024))] {
             let (mut one, mut two) = (Vec::new(), Vec::new());
             for _ in 0..runs {
                 one.push(threads_rate(&tag, 1, n, batch).await);

@@ -64,6 +64,8 @@ pub fn machine() -> String {
 /// not fatal: the figures were printed already.
 pub fn record(name: &str, command: &str, body: &str) -> Option<PathBuf> {
     let dir = results_dir();
+    let _ = std::fs::create_dir_all(&dir);
+    let dir = dir.canonicalize().unwrap_or(dir);
     let path = dir.join(format!("{}-{name}.md", today()));
     let text = format!(
         "# {name}, {}\n\nMachine: {}.\n\nCommand: `{command}`\n\n{}\n",
