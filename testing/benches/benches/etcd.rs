@@ -61,4 +61,5 @@ fn main() {
     drop(node);
     let cluster = EtcdCluster::start();
     rt.block_on(measure("etcd, 3 members", &cluster.endpoints()));
+    benches::record::record_transcript("etcd", "cargo bench -p benches --bench etcd");
 }

@@ -59,12 +59,12 @@ fn main() {
     let node = EtcdServer::start();
     rt.block_on(async {
         let store = EtcdStore::connect([node.endpoint()]).await.expect("etcd");
-        let gapless_tag = Tag::new("seed-gapless").expect("tag");
+        let gapless_tag = Tag::new("bench-gapless").expect("tag");
         store.create_tag(&gapless_tag, 1, 1).await.expect("tag");
         let sequence = Arc::new(GaplessSequence::new(store.clone()));
         let gapless = workload(move || {
             let sequence = sequence.clone();
-            async move { sequence.next_id("seed-gapless").await.expect("next") }
+            async move { sequence.next_id("bench-gapless").await.expect("next") }
         })
         .await;
         let max = store.list_tags().await.expect("tags");
@@ -73,27 +73,33 @@ fn main() {
 
         let segments = Arc::new(SegmentAllocator::new(store, SegmentOptions::default()));
         segments
-            .create_tag("seed-segment", 1, 1000)
+            .create_tag("bench-segment", 1, 1000)
             .await
             .expect("tag");
         let from_segments = workload(move || {
             let segments = segments.clone();
-            async move { segments.next_id("seed-segment").await.expect("next") }
+            async move { segments.next_id("bench-segment").await.expect("next") }
         })
         .await;
 
         let n = (TASKS * EACH) as f64;
-        println!("\n| {TASKS} tasks x {EACH} IDs, one etcd node | wall time | IDs per second |");
-        println!("| --- | --- | --- |");
+        benches::record::say(format!(
+            "\n| {TASKS} tasks x {EACH} IDs, one etcd node | wall time | IDs per second |"
+        ));
+        benches::record::say("| --- | --- | --- |");
         for (name, took) in [
             ("GaplessSequence (one CAS transaction per ID)", gapless),
             ("SegmentAllocator (ranges of 1000)", from_segments),
         ] {
-            println!(
+            benches::record::say(format!(
                 "| {name} | {:.0} ms | {:.0} |",
                 took.as_secs_f64() * 1e3,
                 n / took.as_secs_f64()
-            );
+            ));
         }
     });
+    benches::record::record_transcript(
+        "etcd_sequence",
+        "cargo bench -p benches --bench etcd_sequence",
+    );
 }

@@ -272,17 +272,17 @@ fn server_side(rt: &Runtime, url: &str) {
         }
     });
     let release = run();
-    println!("\n| redis, the server's own time per call ({N} calls each) | usec_per_call (INFO commandstats) | slow log mean | median | p99 |");
-    println!("| --- | --- | --- | --- | --- |");
+    benches::record::say(format!("\n| redis, the server's own time per call ({N} calls each) | usec_per_call (INFO commandstats) | slow log mean | median | p99 |"));
+    benches::record::say("| --- | --- | --- | --- | --- |");
     for (op, (micros, per_call)) in [("acquire", acquire), ("renew", renew), ("release", release)] {
         assert!(!micros.is_empty(), "{op}: no EVALSHA in the slow log");
         let per_call = per_call.map_or("n/a".to_string(), |us| format!("{us:.2} µs"));
         let mean = micros.iter().sum::<u64>() as f64 / micros.len() as f64;
         let p99 = micros[(micros.len() * 99 / 100).min(micros.len() - 1)];
-        println!(
+        benches::record::say(format!(
             "| {op} | {per_call} | {mean:.1} µs | {} µs | {p99} µs |",
             micros[micros.len() / 2]
-        );
+        ));
     }
     rt.block_on(async {
         redis::cmd("CONFIG")
@@ -319,4 +319,5 @@ fn main() {
     benches();
     Criterion::default().configure_from_args().final_summary();
     ratios();
+    benches::record::record_transcript("redis", "cargo bench -p benches --bench redis");
 }

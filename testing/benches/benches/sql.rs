@@ -37,4 +37,5 @@ fn main() {
         dir.path().join("bench.db").display()
     );
     rt.block_on(measure("SQLite (WAL, file)", &sqlite));
+    benches::record::record_transcript("sql", "cargo bench -p benches --bench sql");
 }

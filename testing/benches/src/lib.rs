@@ -60,8 +60,8 @@ pub async fn interleaved(rounds: usize, mut ops: Vec<(&str, Op<'_>)>) -> Vec<Lat
 /// op named in `against` with the goal it must meet.
 pub fn print_table(title: &str, results: &[Latency], against: &[(&str, &str, f64)]) {
     let find = |name: &str| results.iter().find(|l| l.name == name);
-    println!("\n| {title} | p50 | p99 | ratio of p50 | goal |");
-    println!("| --- | --- | --- | --- | --- |");
+    record::say(format!("\n| {title} | p50 | p99 | ratio of p50 | goal |"));
+    record::say("| --- | --- | --- | --- | --- |");
     for latency in results {
         let ratio = against
             .iter()
@@ -78,12 +78,12 @@ pub fn print_table(title: &str, results: &[Latency], against: &[(&str, &str, f64
             }
             None => (String::new(), String::new()),
         };
-        println!(
+        record::say(format!(
             "| {} | {:.1} µs | {:.1} µs | {ratio} | {goal} |",
             latency.name,
             latency.p50.as_secs_f64() * 1e6,
             latency.p99.as_secs_f64() * 1e6,
-        );
+        ));
     }
 }
 

@@ -4,7 +4,27 @@
 //! rather than copied numbers.
 
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// What [`say`] printed so far, for [`record_transcript`].
+static TRANSCRIPT: Mutex<String> = Mutex::new(String::new());
+
+/// Prints `line` and keeps it for [`record_transcript`]: how a benchmark
+/// that prints its tables as it goes records them.
+pub fn say(line: impl AsRef<str>) {
+    let line = line.as_ref();
+    println!("{line}");
+    let mut transcript = TRANSCRIPT.lock().unwrap_or_else(|e| e.into_inner());
+    transcript.push_str(line);
+    transcript.push('\n');
+}
+
+/// [`record`]s everything [`say`] printed, and starts a new transcript.
+pub fn record_transcript(name: &str, command: &str) -> Option<PathBuf> {
+    let body = std::mem::take(&mut *TRANSCRIPT.lock().unwrap_or_else(|e| e.into_inner()));
+    record(name, command, &body)
+}
 
 /// The directory the dated results go to: `docs/benchmarks` of the
 /// repository, or `WORKERID_BENCH_RESULTS` when set.
