@@ -37,15 +37,35 @@ for ((round = 1; round <= rounds; round++)); do
     results["$bin pipelined"]+="$(one_run "$bin" -s "$pipeline") "
   done
 done
-echo "| build | requests | median req/s | range |"
-echo "| --- | --- | --- | --- |"
-for bin in "${builds[@]}"; do
-  for kind in plain pipelined; do
-    echo "${results["$bin $kind"]}" | tr ' ' '\n' | grep . | sort -n | awk -v b="$bin" -v k="$kind" '
-      { v[NR] = $1 }
-      END {
-        m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-        printf "| %s | %s | %.0f | %.0f to %.0f |\n", b, (k == "plain" ? "one per round trip" : "16 pipelined"), m, v[1], v[NR]
-      }'
+table=$(
+  echo "| build | requests | median req/s | range |"
+  echo "| --- | --- | --- | --- |"
+  for bin in "${builds[@]}"; do
+    for kind in plain pipelined; do
+      echo "${results["$bin $kind"]}" | tr ' ' '\n' | grep . | sort -n | awk -v b="${bin#"$PWD"/}" -v k="$kind" '
+        { v[NR] = $1 }
+        END {
+          m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+          printf "| %s | %s | %.0f | %.0f to %.0f |\n", b, (k == "plain" ? "one per round trip" : "16 pipelined"), m, v[1], v[NR]
+        }'
+    done
   done
-done
+)
+echo "$table"
+# Recorded as the Rust benches record theirs (testing/benches/src/record.rs).
+out_dir=${WORKERID_BENCH_RESULTS:-docs/benchmarks}
+mkdir -p "$out_dir"
+day=$(date -u +%F)
+cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
+os=$(. /etc/os-release && echo "$PRETTY_NAME")
+{
+  echo "# http, $day"
+  echo
+  echo "Machine: $(nproc) CPUs ($cpu), $os, kernel $(uname -r)."
+  echo
+  echo "Command: \`bash testing/benches/http/run.sh\` ($rounds rounds of 4 s each, wrk -t1 -c32)"
+  echo
+  echo "$table"
+} > "$out_dir/$day-http.md"
+echo
+echo "(recorded in $out_dir/$day-http.md)"
