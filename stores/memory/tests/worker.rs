@@ -27,6 +27,16 @@ fn allocator(store: impl LeaseStore, ttl: Duration) -> Allocator {
     Allocator::new(store, "snowflake", options).unwrap()
 }
 
+/// A worker on `store`'s pool of one, with `clock`.
+async fn join_on(
+    store: &MemoryStore,
+    ttl: Duration,
+    clock: &Arc<FakeClock>,
+) -> Result<Worker, SnowflakeError> {
+    let options = WorkerOptions::new().clock(clock.clone());
+    Worker::join(allocator(store.clone(), ttl), options).await
+}
+
 fn ids(worker: &Worker, clock: &FakeClock, n: usize) -> Vec<u64> {
     (0..n)
         .map(|_| {
@@ -41,12 +51,7 @@ async fn a_reused_worker_id_never_goes_back_in_time_even_with_a_clock_behind() {
     let store = MemoryStore::new();
     let ttl = Duration::from_secs(30);
     let first_clock = Arc::new(FakeClock::at(T0));
-    let first = Worker::join(
-        allocator(store.clone(), ttl),
-        WorkerOptions::new().clock(first_clock.clone()),
-    )
-    .await
-    .unwrap();
+    let first = join_on(&store, ttl, &first_clock).await.unwrap();
     let before = ids(&first, &first_clock, 5_000);
     assert_eq!(first.stop().await, WorkerState::Stopped);
     assert!(
@@ -57,12 +62,7 @@ async fn a_reused_worker_id_never_goes_back_in_time_even_with_a_clock_behind() {
     // The next holder's clock is 5 s behind: it waits (virtually) until it is
     // past the first holder's reserved window, then issues higher IDs.
     let second_clock = Arc::new(FakeClock::at(T0 - Duration::from_secs(5)));
-    let second = Worker::join(
-        allocator(store, ttl),
-        WorkerOptions::new().clock(second_clock.clone()),
-    )
-    .await
-    .unwrap();
+    let second = join_on(&store, ttl, &second_clock).await.unwrap();
     assert_eq!(
         second.worker_id(),
         first.worker_id(),
@@ -104,12 +104,7 @@ async fn a_clean_hand_over_needs_no_wait_for_the_reserved_window() {
     let store = MemoryStore::new();
     let ttl = Duration::from_secs(30);
     let first_clock = Arc::new(FakeClock::at(T0));
-    let first = Worker::join(
-        allocator(store.clone(), ttl),
-        WorkerOptions::new().clock(first_clock.clone()),
-    )
-    .await
-    .unwrap();
+    let first = join_on(&store, ttl, &first_clock).await.unwrap();
     let before = ids(&first, &first_clock, 1_000);
     assert!(
         first.generator().window_end()
@@ -122,12 +117,7 @@ async fn a_clean_hand_over_needs_no_wait_for_the_reserved_window() {
 
     let second_clock = Arc::new(FakeClock::at(first_clock.now().wall));
     let started = second_clock.now().wall;
-    let second = Worker::join(
-        allocator(store, ttl),
-        WorkerOptions::new().clock(second_clock.clone()),
-    )
-    .await
-    .unwrap();
+    let second = join_on(&store, ttl, &second_clock).await.unwrap();
     let waited = second_clock.now().wall - started;
     assert!(
         waited <= Duration::from_millis(1),
@@ -146,20 +136,11 @@ async fn a_clock_far_behind_the_watermark_gives_up_and_releases() {
     let store = MemoryStore::new();
     let ttl = Duration::from_secs(30);
     let clock = Arc::new(FakeClock::at(T0));
-    let first = Worker::join(
-        allocator(store.clone(), ttl),
-        WorkerOptions::new().clock(clock),
-    )
-    .await
-    .unwrap();
+    let first = join_on(&store, ttl, &clock).await.unwrap();
     first.next_id().unwrap();
     first.stop().await;
     let behind = Arc::new(FakeClock::at(T0 - Duration::from_secs(3_600)));
-    let joined = Worker::join(
-        allocator(store.clone(), ttl),
-        WorkerOptions::new().clock(behind),
-    )
-    .await;
+    let joined = join_on(&store, ttl, &behind).await;
     assert!(
         matches!(joined, Err(SnowflakeError::ClockDriftTooLarge { .. })),
         "{joined:?}"
@@ -228,12 +209,7 @@ async fn a_drift_beyond_recovery_makes_the_worker_leave() {
     let store = MemoryStore::new();
     let ttl = Duration::from_secs(30);
     let clock = Arc::new(FakeClock::at(T0));
-    let worker = Worker::join(
-        allocator(store.clone(), ttl),
-        WorkerOptions::new().clock(clock.clone()),
-    )
-    .await
-    .unwrap();
+    let worker = join_on(&store, ttl, &clock).await.unwrap();
     worker.next_id().unwrap();
     clock.step_wall(-60_000);
     assert!(matches!(
@@ -422,12 +398,7 @@ async fn a_forced_release_makes_the_worker_leave_and_the_next_holder_go_on_highe
     assert!(matches!(state, WorkerState::Lost { .. }), "{state:?}");
     assert!(first.next_id().is_err(), "no IDs once the lease is lost");
 
-    let second = Worker::join(
-        allocator(store, ttl),
-        WorkerOptions::new().clock(clock.clone()),
-    )
-    .await
-    .unwrap();
+    let second = join_on(&store, ttl, &clock).await.unwrap();
     let after = ids(&second, &clock, 1_000);
     let highest_before = *before.iter().max().unwrap();
     assert!(

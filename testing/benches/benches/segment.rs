@@ -5,7 +5,6 @@
 //!
 //! `cargo bench -p benches --bench segment`
 
-use std::fmt::Write as _;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -62,7 +61,6 @@ fn main() {
             dir.path().join("segments.db").display()
         );
         let store = SqlStore::connect(&url).await.expect("store");
-        let mut out = String::new();
 
         // No refill due: one segment larger than the run.
         let big = SegmentAllocator::new(
@@ -107,32 +105,20 @@ fn main() {
                 rates[rates.len() - 1] / 1e6
             )
         };
-        let _ = writeln!(
-            out,"\n| segment IDs, one thread, no refill due | IDs per second, median of {runs} | range | goal |");
-        let _ = writeln!(
-            out,"| --- | --- | --- | --- |");
-        let _ = writeln!(
-            out,
-            "| TagHandle::next_id (shared handle, one atomic add per ID) | {} |",
-            summary(&mut rates)
-        );
-        let _ = writeln!(
-            out,
-            "| LocalIds::next_id (batches of 32) | {} |",
-            summary(&mut local_rates)
-        );
+        benches::record::say(format!("\n| segment IDs, one thread, no refill due | IDs per second, median of {runs} | range | goal |"));
+        benches::record::say("| --- | --- | --- | --- |");
+        benches::record::say(format!("| TagHandle::next_id (shared handle, one atomic add per ID) | {} |",
+            summary(&mut rates)));
+        benches::record::say(format!("| LocalIds::next_id (batches of 32) | {} |",
+            summary(&mut local_rates)));
 
         // Two threads on one tag against one thread, in the same runs,
         // taking turns: through clones of one handle (every ID one atomic
         // add on a shared cursor), and through a `LocalIds` batcher per
-        // thread (one add per 32 IDs), the way the docs recommend for
-        // several threads.
-        let _ = writeln!(
-            out,
-            "\n| segment IDs on one tag | one thread, median of {runs} | two threads | two vs one | goal |"
-        );
-        let _ = writeln!(
-            out,"| --- | --- | --- | --- | --- |");
+        // thread (one add per batch), with small batches and with the large
+        // ones the docs recommend for several threads.
+        benches::record::say(format!("\n| segment IDs on one tag | one thread, median of {runs} | two threads | two vs one | goal |"));
+        benches::record::say("| --- | --- | --- | --- | --- |");
         for (name, batch) in [("TagHandle clones (shared cursor)", None), ("a LocalIds per thread (batches of 32)", Some(32)),
             ("a LocalIds per thread (batches of 1024)", Some(1024))] {
             let (mut one, mut two) = (Vec::new(), Vec::new());
@@ -144,13 +130,10 @@ fn main() {
             two.sort_by(f64::total_cmp);
             let (one, two) = (one[runs / 2], two[runs / 2]);
             let ratio = two / one;
-            let _ = writeln!(
-            out,
-                "| {name} | {:.1}M | {:.1}M | {ratio:.2}x | ≥ 1.6x {} |",
+            benches::record::say(format!("| {name} | {:.1}M | {:.1}M | {ratio:.2}x | ≥ 1.6x {} |",
                 one / 1e6,
                 two / 1e6,
-                if ratio >= 1.6 { "met" } else { "MISSED" }
-            );
+                if ratio >= 1.6 { "met" } else { "MISSED" }));
         }
 
         // Refills. Leaf's dynamic step (the allocator's default rule: double
@@ -178,21 +161,12 @@ fn main() {
         let with_refills = timed(&refilling, calls).await;
         let loads = counting.reserves.load(Ordering::Relaxed) - loads_before;
         let quiet = timed(&tag, calls).await;
-        let _ = writeln!(
-            out,
-            "\n| segment IDs, {}M calls, SQLite store | median | p99.9 | p99.99 | slowest | calls that waited for the store |",
-            calls / 1_000_000
-        );
-        let _ = writeln!(
-            out,"| --- | --- | --- | --- | --- | --- |");
-        let _ = writeln!(
-            out,
-            "| across {loads} refills (dynamic step from 10 000) | {with_refills} |"
-        );
-        let _ = writeln!(
-            out,"| no refill due (the machine's noise floor) | {quiet} |");
-        println!("{out}");
-        benches::record::record("segment", "cargo bench -p benches --bench segment", &out);
+        benches::record::say(format!("\n| segment IDs, {}M calls, SQLite store | median | p99.9 | p99.99 | slowest | calls that waited for the store |",
+            calls / 1_000_000));
+        benches::record::say("| --- | --- | --- | --- | --- | --- |");
+        benches::record::say(format!("| across {loads} refills (dynamic step from 10 000) | {with_refills} |"));
+        benches::record::say(format!("| no refill due (the machine's noise floor) | {quiet} |"));
+        benches::record::record_transcript("segment", "cargo bench -p benches --bench segment");
     });
 }
 

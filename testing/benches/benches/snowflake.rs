@@ -14,7 +14,6 @@
 //! these cost against its whole ID (mostly its compare-and-swap) differs
 //! from host to host, and so does every ratio.
 
-use std::fmt::Write as _;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -176,37 +175,29 @@ fn main() {
     benches();
     Criterion::default().configure_from_args().final_summary();
 
-    let mut out = String::new();
     let cap = Layout::classic().ids_per_second();
-    let _ = writeln!(
-        out,
+    benches::record::say(format!(
         "\n| classic 41/10/12, one generator | IDs per second | of the cap ({:.3}M/s) | goal |",
         cap / 1e6
-    );
-    let _ = writeln!(out, "| --- | --- | --- | --- |");
+    ));
+    benches::record::say("| --- | --- | --- | --- |");
     for threads in [1, 2] {
         let rate = throughput(threads, 8_192_000 / threads);
         let share = rate / cap * 100.0;
         let verdict = if share >= 99.0 { "met" } else { "MISSED" };
-        let _ = writeln!(
-            out,
+        benches::record::say(format!(
             "| {threads} thread(s) | {:.3}M | {share:.1} % | ≥ 99 % {verdict} |",
             rate / 1e6
-        );
+        ));
     }
 
-    two_threads(&mut out);
-    one_thread(&mut out);
-    println!("{out}");
-    benches::record::record(
-        "snowflake",
-        "cargo bench -p benches --bench snowflake",
-        &out,
-    );
+    two_threads();
+    one_thread();
+    benches::record::record_transcript("snowflake", "cargo bench -p benches --bench snowflake");
 }
 
 /// The interleaved table of one ID on one thread (see the module's doc).
-fn one_thread(out: &mut String) {
+fn one_thread() {
     const ROUNDS: usize = 301;
     // ferroid's clock thread starts with its first clock, before the pin,
     // so that it does not share the measuring CPU.
@@ -281,45 +272,40 @@ fn one_thread(out: &mut String) {
     }
     let samples = interleaved(ROUNDS, &mut contenders);
     let (ours, local, ferroid) = (&samples[0], &samples[1], &samples[2]);
-    let _ = writeln!(
-        out,
+    benches::record::say(format!(
         "\n| one ID, a layout that does not cap ({ROUNDS} interleaved rounds, {pinned}) \
          | ns per ID, median | best round | × ferroid (median of the rounds' ratios) |"
-    );
-    let _ = writeln!(out, "| --- | --- | --- | --- |");
+    ));
+    benches::record::say("| --- | --- | --- | --- |");
     for (c, s) in contenders.iter().zip(&samples) {
         let best = s.iter().copied().fold(f64::MAX, f64::min);
-        let _ = writeln!(
-            out,
+        benches::record::say(format!(
             "| {} | {:.2} | {best:.2} | {:.2}x |",
             c.name,
             median(s),
             ratio(s, ferroid)
-        );
+        ));
     }
     let goal = ratio(ours, ferroid);
     let verdict = if goal <= 1.0 { "met" } else { "MISSED" };
-    let _ = writeln!(out, "\n| goal | measured | verdict |");
-    let _ = writeln!(out, "| --- | --- | --- |");
-    let _ = writeln!(
-        out,
+    benches::record::say("\n| goal | measured | verdict |");
+    benches::record::say("| --- | --- | --- |");
+    benches::record::say(format!(
         "| `Generator::next_id` ≤ 1.0x ferroid | {goal:.3}x | {verdict} |"
-    );
-    let _ = writeln!(
-        out,
+    ));
+    benches::record::say(format!(
         "| (`LocalGenerator::next_id`, for reference) | {:.3}x | |",
         ratio(local, ferroid)
-    );
-    let _ = writeln!(
-        out,
+    ));
+    benches::record::say(format!(
         "| (the floor, a coarse read and a fetch-and-add) | {:.3}x | |",
         ratio(&samples[6], ferroid)
-    );
+    ));
 }
 
 /// Two threads on one generator, each on a CPU of its own: ns per ID of
 /// the pair (wall time over all IDs), interleaved rounds.
-fn two_threads(out: &mut String) {
+fn two_threads() {
     const ROUNDS: usize = 41;
     const CALLS: u32 = 200_000;
     let cpus = allowed_cpus();
@@ -358,19 +344,17 @@ fn two_threads(out: &mut String) {
             slot.push(round(*f));
         }
     }
-    let _ = writeln!(
-        out,
+    benches::record::say(format!(
         "\n| two threads on one generator (41/2/20, CPUs {} and {}, {ROUNDS} interleaved rounds) \
          | ns per ID, median | × ferroid (median of the rounds' ratios) |",
         cpus[0], cpus[1]
-    );
-    let _ = writeln!(out, "| --- | --- | --- |");
+    ));
+    benches::record::say("| --- | --- | --- |");
     for ((name, _), s) in contenders.iter().zip(&samples) {
-        let _ = writeln!(
-            out,
+        benches::record::say(format!(
             "| {name} | {:.2} | {:.2}x |",
             median(s),
             ratio(s, &samples[1])
-        );
+        ));
     }
 }

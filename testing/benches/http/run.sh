@@ -12,7 +12,7 @@ if ! command -v wrk >/dev/null; then
   if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; else SUDO=; fi
   $SUDO apt-get install -y -qq wrk >/dev/null
 fi
-cargo build --release -q -p workerid-server
+cargo build --release -q -p workerid-server -p benches --bin workerid-server --bin record
 builds=("$PWD/target/release/workerid-server" "$@")
 pipeline="$PWD/testing/benches/http/pipeline.lua"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -52,20 +52,5 @@ table=$(
   done
 )
 echo "$table"
-# Recorded as the Rust benches record theirs (testing/benches/src/record.rs).
-out_dir=${WORKERID_BENCH_RESULTS:-docs/benchmarks}
-mkdir -p "$out_dir"
-day=$(date -u +%F)
-cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
-os=$(. /etc/os-release && echo "$PRETTY_NAME")
-{
-  echo "# http, $day"
-  echo
-  echo "Machine: $(nproc) CPUs ($cpu), $os, kernel $(uname -r)."
-  echo
-  echo "Command: \`bash testing/benches/http/run.sh\` ($rounds rounds of 4 s each, wrk -t1 -c32)"
-  echo
-  echo "$table"
-} > "$out_dir/$day-http.md"
-echo
-echo "(recorded in $out_dir/$day-http.md)"
+echo "$table" | cargo run -q --release -p benches --bin record -- \
+  http "bash testing/benches/http/run.sh ($rounds rounds of 4 s each, wrk -t1 -c32)"

@@ -84,16 +84,18 @@ pub fn machine() -> String {
 /// not fatal: the figures were printed already.
 pub fn record(name: &str, command: &str, body: &str) -> Option<PathBuf> {
     let dir = results_dir();
-    let _ = std::fs::create_dir_all(&dir);
-    let dir = dir.canonicalize().unwrap_or(dir);
-    let path = dir.join(format!("{}-{name}.md", today()));
+    let day = today();
     let text = format!(
-        "# {name}, {}\n\nMachine: {}.\n\nCommand: `{command}`\n\n{}\n",
-        today(),
+        "# {name}, {day}\n\nMachine: {}.\n\nCommand: `{command}`\n\n{}\n",
         machine(),
         body.trim()
     );
-    let written = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, text));
+    let made = std::fs::create_dir_all(&dir);
+    let path = dir
+        .canonicalize()
+        .unwrap_or(dir)
+        .join(format!("{day}-{name}.md"));
+    let written = made.and_then(|()| std::fs::write(&path, text));
     match written {
         Ok(()) => {
             println!("\n(recorded in {})", path.display());

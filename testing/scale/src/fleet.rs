@@ -33,8 +33,8 @@ pub struct FleetConfig {
     /// How many joins (or stops) are in flight at once.
     pub concurrency: usize,
     /// How far ahead each worker reserves time, in renew periods (see
-    /// `WorkerOptions::window`).
-    pub window_periods: u32,
+    /// `WorkerOptions::window`); `None`: the worker's default.
+    pub window_periods: Option<u32>,
 }
 
 /// What one churn cycle did.
@@ -111,12 +111,14 @@ impl Fleet {
                 )
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let options = WorkerOptions::new().layout(layout(config.worker_bits)?);
         Ok(Fleet {
             allocators,
             per_namespace: config.per_namespace.max(1),
-            options: WorkerOptions::new()
-                .layout(layout(config.worker_bits)?)
-                .window(config.ttl / 3 * config.window_periods),
+            options: match config.window_periods {
+                Some(periods) => options.window(config.ttl / 3 * periods),
+                None => options,
+            },
             slots: Vec::new(),
             concurrency: config.concurrency.max(1),
             pending: JoinSet::new(),

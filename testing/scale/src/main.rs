@@ -59,10 +59,10 @@ struct Args {
     #[arg(long, default_value_t = 10)]
     max_connections: u32,
     /// How far ahead each worker reserves time, in renew periods (at least
-    /// 2): 4 raises the stored watermark on one renewal in three, 2 on every
-    /// renewal.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(2..))]
-    window_periods: u32,
+    /// 2; default the worker's, which raises the stored watermark on one
+    /// renewal in three; 2 raises it on every renewal).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(2..))]
+    window_periods: Option<u32>,
     /// The short version, about a minute: 1000 workers, 10 s steady, 8 s churn,
     /// on Redis, SQLite and PostgreSQL unless --store says otherwise.
     #[arg(long)]

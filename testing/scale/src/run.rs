@@ -40,10 +40,10 @@ pub struct Settings {
     /// A step whose renewals per second fall under this share of
     /// workers / (ttl / 3) has fallen behind.
     pub behind_below: f64,
-    /// How far ahead each worker reserves time, in renew periods: 4 (the
-    /// default) raises the stored watermark on one renewal in three, 2 on
-    /// every one.
-    pub window_periods: u32,
+    /// How far ahead each worker reserves time, in renew periods (`None`:
+    /// the worker's default, which raises the stored watermark on one
+    /// renewal in three; 2 raises it on every one).
+    pub window_periods: Option<u32>,
 }
 
 impl Default for Settings {
@@ -59,7 +59,7 @@ impl Default for Settings {
             concurrency: 32,
             spread_joins: true,
             behind_below: 0.9,
-            window_periods: 4,
+            window_periods: None,
         }
     }
 }

@@ -20,7 +20,7 @@ fn tiny() -> Settings {
         spread_joins: true,
         // Not timed: a slow machine must not fail this test.
         behind_below: 0.0,
-        window_periods: 4,
+        window_periods: None,
     }
 }
 
