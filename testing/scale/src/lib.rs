@@ -6,7 +6,7 @@
 //! store handle. It measures the renewals per second the store sustains, the
 //! store's CPU and memory, the renew latency (through [`TimedStore`], a
 //! wrapper that times every call into the store), the client's memory per
-//! idle worker, and counts lapses (workers whose lease was lost); then churn:
+//! idle worker, the disk syncs the store counts, and counts lapses (workers whose lease was lost); then churn:
 //! a share of the workers stop and join again every few seconds, with the
 //! same checks. A ramp of worker counts finds the largest count a store holds.
 //!
@@ -25,6 +25,7 @@ pub mod procfs;
 pub mod report;
 pub mod run;
 pub mod stores;
+pub mod syncs;
 pub mod timed;
 
 pub use fleet::{Fleet, FleetConfig};

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use crate::run::{Settings, Step};
+use crate::run::{Settings, Step, Window};
 use crate::stores::StoreKind;
 
 /// A duration as µs below 10 ms, else ms.
@@ -34,6 +34,15 @@ fn cpu(c: Option<f64>) -> String {
         .unwrap_or_else(|| "in client".into())
 }
 
+/// Disk syncs per renewal in a window, or why there is no figure.
+fn syncs_per_renewal(w: &Window) -> String {
+    match w.disk_syncs {
+        Some(syncs) if w.renews > 0 => format!("{:.2}", syncs as f64 / w.renews as f64),
+        Some(_) => "no renewals".into(),
+        None => "not counted".into(),
+    }
+}
+
 fn memory(m: Option<u64>) -> String {
     m.map(|m| bytes(m as f64))
         .unwrap_or_else(|| "in client".into())
@@ -46,7 +55,7 @@ pub fn step_line(kind: StoreKind, step: &Step) -> String {
         "{}: {} workers ({} live, {} namespaces), joined in {:.1} s ({} lapses meanwhile); \
          steady {:.1} s: \
          {} renewals, {:.0}/s of {:.0} expected, renew p50 {} p99 {} max {}, store CPU {} memory {}, \
-         client CPU {:.0} %, {} per worker, {} lapses, {} failed renewals, load {:.1}",
+         disk syncs per renewal {}, client CPU {:.0} %, {} per worker, {} lapses, {} failed renewals, load {:.1}",
         kind.title(),
         step.workers,
         step.live,
@@ -62,6 +71,7 @@ pub fn step_line(kind: StoreKind, step: &Step) -> String {
         latency(s.max),
         cpu(s.store_cpu),
         memory(s.store_memory),
+        syncs_per_renewal(s),
         s.client_cpu,
         bytes(step.client_bytes_per_worker),
         s.lapses,
@@ -121,9 +131,9 @@ fn verdict(step: &Step) -> String {
 pub fn summary_header(settings: &Settings) -> String {
     format!(
         "| store | workers held at ttl {:.0} s, no lapse | renews/s | store CPU (% of a core) | \
-         store CPU per renewal | store memory | p99 renew | client memory per worker | \
+         store CPU per renewal | disk syncs per renewal | store memory | p99 renew | client memory per worker | \
          client CPU per renewal | churn ({:.0} % every {:.0} s) | limit |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         settings.ttl.as_secs_f64(),
         settings.churn_fraction * 100.0,
         settings.churn_every.as_secs_f64(),
@@ -139,7 +149,7 @@ pub fn summary_row(kind: StoreKind, steps: &[Step]) -> String {
         None => "no step ran".into(),
     };
     let Some(s) = held else {
-        return format!("| {} | none | | | | | | | | | {limit} |", kind.title());
+        return format!("| {} | none | | | | | | | | | | {limit} |", kind.title());
     };
     let per_renewal = |cpu: f64| {
         let us = cpu / 100.0 / s.steady.renews_per_sec.max(1e-9) * 1e6;
@@ -165,12 +175,13 @@ pub fn summary_row(kind: StoreKind, steps: &[Step]) -> String {
         ""
     };
     format!(
-        "| {} | {reached}{} | {:.0} | {} | {store_per_renewal} | {} | {} | {} | {} | {churn} \
-         | {limit} |",
+        "| {} | {reached}{} | {:.0} | {} | {store_per_renewal} | {} | {} | {} | {} | {} \
+         | {churn} | {limit} |",
         kind.title(),
         s.workers,
         s.steady.renews_per_sec,
         cpu(s.steady.store_cpu),
+        syncs_per_renewal(&s.steady),
         memory(s.steady.store_memory),
         latency(s.steady.p99),
         bytes(s.client_bytes_per_worker),

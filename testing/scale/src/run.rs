@@ -99,6 +99,9 @@ pub struct Window {
     pub store_cpu: Option<f64>,
     /// The store's server processes: memory in bytes at the window's end.
     pub store_memory: Option<u64>,
+    /// Disk syncs the store's servers counted in the window (none where the
+    /// store keeps no count, see [`crate::syncs`]).
+    pub disk_syncs: Option<u64>,
     /// This process (every worker, and an embedded store): CPU in % of one core.
     pub client_cpu: f64,
     /// Workers found lost in the window.
@@ -180,15 +183,18 @@ impl Step {
 struct Mark {
     counters: Counters,
     server: Option<Reading>,
+    syncs: Option<u64>,
     client: Reading,
     lapses: u64,
 }
 
 impl Mark {
-    fn take(target: &Target, fleet: &Fleet) -> Mark {
+    async fn take(target: &Target, fleet: &Fleet) -> Mark {
+        let syncs = target.disk_syncs().await;
         Mark {
             counters: target.store.stats().counters(),
             server: target.server_pids().map(|pids| procfs::read(&pids)),
+            syncs,
             client: procfs::read_self(),
             lapses: fleet.lapses,
         }
@@ -212,6 +218,7 @@ impl Mark {
             max: counts.renew.quantile(1.0),
             store_cpu,
             store_memory,
+            disk_syncs: end.syncs.zip(self.syncs).map(|(b, a)| b.saturating_sub(a)),
             client_cpu: end.client.cpu_percent_since(&self.client),
             lapses: end.lapses - self.lapses,
             load: procfs::load_average(),
@@ -340,10 +347,10 @@ async fn steady_window(
     settings: &Settings,
     periods: f64,
 ) -> Window {
-    let begin = Mark::take(target, fleet);
+    let begin = Mark::take(target, fleet).await;
     tokio::time::sleep(settings.renew_every().mul_f64(periods)).await;
     fleet.scan_lapses();
-    begin.window_to(&Mark::take(target, fleet))
+    begin.window_to(&Mark::take(target, fleet).await)
 }
 
 async fn churn(target: &Target, fleet: &mut Fleet, settings: &Settings) -> Churn {
@@ -351,7 +358,7 @@ async fn churn(target: &Target, fleet: &mut Fleet, settings: &Settings) -> Churn
     let per_cycle = ((n as f64 * settings.churn_fraction).ceil() as usize).clamp(1, n.max(1));
     let (failures, joined) = (fleet.join_failures, fleet.joined);
     let joins_before = fleet.joins.snapshot();
-    let begin = Mark::take(target, fleet);
+    let begin = Mark::take(target, fleet).await;
     let end = Instant::now() + settings.churn;
     let mut report = Churn::default();
     let mut stopping = Duration::ZERO;
@@ -376,7 +383,7 @@ async fn churn(target: &Target, fleet: &mut Fleet, settings: &Settings) -> Churn
     // The last cycle's joins finish inside the window.
     fleet.settle().await;
     fleet.scan_lapses();
-    report.window = begin.window_to(&Mark::take(target, fleet));
+    report.window = begin.window_to(&Mark::take(target, fleet).await);
     report.joined = usize::try_from(fleet.joined - joined).unwrap_or(usize::MAX);
     report.join_failures = fleet.join_failures - failures;
     report.mean_stop = stopping / u32::try_from(report.cycles.max(1)).unwrap_or(u32::MAX);

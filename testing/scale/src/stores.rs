@@ -49,6 +49,11 @@ impl Target {
         (!pids.is_empty()).then_some(pids)
     }
 
+    /// The disk syncs the store's servers have counted (see [`crate::syncs`]).
+    pub async fn disk_syncs(&self) -> Option<u64> {
+        crate::syncs::read(&self.running).await
+    }
+
     /// Starts the store of `kind` (blocking, on a thread of its own) and
     /// connects one store handle.
     ///
