@@ -1,76 +1,176 @@
-//! Keep-alive streams kept open for the etcd leases this process renews.
+//! Keep-alive streams shared by the etcd leases this process renews.
 //!
-//! etcd renews a lease over a bidirectional stream. Opening one per renewal
-//! costs more than the keep-alive itself, so the stream a keep-alive opened stays open, and the next
-//! renewal of that lease sends one message on it. At most [`OPEN_MAX`]
-//! streams per store (each one is a goroutine on the server): the leases of
-//! a process holding thousands open a stream per renewal, as before.
+//! etcd renews leases over a bidirectional stream that carries keep-alives of
+//! any lease, each answer naming its lease. Opening a stream per renewal
+//! costs etcd more than the keep-alive itself, and a stream per lease is a
+//! goroutine per lease on the server, so a store keeps [`LANES`] streams
+//! open and sends each lease's keep-alives on one of them. Several, not one:
+//! etcd answers one stream's keep-alives one after another, and a keep-alive
+//! of a lease that just expired waits for its revocation.
 //!
-//! A stream that fails, times out or says the lease is gone is closed; the
-//! caller then sends the keep-alive the ordinary way (with retries on other
-//! members), which opens a stream afresh.
+//! At most one keep-alive per lease is in flight on a lane, so an answer is
+//! the answer to the request its waiter sent. A lease whose answer did not
+//! come in time is not sent on its lane again until that answer comes: a late
+//! answer must never be taken for a newer request's, whose sending time the
+//! caller counts the ttl from. Meanwhile, and whenever a lane has no working
+//! stream, the caller sends the keep-alive the ordinary way (with retries on
+//! other members) on a stream of its own, which then serves the lane if the
+//! lane has none.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use etcd_client::{LeaseKeepAliveStream, LeaseKeeper};
+use tokio::sync::oneshot;
 
 use crate::lock;
 
-/// The most streams one store keeps open.
-const OPEN_MAX: usize = 64;
+/// The streams one store keeps open.
+const LANES: usize = 8;
 
-#[derive(Debug)]
-struct Open {
-    keeper: LeaseKeeper,
-    stream: LeaseKeepAliveStream,
-}
-
-/// The open keep-alive streams, by etcd lease.
+/// The open keep-alive streams, each serving the leases that map to it.
 #[derive(Debug, Default)]
 pub(crate) struct KeepAlives {
-    open: Mutex<HashMap<i64, Arc<tokio::sync::Mutex<Open>>>>,
+    lanes: [Mutex<Option<Arc<Lane>>>; LANES],
+}
+
+/// One open stream.
+#[derive(Debug)]
+struct Lane {
+    /// The request side; its lease ID is set before each send.
+    keeper: tokio::sync::Mutex<LeaseKeeper>,
+    /// The keep-alives sent and not answered yet, by lease.
+    waiting: Mutex<HashMap<i64, Waiter>>,
+    /// The stream ended or failed: nothing more will be answered.
+    broken: AtomicBool,
+}
+
+#[derive(Debug)]
+enum Waiter {
+    /// Its sender waits for the answer (the ttl etcd gave, 0 if gone).
+    Waiting(oneshot::Sender<i64>),
+    /// Its sender gave up waiting; the answer may still come.
+    Late,
 }
 
 impl KeepAlives {
-    /// Sends one keep-alive for `lease` on its open stream and waits up to
-    /// `timeout` for the answer: `Some(alive)`, or None when no stream is
-    /// open for it (or another renewal uses it now, or it failed).
+    fn slot(&self, lease: i64) -> &Mutex<Option<Arc<Lane>>> {
+        &self.lanes[(lease.unsigned_abs() % LANES as u64) as usize]
+    }
+
+    /// Sends one keep-alive for `lease` on its lane and waits up to
+    /// `timeout` for the answer: `Some(alive)`, or None when the lane cannot
+    /// take it now (no working stream, or this lease's previous keep-alive
+    /// is still unanswered) or the stream failed.
     pub async fn send(&self, lease: i64, timeout: Duration) -> Option<bool> {
-        let open = lock(&self.open).get(&lease).cloned()?;
-        let mut open = open.try_lock_owned().ok()?;
-        let answer = tokio::time::timeout(timeout, async {
-            open.keeper.keep_alive().await?;
-            open.stream.message().await
+        let slot = self.slot(lease);
+        let lane = lock(slot).clone()?;
+        if lane.broken.load(Ordering::Acquire) {
+            let mut current = lock(slot);
+            if current.as_ref().is_some_and(|l| Arc::ptr_eq(l, &lane)) {
+                *current = None;
+            }
+            return None;
+        }
+        let answer = lane.register(lease)?;
+        let sent = AtomicBool::new(false);
+        let outcome = tokio::time::timeout(timeout, async {
+            {
+                let mut keeper = lane.keeper.lock().await;
+                keeper.id = lease;
+                keeper.keep_alive().await.ok()?;
+                sent.store(true, Ordering::Relaxed);
+            }
+            answer.await.ok()
         })
         .await;
-        drop(open);
-        match answer {
-            Ok(Ok(Some(response))) if response.ttl() > 0 => Some(true),
-            Ok(Ok(Some(_))) => {
-                self.close(lease);
-                Some(false)
+        match outcome {
+            Ok(Some(ttl)) => Some(ttl > 0),
+            Err(_) if sent.load(Ordering::Relaxed) => {
+                lane.mark_late(lease);
+                None
             }
-            Ok(Ok(None)) | Ok(Err(_)) | Err(_) => {
-                tracing::debug!("etcd keep-alive stream of lease {lease:x} failed; reopening");
-                self.close(lease);
+            Ok(None) | Err(_) => {
+                lock(&lane.waiting).remove(&lease);
                 None
             }
         }
     }
 
-    /// Keeps the stream a keep-alive of `lease` opened, if there is room.
+    /// Lets the stream a keep-alive of `lease` opened serve that lease's
+    /// lane, if the lane has no working stream.
     pub fn keep(&self, lease: i64, keeper: LeaseKeeper, stream: LeaseKeepAliveStream) {
-        let mut open = lock(&self.open);
-        if open.len() < OPEN_MAX || open.contains_key(&lease) {
-            let stream = Open { keeper, stream };
-            open.insert(lease, Arc::new(tokio::sync::Mutex::new(stream)));
+        let mut slot = lock(self.slot(lease));
+        if slot
+            .as_ref()
+            .is_some_and(|lane| !lane.broken.load(Ordering::Acquire))
+        {
+            return;
+        }
+        let lane = Arc::new(Lane {
+            keeper: tokio::sync::Mutex::new(keeper),
+            waiting: Mutex::new(HashMap::new()),
+            broken: AtomicBool::new(false),
+        });
+        tokio::spawn(read_answers(Arc::downgrade(&lane), stream));
+        *slot = Some(lane);
+    }
+
+    /// Forgets a late answer `lease` may still get (revoked or gone).
+    pub fn close(&self, lease: i64) {
+        if let Some(lane) = lock(self.slot(lease)).as_ref() {
+            let mut waiting = lock(&lane.waiting);
+            if matches!(waiting.get(&lease), Some(Waiter::Late)) {
+                waiting.remove(&lease);
+            }
+        }
+    }
+}
+
+impl Lane {
+    /// Registers a keep-alive of `lease` about to be sent; None if one is
+    /// already in flight or late.
+    fn register(&self, lease: i64) -> Option<oneshot::Receiver<i64>> {
+        let mut waiting = lock(&self.waiting);
+        if waiting.contains_key(&lease) {
+            return None;
+        }
+        let (tx, rx) = oneshot::channel();
+        waiting.insert(lease, Waiter::Waiting(tx));
+        Some(rx)
+    }
+
+    fn mark_late(&self, lease: i64) {
+        if let Some(waiter) = lock(&self.waiting).get_mut(&lease) {
+            *waiter = Waiter::Late;
         }
     }
 
-    /// Closes the stream of `lease` (revoked, gone, or broken).
-    pub fn close(&self, lease: i64) {
-        lock(&self.open).remove(&lease);
+    fn answered(&self, lease: i64, ttl: i64) {
+        if let Some(Waiter::Waiting(tx)) = lock(&self.waiting).remove(&lease) {
+            let _ = tx.send(ttl);
+        }
+    }
+
+    /// The stream is over: every waiter hears so (its sender is dropped).
+    fn break_off(&self) {
+        self.broken.store(true, Ordering::Release);
+        lock(&self.waiting).clear();
+    }
+}
+
+/// Hands each answer on `stream` to its waiter until the stream ends or the
+/// lane is dropped (dropping the keeper ends the request side, and etcd then
+/// ends the stream).
+async fn read_answers(lane: Weak<Lane>, mut stream: LeaseKeepAliveStream) {
+    while let Ok(Some(answer)) = stream.message().await {
+        let Some(lane) = lane.upgrade() else { return };
+        lane.answered(answer.id(), answer.ttl());
+    }
+    if let Some(lane) = lane.upgrade() {
+        tracing::debug!("an etcd keep-alive stream ended; the next keep-alive opens another");
+        lane.break_off();
     }
 }

@@ -1,5 +1,5 @@
 //! The etcd leases a worker ID's keys ride on: granted with some slack over
-//! the ttl, kept alive on open streams, and kept spare for the next acquire.
+//! the ttl, kept alive on shared streams, and kept spare for the next acquire.
 
 use std::time::{Duration, Instant};
 
@@ -43,8 +43,8 @@ impl EtcdStore {
     }
 
     /// Sends one keep-alive for `lease`; false when etcd no longer has it.
-    /// On the lease's open stream if it has one (see [`crate::keepalive`]);
-    /// else on a new stream, which stays open for the next time.
+    /// On the stream of the lease's lane (see [`crate::keepalive`]); else on
+    /// a new stream, which serves the lane if it has none.
     pub(crate) async fn keep_alive(&self, lease: i64) -> Result<bool> {
         let open = &self.inner.keep_alives;
         if let Some(alive) = open.send(lease, self.inner.request_timeout).await {
