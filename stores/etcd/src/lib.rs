@@ -139,7 +139,7 @@ struct Inner {
     tags: Mutex<HashMap<String, segments::Seen>>,
     /// etcd leases granted ahead of the acquires that will use them.
     spares: spare::Spares,
-    /// Keep-alive streams left open for the next renewal.
+    /// The keep-alive streams every held lease renews on.
     keep_alives: keepalive::KeepAlives,
     /// How long one request may take (a keep-alive on an open stream too).
     request_timeout: Duration,

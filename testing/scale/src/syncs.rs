@@ -7,7 +7,7 @@
 //! - MariaDB: `Innodb_os_log_fsyncs` plus `Innodb_data_fsyncs`.
 //!
 //! Redis has no such counter and SQLite runs in this process: they are not
-//! counted.
+//! counted. The memory store has no disk: none.
 
 use std::time::Duration;
 
@@ -56,9 +56,9 @@ async fn count(running: &RunningStore) -> Option<u64> {
             }
             Some(total)
         }
-        Servers::None | Servers::SqliteFile(_) | Servers::Redis(_) | Servers::RedisCluster(_) => {
-            None
-        }
+        // The memory store has no disk.
+        Servers::None => Some(0),
+        Servers::SqliteFile(_) | Servers::Redis(_) | Servers::RedisCluster(_) => None,
     }
 }
 
