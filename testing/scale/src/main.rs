@@ -175,7 +175,8 @@ async fn main() -> std::process::ExitCode {
             }
         };
         let steps = run::ramp(&target, &counts, &settings, |step| {
-            println!("{}", report::step_line(kind, step));
+            // A markdown list item, so that a recorded run reads as a list.
+            println!("- {}", report::step_line(kind, step));
         })
         .await;
         match steps {
