@@ -174,3 +174,62 @@ async fn read_answers(lane: Weak<Lane>, mut stream: LeaseKeepAliveStream) {
         lane.break_off();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lane() -> Lane {
+        let (sender, _receiver) = tokio::sync::mpsc::channel(1);
+        Lane {
+            keeper: tokio::sync::Mutex::new(LeaseKeeper { id: 0, sender }),
+            waiting: Mutex::new(HashMap::new()),
+            broken: AtomicBool::new(false),
+        }
+    }
+
+    #[test]
+    fn an_answer_reaches_the_waiter_of_its_lease_only() {
+        let lane = lane();
+        let mut first = lane.register(1).expect("registered");
+        let mut second = lane.register(2).expect("registered");
+        lane.answered(2, 12);
+        assert_eq!(second.try_recv(), Ok(12));
+        assert!(first.try_recv().is_err(), "lease 1 got lease 2's answer");
+        lane.answered(1, 0);
+        assert_eq!(first.try_recv(), Ok(0));
+    }
+
+    #[test]
+    fn one_keep_alive_per_lease_is_in_flight() {
+        let lane = lane();
+        let _pending = lane.register(7).expect("registered");
+        assert!(lane.register(7).is_none());
+        lane.answered(7, 10);
+        assert!(lane.register(7).is_some());
+    }
+
+    #[test]
+    fn a_late_answer_is_never_taken_for_a_newer_request() {
+        let lane = lane();
+        let _given_up = lane.register(7).expect("registered");
+        lane.mark_late(7);
+        // Until the late answer comes, the lease is not sent on this lane.
+        assert!(lane.register(7).is_none());
+        lane.answered(7, 10);
+        let mut newer = lane.register(7).expect("registered after the late answer");
+        assert!(newer.try_recv().is_err(), "the late answer was delivered");
+    }
+
+    #[test]
+    fn a_broken_stream_tells_every_waiter() {
+        let lane = lane();
+        let mut waiting = lane.register(3).expect("registered");
+        lane.break_off();
+        assert!(lane.broken.load(Ordering::Acquire));
+        assert!(matches!(
+            waiting.try_recv(),
+            Err(oneshot::error::TryRecvError::Closed)
+        ));
+    }
+}
