@@ -65,30 +65,26 @@ impl KeepAlives {
     /// take it now (no working stream, or this lease's previous keep-alive
     /// is still unanswered) or the stream failed.
     pub async fn send(&self, lease: i64, timeout: Duration) -> Option<bool> {
-        let slot = self.slot(lease);
-        let lane = lock(slot).clone()?;
+        // A broken lane stays in its slot until `keep` replaces it.
+        let lane = lock(self.slot(lease)).clone()?;
         if lane.broken.load(Ordering::Acquire) {
-            let mut current = lock(slot);
-            if current.as_ref().is_some_and(|l| Arc::ptr_eq(l, &lane)) {
-                *current = None;
-            }
             return None;
         }
         let answer = lane.register(lease)?;
-        let sent = AtomicBool::new(false);
+        let mut sent = false;
         let outcome = tokio::time::timeout(timeout, async {
             {
                 let mut keeper = lane.keeper.lock().await;
                 keeper.id = lease;
                 keeper.keep_alive().await.ok()?;
-                sent.store(true, Ordering::Relaxed);
+                sent = true;
             }
             answer.await.ok()
         })
         .await;
         match outcome {
             Ok(Some(ttl)) => Some(ttl > 0),
-            Err(_) if sent.load(Ordering::Relaxed) => {
+            Err(_) if sent => {
                 lane.mark_late(lease);
                 None
             }

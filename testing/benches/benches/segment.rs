@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use benches::record::{record_transcript, say};
 use workerid::segment::{
     Range, SegmentAllocator, SegmentOptions, SegmentStore, Tag, TagHandle, TagInfo,
 };
@@ -105,22 +106,36 @@ fn main() {
                 rates[rates.len() - 1] / 1e6
             )
         };
-        benches::record::say(format!("\n| segment IDs, one thread, no refill due | IDs per second, median of {runs} | range | goal |"));
-        benches::record::say("| --- | --- | --- | --- |");
-        benches::record::say(format!("| TagHandle::next_id (shared handle, one atomic add per ID) | {} |",
-            summary(&mut rates)));
-        benches::record::say(format!("| LocalIds::next_id (batches of 32) | {} |",
-            summary(&mut local_rates)));
+        say(format!(
+            "\n| segment IDs, one thread, no refill due \
+             | IDs per second, median of {runs} | range | goal |"
+        ));
+        say("| --- | --- | --- | --- |");
+        say(format!(
+            "| TagHandle::next_id (shared handle, one atomic add per ID) | {} |",
+            summary(&mut rates)
+        ));
+        say(format!(
+            "| LocalIds::next_id (batches of 32) | {} |",
+            summary(&mut local_rates)
+        ));
 
         // Two threads on one tag against one thread, in the same runs,
         // taking turns: through clones of one handle (every ID one atomic
         // add on a shared cursor), and through a `LocalIds` batcher per
         // thread (one add per batch), with small batches and with the large
         // ones the docs recommend for several threads.
-        benches::record::say(format!("\n| segment IDs on one tag | one thread, median of {runs} | two threads | two vs one | goal |"));
-        benches::record::say("| --- | --- | --- | --- | --- |");
-        for (name, batch) in [("TagHandle clones (shared cursor)", None), ("a LocalIds per thread (batches of 32)", Some(32)),
-            ("a LocalIds per thread (batches of 1024)", Some(1024))] {
+        say(format!(
+            "\n| segment IDs on one tag | one thread, median of {runs} | two threads \
+             | two vs one | goal |"
+        ));
+        say("| --- | --- | --- | --- | --- |");
+        let handles = [
+            ("TagHandle clones (shared cursor)", None),
+            ("a LocalIds per thread (batches of 32)", Some(32)),
+            ("a LocalIds per thread (batches of 1024)", Some(1024)),
+        ];
+        for (name, batch) in handles {
             let (mut one, mut two) = (Vec::new(), Vec::new());
             for _ in 0..runs {
                 one.push(threads_rate(&tag, 1, n, batch).await);
@@ -130,10 +145,12 @@ fn main() {
             two.sort_by(f64::total_cmp);
             let (one, two) = (one[runs / 2], two[runs / 2]);
             let ratio = two / one;
-            benches::record::say(format!("| {name} | {:.1}M | {:.1}M | {ratio:.2}x | ≥ 1.6x {} |",
+            say(format!(
+                "| {name} | {:.1}M | {:.1}M | {ratio:.2}x | ≥ 1.6x {} |",
                 one / 1e6,
                 two / 1e6,
-                if ratio >= 1.6 { "met" } else { "MISSED" }));
+                if ratio >= 1.6 { "met" } else { "MISSED" }
+            ));
         }
 
         // Refills. Leaf's dynamic step (the allocator's default rule: double
@@ -161,12 +178,19 @@ fn main() {
         let with_refills = timed(&refilling, calls).await;
         let loads = counting.reserves.load(Ordering::Relaxed) - loads_before;
         let quiet = timed(&tag, calls).await;
-        benches::record::say(format!("\n| segment IDs, {}M calls, SQLite store | median | p99.9 | p99.99 | slowest | calls that waited for the store |",
-            calls / 1_000_000));
-        benches::record::say("| --- | --- | --- | --- | --- | --- |");
-        benches::record::say(format!("| across {loads} refills (dynamic step from 10 000) | {with_refills} |"));
-        benches::record::say(format!("| no refill due (the machine's noise floor) | {quiet} |"));
-        benches::record::record_transcript("segment", "cargo bench -p benches --bench segment");
+        say(format!(
+            "\n| segment IDs, {}M calls, SQLite store | median | p99.9 | p99.99 | slowest \
+             | calls that waited for the store |",
+            calls / 1_000_000
+        ));
+        say("| --- | --- | --- | --- | --- | --- |");
+        say(format!(
+            "| across {loads} refills (dynamic step from 10 000) | {with_refills} |"
+        ));
+        say(format!(
+            "| no refill due (the machine's noise floor) | {quiet} |"
+        ));
+        record_transcript("segment", "cargo bench -p benches --bench segment");
     });
 }
 

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use sqlx::{Connection, Row};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use workerid_testkit::etcd::EtcdNode;
 use workerid_testkit::{RunningStore, Servers};
 
 /// How long one reading may take before it is given up (the figure is then
@@ -30,8 +30,8 @@ pub async fn read(running: &RunningStore) -> Option<u64> {
 
 async fn count(running: &RunningStore) -> Option<u64> {
     match running.servers() {
-        Servers::Etcd(node) => etcd(&[node.endpoint()]).await,
-        Servers::EtcdCluster(cluster) => etcd(&cluster.endpoints()).await,
+        Servers::Etcd(node) => etcd(std::slice::from_ref(node.node())),
+        Servers::EtcdCluster(cluster) => etcd(cluster.nodes()),
         Servers::Postgres(_) => {
             let mut db = sqlx::PgConnection::connect(&running.url()).await.ok()?;
             let row = sqlx::query("SELECT wal_sync FROM pg_stat_wal")
@@ -68,27 +68,14 @@ const ETCD_SYNC_METRICS: [&str; 2] = [
     "etcd_disk_backend_commit_duration_seconds_count",
 ];
 
-/// The sum over `endpoints` (`http://host:port`) of their sync counts.
-async fn etcd(endpoints: &[String]) -> Option<u64> {
-    let mut total = 0;
-    for endpoint in endpoints {
-        let address = endpoint.strip_prefix("http://")?;
-        total += etcd_syncs(&metrics(address).await?)?;
-    }
-    Some(total)
-}
-
-/// The `/metrics` text of the etcd member at `address` (HTTP/1.0, which the
-/// client port serves beside gRPC).
-async fn metrics(address: &str) -> Option<String> {
-    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
-    let request = format!("GET /metrics HTTP/1.0\r\nHost: {address}\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.ok()?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.ok()?;
-    let (head, body) = answer.split_once("\r\n\r\n")?;
-    let ok = head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200");
-    ok.then(|| body.to_string())
+/// The sum over `members` of their sync counts. The testkit's probe is a
+/// short blocking read, kept off the runtime's other tasks.
+fn etcd(members: &[EtcdNode]) -> Option<u64> {
+    tokio::task::block_in_place(|| {
+        members.iter().try_fold(0, |total, member| {
+            Some(total + etcd_syncs(&member.metrics()?)?)
+        })
+    })
 }
 
 /// The sum of the sync counts in a Prometheus text exposition; None if one

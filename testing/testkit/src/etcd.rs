@@ -68,6 +68,15 @@ impl EtcdNode {
         health(self.probe_port)
     }
 
+    /// The member's Prometheus metrics (`/metrics`, as its HTTP answer), or
+    /// None when it does not answer. Blocks for up to two seconds.
+    pub fn metrics(&self) -> Option<String> {
+        http(
+            self.probe_port,
+            "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+        )
+    }
+
     /// Whether this member is the leader, per its `/v3/maintenance/status`.
     pub fn is_leader(&self) -> bool {
         if self.tls != ClientTls::None {
@@ -240,6 +249,11 @@ impl EtcdServer {
     /// The process, to stop, kill, restart or pause it.
     pub fn process(&self) -> &ServerProcess {
         self.node.process()
+    }
+
+    /// Its one member.
+    pub fn node(&self) -> &EtcdNode {
+        &self.node
     }
 }
 
