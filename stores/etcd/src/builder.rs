@@ -171,10 +171,11 @@ impl EtcdStoreBuilder {
         self
     }
 
-    /// How often the store checks which member leads while nothing fails
-    /// (default 10 s; see [`prefer_leader`](Self::prefer_leader)). A zero
-    /// interval is refused by [`connect`](Self::connect) with
-    /// `InvalidConfig`.
+    /// How often the store checks the cluster while nothing fails (default
+    /// 10 s): which member leads (see [`prefer_leader`](Self::prefer_leader))
+    /// and how many members it has (a single member renews leases with a
+    /// keep-alive alone, see the crate docs). A zero interval is refused by
+    /// [`connect`](Self::connect) with `InvalidConfig`.
     pub fn leader_check_interval(mut self, interval: Duration) -> Self {
         self.leader_check_interval = interval;
         self
@@ -254,8 +255,8 @@ impl EtcdStoreBuilder {
                 timeout: self.connect_timeout,
             });
         }
-        let leader_check = self.prefer_leader.then_some(self.leader_check_interval);
-        let cluster = Cluster::new(urls, options, self.operation_timeout, leader_check, probe);
+        let check = (self.leader_check_interval, self.prefer_leader);
+        let cluster = Cluster::new(urls, options, self.operation_timeout, check, probe);
         let probe = format!("{}/", self.prefix);
         cluster
             .call("connect", |mut c| {
@@ -269,7 +270,7 @@ impl EtcdStoreBuilder {
                 }
             })
             .await?;
-        cluster.go_to_leader().await;
+        cluster.check_now().await;
         Ok(EtcdStore {
             inner: Arc::new(Inner {
                 cluster,

@@ -9,11 +9,12 @@
 //! that sending it twice is safe (see the crate docs), which is what makes
 //! these retries correct.
 //!
-//! The current endpoint is the leader's when the store can tell which it is
-//! (see [`crate::leader`]).
+//! The current endpoint is the leader's when the store can tell which it is,
+//! and the store knows whether the cluster has a single member (see
+//! [`crate::leader`]).
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +23,7 @@ use tokio::sync::OnceCell;
 use tokio::time::Instant;
 use workerid_lease::{Error, Result};
 
-use crate::leader::{same_endpoint, LeaderCheck};
+use crate::leader::{same_endpoint, ClusterCheck};
 use crate::tls::Probe;
 
 /// What an answer came with.
@@ -46,8 +47,14 @@ pub(crate) struct Cluster {
     current: AtomicU64,
     options: ConnectOptions,
     operation_timeout: Duration,
-    /// None when the leader is not looked for (one endpoint, or turned off).
-    leader: Option<LeaderCheck>,
+    /// When the members are next counted (and the leader looked for).
+    check: ClusterCheck,
+    /// Whether the check looks for the leader (more than one endpoint, and
+    /// not turned off).
+    find_leader: bool,
+    /// Whether the last check counted a single member; false until one did,
+    /// and after a check failed.
+    lone: AtomicBool,
     /// The handshake made before an endpoint's first client (TLS only).
     probe: Option<Probe>,
 }
@@ -59,27 +66,28 @@ impl std::fmt::Debug for Cluster {
             .field("endpoints", &urls)
             .field("operation_timeout", &self.operation_timeout)
             .field("current", &index_of(self.current.load(Ordering::Relaxed)))
-            .field("leader", &self.leader)
+            .field("find_leader", &self.find_leader)
+            .field("lone", &self.lone.load(Ordering::Relaxed))
             .finish()
     }
 }
 
 impl Cluster {
-    /// A cluster of `urls`; with `leader_check`, it looks for the leader
-    /// that often (when there is more than one endpoint); with `probe`, each
-    /// endpoint's first client is made after a handshake of the probe's.
+    /// A cluster of `urls`, checked every `check_every`: its members counted
+    /// and, with `find_leader` (and more than one endpoint), its leader
+    /// looked for; with `probe`, each endpoint's first client is made after
+    /// a handshake of the probe's.
     pub fn new(
         urls: Vec<String>,
         options: ConnectOptions,
         operation_timeout: Duration,
-        leader_check: Option<Duration>,
+        (check_every, find_leader): (Duration, bool),
         probe: Option<Probe>,
     ) -> Arc<Self> {
         // A check takes at most the operation timeout; past twice that its
         // task is taken for lost.
-        let leader = leader_check
-            .filter(|_| urls.len() > 1)
-            .map(|every| LeaderCheck::new(every, operation_timeout * 2));
+        let check = ClusterCheck::new(check_every, operation_timeout * 2);
+        let find_leader = find_leader && urls.len() > 1;
         Arc::new(Cluster {
             endpoints: urls
                 .into_iter()
@@ -91,7 +99,9 @@ impl Cluster {
             current: AtomicU64::new(0),
             options,
             operation_timeout,
-            leader,
+            check,
+            find_leader,
+            lone: AtomicBool::new(false),
             probe,
         })
     }
@@ -112,9 +122,7 @@ impl Cluster {
 
     /// Moves off `index` (unless another caller did already).
     fn rotate(&self, index: usize) {
-        if let Some(check) = &self.leader {
-            check.member_failed();
-        }
+        self.check.member_failed();
         let next = (index + 1) % self.endpoints.len();
         let mut seen = self.current.load(Ordering::Acquire);
         while index_of(seen) == index {
@@ -167,7 +175,7 @@ impl Cluster {
             };
             let error = match outcome {
                 Ok(value) => {
-                    self.check_leader_if_due();
+                    self.check_if_due();
                     return Ok(Answer { value, retried });
                 }
                 Err(e) => e,
@@ -215,26 +223,34 @@ impl Cluster {
 }
 
 impl Cluster {
-    /// Moves to the leader's endpoint now, if the store looks for it and can
-    /// tell which it is (when the store connects).
-    pub async fn go_to_leader(self: &Arc<Self>) {
+    /// Whether the cluster had a single member when last checked (at most
+    /// the check interval ago, or a second after a member failed).
+    pub fn lone_member(&self) -> bool {
+        self.lone.load(Ordering::Acquire)
+    }
+
+    /// Checks the cluster now (when the store connects): counts its members
+    /// and moves to the leader's endpoint if the store looks for it and can
+    /// tell which it is.
+    pub async fn check_now(self: &Arc<Self>) {
         if let Some(checking) = Checking::now(self) {
-            checking.0.find_leader().await;
+            checking.0.check().await;
         }
     }
 
-    /// Starts a leader check in the background if one is due.
-    fn check_leader_if_due(self: &Arc<Self>) {
-        if self.leader.as_ref().is_some_and(LeaderCheck::claim) {
+    /// Starts a check in the background if one is due.
+    fn check_if_due(self: &Arc<Self>) {
+        if self.check.claim() {
             let checking = Checking(self.clone());
-            tokio::spawn(async move { checking.0.find_leader().await });
+            tokio::spawn(async move { checking.0.check().await });
         }
     }
 
-    /// Moves to the leader's endpoint if it is another one than the current
-    /// (and nothing moved the store meanwhile); when the check cannot tell,
-    /// it is tried again a second later.
-    async fn find_leader(&self) {
+    /// Counts the members, then moves to the leader's endpoint if it is
+    /// another one than the current (and nothing moved the store meanwhile);
+    /// when the check cannot tell, the cluster counts as more than one
+    /// member and the check runs again a second later.
+    async fn check(&self) {
         let seen = self.current.load(Ordering::Acquire);
         let asked = index_of(seen);
         let found = tokio::time::timeout(self.operation_timeout, self.leader_among(asked))
@@ -257,24 +273,32 @@ impl Cluster {
             }
             Ok(_) => {}
             Err(why) => {
-                tracing::debug!("etcd: looking for the leader: {why}");
-                self.leader.iter().for_each(LeaderCheck::member_failed);
+                tracing::debug!("etcd: checking the cluster: {why}");
+                self.lone.store(false, Ordering::Release);
+                self.check.member_failed();
             }
         }
     }
 
-    /// The index of the leader's endpoint, as the member at `asked` and then
-    /// the leader itself say; None when the leader is not among the
-    /// endpoints; an error when this cannot tell (no answer, no leader yet,
-    /// or the member named does not say it leads).
+    /// Counts the members as the member at `asked` lists them (recorded in
+    /// `lone`); then, if the store looks for the leader, the index of the
+    /// leader's endpoint as that member and then the leader itself say.
+    /// None when the leader is not looked for or not among the endpoints;
+    /// an error when this cannot tell (no answer, no leader yet, or the
+    /// member named does not say it leads).
     async fn leader_among(&self, asked: usize) -> std::result::Result<Option<usize>, String> {
         let text = |e: etcd_client::Error| e.to_string();
         let mut client = self.client(asked).await.map_err(text)?;
+        let members = client.member_list().await.map_err(text)?;
+        self.lone
+            .store(members.members().len() == 1, Ordering::Release);
+        if !self.find_leader {
+            return Ok(None);
+        }
         let leader = client.status().await.map_err(text)?.leader();
         if leader == 0 {
             return Err("no leader yet".into());
         }
-        let members = client.member_list().await.map_err(text)?;
         let urls = match members.members().iter().find(|m| m.id() == leader) {
             Some(member) => member.client_urls(),
             None => return Err(format!("leader {leader:x} is not a member yet")),
@@ -319,19 +343,18 @@ fn moved_to(word: u64, index: usize) -> u64 {
     (changes << 32) | (index as u64 & u64::from(u32::MAX))
 }
 
-/// A claimed leader check; dropped (done, or its task cancelled), it ends.
+/// A claimed cluster check; dropped (done, or its task cancelled), it ends.
 struct Checking(Arc<Cluster>);
 
 impl Checking {
     fn now(cluster: &Arc<Cluster>) -> Option<Checking> {
-        let check = cluster.leader.as_ref()?;
-        check.claim_now().then(|| Checking(cluster.clone()))
+        cluster.check.claim_now().then(|| Checking(cluster.clone()))
     }
 }
 
 impl Drop for Checking {
     fn drop(&mut self) {
-        self.0.leader.iter().for_each(LeaderCheck::finish);
+        self.0.check.finish();
     }
 }
 

@@ -7,7 +7,7 @@
 //! | `config` | `max_worker_id` | none | the pool size the namespace was first used with |
 //! | `owner/<id>` | token | the holder's | the ID is live; deleted by etcd at expiry |
 //! | `grant/<id>` | `<token> <holder>` | none | the last grant; written by grants only, so its mod revision is that grant's fence |
-//! | `ownership/<id>` | `held <ttl secs>` or `forced`; deleted by a release | none | the last grant's ttl, and whether it was released (deleted by its holder, `forced` by an operator) |
+//! | `ownership/<id>` | `held <ttl secs>` or `forced <etcd lease>`; deleted by a release | none | the last grant's ttl, and whether it was released (deleted by its holder, `forced` by an operator, with the holder's etcd lease the force release revoked) |
 //! | `mark/<id>` | watermark, 20 digits | none | the highest watermark ever stored |
 //!
 //! IDs are written with 7 digits so that keys sort by ID; watermarks with 20
@@ -154,8 +154,10 @@ pub(crate) fn grant_holder(value: &[u8]) -> Option<Holder> {
 pub(crate) enum Ownership {
     /// Granted, or last moved to a new etcd lease, for `ttl_secs`; not released.
     Held { ttl_secs: u32 },
-    /// Released by an operator.
-    Forced,
+    /// Released by an operator, from the holder whose `owner/` key rode on
+    /// etcd lease `lease` (revoked by the release, so that the holder's next
+    /// keep-alive fails).
+    Forced { lease: i64 },
 }
 
 impl Ownership {
@@ -168,14 +170,16 @@ impl Ownership {
     pub fn encode(&self) -> String {
         match self {
             Ownership::Held { ttl_secs } => format!("held {ttl_secs}"),
-            Ownership::Forced => "forced".into(),
+            Ownership::Forced { lease } => format!("forced {lease}"),
         }
     }
 
     pub fn parse(bytes: &[u8]) -> Option<Ownership> {
         let text = std::str::from_utf8(bytes).ok()?;
-        if text == "forced" {
-            return Some(Ownership::Forced);
+        if let Some(lease) = text.strip_prefix("forced ") {
+            return Some(Ownership::Forced {
+                lease: lease.parse().ok()?,
+            });
         }
         let ttl_secs = text.strip_prefix("held ")?.parse().ok()?;
         Some(Ownership::Held { ttl_secs })
@@ -247,11 +251,18 @@ mod tests {
 
     #[test]
     fn ownership_values_round_trip() {
-        for o in [Ownership::Held { ttl_secs: 10 }, Ownership::Forced] {
+        for o in [
+            Ownership::Held { ttl_secs: 10 },
+            Ownership::Forced {
+                lease: 0x7a1b_2c3d_4e5f_6071,
+            },
+        ] {
             assert_eq!(Ownership::parse(o.encode().as_bytes()), Some(o));
         }
         assert_eq!(Ownership::parse(b"held x"), None);
-        assert!(Ownership::released(Some(b"forced")));
+        assert_eq!(Ownership::parse(b"forced"), None);
+        assert_eq!(Ownership::parse(b"forced 12x"), None);
+        assert!(Ownership::released(Some(b"forced 42")));
         assert!(!Ownership::released(Some(b"held 3")));
         assert!(!Ownership::released(Some(b"nonsense")));
         assert!(Ownership::released(None));

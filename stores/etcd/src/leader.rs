@@ -1,4 +1,12 @@
-//! Finding the leader among the endpoints, so that requests go to it.
+//! Checking the cluster: how many members it has, and which of the endpoints
+//! is the leader's, so that requests go to it.
+//!
+//! A cluster of one member has no stale leader to answer a keep-alive for a
+//! lease its successor revoked ([etcd-io/etcd#15247]), so a renewal there
+//! can be a keep-alive alone (see `lease.rs`). The count is taken at every
+//! check; a check that fails counts the cluster as more than one member.
+//!
+//! [etcd-io/etcd#15247]: https://github.com/etcd-io/etcd/issues/15247
 //!
 //! A follower forwards every write to the leader, and a lease keep-alive over
 //! HTTP on a connection of its own (etcd 3.4), so a request sent to the
@@ -8,8 +16,8 @@
 //! client URLs up among the endpoints, and moves there once the member
 //! itself says it leads (a follower that has not yet noticed its leader die
 //! still names it). It runs when the store connects, then in the background:
-//! every [`LeaderCheck::every`], and a second after a member failed. A
-//! failing check changes nothing: the leader is a preference, never needed.
+//! every [`ClusterCheck::every`], and a second after a member failed. A
+//! failing check moves nothing: the leader is a preference, never needed.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -18,9 +26,9 @@ use tokio::time::Instant;
 
 use crate::builder::without_scheme;
 
-/// When to look for the leader again.
+/// When to check the cluster again.
 #[derive(Debug)]
-pub(crate) struct LeaderCheck {
+pub(crate) struct ClusterCheck {
     /// The interval between checks while nothing fails.
     pub every: Duration,
     /// How long a claimed check may run before it counts as lost (its task
@@ -28,7 +36,7 @@ pub(crate) struct LeaderCheck {
     lost_after: Duration,
     epoch: Instant,
     /// When the last check started, in ms since `epoch` (the first check,
-    /// when the store connects, is claimed with [`LeaderCheck::claim_now`]).
+    /// when the store connects, is claimed with [`ClusterCheck::claim_now`]).
     last: AtomicU64,
     /// When a member last failed (or a check found no leader), in ms since
     /// `epoch`; [`NO_FAILURE`] when none did since the last check.
@@ -48,10 +56,10 @@ fn ms(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-impl LeaderCheck {
+impl ClusterCheck {
     /// Checks every `every`; a check running over `lost_after` is lost.
     pub fn new(every: Duration, lost_after: Duration) -> Self {
-        LeaderCheck {
+        ClusterCheck {
             every,
             lost_after,
             epoch: Instant::now(),
@@ -66,7 +74,7 @@ impl LeaderCheck {
     }
 
     /// Claims the next check if one is due and none runs; the claimer
-    /// calls [`LeaderCheck::finish`] when done.
+    /// calls [`ClusterCheck::finish`] when done.
     pub fn claim(&self) -> bool {
         let now = self.now_ms();
         let due = match self.failed.load(Ordering::Relaxed) {
@@ -127,7 +135,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn checks_are_claimed_when_due_one_at_a_time() {
-        let check = LeaderCheck::new(Duration::from_secs(10), Duration::from_secs(6));
+        let check = ClusterCheck::new(Duration::from_secs(10), Duration::from_secs(6));
         assert!(!check.claim(), "not due before the interval");
         assert!(check.claim_now(), "claimed when the store connects");
         assert!(!check.claim_now(), "one check at a time");

@@ -56,6 +56,32 @@ impl LeaseStore for EtcdStore {
         let n = id.get();
         let secs = ttl_secs(ttl);
         match self.recall(namespace, id, token) {
+            // Same ttl, no mark to raise, and a cluster of one member: the
+            // keep-alive alone. The owner key rides on the etcd lease, and a
+            // force release revokes that lease before it answers, so the
+            // keep-alive fails whenever the transaction would; with more
+            // members, a stale leader could still answer it (see leader.rs).
+            Some(mut held)
+                if held.ttl_secs == secs && watermark == 0 && self.inner.cluster.lone_member() =>
+            {
+                let started = Instant::now();
+                if self.keep_alive(held.lease).await? {
+                    held.extended = started;
+                    self.remember(namespace, id, held);
+                    return Ok(());
+                }
+                self.forget(namespace, id, token);
+                // The lease is gone: the keys tell which refusal it is.
+                let answer = self
+                    .txn("renew", guarded(&keys, n, token, Vec::new()))
+                    .await?;
+                let answer = answer.value;
+                Err(if answer.succeeded() {
+                    Error::TokenExpired { id }
+                } else {
+                    refusal("renew", &answer, token, id)?
+                })
+            }
             // Same ttl as the etcd lease: a keep-alive and the guarded
             // transaction (which raises the watermark) go out together, the
             // transaction first: it is the longer of the two (a Raft write
@@ -140,10 +166,17 @@ impl LeaseStore for EtcdStore {
             };
             if let Some(lease) = lease.filter(|l| *l != 0) {
                 // No key rides on it any more: the next acquire can use it.
-                let kept = held.is_some_and(|h| {
-                    h.lease == lease && self.inner.spares.give_back(h.ttl_secs, lease, h.extended)
-                });
-                if !kept {
+                let ours = held.filter(|h| h.lease == lease);
+                let kept = ours
+                    .as_ref()
+                    .is_some_and(|h| self.inner.spares.give_back(h.ttl_secs, lease, h.extended));
+                if ours.is_none() {
+                    // Another handle may renew it by keep-alive alone: it
+                    // must fail from now on.
+                    if let Err(e) = self.revoke_now(lease).await {
+                        tracing::warn!("etcd: revoking the released lease {lease:x}: {e}");
+                    }
+                } else if !kept {
                     self.revoke_later(lease);
                 }
             }

@@ -17,6 +17,15 @@
 //!   sent with the transaction; with none ready, a grant first), renew a
 //!   keep-alive sent together with one transaction (or a grant plus a
 //!   transaction when the ttl changes), release one transaction.
+//! - **A renewal on a one-member cluster is a keep-alive alone** when the
+//!   worker asks for no higher watermark: the owner key rides on the etcd
+//!   lease, and a force release revokes that lease before it answers, so the
+//!   keep-alive fails whenever the transaction would. With more members the
+//!   transaction (a linearizable read) stays: a stale leader can answer a
+//!   keep-alive for a lease its successor revoked
+//!   ([etcd-io/etcd#15247](https://github.com/etcd-io/etcd/issues/15247)).
+//!   The store counts the members when it connects and at every cluster
+//!   check ([`EtcdStoreBuilder::leader_check_interval`]).
 //! - **No scan per acquire**: candidates come from a per-namespace mirror of
 //!   the held IDs, kept current by an etcd watch of deletions only (a grant
 //!   costs no watch event). The transaction decides: each candidate's take
@@ -183,6 +192,30 @@ impl EtcdStore {
             .entry((namespace.to_string(), max_worker_id))
             .or_insert_with(|| Mirror::new(keys.clone(), max_worker_id))
             .clone()
+    }
+
+    /// Revokes an etcd lease and waits for etcd to have done it: a
+    /// keep-alive sent after this returns fails. A lease etcd no longer has
+    /// counts as revoked.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`](workerid_lease::Error::Unavailable) when no
+    /// member revoked it within the operation timeout.
+    async fn revoke_now(&self, lease: i64) -> Result<()> {
+        self.inner.keep_alives.close(lease);
+        self.inner
+            .cluster
+            .call("lease revoke", |mut c| async move {
+                match c.lease_revoke(lease).await {
+                    Ok(_) => Ok(()),
+                    Err(etcd_client::Error::GRpcStatus(s)) if s.code() == tonic::Code::NotFound => {
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
+            })
+            .await
+            .map(|_| ())
     }
 
     /// Revokes an etcd lease nobody needs any more, without waiting (it would

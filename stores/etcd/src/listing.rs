@@ -13,6 +13,9 @@ use workerid_lease::{
 use crate::keys::{grant_holder, grant_token, number, Keys, Ownership};
 use crate::{lock, nonsense, EtcdStore};
 
+/// How many times a force release reads the owner again when it changed.
+const FORCE_ATTEMPTS: usize = 8;
+
 /// The kinds of keys a listing reads, in the order of the transaction.
 const KINDS: [&str; 4] = ["owner", "grant", "mark", "ownership"];
 
@@ -201,6 +204,12 @@ impl EtcdStore {
         }
     }
 
+    /// Releases `id` for an operator: a guarded transaction deletes its
+    /// `owner/` key and records in `ownership/` the etcd lease that key rode
+    /// on, then that lease is revoked, so that the holder's next keep-alive
+    /// fails (a renewal may be a keep-alive alone, see `lease.rs`). A call
+    /// that finds the ID already force released revokes the recorded lease
+    /// again, in case the call that released it could not.
     pub(crate) async fn force_release_id(
         &self,
         namespace: &Namespace,
@@ -208,32 +217,83 @@ impl EtcdStore {
     ) -> Result<bool> {
         let keys = Keys::new(&self.inner.prefix, namespace);
         let n = id.get();
-        let txn = Txn::new()
-            .when([Compare::create_revision(
-                keys.owner(n),
-                CompareOp::Greater,
-                0,
-            )])
-            .and_then([
-                TxnOp::delete(keys.owner(n), Some(DeleteOptions::new().with_prev_key())),
-                TxnOp::put(keys.ownership(n), Ownership::Forced.encode(), None),
-            ])
-            .or_else([TxnOp::get(keys.ownership(n), None)]);
-        let answer = self.txn("force release", txn).await?;
-        let (retried, answer) = (answer.retried, answer.value);
-        let responses = answer.op_responses();
-        if answer.succeeded() {
-            if let Some(TxnOpResponse::Delete(deleted)) = responses.first() {
-                if let Some(lease) = deleted.prev_kvs().first().map(|kv| kv.lease()) {
-                    // Its token key goes with the holder's etcd lease.
-                    self.revoke_later(lease);
+        // The owner can change between the read and the transaction (a
+        // renewal with another ttl moves it to a new etcd lease): read again.
+        for _ in 0..FORCE_ATTEMPTS {
+            let read = Txn::new().and_then([
+                TxnOp::get(keys.owner(n), None),
+                TxnOp::get(keys.ownership(n), None),
+            ]);
+            let read = self.txn("force release", read).await?.value;
+            let responses = read.op_responses();
+            let (Some(owner), Some(ownership)) = (found(&responses, 0), found(&responses, 1))
+            else {
+                return Err(nonsense("force release", &read));
+            };
+            let Some(Found {
+                lease,
+                mod_revision: revision,
+                ..
+            }) = owner
+            else {
+                if let Some(Ownership::Forced { lease }) = ownership.and_then(|o| o.ownership) {
+                    self.revoke_now(lease).await?;
                 }
+                return Ok(false);
+            };
+            let txn = Txn::new()
+                .when([Compare::mod_revision(
+                    keys.owner(n),
+                    CompareOp::Equal,
+                    revision,
+                )])
+                .and_then([
+                    TxnOp::delete(keys.owner(n), None),
+                    TxnOp::put(
+                        keys.ownership(n),
+                        Ownership::Forced { lease }.encode(),
+                        None,
+                    ),
+                ])
+                .or_else([TxnOp::get(keys.ownership(n), None)]);
+            let answer = self.txn("force release", txn).await?;
+            let (retried, answer) = (answer.retried, answer.value);
+            // Sent again after a lost answer: the first sending's marker.
+            let done = answer.succeeded()
+                || retried
+                    && found(&answer.op_responses(), 0).is_some_and(|record| {
+                        record.and_then(|r| r.ownership) == Some(Ownership::Forced { lease })
+                    });
+            if done {
+                self.revoke_now(lease).await?;
+                return Ok(true);
             }
-            return Ok(true);
         }
-        // Sent again after a lost answer: the first attempt's marker.
-        Ok(retried
-            && matches!(responses.first(), Some(TxnOpResponse::Get(get))
-                if get.kvs().first().is_some_and(|kv| Ownership::parse(kv.value()) == Some(Ownership::Forced))))
+        Err(Error::unavailable(
+            "etcd",
+            format!("force release of {id}: its owner changed {FORCE_ATTEMPTS} times meanwhile"),
+        ))
+    }
+}
+
+/// One key as a range read inside a transaction found it.
+struct Found {
+    /// The etcd lease it rides on (0: none).
+    lease: i64,
+    mod_revision: i64,
+    /// What it says as an `ownership/` record.
+    ownership: Option<Ownership>,
+}
+
+/// The key the `i`th answer of a transaction read (None inside when it is
+/// absent); None when that answer is not a range read.
+fn found(responses: &[TxnOpResponse], i: usize) -> Option<Option<Found>> {
+    match responses.get(i)? {
+        TxnOpResponse::Get(get) => Some(get.kvs().first().map(|kv| Found {
+            lease: kv.lease(),
+            mod_revision: kv.mod_revision(),
+            ownership: Ownership::parse(kv.value()),
+        })),
+        _ => None,
     }
 }

@@ -195,8 +195,9 @@ pub async fn listing_names_each_holder(f: &dyn StoreFactory) -> Outcome {
     Outcome::Passed
 }
 
-/// A forced release frees a live ID whatever its token, keeping its fence
-/// and watermark; the former holder's renew and release answer
+/// A forced release (through another handle) frees a live ID whatever its
+/// token, keeping its fence and watermark; the former holder's renew and
+/// release answer
 /// `NotAssigned`; the next grant's fence is higher and it reads the
 /// watermark. Nothing else changes; IDs outside the pool are refused before
 /// any I/O; a namespace never used stays unknown.
@@ -221,8 +222,10 @@ pub async fn force_release_frees_a_live_id(f: &dyn StoreFactory) -> Outcome {
         );
     }
     let id = u64::from(stuck.id());
+    // Through another handle, as an operator's tool would: the holder's
+    // handle learns of it only from the store.
     assert!(
-        a.force_release(id).await.expect("force_release"),
+        b.force_release(id).await.expect("force_release"),
         "a live lease is force-released (true)"
     );
     let listing = a.list().await.expect("list");
