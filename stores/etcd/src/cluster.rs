@@ -238,8 +238,9 @@ impl Cluster {
         }
     }
 
-    /// Starts a check in the background if one is due.
-    fn check_if_due(self: &Arc<Self>) {
+    /// Starts a check in the background if one is due (after an answer:
+    /// [`Cluster::call`]'s, or a keep-alive's on a stream of its own).
+    pub fn check_if_due(self: &Arc<Self>) {
         if self.check.claim() {
             let checking = Checking(self.clone());
             tokio::spawn(async move { checking.0.check().await });

@@ -48,6 +48,9 @@ impl EtcdStore {
     pub(crate) async fn keep_alive(&self, lease: i64) -> Result<bool> {
         let open = &self.inner.keep_alives;
         if let Some(alive) = open.send(lease, self.inner.request_timeout).await {
+            // Renewals may be keep-alives alone: they keep the member count
+            // current too, as requests through `Cluster::call` do.
+            self.inner.cluster.check_if_due();
             return Ok(alive);
         }
         let opened = self

@@ -11,6 +11,7 @@ use workerid_lease::{
 };
 
 use crate::keys::{grant_holder, grant_token, number, Keys, Ownership};
+use crate::txn::{got, got_key};
 use crate::{lock, nonsense, EtcdStore};
 
 /// How many times a force release reads the owner again when it changed.
@@ -226,17 +227,14 @@ impl EtcdStore {
             ]);
             let read = self.txn("force release", read).await?.value;
             let responses = read.op_responses();
-            let (Some(owner), Some(ownership)) = (found(&responses, 0), found(&responses, 1))
+            let (Some(owner), Some(ownership)) = (got_key(&responses, 0), got(&responses, 1))
             else {
                 return Err(nonsense("force release", &read));
             };
-            let Some(Found {
-                lease,
-                mod_revision: revision,
-                ..
-            }) = owner
-            else {
-                if let Some(Ownership::Forced { lease }) = ownership.and_then(|o| o.ownership) {
+            let Some((lease, revision)) = owner.map(|kv| (kv.lease(), kv.mod_revision())) else {
+                if let Some(Ownership::Forced { lease }) =
+                    ownership.and_then(|o| Ownership::parse(&o))
+                {
                     self.revoke_now(lease).await?;
                 }
                 return Ok(false);
@@ -261,9 +259,10 @@ impl EtcdStore {
             // Sent again after a lost answer: the first sending's marker.
             let done = answer.succeeded()
                 || retried
-                    && found(&answer.op_responses(), 0).is_some_and(|record| {
-                        record.and_then(|r| r.ownership) == Some(Ownership::Forced { lease })
-                    });
+                    && got(&answer.op_responses(), 0)
+                        .flatten()
+                        .and_then(|o| Ownership::parse(&o))
+                        == Some(Ownership::Forced { lease });
             if done {
                 self.revoke_now(lease).await?;
                 return Ok(true);
@@ -273,27 +272,5 @@ impl EtcdStore {
             "etcd",
             format!("force release of {id}: its owner changed {FORCE_ATTEMPTS} times meanwhile"),
         ))
-    }
-}
-
-/// One key as a range read inside a transaction found it.
-struct Found {
-    /// The etcd lease it rides on (0: none).
-    lease: i64,
-    mod_revision: i64,
-    /// What it says as an `ownership/` record.
-    ownership: Option<Ownership>,
-}
-
-/// The key the `i`th answer of a transaction read (None inside when it is
-/// absent); None when that answer is not a range read.
-fn found(responses: &[TxnOpResponse], i: usize) -> Option<Option<Found>> {
-    match responses.get(i)? {
-        TxnOpResponse::Get(get) => Some(get.kvs().first().map(|kv| Found {
-            lease: kv.lease(),
-            mod_revision: kv.mod_revision(),
-            ownership: Ownership::parse(kv.value()),
-        })),
-        _ => None,
     }
 }

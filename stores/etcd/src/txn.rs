@@ -2,7 +2,9 @@
 //! candidate branches, the token guard of renew and release, and the
 //! refusals their else branches tell.
 
-use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse};
+use etcd_client::{
+    Compare, CompareOp, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse,
+};
 use workerid_lease::{Error, Holder, Result, Token, WorkerId};
 
 use crate::keys::{grant_value, number, refusal as refused, watermark, Keys, Ownership};
@@ -28,8 +30,13 @@ impl crate::EtcdStore {
 
 /// The `n`th response of a transaction, if it is a get: its first value.
 pub(crate) fn got(responses: &[TxnOpResponse], n: usize) -> Option<Option<Vec<u8>>> {
+    got_key(responses, n).map(|kv| kv.map(|kv| kv.value().to_vec()))
+}
+
+/// The `n`th response of a transaction, if it is a get: its first key.
+pub(crate) fn got_key(responses: &[TxnOpResponse], n: usize) -> Option<Option<&KeyValue>> {
     match responses.get(n) {
-        Some(TxnOpResponse::Get(get)) => Some(get.kvs().first().map(|kv| kv.value().to_vec())),
+        Some(TxnOpResponse::Get(get)) => Some(get.kvs().first()),
         _ => None,
     }
 }
