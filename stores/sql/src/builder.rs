@@ -55,8 +55,8 @@ impl SqlStoreBuilder {
     /// finds the file locked sleeps in growing steps (1 ms, 2 ms, 5 ms, ...)
     /// before it tries again, so writers of one process on several
     /// connections mostly wait on each other's locks: with the default of
-    /// one, they queue in the pool instead, and renewals per second stay
-    /// flat from 1 to 64 concurrent callers.
+    /// one, they queue in the pool instead. Renewals and releases queue in
+    /// the store handle and commit together, whatever the pool size.
     pub fn max_connections(mut self, max: u32) -> Self {
         self.max_connections = Some(max);
         self

@@ -11,7 +11,9 @@
 //! - **renew** and **release** are one guarded `UPDATE` each (`... WHERE token
 //!   = ? AND expires_at > now`); only when it matches nothing does a second
 //!   query find out why, to answer `TokenExpired`, `TokenMismatch` or
-//!   `NotAssigned`.
+//!   `NotAssigned`. On SQLite the renewals and releases in flight on one
+//!   store handle share a write transaction (group commit: one WAL sync
+//!   for all of them), each still answered only once it is committed.
 //!
 //! ```no_run
 //! # async fn demo() -> workerid_lease::Result<()> {
@@ -48,6 +50,7 @@
 mod acquire_routine;
 mod builder;
 mod dialect;
+mod group_commit;
 mod listing;
 mod schema;
 mod segments;

@@ -12,6 +12,7 @@ use workerid_lease::{
 
 use crate::builder::SqlStoreBuilder;
 use crate::dialect::{Dialect, Statements};
+use crate::group_commit::GroupCommit;
 use crate::segments::SegmentStatements;
 
 /// The default table name (the namespace table adds `_namespaces`).
@@ -45,6 +46,9 @@ pub struct SqlStore {
     sql: Arc<Statements>,
     segments: Arc<SegmentStatements>,
     durable: bool,
+    /// SQLite's renewals and releases share write transactions (one WAL
+    /// sync each); the server databases group commits themselves.
+    group_commit: Option<Arc<GroupCommit>>,
 }
 
 pub(crate) fn q(sql: &str) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
@@ -105,6 +109,7 @@ impl SqlStore {
             pool,
             dialect,
             durable,
+            group_commit: (dialect == Dialect::Sqlite).then(Arc::default),
         };
         let mut store = store;
         // A read-only open runs no migration, so it cannot know that the
@@ -137,7 +142,7 @@ impl SqlStore {
         }
     }
 
-    pub(crate) fn unavailable(&self, e: sqlx::Error) -> Error {
+    pub(crate) fn unavailable(&self, e: impl Into<workerid_lease::BoxError>) -> Error {
         Error::unavailable(self.store_name(), e)
     }
 
@@ -251,33 +256,43 @@ impl SqlStore {
         )))
     }
 
-    /// Runs a guarded renew or release (its leading binds already made):
-    /// binds watermark, namespace, ID and token, and answers why it matched
-    /// nothing if it did.
+    /// Runs a guarded renew or release (`sql`, whose first value is
+    /// `first`): binds watermark, namespace, ID and token, and answers why
+    /// it matched nothing if it did.
     async fn guarded(
         &self,
-        update: impl Fn() -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments>,
+        sql: &str,
+        first: i64,
         namespace: &Namespace,
         id: WorkerId,
         token: &Token,
         watermark: u64,
     ) -> Result<()> {
-        let token = token.to_string();
-        let statement = || {
-            update()
+        let (sql, ns, token) = (sql.to_string(), namespace.to_string(), token.to_string());
+        let key = token.clone();
+        let statement = move || {
+            q(&sql)
+                .bind(first)
                 .bind(watermark_to_sql(watermark))
-                .bind(namespace.to_string())
+                .bind(ns.clone())
                 .bind(i64::from(id.get()))
                 .bind(token.clone())
         };
-        // A statement rolled back for a deadlock changed nothing: run it again.
-        let done = self
-            .retrying(|| statement().execute(&self.pool))
-            .await
-            .map_err(|e| self.unavailable(e))?;
-        match done.rows_affected() {
+        let rows = match &self.group_commit {
+            Some(group) => group
+                .execute(&self.pool, Box::new(statement))
+                .await
+                .map_err(|e| self.unavailable(e))?,
+            // A statement rolled back for a deadlock changed nothing: run it again.
+            None => self
+                .retrying(|| statement().execute(&self.pool))
+                .await
+                .map_err(|e| self.unavailable(e))?
+                .rows_affected(),
+        };
+        match rows {
             1 => Ok(()),
-            _ => self.diagnose(namespace.as_str(), id, &token).await,
+            _ => self.diagnose(namespace.as_str(), id, &key).await,
         }
     }
 
@@ -296,29 +311,13 @@ impl SqlStore {
         Ok(conn)
     }
 
-    /// Runs a transaction again when the database rolled it back for a
-    /// deadlock or a serialization failure (SQLSTATE 40001 / 40P01), or SQLite
-    /// was busy past its timeout (code 5): nothing took effect, so running it
-    /// again is safe.
-    pub(crate) async fn retrying<T, F, Fut>(&self, mut transaction: F) -> sqlx::Result<T>
+    /// [`retrying`] for this store's transactions.
+    pub(crate) async fn retrying<T, F, Fut>(&self, transaction: F) -> sqlx::Result<T>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = sqlx::Result<T>>,
     {
-        let mut attempt = 0u32;
-        loop {
-            match transaction().await {
-                Err(sqlx::Error::Database(e))
-                    if attempt < 8
-                        && matches!(e.code().as_deref(), Some("40001" | "40P01" | "5")) =>
-                {
-                    attempt += 1;
-                    tracing::debug!(attempt, "transaction rolled back ({e}); running it again");
-                    tokio::time::sleep(Duration::from_millis(u64::from(attempt) * 2)).await;
-                }
-                answer => return answer,
-            }
-        }
+        retrying(transaction).await
     }
 
     /// Why a guarded renew or release matched nothing.
@@ -346,6 +345,30 @@ impl SqlStore {
                 "sql",
                 "the lease is live but the guarded update matched nothing (database clock went back?)",
             )),
+        }
+    }
+}
+
+/// Runs a transaction again when the database rolled it back for a
+/// deadlock or a serialization failure (SQLSTATE 40001 / 40P01), or SQLite
+/// was busy past its timeout (code 5): nothing took effect, so running it
+/// again is safe.
+pub(crate) async fn retrying<T, F, Fut>(mut transaction: F) -> sqlx::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = sqlx::Result<T>>,
+{
+    let mut attempt = 0u32;
+    loop {
+        match transaction().await {
+            Err(sqlx::Error::Database(e))
+                if attempt < 8 && matches!(e.code().as_deref(), Some("40001" | "40P01" | "5")) =>
+            {
+                attempt += 1;
+                tracing::debug!(attempt, "transaction rolled back ({e}); running it again");
+                tokio::time::sleep(Duration::from_millis(u64::from(attempt) * 2)).await;
+            }
+            answer => return answer,
         }
     }
 }
@@ -417,8 +440,9 @@ impl LeaseStore for SqlStore {
         ttl: Duration,
         watermark: u64,
     ) -> Result<()> {
-        let renew = || q(&self.sql.renew).bind(micros(ttl));
-        self.guarded(renew, namespace, id, token, watermark).await
+        let renew = &self.sql.renew;
+        self.guarded(renew, micros(ttl), namespace, id, token, watermark)
+            .await
     }
 
     async fn release(
@@ -428,8 +452,9 @@ impl LeaseStore for SqlStore {
         token: &Token,
         watermark: u64,
     ) -> Result<()> {
-        let release = || q(&self.sql.release).bind(i64::from(watermark == 0));
-        self.guarded(release, namespace, id, token, watermark).await
+        let (release, cleared) = (&self.sql.release, i64::from(watermark == 0));
+        self.guarded(release, cleared, namespace, id, token, watermark)
+            .await
     }
 
     async fn list(&self, namespace: &Namespace) -> Result<Listing> {

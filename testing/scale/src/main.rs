@@ -55,9 +55,10 @@ struct Args {
     /// joins over one renew period (their renewals then come in one burst).
     #[arg(long)]
     burst: bool,
-    /// The SQL pool's largest number of connections (one pool for all workers).
-    #[arg(long, default_value_t = 10)]
-    max_connections: u32,
+    /// The SQL pool's largest number of connections (one pool for all
+    /// workers; default the store's: 10, or 1 for SQLite).
+    #[arg(long)]
+    max_connections: Option<u32>,
     /// How far ahead each worker reserves time, in renew periods (at least
     /// 2; default the worker's, which raises the stored watermark on one
     /// renewal in three; 2 raises it on every renewal).

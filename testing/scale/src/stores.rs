@@ -12,18 +12,11 @@ use crate::timed::TimedStore;
 use crate::Error;
 
 /// How to connect.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Connect {
-    /// The SQL pool's largest number of connections.
-    pub max_connections: u32,
-}
-
-impl Default for Connect {
-    fn default() -> Self {
-        Connect {
-            max_connections: 10,
-        }
-    }
+    /// The SQL pool's largest number of connections; None: the store's
+    /// default (10, or 1 for SQLite).
+    pub max_connections: Option<u32>,
 }
 
 /// A store under test: the shared, timed store handle and the store the
@@ -61,10 +54,11 @@ impl Target {
     /// [`Error::Open`] when the store cannot be connected to.
     pub async fn start(kind: StoreKind, connect: Connect) -> Result<Target, Error> {
         let running = blocking(move || kind.start()).await?;
-        let store = workerid::OpenOptions::new()
-            .max_connections(connect.max_connections)
-            .open(&running.url())
-            .await?;
+        let mut options = workerid::OpenOptions::new();
+        if let Some(max) = connect.max_connections {
+            options = options.max_connections(max);
+        }
+        let store = options.open(&running.url()).await?;
         Ok(Target {
             kind,
             store: TimedStore::new(store.lease_store()),
