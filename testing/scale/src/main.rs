@@ -175,6 +175,9 @@ async fn main() -> std::process::ExitCode {
                 continue;
             }
         };
+        if let Some(version) = target.server_version() {
+            println!("- {}: the server says `{version}`", kind.title());
+        }
         let steps = run::ramp(&target, &counts, &settings, |step| {
             // A markdown list item, so that a recorded run reads as a list.
             println!("- {}", report::step_line(kind, step));

@@ -42,6 +42,11 @@ impl Target {
         (!pids.is_empty()).then_some(pids)
     }
 
+    /// What the server's program says its version is (None in process).
+    pub fn server_version(&self) -> Option<String> {
+        self.running.server_version()
+    }
+
     /// The disk syncs the store's servers have counted (see [`crate::syncs`]).
     pub async fn disk_syncs(&self) -> Option<u64> {
         crate::syncs::read(&self.running).await

@@ -120,6 +120,20 @@ impl ServerProcess {
         self.dir.path()
     }
 
+    /// The first line its program prints for `--version` (every server the
+    /// kit runs answers it), or None if it printed nothing.
+    pub fn version(&self) -> Option<String> {
+        let out = std::process::Command::new(&self.spec.program)
+            .arg("--version")
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines()
+            .map(str::trim)
+            .find(|line| !line.is_empty())
+            .map(str::to_string)
+    }
+
     /// The process ID while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child().as_ref().map(Child::id)

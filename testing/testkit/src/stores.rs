@@ -243,6 +243,11 @@ impl RunningStore {
         }
     }
 
+    /// What the server's program says its version is (None in process).
+    pub fn server_version(&self) -> Option<String> {
+        self.processes().first()?.1.version()
+    }
+
     /// The pids of the running server processes (their children count too).
     pub fn pids(&self) -> Vec<u32> {
         self.processes()
