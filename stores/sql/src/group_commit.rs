@@ -6,17 +6,19 @@
 //! the disk's sync rate (a few thousand a second). Here a statement is
 //! queued; whoever takes the writer lock next runs everything queued (up to
 //! [`MAX_BATCH`]) between `BEGIN IMMEDIATE` and `COMMIT`, and only then
-//! answers each caller, so a success is still durable before it is told.
-//! Each statement keeps its own guard (`WHERE token = ? AND expires_at >
-//! now`) and its own answer; a batch that fails answers every statement in
-//! it with the error, and nothing in it took effect (or, for an error at
+//! answers each caller, so a success is durable before it is told. Each
+//! statement keeps its own guard (`WHERE token = ? AND expires_at > now`)
+//! and its own answer; a batch that fails answers every statement in it
+//! with the error, and nothing in it took effect (or, for an error at
 //! `COMMIT`, nothing is known: `Unavailable`, which the caller may retry).
+//! A statement whose caller stopped waiting before its batch began is
+//! dropped, never run late.
 
 use std::sync::{Arc, Mutex};
 
 use sqlx::any::AnyArguments;
 use sqlx::query::Query;
-use sqlx::{Any, AnyPool};
+use sqlx::{Any, AnyConnection, AnyPool, Connection};
 use tokio::sync::oneshot;
 
 /// A statement with its values bound.
@@ -92,10 +94,14 @@ impl GroupCommit {
         }
     }
 
+    /// The next batch: up to [`MAX_BATCH`] statements whose callers still
+    /// wait (a caller that gave up has been told it failed; running its
+    /// statement later, when another caller comes, would renew a lease its
+    /// holder gave up on).
     fn take_batch(&self) -> Vec<Pending> {
         let mut queue = self.lock_queue();
         let n = queue.len().min(MAX_BATCH);
-        queue.drain(..n).collect()
+        queue.drain(..n).filter(|p| !p.answer.is_closed()).collect()
     }
 
     fn lock_queue(&self) -> std::sync::MutexGuard<'_, Vec<Pending>> {
@@ -129,18 +135,34 @@ async fn commit(pool: AnyPool, batch: Vec<Pending>, _writer: tokio::sync::OwnedM
 }
 
 async fn run(pool: &AnyPool, statements: Vec<MakeStatement>) -> sqlx::Result<Vec<u64>> {
-    // Busy past SQLite's busy timeout, nothing has run: try again.
     if let [statement] = statements.as_slice() {
-        // Alone, it commits by itself: one statement, not three.
+        // Alone, it commits by itself: one statement, not three. Busy past
+        // SQLite's busy timeout, nothing has run: it is tried again.
         let done = crate::store::retrying(|| statement().execute(pool)).await?;
         return Ok(vec![done.rows_affected()]);
     }
+    let mut conn = pool.acquire().await?;
+    let rows = in_one_transaction(&mut conn, &statements).await;
+    if rows.is_err() {
+        // After some errors (a full disk, an I/O error) SQLite rolls the
+        // transaction back by itself, sqlx's own rollback then fails, and
+        // sqlx goes on counting the connection as in a transaction, which
+        // refuses every later BEGIN on it: the pool opens a fresh one.
+        conn.close_on_drop();
+    }
+    rows
+}
+
+async fn in_one_transaction(
+    conn: &mut AnyConnection,
+    statements: &[MakeStatement],
+) -> sqlx::Result<Vec<u64>> {
     // IMMEDIATE takes the write lock at once, so SQLite's busy timeout
     // applies to it (a deferred transaction upgrading to a write can fail
     // at once instead).
-    let mut tx = crate::store::retrying(|| pool.begin_with("BEGIN IMMEDIATE")).await?;
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
     let mut rows = Vec::with_capacity(statements.len());
-    for statement in &statements {
+    for statement in statements {
         rows.push(statement().execute(&mut *tx).await?.rows_affected());
     }
     tx.commit().await?;
@@ -261,21 +283,101 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_caller_that_stops_waiting_cancels_no_one() {
+    async fn a_batch_under_way_outlives_its_callers() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = pool(&dir).await;
+        let group = Arc::new(GroupCommit::default());
+        // Another connection holds SQLite's write lock, so the batch waits
+        // inside its BEGIN IMMEDIATE.
+        let mut blocker = pool.acquire().await.unwrap();
+        q("BEGIN IMMEDIATE").execute(&mut *blocker).await.unwrap();
+        let held = group.writer.clone().lock_owned().await;
+        let callers = queued(&group, &pool, (0..10).map(insert).collect()).await;
+        drop(held);
+        while !group.lock_queue().is_empty() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // Every caller leaves, the one that started the batch too.
+        for caller in callers {
+            caller.abort();
+            assert!(caller.await.unwrap_err().is_cancelled());
+        }
+        q("COMMIT").execute(&mut *blocker).await.unwrap();
+        drop(blocker);
+        let mut landed = 0;
+        for _ in 0..1000 {
+            landed = rows(&pool).await;
+            if landed == 10 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            landed, 10,
+            "the batch commits though no caller waits for it"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_statement_whose_caller_left_before_its_batch_never_runs() {
         let dir = tempfile::tempdir().unwrap();
         let pool = pool(&dir).await;
         let group = Arc::new(GroupCommit::default());
         let held = group.writer.clone().lock_owned().await;
-        let mut callers = queued(&group, &pool, (0..10).map(insert).collect()).await;
-        for caller in callers.drain(..5) {
+        for caller in queued(&group, &pool, (0..5).map(insert).collect()).await {
             caller.abort();
+            assert!(caller.await.unwrap_err().is_cancelled());
         }
+        let staying = queued(&group, &pool, vec![insert(100)]).await;
+        drop(held);
+        for caller in staying {
+            assert_eq!(caller.await.unwrap().unwrap(), 1);
+        }
+        assert_eq!(
+            rows(&pool).await,
+            1,
+            "the statements of callers that left are dropped"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_batch_leaves_the_next_one_working() {
+        let dir = tempfile::tempdir().unwrap();
+        sqlx::any::install_default_drivers();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("g.db").display());
+        let pool = AnyPoolOptions::new()
+            .max_connections(1)
+            .connect(&url)
+            .await
+            .unwrap();
+        q("PRAGMA journal_mode=WAL").execute(&pool).await.unwrap();
+        q("CREATE TABLE t (k INTEGER PRIMARY KEY)")
+            .execute(&pool)
+            .await
+            .unwrap();
+        // Inserting -1 makes SQLite roll back the whole transaction itself.
+        q("CREATE TRIGGER boom BEFORE INSERT ON t WHEN NEW.k = -1 \
+           BEGIN SELECT RAISE(ROLLBACK, 'boom'); END")
+        .execute(&pool)
+        .await
+        .unwrap();
+        let group = Arc::new(GroupCommit::default());
+        let held = group.writer.clone().lock_owned().await;
+        let callers = queued(&group, &pool, vec![insert(1), insert(-1)]).await;
+        drop(held);
+        for caller in callers {
+            let answer = caller.await.unwrap();
+            assert!(
+                matches!(&answer, Err(BatchError::Database(m)) if m.contains("boom")),
+                "{answer:?}"
+            );
+        }
+        let held = group.writer.clone().lock_owned().await;
+        let callers = queued(&group, &pool, vec![insert(1), insert(2)]).await;
         drop(held);
         for caller in callers {
             assert_eq!(caller.await.unwrap().unwrap(), 1);
         }
-        // A statement queued before its caller left still ran, as a request
-        // already sent to a server would.
-        assert_eq!(rows(&pool).await, 10);
+        assert_eq!(rows(&pool).await, 2);
     }
 }

@@ -11,9 +11,9 @@
 //! - **renew** and **release** are one guarded `UPDATE` each (`... WHERE token
 //!   = ? AND expires_at > now`); only when it matches nothing does a second
 //!   query find out why, to answer `TokenExpired`, `TokenMismatch` or
-//!   `NotAssigned`. On SQLite the renewals and releases in flight on one
+//!   `NotAssigned`. On a SQLite file the renewals and releases in flight on one
 //!   store handle share a write transaction (group commit: one WAL sync
-//!   for all of them), each still answered only once it is committed.
+//!   for all of them), each answered only once it is committed.
 //!
 //! ```no_run
 //! # async fn demo() -> workerid_lease::Result<()> {

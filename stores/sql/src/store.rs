@@ -46,8 +46,8 @@ pub struct SqlStore {
     sql: Arc<Statements>,
     segments: Arc<SegmentStatements>,
     durable: bool,
-    /// SQLite's renewals and releases share write transactions (one WAL
-    /// sync each); the server databases group commits themselves.
+    /// A SQLite file's renewals and releases share write transactions (one
+    /// WAL sync each); the server databases group commit themselves.
     group_commit: Option<Arc<GroupCommit>>,
 }
 
@@ -109,7 +109,9 @@ impl SqlStore {
             pool,
             dialect,
             durable,
-            group_commit: (dialect == Dialect::Sqlite).then(Arc::default),
+            // An in-memory database has no sync to share, and a connection
+            // the batch would close on failure would take its data along.
+            group_commit: (dialect == Dialect::Sqlite && durable).then(Arc::default),
         };
         let mut store = store;
         // A read-only open runs no migration, so it cannot know that the
