@@ -178,11 +178,11 @@ mod tests {
     use super::*;
     use crate::store::q;
 
-    async fn pool(dir: &tempfile::TempDir) -> AnyPool {
+    async fn pool(dir: &tempfile::TempDir, max_connections: u32) -> AnyPool {
         sqlx::any::install_default_drivers();
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("g.db").display());
         let pool = AnyPoolOptions::new()
-            .max_connections(2)
+            .max_connections(max_connections)
             .connect(&url)
             .await
             .unwrap();
@@ -227,20 +227,33 @@ mod tests {
         callers
     }
 
+    /// Queues `statements` together (the writer lock held meanwhile), lets
+    /// them run and answers each.
+    async fn one_batch(
+        group: &Arc<GroupCommit>,
+        pool: &AnyPool,
+        statements: Vec<MakeStatement>,
+    ) -> Vec<Result<u64, BatchError>> {
+        let held = group.writer.clone().lock_owned().await;
+        let callers = queued(group, pool, statements).await;
+        drop(held);
+        let mut answers = Vec::new();
+        for caller in callers {
+            answers.push(caller.await.unwrap());
+        }
+        answers
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn callers_queued_together_share_one_transaction() {
         let dir = tempfile::tempdir().unwrap();
-        let pool = pool(&dir).await;
+        let pool = pool(&dir, 2).await;
         let group = Arc::new(GroupCommit::default());
-        let held = group.writer.clone().lock_owned().await;
         // 99 good inserts and one that breaks the primary key: if they share
         // one transaction, none of them lands.
         let mut statements: Vec<_> = (0..99).map(insert).collect();
         statements.push(insert(7));
-        let callers = queued(&group, &pool, statements).await;
-        drop(held);
-        for caller in callers {
-            let answer = caller.await.unwrap();
+        for answer in one_batch(&group, &pool, statements).await {
             assert!(
                 matches!(&answer, Err(BatchError::Database(m)) if m.contains("UNIQUE")),
                 "{answer:?}"
@@ -249,11 +262,8 @@ mod tests {
         assert_eq!(rows(&pool).await, 0);
 
         // The next batch is a transaction of its own and commits.
-        let held = group.writer.clone().lock_owned().await;
-        let callers = queued(&group, &pool, (0..100).map(insert).collect()).await;
-        drop(held);
-        for caller in callers {
-            assert_eq!(caller.await.unwrap().unwrap(), 1);
+        for answer in one_batch(&group, &pool, (0..100).map(insert).collect()).await {
+            assert_eq!(answer.unwrap(), 1);
         }
         assert_eq!(rows(&pool).await, 100);
     }
@@ -261,7 +271,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_batch_carries_at_most_max_batch_statements() {
         let dir = tempfile::tempdir().unwrap();
-        let pool = pool(&dir).await;
+        let pool = pool(&dir, 2).await;
         let group = Arc::new(GroupCommit::default());
         let held = group.writer.clone().lock_owned().await;
         let mut callers = queued(&group, &pool, (0..MAX_BATCH as i64).map(insert).collect()).await;
@@ -285,7 +295,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_batch_under_way_outlives_its_callers() {
         let dir = tempfile::tempdir().unwrap();
-        let pool = pool(&dir).await;
+        let pool = pool(&dir, 2).await;
         let group = Arc::new(GroupCommit::default());
         // Another connection holds SQLite's write lock, so the batch waits
         // inside its BEGIN IMMEDIATE.
@@ -321,7 +331,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_statement_whose_caller_left_before_its_batch_never_runs() {
         let dir = tempfile::tempdir().unwrap();
-        let pool = pool(&dir).await;
+        let pool = pool(&dir, 2).await;
         let group = Arc::new(GroupCommit::default());
         let held = group.writer.clone().lock_owned().await;
         for caller in queued(&group, &pool, (0..5).map(insert).collect()).await {
@@ -343,18 +353,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_failed_batch_leaves_the_next_one_working() {
         let dir = tempfile::tempdir().unwrap();
-        sqlx::any::install_default_drivers();
-        let url = format!("sqlite://{}?mode=rwc", dir.path().join("g.db").display());
-        let pool = AnyPoolOptions::new()
-            .max_connections(1)
-            .connect(&url)
-            .await
-            .unwrap();
-        q("PRAGMA journal_mode=WAL").execute(&pool).await.unwrap();
-        q("CREATE TABLE t (k INTEGER PRIMARY KEY)")
-            .execute(&pool)
-            .await
-            .unwrap();
+        // One connection, which the failed batch must not leave unusable.
+        let pool = pool(&dir, 1).await;
         // Inserting -1 makes SQLite roll back the whole transaction itself.
         q("CREATE TRIGGER boom BEFORE INSERT ON t WHEN NEW.k = -1 \
            BEGIN SELECT RAISE(ROLLBACK, 'boom'); END")
@@ -362,21 +362,14 @@ mod tests {
         .await
         .unwrap();
         let group = Arc::new(GroupCommit::default());
-        let held = group.writer.clone().lock_owned().await;
-        let callers = queued(&group, &pool, vec![insert(1), insert(-1)]).await;
-        drop(held);
-        for caller in callers {
-            let answer = caller.await.unwrap();
+        for answer in one_batch(&group, &pool, vec![insert(1), insert(-1)]).await {
             assert!(
                 matches!(&answer, Err(BatchError::Database(m)) if m.contains("boom")),
                 "{answer:?}"
             );
         }
-        let held = group.writer.clone().lock_owned().await;
-        let callers = queued(&group, &pool, vec![insert(1), insert(2)]).await;
-        drop(held);
-        for caller in callers {
-            assert_eq!(caller.await.unwrap().unwrap(), 1);
+        for answer in one_batch(&group, &pool, vec![insert(1), insert(2)]).await {
+            assert_eq!(answer.unwrap(), 1);
         }
         assert_eq!(rows(&pool).await, 2);
     }
