@@ -144,10 +144,8 @@ async fn run(pool: &AnyPool, statements: Vec<MakeStatement>) -> sqlx::Result<Vec
     let mut conn = pool.acquire().await?;
     let rows = in_one_transaction(&mut conn, &statements).await;
     if rows.is_err() {
-        // After some errors (a full disk, an I/O error) SQLite rolls the
-        // transaction back by itself, sqlx's own rollback then fails, and
-        // sqlx goes on counting the connection as in a transaction, which
-        // refuses every later BEGIN on it: the pool opens a fresh one.
+        // SQLite may have rolled back by itself: see
+        // `SqlStore::after_transaction`.
         conn.close_on_drop();
     }
     rows

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use sqlx::any::AnyRow;
-use sqlx::Row;
+use sqlx::pool::PoolConnection;
+use sqlx::{Any, Row};
 use workerid_lease::{
     Error, Holder, LeaseInfo, LeaseState, Listing, Namespace, NamespaceInfo, Result, WorkerId,
 };
@@ -133,9 +134,19 @@ impl SqlStore {
     /// None: never used; Some(0): removed; Some(n): n live leases, nothing
     /// changed.
     async fn remove_tx(&self, namespace: &str) -> sqlx::Result<Option<i64>> {
-        let s = self.statements();
         let mut conn = self.connection_for_transaction().await?;
-        let mut tx = sqlx::Acquire::begin(&mut conn).await?;
+        let answer = self.remove_on(&mut conn, namespace).await;
+        self.after_transaction(&mut conn, answer.is_ok());
+        answer
+    }
+
+    async fn remove_on(
+        &self,
+        conn: &mut PoolConnection<Any>,
+        namespace: &str,
+    ) -> sqlx::Result<Option<i64>> {
+        let s = self.statements();
+        let mut tx = sqlx::Acquire::begin(&mut **conn).await?;
         let known = q(&s.remove_lock)
             .bind(namespace.to_string())
             .fetch_optional(&mut *tx)

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::any::AnyRow;
-use sqlx::{AnyPool, AssertSqlSafe, Row};
+use sqlx::pool::PoolConnection;
+use sqlx::{Any, AnyPool, AssertSqlSafe, Row};
 use workerid_lease::{
     Capabilities, Error, Grant, Holder, LeaseStore, Listing, Namespace, Result, Token, WorkerId,
 };
@@ -154,13 +155,28 @@ impl SqlStore {
         &self,
         namespace: &str,
         max_worker_id: u32,
+        who: (&str, &str),
+        ttl_us: i64,
+    ) -> sqlx::Result<Result<Grant>> {
+        let mut conn = self.connection_for_transaction().await?;
+        let answer = self
+            .acquire_on(&mut conn, namespace, max_worker_id, who, ttl_us)
+            .await;
+        self.after_transaction(&mut conn, answer.is_ok());
+        answer
+    }
+
+    async fn acquire_on(
+        &self,
+        conn: &mut PoolConnection<Any>,
+        namespace: &str,
+        max_worker_id: u32,
         (token, holder): (&str, &str),
         ttl_us: i64,
     ) -> sqlx::Result<Result<Grant>> {
         let s = &self.sql;
         let max = i64::from(max_worker_id);
-        let mut conn = self.connection_for_transaction().await?;
-        let mut tx = sqlx::Acquire::begin(&mut conn).await?;
+        let mut tx = sqlx::Acquire::begin(&mut **conn).await?;
         let upsert = q(&s.upsert_namespace).bind(namespace.to_string()).bind(max);
         let row: AnyRow = match &s.lock_namespace {
             Some(lock) => {
@@ -311,6 +327,19 @@ impl SqlStore {
                 .await?;
         }
         Ok(conn)
+    }
+
+    /// Whether to give a connection back to the pool after a transaction on
+    /// it: on a SQLite file, one that failed closes instead. After some
+    /// errors (a full disk, an I/O error) SQLite rolls the transaction back
+    /// by itself, sqlx's own rollback then fails, and sqlx goes on counting
+    /// the connection as in a transaction, which refuses every later
+    /// `BEGIN IMMEDIATE` on it (the group commit's); the pool opens a fresh
+    /// one. (An in-memory database lives in its one connection: kept.)
+    pub(crate) fn after_transaction(&self, conn: &mut PoolConnection<Any>, succeeded: bool) {
+        if !succeeded && self.dialect == Dialect::Sqlite && self.durable {
+            conn.close_on_drop();
+        }
     }
 
     /// [`retrying`] for this store's transactions.
