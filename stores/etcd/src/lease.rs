@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use etcd_client::{DeleteOptions, TxnOp, TxnOpResponse};
+use etcd_client::{DeleteOptions, TxnOp, TxnOpResponse, TxnResponse};
 use workerid_lease::{
     Capabilities, Error, Grant, Holder, LeaseStore, Listing, Namespace, Result, Token, WorkerId,
 };
@@ -61,51 +61,33 @@ impl LeaseStore for EtcdStore {
             // force release revokes that lease before it answers, so the
             // keep-alive fails whenever the transaction would; with more
             // members, a stale leader could still answer it (see leader.rs).
-            Some(mut held)
+            Some(held)
                 if held.ttl_secs == secs && watermark == 0 && self.inner.cluster.lone_member() =>
             {
                 let started = Instant::now();
-                if self.keep_alive(held.lease).await? {
-                    held.extended = started;
-                    self.remember(namespace, id, held);
-                    return Ok(());
-                }
-                self.forget(namespace, id, token);
-                // The lease is gone: the keys tell which refusal it is.
-                let answer = self
-                    .txn("renew", guarded(&keys, n, token, Vec::new()))
-                    .await?;
-                let answer = answer.value;
-                Err(if answer.succeeded() {
-                    Error::TokenExpired { id }
+                let alive = self.keep_alive(held.lease).await?;
+                let answer = if alive {
+                    None
                 } else {
-                    refusal("renew", &answer, token, id)?
-                })
+                    // The lease is gone: the keys tell which refusal it is.
+                    let txn = guarded(&keys, n, token, Vec::new());
+                    Some(self.txn("renew", txn).await?.value)
+                };
+                self.renewed((namespace, id, token), (held, started), answer, Ok(alive))
             }
             // Same ttl as the etcd lease: a keep-alive and the guarded
             // transaction (which raises the watermark) go out together, the
             // transaction first: it is the longer of the two (a Raft write
             // when it raises the mark), so sending it first ends the pair
             // sooner.
-            Some(mut held) if held.ttl_secs == secs => {
+            Some(held) if held.ttl_secs == secs => {
                 let started = Instant::now();
                 let then = raise_mark(&keys, n, watermark).into_iter().collect();
                 let txn = guarded(&keys, n, token, then);
                 let (answer, alive) =
                     tokio::join!(self.txn("renew", txn), self.keep_alive(held.lease));
-                let answer = answer?.value;
-                if !answer.succeeded() {
-                    self.forget(namespace, id, token);
-                    return Err(refusal("renew", &answer, token, id)?);
-                }
-                if alive? {
-                    held.extended = started;
-                    self.remember(namespace, id, held);
-                    Ok(())
-                } else {
-                    self.forget(namespace, id, token);
-                    Err(Error::TokenExpired { id })
-                }
+                let answer = Some(answer?.value);
+                self.renewed((namespace, id, token), (held, started), answer, alive)
             }
             // Another ttl, or a lease acquired elsewhere: move the keys to a
             // new etcd lease of the new ttl.
@@ -213,5 +195,32 @@ impl LeaseStore for EtcdStore {
 
     async fn remove_namespace(&self, namespace: &Namespace) -> Result<bool> {
         self.remove_namespace_keys(namespace).await
+    }
+}
+
+impl EtcdStore {
+    /// How a renewal on the holder's etcd lease ended, from the guarded
+    /// transaction's answer (None: none was sent) and the keep-alive's:
+    /// refused as the transaction tells, expired with the etcd lease, or
+    /// renewed from `started` (remembered for the next renewal).
+    fn renewed(
+        &self,
+        (namespace, id, token): (&Namespace, WorkerId, &Token),
+        (mut held, started): (HeldLease, Instant),
+        answer: Option<TxnResponse>,
+        alive: Result<bool>,
+    ) -> Result<()> {
+        if let Some(answer) = answer.filter(|a| !a.succeeded()) {
+            self.forget(namespace, id, token);
+            return Err(refusal("renew", &answer, token, id)?);
+        }
+        if alive? {
+            held.extended = started;
+            self.remember(namespace, id, held);
+            Ok(())
+        } else {
+            self.forget(namespace, id, token);
+            Err(Error::TokenExpired { id })
+        }
     }
 }

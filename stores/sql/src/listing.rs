@@ -10,7 +10,7 @@ use workerid_lease::{
     Error, Holder, LeaseInfo, LeaseState, Listing, Namespace, NamespaceInfo, Result, WorkerId,
 };
 
-use crate::store::{q, watermark_from_sql, SqlStore};
+use crate::store::{q, retrying, watermark_from_sql, SqlStore};
 
 /// One row of the listing: `max_worker_id`, then the lease (NULL for a
 /// namespace without leases), the database's clock and the lease's holder.
@@ -117,8 +117,7 @@ impl SqlStore {
     /// Removes the namespace in one transaction that locks its row (an
     /// acquire's full path waits; its fast path finds no free row left).
     pub(crate) async fn remove_namespace_rows(&self, namespace: &Namespace) -> Result<bool> {
-        let removed = self
-            .retrying(|| self.remove_tx(namespace.as_str()))
+        let removed = retrying(|| self.remove_tx(namespace.as_str()))
             .await
             .map_err(|e| self.unavailable(e))?;
         match removed {
@@ -188,10 +187,7 @@ impl SqlStore {
                 .execute(self.pool())
         };
         // A statement rolled back for a deadlock changed nothing: run it again.
-        let done = self
-            .retrying(statement)
-            .await
-            .map_err(|e| self.unavailable(e))?;
+        let done = retrying(statement).await.map_err(|e| self.unavailable(e))?;
         Ok(done.rows_affected() == 1)
     }
 }

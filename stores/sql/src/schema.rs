@@ -5,7 +5,7 @@ use sqlx::{AssertSqlSafe, Row};
 use workerid_lease::{Error, Result};
 
 use crate::dialect::Dialect;
-use crate::store::{q, SqlStore};
+use crate::store::{q, retrying, SqlStore};
 
 impl SqlStore {
     /// Refuses a database without `tables`, changing nothing.
@@ -44,15 +44,14 @@ impl SqlStore {
         if self.dialect() == Dialect::Sqlite {
             // Switching modes needs the database to itself: only when needed,
             // and again while another connection is busy.
-            let mode: String = self
-                .retrying(|| async {
-                    let row = q("PRAGMA journal_mode").fetch_one(self.pool()).await?;
-                    row.try_get(0)
-                })
-                .await
-                .map_err(fail)?;
+            let mode: String = retrying(|| async {
+                let row = q("PRAGMA journal_mode").fetch_one(self.pool()).await?;
+                row.try_get(0)
+            })
+            .await
+            .map_err(fail)?;
             if !mode.eq_ignore_ascii_case("wal") {
-                self.retrying(|| q("PRAGMA journal_mode=WAL").execute(self.pool()))
+                retrying(|| q("PRAGMA journal_mode=WAL").execute(self.pool()))
                     .await
                     .map_err(fail)?;
             }

@@ -8,7 +8,7 @@ use workerid_segment::{Error, Result};
 use workerid_segment::{Range, SegmentStore, Tag, TagInfo, MAX_SEGMENT_ID};
 
 use crate::dialect::Dialect;
-use crate::store::{q, SqlStore};
+use crate::store::{q, retrying, SqlStore};
 
 /// The statements of the segment table (built once per store from the
 /// validated table name).
@@ -170,35 +170,34 @@ impl SegmentStore for SqlStore {
         let limit = as_i64(MAX_SEGMENT_ID);
         let (max, used, version): (i64, i64, i64) = if self.dialect() == Dialect::MySql {
             let tag_text = tag.to_string();
-            let reserved = self
-                .retrying(|| async {
-                    let mut conn = self.connection_for_transaction().await?;
-                    let mut tx = sqlx::Acquire::begin(&mut conn).await?;
-                    let done = q(&s.reserve)
-                        .bind(step)
-                        .bind(tag_text.clone())
-                        .bind(limit)
-                        .bind(step)
-                        .execute(&mut *tx)
-                        .await?;
-                    if done.rows_affected() != 1 {
-                        return Ok(None);
-                    }
-                    let row = q(&s.read_max)
-                        .bind(tag_text.clone())
-                        .fetch_one(&mut *tx)
-                        .await?;
-                    tx.commit().await?;
-                    let default: i64 = row.try_get(1)?;
-                    let max = row.try_get::<i64, _>(0)?;
-                    Ok(Some((
-                        max,
-                        step.unwrap_or(default),
-                        row.try_get::<i64, _>(2)?,
-                    )))
-                })
-                .await
-                .map_err(|e| self.unavailable(e))?;
+            let reserved = retrying(|| async {
+                let mut conn = self.connection_for_transaction().await?;
+                let mut tx = sqlx::Acquire::begin(&mut conn).await?;
+                let done = q(&s.reserve)
+                    .bind(step)
+                    .bind(tag_text.clone())
+                    .bind(limit)
+                    .bind(step)
+                    .execute(&mut *tx)
+                    .await?;
+                if done.rows_affected() != 1 {
+                    return Ok(None);
+                }
+                let row = q(&s.read_max)
+                    .bind(tag_text.clone())
+                    .fetch_one(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                let default: i64 = row.try_get(1)?;
+                let max = row.try_get::<i64, _>(0)?;
+                Ok(Some((
+                    max,
+                    step.unwrap_or(default),
+                    row.try_get::<i64, _>(2)?,
+                )))
+            })
+            .await
+            .map_err(|e| self.unavailable(e))?;
             match reserved {
                 Some(reserved) => reserved,
                 None => return Err(self.reserve_refused(tag).await),

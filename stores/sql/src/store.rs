@@ -274,27 +274,26 @@ impl SqlStore {
         )))
     }
 
-    /// Runs a guarded renew or release (`sql`, whose first value is
-    /// `first`): binds watermark, namespace, ID and token, and answers why
-    /// it matched nothing if it did.
+    /// Runs a guarded renew or release (the statement `pick` chooses, whose
+    /// first value is `first`): binds watermark, namespace, ID and token,
+    /// and answers why it matched nothing if it did.
     async fn guarded(
         &self,
-        sql: &str,
+        pick: fn(&Statements) -> &String,
         first: i64,
         namespace: &Namespace,
         id: WorkerId,
         token: &Token,
         watermark: u64,
     ) -> Result<()> {
-        let (sql, ns, token) = (sql.to_string(), namespace.to_string(), token.to_string());
-        let key = token.clone();
+        let (sql, ns, bound) = (self.sql.clone(), namespace.to_string(), token.to_string());
         let statement = move || {
-            q(&sql)
+            q(pick(&sql))
                 .bind(first)
                 .bind(watermark_to_sql(watermark))
                 .bind(ns.clone())
                 .bind(i64::from(id.get()))
-                .bind(token.clone())
+                .bind(bound.clone())
         };
         let rows = match &self.group_commit {
             Some(group) => group
@@ -302,15 +301,17 @@ impl SqlStore {
                 .await
                 .map_err(|e| self.unavailable(e))?,
             // A statement rolled back for a deadlock changed nothing: run it again.
-            None => self
-                .retrying(|| statement().execute(&self.pool))
+            None => retrying(|| statement().execute(&self.pool))
                 .await
                 .map_err(|e| self.unavailable(e))?
                 .rows_affected(),
         };
         match rows {
             1 => Ok(()),
-            _ => self.diagnose(namespace.as_str(), id, &key).await,
+            _ => {
+                self.diagnose(namespace.as_str(), id, &token.to_string())
+                    .await
+            }
         }
     }
 
@@ -340,15 +341,6 @@ impl SqlStore {
         if !succeeded && self.dialect == Dialect::Sqlite && self.durable {
             conn.close_on_drop();
         }
-    }
-
-    /// [`retrying`] for this store's transactions.
-    pub(crate) async fn retrying<T, F, Fut>(&self, transaction: F) -> sqlx::Result<T>
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = sqlx::Result<T>>,
-    {
-        retrying(transaction).await
     }
 
     /// Why a guarded renew or release matched nothing.
@@ -442,8 +434,7 @@ impl LeaseStore for SqlStore {
         let who = (token.as_str(), holder.as_str());
         let (ns, ttl_us) = (namespace.as_str(), micros(ttl));
         if let Some(fast) = &self.sql.regrant_free {
-            let granted = self
-                .retrying(|| self.regrant_free(fast, ns, max_worker_id, who, ttl_us))
+            let granted = retrying(|| self.regrant_free(fast, ns, max_worker_id, who, ttl_us))
                 .await
                 .map_err(|e| self.unavailable(e))?;
             if let Some(grant) = granted {
@@ -452,13 +443,9 @@ impl LeaseStore for SqlStore {
         }
         match &self.sql.acquire_call {
             Some(call) => {
-                self.retrying(|| self.acquire_by_routine(call, ns, max_worker_id, who, ttl_us))
-                    .await
+                retrying(|| self.acquire_by_routine(call, ns, max_worker_id, who, ttl_us)).await
             }
-            None => {
-                self.retrying(|| self.acquire_tx(ns, max_worker_id, who, ttl_us))
-                    .await
-            }
+            None => retrying(|| self.acquire_tx(ns, max_worker_id, who, ttl_us)).await,
         }
         .map_err(|e| self.unavailable(e))?
     }
@@ -471,8 +458,8 @@ impl LeaseStore for SqlStore {
         ttl: Duration,
         watermark: u64,
     ) -> Result<()> {
-        let renew = &self.sql.renew;
-        self.guarded(renew, micros(ttl), namespace, id, token, watermark)
+        let ttl = micros(ttl);
+        self.guarded(|s| &s.renew, ttl, namespace, id, token, watermark)
             .await
     }
 
@@ -483,8 +470,8 @@ impl LeaseStore for SqlStore {
         token: &Token,
         watermark: u64,
     ) -> Result<()> {
-        let (release, cleared) = (&self.sql.release, i64::from(watermark == 0));
-        self.guarded(release, cleared, namespace, id, token, watermark)
+        let cleared = i64::from(watermark == 0);
+        self.guarded(|s| &s.release, cleared, namespace, id, token, watermark)
             .await
     }
 
