@@ -9,6 +9,7 @@ use workerid_lease::{redact_url, Error, Result};
 
 use crate::cluster::Cluster;
 use crate::keys::{check_prefix, DEFAULT_PREFIX};
+use crate::member::MemberSettings;
 use crate::{EtcdStore, Inner};
 
 /// Options of an [`EtcdStore`]; made by [`EtcdStore::builder`].
@@ -236,27 +237,31 @@ impl EtcdStoreBuilder {
                 "etcd: the leader check interval must be positive",
             ));
         }
-        let mut options = ConnectOptions::new()
-            .with_connect_timeout(self.connect_timeout)
-            .with_timeout(self.request_timeout)
-            .with_keep_alive(Duration::from_secs(5), self.request_timeout)
-            .with_require_leader(true);
+        let mut options = ConnectOptions::new().with_require_leader(true);
         if let Some((user, password)) = &self.credentials {
             options = options.with_user(user.clone(), password.clone());
         }
+        #[allow(unused_mut)]
+        let mut member = MemberSettings {
+            options,
+            connect_timeout: self.connect_timeout,
+            request_timeout: self.request_timeout,
+            #[cfg(feature = "tls-rustls")]
+            tls: None,
+        };
         #[allow(unused_mut)]
         let mut probe = None;
         #[cfg(feature = "tls-rustls")]
         if https != 0 {
             let tls = self.tls.options(self.connect_timeout);
-            options = options.with_tls(tls.clone());
+            member.tls = Some(tls.clone());
             probe = Some(crate::tls::Probe {
                 options: tls,
                 timeout: self.connect_timeout,
             });
         }
         let check = (self.leader_check_interval, self.prefer_leader);
-        let cluster = Cluster::new(urls, options, self.operation_timeout, check, probe);
+        let cluster = Cluster::new(urls, member, self.operation_timeout, check, probe);
         let probe = format!("{}/", self.prefix);
         cluster
             .call("connect", |mut c| {

@@ -18,12 +18,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{Client, ConnectOptions};
+use etcd_client::Client;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 use workerid_lease::{Error, Result};
 
 use crate::leader::{same_endpoint, ClusterCheck};
+use crate::member::MemberSettings;
 use crate::tls::Probe;
 
 /// What an answer came with.
@@ -45,7 +46,7 @@ pub(crate) struct Cluster {
     /// changed (high 32 bits), so that a leader check that took long does
     /// not undo a move made meanwhile by a failure.
     current: AtomicU64,
-    options: ConnectOptions,
+    member: MemberSettings,
     operation_timeout: Duration,
     /// When the members are next counted (and the leader looked for).
     check: ClusterCheck,
@@ -79,7 +80,7 @@ impl Cluster {
     /// a handshake of the probe's.
     pub fn new(
         urls: Vec<String>,
-        options: ConnectOptions,
+        member: MemberSettings,
         operation_timeout: Duration,
         (check_every, find_leader): (Duration, bool),
         probe: Option<Probe>,
@@ -97,7 +98,7 @@ impl Cluster {
                 })
                 .collect(),
             current: AtomicU64::new(0),
-            options,
+            member,
             operation_timeout,
             check,
             find_leader,
@@ -114,7 +115,7 @@ impl Cluster {
                 if let Some(probe) = &self.probe {
                     probe.check(&endpoint.url).await?;
                 }
-                Client::connect([endpoint.url.as_str()], Some(self.options.clone())).await
+                self.member.client(&endpoint.url).await
             })
             .await
             .cloned()

@@ -81,6 +81,7 @@ mod leader;
 mod lease;
 mod lessor;
 mod listing;
+mod member;
 mod mirror;
 mod segments;
 mod spare;

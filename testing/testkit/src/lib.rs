@@ -37,6 +37,9 @@
 //! (`shared_tls_url()`, `shared_tls_endpoint()`, ...) and servers that need
 //! [`PASSWORD`], a password with a `/` and an `@`.
 //!
+//! For answers that come late: [`proxy::DelayingProxy`] sits between a
+//! client and a server and holds the server's bytes back.
+//!
 //! A missing server program is a test failure with a message that says how to
 //! install it (`bash scripts/test.sh` does), never a silent skip.
 #![deny(missing_docs)]
@@ -47,6 +50,7 @@ pub mod mariadb;
 mod ports;
 pub mod postgres;
 mod process;
+pub mod proxy;
 pub mod redis;
 mod stores;
 pub mod tls;
