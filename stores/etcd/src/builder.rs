@@ -320,7 +320,7 @@ fn check_endpoint(url: &str) -> Result<()> {
         }
         None => false,
     };
-    if ok {
+    if ok && crate::member::endpoint(url).is_ok() {
         Ok(())
     } else {
         Err(Error::invalid_config(format!(
@@ -351,6 +351,7 @@ mod tests {
             "http://a/b:1",
             ":2379",
             "http://root:pw@etcd:2379",
+            "http://et cd:2379",
         ] {
             assert!(check_endpoint(bad).is_err(), "{bad}");
         }

@@ -1,25 +1,35 @@
 //! The client of one member: its HTTP/2 connection is set up here rather
 //! than by etcd-client, which does not pass on every HTTP/2 setting.
 //!
-//! The setting that matters: HTTP/2 (the `h2` crate) closes a connection
-//! with `GOAWAY(ENHANCE_YOUR_CALM, "too_many_internal_resets")` once it has
-//! reset 1024 streams by itself over the connection's whole life, and an
-//! answer that arrives for a stream it reset and no longer remembers (it
-//! remembers 50, for a second) is one of those. An overloaded member answers
-//! requests the store gave up on (the request timeout), so its connection
-//! would be closed, with every request and keep-alive stream on it, when
-//! the member is slowest, and on a long-lived connection in time anyway.
-//! That limit guards against a peer that makes one spend work on resets; a
-//! member of one's own cluster is not such a peer, so it is off here.
+//! An overloaded member still answers requests the store gave up on (the
+//! request timeout), and HTTP/2 as the `h2` crate implements it counts
+//! such late answers, over the connection's whole life, against two limits
+//! that close the connection with `GOAWAY(ENHANCE_YOUR_CALM)`, failing every
+//! request and keep-alive stream on it when the member is slowest:
+//!
+//! - an answer to a stream it reset and no longer remembers (it remembers
+//!   50, for a second) makes it reset that stream again by itself, and the
+//!   1025th such reset closes the connection (`too_many_internal_resets`). That limit guards
+//!   a client against a server that makes it spend work on resets; a member
+//!   of one's own cluster is not such a server, so it is off here;
+//! - a small DATA frame of an answer to a stream it still remembers uses up
+//!   to 256 bytes of a budget of half the connection's flow-control window,
+//!   and gives none of it back (`too_many_data_frames`). That budget cannot
+//!   be turned off through tonic; the window here is the largest HTTP/2
+//!   allows, so the budget (1 GiB) lasts millions of late answers where the
+//!   default window's (2.5 MiB) lasts about ten thousand.
 
 use std::time::Duration;
 
 use etcd_client::{Channel, Client, ConnectOptions};
 use tonic::transport::Endpoint;
 
-/// How often an idle connection is pinged; an unanswered ping (within the
-/// request timeout) closes it, so that a dead member is noticed.
+/// How often an idle connection is pinged; a ping unanswered within the
+/// request timeout closes it, so that a dead member is noticed.
 const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// HTTP/2's largest flow-control window (2^31 - 1 bytes).
+const LARGEST_WINDOW: u32 = (1 << 31) - 1;
 
 /// How the store connects to each member.
 #[derive(Clone)]
@@ -38,23 +48,19 @@ impl MemberSettings {
     /// connection is lost.
     ///
     /// # Errors
-    /// A URL tonic refuses, TLS settings it refuses, and the authentication
-    /// of the user (when one is set) failing.
+    /// `InvalidArgs` for a URL tonic refuses (the builder checks endpoints
+    /// first, so not expected), TLS settings it refuses, and the
+    /// authentication of the user (when one is set) failing.
     pub async fn client(&self, url: &str) -> Result<Client, etcd_client::Error> {
-        // A `host:port` is plain: the builder takes TLS only from `https://`.
-        let url = if url.contains("://") {
-            url.to_string()
-        } else {
-            format!("http://{url}")
-        };
         #[allow(unused_mut)]
-        let mut endpoint = Endpoint::from_shared(url)?
+        let mut endpoint = endpoint(url)?
             .connect_timeout(self.connect_timeout)
             .timeout(self.request_timeout)
             .http2_keep_alive_interval(KEEP_ALIVE_INTERVAL)
             .keep_alive_timeout(self.request_timeout)
             .keep_alive_while_idle(true)
-            .http2_max_local_error_reset_streams(None);
+            .http2_max_local_error_reset_streams(None)
+            .initial_connection_window_size(LARGEST_WINDOW);
         #[cfg(feature = "tls-rustls")]
         if let Some(tls) = &self.tls {
             endpoint = endpoint.tls_config(tls.clone())?;
@@ -62,4 +68,19 @@ impl MemberSettings {
         let channel = Channel::Tonic(endpoint.connect_lazy());
         Client::from_channel(channel, Some(self.options.clone())).await
     }
+}
+
+/// The endpoint of `url`; a `host:port` is plain HTTP (the builder takes
+/// TLS only from `https://`).
+///
+/// # Errors
+/// `InvalidArgs` when tonic refuses the URL.
+pub(crate) fn endpoint(url: &str) -> Result<Endpoint, etcd_client::Error> {
+    let url = if url.contains("://") {
+        url.to_string()
+    } else {
+        format!("http://{url}")
+    };
+    Endpoint::from_shared(url.clone())
+        .map_err(|e| etcd_client::Error::InvalidArgs(format!("etcd endpoint {url:?}: {e}")))
 }

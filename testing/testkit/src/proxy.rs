@@ -1,10 +1,12 @@
-//! A TCP proxy on a free loopback port that can hold back a server's
-//! answers: every byte the server sends reaches the client `delay` after
-//! the proxy read it (in order), while the client's bytes pass at once.
-//! It also counts the connections clients opened through it.
+//! A TCP proxy on a free loopback port in front of an HTTP/2 server
+//! without TLS (an etcd member, say) that can make the server slow to
+//! answer: the frames of its streams (answers) reach the client `delay`
+//! after the proxy read them, in order, while the frames of the connection
+//! itself (settings, pings, flow control, GOAWAY) and the client's bytes
+//! pass at once. It also counts the connections clients opened through it.
 //!
-//! Late answers are what a client sees from an overloaded server: it gave
-//! up on a request, and the answer still comes.
+//! Late answers on a healthy connection are what a client sees from an
+//! overloaded server: it gave up on a request, and the answer still comes.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -41,13 +43,15 @@ struct Shared {
 
 impl DelayingProxy {
     /// A proxy to `server`, passing everything at once until
-    /// [`set_delay`](Self::set_delay).
+    /// [`set_delay`](Self::set_delay). A client whose connection to the
+    /// server fails is disconnected at once (and not counted).
     ///
     /// # Panics
     /// When no loopback port can be bound.
     pub fn start(server: SocketAddr) -> DelayingProxy {
-        let listener = TcpListener::bind(("127.0.0.1", crate::free_port()))
-            .expect("bind the proxy's loopback port");
+        // An ephemeral port, never a default one; the OS picks it, so no
+        // other process can take it between the choice and the bind.
+        let listener = TcpListener::bind(("127.0.0.1", 0)).expect("bind a loopback port");
         let address = listener.local_addr().expect("the proxy's address");
         let shared = Arc::new(Shared::default());
         let accepting = Arc::clone(&shared);
@@ -72,8 +76,9 @@ impl DelayingProxy {
         self.address
     }
 
-    /// Holds every byte the server sends from now on for `delay` (zero:
-    /// passes them at once). Bytes already held keep their own delay.
+    /// Holds every frame of a stream the server sends from now on for
+    /// `delay` (zero: passes them at once). Frames already held keep their
+    /// own delay, and frames read later never overtake them.
     pub fn set_delay(&self, delay: Duration) {
         let us = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
         self.shared.delay_us.store(us, Ordering::Release);
@@ -101,8 +106,9 @@ impl Drop for DelayingProxy {
     }
 }
 
-/// Copies `client`'s bytes to `upstream` at once, and `upstream`'s to
-/// `client` each after the delay in force when it was read.
+/// Copies `client`'s bytes to `upstream` at once, and `upstream`'s frames
+/// to `client`: a stream's after the delay in force when it was read, the
+/// connection's at once.
 fn relay(client: TcpStream, upstream: TcpStream, shared: &Arc<Shared>) {
     let (Ok(client_reader), Ok(upstream_writer), Ok(upstream_reader)) = (
         client.try_clone(),
@@ -114,42 +120,65 @@ fn relay(client: TcpStream, upstream: TcpStream, shared: &Arc<Shared>) {
     {
         let mut sockets = shared.sockets.lock().unwrap_or_else(|e| e.into_inner());
         for socket in [&client, &upstream] {
-            if let Ok(copy) = socket.try_clone() {
+            if shared.stopped.load(Ordering::Acquire) {
+                let _ = socket.shutdown(Shutdown::Both);
+            } else if let Ok(copy) = socket.try_clone() {
                 sockets.push(copy);
             }
         }
     }
     thread::spawn(move || copy(client_reader, upstream_writer));
+    let client = Arc::new(Mutex::new(client));
     let (held, due) = mpsc::channel::<(Instant, Vec<u8>)>();
     let reading = Arc::clone(shared);
+    // How many frames of this connection are held back now.
+    let holding = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&holding);
+    let at_once = Arc::clone(&client);
     thread::spawn(move || {
         let mut upstream = upstream_reader;
-        let mut buffer = vec![0u8; 64 * 1024];
-        loop {
-            match upstream.read(&mut buffer) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => {
-                    let delay = Duration::from_micros(reading.delay_us.load(Ordering::Acquire));
-                    if held
-                        .send((Instant::now() + delay, buffer[..n].to_vec()))
-                        .is_err()
-                    {
-                        return;
-                    }
+        while let Some((stream, frame)) = next_frame(&mut upstream) {
+            let delay = Duration::from_micros(reading.delay_us.load(Ordering::Acquire));
+            // A frame read while none is held may pass at once without
+            // overtaking another.
+            if stream == 0 || delay.is_zero() && counted.load(Ordering::Acquire) == 0 {
+                let mut client = at_once.lock().unwrap_or_else(|e| e.into_inner());
+                if client.write_all(&frame).is_err() {
+                    return;
+                }
+            } else {
+                counted.fetch_add(1, Ordering::AcqRel);
+                if held.send((Instant::now() + delay, frame)).is_err() {
+                    return;
                 }
             }
         }
     });
     thread::spawn(move || {
-        let mut client = client;
-        for (at, bytes) in due {
+        for (at, frame) in due {
             thread::sleep(at.saturating_duration_since(Instant::now()));
-            if client.write_all(&bytes).is_err() {
+            let mut client = client.lock().unwrap_or_else(|e| e.into_inner());
+            let written = client.write_all(&frame);
+            holding.fetch_sub(1, Ordering::AcqRel);
+            if written.is_err() {
                 return;
             }
         }
+        let client = client.lock().unwrap_or_else(|e| e.into_inner());
         let _ = client.shutdown(Shutdown::Write);
     });
+}
+
+/// The next HTTP/2 frame from `from`, whole (its 9-byte header and its
+/// payload), with its stream ID; `None` when the connection ends.
+fn next_frame(from: &mut TcpStream) -> Option<(u32, Vec<u8>)> {
+    let mut frame = vec![0u8; 9];
+    from.read_exact(&mut frame).ok()?;
+    let length = u32::from_be_bytes([0, frame[0], frame[1], frame[2]]) as usize;
+    let stream = u32::from_be_bytes([frame[5], frame[6], frame[7], frame[8]]) & 0x7fff_ffff;
+    frame.resize(9 + length, 0);
+    from.read_exact(&mut frame[9..]).ok()?;
+    Some((stream, frame))
 }
 
 /// Copies `from` to `to` until either closes.
