@@ -249,19 +249,12 @@ impl EtcdStoreBuilder {
             #[cfg(feature = "tls-rustls")]
             tls: None,
         };
-        #[allow(unused_mut)]
-        let mut probe = None;
         #[cfg(feature = "tls-rustls")]
         if https != 0 {
-            let tls = self.tls.options(self.connect_timeout);
-            member.tls = Some(tls.clone());
-            probe = Some(crate::tls::Probe {
-                options: tls,
-                timeout: self.connect_timeout,
-            });
+            member.tls = Some(self.tls.options(self.connect_timeout));
         }
         let check = (self.leader_check_interval, self.prefer_leader);
-        let cluster = Cluster::new(urls, member, self.operation_timeout, check, probe);
+        let cluster = Cluster::new(urls, member, self.operation_timeout, check);
         let probe = format!("{}/", self.prefix);
         cluster
             .call("connect", |mut c| {

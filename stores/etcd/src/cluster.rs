@@ -25,7 +25,6 @@ use workerid_lease::{Error, Result};
 
 use crate::leader::{same_endpoint, ClusterCheck};
 use crate::member::MemberSettings;
-use crate::tls::Probe;
 
 /// What an answer came with.
 pub(crate) struct Answer<T> {
@@ -56,8 +55,6 @@ pub(crate) struct Cluster {
     /// Whether the last check counted a single member; false until one did,
     /// and after a check failed.
     lone: AtomicBool,
-    /// The handshake made before an endpoint's first client (TLS only).
-    probe: Option<Probe>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -76,14 +73,12 @@ impl std::fmt::Debug for Cluster {
 impl Cluster {
     /// A cluster of `urls`, checked every `check_every`: its members counted
     /// and, with `find_leader` (and more than one endpoint), its leader
-    /// looked for; with `probe`, each endpoint's first client is made after
-    /// a handshake of the probe's.
+    /// looked for.
     pub fn new(
         urls: Vec<String>,
         member: MemberSettings,
         operation_timeout: Duration,
         (check_every, find_leader): (Duration, bool),
-        probe: Option<Probe>,
     ) -> Arc<Self> {
         // A check takes at most the operation timeout; past twice that its
         // task is taken for lost.
@@ -103,7 +98,6 @@ impl Cluster {
             check,
             find_leader,
             lone: AtomicBool::new(false),
-            probe,
         })
     }
 
@@ -111,12 +105,7 @@ impl Cluster {
         let endpoint = &self.endpoints[index];
         endpoint
             .client
-            .get_or_try_init(|| async {
-                if let Some(probe) = &self.probe {
-                    probe.check(&endpoint.url).await?;
-                }
-                self.member.client(&endpoint.url).await
-            })
+            .get_or_try_init(|| self.member.client(&endpoint.url))
             .await
             .cloned()
     }

@@ -87,19 +87,6 @@ mod segments;
 mod spare;
 #[cfg(feature = "tls-rustls")]
 mod tls;
-#[cfg(not(feature = "tls-rustls"))]
-mod tls {
-    //! Without TLS there is no handshake to make.
-
-    /// Never made without the feature `tls-rustls`.
-    pub(crate) enum Probe {}
-
-    impl Probe {
-        pub async fn check(&self, _url: &str) -> Result<(), etcd_client::Error> {
-            match *self {}
-        }
-    }
-}
 mod txn;
 
 use std::collections::HashMap;

@@ -9,9 +9,10 @@
 //!
 //! - an answer to a stream it reset and no longer remembers (it remembers
 //!   50, for a second) makes it reset that stream again by itself, and the
-//!   1025th such reset closes the connection (`too_many_internal_resets`). That limit guards
-//!   a client against a server that makes it spend work on resets; a member
-//!   of one's own cluster is not such a server, so it is off here;
+//!   1025th such reset closes the connection (`too_many_internal_resets`).
+//!   That limit guards a client against a server that makes it spend work
+//!   on resets; a member of one's own cluster is not such a server, so it
+//!   is off here;
 //! - a small DATA frame of an answer to a stream it still remembers uses up
 //!   to 256 bytes of a budget of half the connection's flow-control window,
 //!   and gives none of it back (`too_many_data_frames`). That budget cannot
@@ -44,16 +45,18 @@ pub(crate) struct MemberSettings {
 
 impl MemberSettings {
     /// A client of the member at `url` (`http://`, `https://` or
-    /// `host:port`); it connects on its first request, and again after its
-    /// connection is lost.
+    /// `host:port`). With TLS it connects now, so that a refused
+    /// certificate is an error that says so; without, on its first request.
+    /// Either way it connects again after its connection is lost.
     ///
     /// # Errors
     /// `InvalidArgs` for a URL tonic refuses (the builder checks endpoints
-    /// first, so not expected), TLS settings it refuses, and the
-    /// authentication of the user (when one is set) failing.
+    /// first, so not expected); with TLS, `EndpointError` for a refused
+    /// handshake and an I/O error for a failed connection (see
+    /// [`crate::tls::connect_now`]); and the authentication of the user
+    /// (when one is set) failing.
     pub async fn client(&self, url: &str) -> Result<Client, etcd_client::Error> {
-        #[allow(unused_mut)]
-        let mut endpoint = endpoint(url)?
+        let endpoint = endpoint(url)?
             .connect_timeout(self.connect_timeout)
             .timeout(self.request_timeout)
             .http2_keep_alive_interval(KEEP_ALIVE_INTERVAL)
@@ -62,11 +65,16 @@ impl MemberSettings {
             .http2_max_local_error_reset_streams(None)
             .initial_connection_window_size(LARGEST_WINDOW);
         #[cfg(feature = "tls-rustls")]
-        if let Some(tls) = &self.tls {
-            endpoint = endpoint.tls_config(tls.clone())?;
-        }
-        let channel = Channel::Tonic(endpoint.connect_lazy());
-        Client::from_channel(channel, Some(self.options.clone())).await
+        let channel = match &self.tls {
+            Some(tls) => {
+                let endpoint = endpoint.tls_config(tls.clone())?;
+                crate::tls::connect_now(&endpoint, url, self.connect_timeout).await?
+            }
+            None => endpoint.connect_lazy(),
+        };
+        #[cfg(not(feature = "tls-rustls"))]
+        let channel = endpoint.connect_lazy();
+        Client::from_channel(Channel::Tonic(channel), Some(self.options.clone())).await
     }
 }
 

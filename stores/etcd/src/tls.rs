@@ -1,8 +1,8 @@
-//! TLS to `https://` endpoints: the material given to the builder, and a
-//! handshake made before the first client of an endpoint, so that a refused
+//! TLS to `https://` endpoints: the material given to the builder, and the
+//! connection made when an endpoint's client is, so that a refused
 //! certificate is an error that says so, at once.
 //!
-//! etcd-client connects lazily and retries in the background: a handshake
+//! A channel connected lazily retries in the background: a handshake
 //! that fails there only shows as requests that time out, with no word of
 //! the certificate.
 
@@ -10,6 +10,7 @@ use std::error::Error as StdError;
 use std::time::Duration;
 
 use etcd_client::{Certificate, Identity, TlsOptions};
+use tonic::transport::{Channel, Endpoint};
 
 /// The CA, client identity and server name given to the builder (PEM).
 #[derive(Clone, Default)]
@@ -49,42 +50,35 @@ impl TlsMaterial {
     }
 }
 
-/// A TLS handshake (and HTTP/2 connection) with an endpoint, made once
-/// before its client.
-#[derive(Clone)]
-pub(crate) struct Probe {
-    pub options: TlsOptions,
-    pub timeout: Duration,
-}
-
-impl Probe {
-    /// Connects to `url` once.
-    ///
-    /// # Errors
-    /// A refused handshake (certificate, protocol): `EndpointError`, which
-    /// the store does not retry; anything else (refused, timed out): an I/O
-    /// error, which it retries on the next endpoint.
-    pub async fn check(&self, url: &str) -> Result<(), etcd_client::Error> {
-        let endpoint = tonic::transport::Endpoint::from_shared(url.to_string())?
-            .tls_config(self.options.clone())?
-            .connect_timeout(self.timeout);
-        // The handshake has its own timeout; this one bounds the HTTP/2 setup too.
-        match tokio::time::timeout(self.timeout * 2, endpoint.connect()).await {
-            Ok(Ok(_channel)) => Ok(()),
-            Ok(Err(e)) => match tls_failure(&e) {
-                Some(why) => Err(etcd_client::Error::EndpointError(format!(
-                    "TLS handshake with {url} failed: {why}"
-                ))),
-                None => Err(etcd_client::Error::IoError(std::io::Error::other(format!(
-                    "connect to {url}: {}",
-                    chain(&e)
-                )))),
-            },
-            Err(_) => Err(etcd_client::Error::IoError(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!("connect to {url}: no answer within {:?}", self.timeout * 2),
+/// Connects `endpoint` (of `url`, TLS configured) now, its TLS handshake
+/// and HTTP/2 setup bounded by twice `timeout`; the channel connects again
+/// by itself after its connection is lost.
+///
+/// # Errors
+/// A refused handshake (certificate, protocol): `EndpointError`, which
+/// the store does not retry; anything else (refused, timed out): an I/O
+/// error, which it retries on the next endpoint.
+pub(crate) async fn connect_now(
+    endpoint: &Endpoint,
+    url: &str,
+    timeout: Duration,
+) -> Result<Channel, etcd_client::Error> {
+    // The handshake has its own timeout; this one bounds the HTTP/2 setup too.
+    match tokio::time::timeout(timeout * 2, endpoint.connect()).await {
+        Ok(Ok(channel)) => Ok(channel),
+        Ok(Err(e)) => match tls_failure(&e) {
+            Some(why) => Err(etcd_client::Error::EndpointError(format!(
+                "TLS handshake with {url} failed: {why}"
             ))),
-        }
+            None => Err(etcd_client::Error::IoError(std::io::Error::other(format!(
+                "connect to {url}: {}",
+                chain(&e)
+            )))),
+        },
+        Err(_) => Err(etcd_client::Error::IoError(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("connect to {url}: no answer within {:?}", timeout * 2),
+        ))),
     }
 }
 

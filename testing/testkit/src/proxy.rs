@@ -92,6 +92,9 @@ impl DelayingProxy {
 
 impl Drop for DelayingProxy {
     fn drop(&mut self) {
+        // Set before the sockets are shut down under the lock: a connection
+        // accepted meanwhile then either is among them or, checking under
+        // the lock, sees `stopped` and shuts itself down (see `relay`).
         self.shared.stopped.store(true, Ordering::Release);
         // Wakes the accepting thread, which then sees `stopped`.
         let _ = TcpStream::connect(self.address);
@@ -133,7 +136,7 @@ fn relay(client: TcpStream, upstream: TcpStream, shared: &Arc<Shared>) {
     let reading = Arc::clone(shared);
     // How many frames of this connection are held back now.
     let holding = Arc::new(AtomicUsize::new(0));
-    let counted = Arc::clone(&holding);
+    let held_now = Arc::clone(&holding);
     let at_once = Arc::clone(&client);
     thread::spawn(move || {
         let mut upstream = upstream_reader;
@@ -141,13 +144,13 @@ fn relay(client: TcpStream, upstream: TcpStream, shared: &Arc<Shared>) {
             let delay = Duration::from_micros(reading.delay_us.load(Ordering::Acquire));
             // A frame read while none is held may pass at once without
             // overtaking another.
-            if stream == 0 || delay.is_zero() && counted.load(Ordering::Acquire) == 0 {
+            if stream == 0 || delay.is_zero() && held_now.load(Ordering::Acquire) == 0 {
                 let mut client = at_once.lock().unwrap_or_else(|e| e.into_inner());
                 if client.write_all(&frame).is_err() {
                     return;
                 }
             } else {
-                counted.fetch_add(1, Ordering::AcqRel);
+                held_now.fetch_add(1, Ordering::AcqRel);
                 if held.send((Instant::now() + delay, frame)).is_err() {
                     return;
                 }
