@@ -6,16 +6,38 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::{free_port, require_program, ServerProcess, ServerSpec};
+use crate::{free_port, ServerProcess, ServerSpec};
 
 /// Points the tests at an existing etcd (comma-separated client URLs).
 pub const URL_ENV: &str = "WORKERID_ETCD_ENDPOINTS";
 /// Points the tests at an existing 3-node etcd cluster (comma-separated client URLs).
 pub const CLUSTER_URL_ENV: &str = "WORKERID_ETCD_CLUSTER_ENDPOINTS";
+/// Runs another etcd program than [`INSTALLED_PROGRAM`] (a path).
+pub const PROGRAM_ENV: &str = "WORKERID_ETCD_PROGRAM";
+/// The etcd that `scripts/setup.sh` installs: Debian stable's `etcd-server`
+/// (etcd 3.5), unpacked outside the machine's own packages.
+pub const INSTALLED_PROGRAM: &str = "/usr/local/lib/workerid/etcd/etcd";
+
+/// The etcd program the test kit starts: `WORKERID_ETCD_PROGRAM`, else
+/// [`INSTALLED_PROGRAM`].
+///
+/// Panics when it is not there, saying how to install it.
+pub fn program() -> PathBuf {
+    let path = std::env::var_os(PROGRAM_ENV)
+        .map_or_else(|| PathBuf::from(INSTALLED_PROGRAM), PathBuf::from);
+    assert!(
+        path.is_file(),
+        "etcd is not installed at {}: the tests need a real server. `bash scripts/setup.sh` \
+         installs Debian stable's etcd 3.5 there (bash scripts/test.sh runs it for you); \
+         {PROGRAM_ENV} names another etcd program.",
+        path.display()
+    );
+    path
+}
 
 /// How clients reach an etcd member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,7 +128,7 @@ fn launch(
     alone: bool,
     tls: ClientTls,
 ) -> EtcdNode {
-    let program = require_program("etcd", "etcd-server");
+    let program = program();
     let scheme = if tls == ClientTls::None {
         "http"
     } else {
