@@ -9,9 +9,9 @@ use std::time::Duration;
 /// Raising the watermark is a write in the store (on etcd, a Raft write with
 /// a disk sync on a quorum), while a renewal that leaves it as it is only
 /// extends the lease. So a reservation reaches `window` ahead and is raised
-/// again only when less than `raise_below` of it is left: with the defaults
-/// (four renewal periods ahead, raised below one and a half) one renewal in
-/// three writes the watermark.
+/// again only when less than `raise_below` of it is left: four renewal
+/// periods ahead, raised below one and a half, make one renewal in three
+/// write the watermark (see [`default_window`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Reservation {
     window: Duration,
@@ -51,6 +51,22 @@ impl Reservation {
     }
 }
 
+/// The window a worker reserves when its options name none: four renewal
+/// periods; on a store that holds an expired ID back one more ttl
+/// ([`Capabilities::quarantine`](workerid_lease::Capabilities)), as many
+/// whole periods as fit in two ttls. The next holder of an expired ID cannot
+/// get it sooner than that, so the longer window costs its join no wait, and
+/// fewer renewals write the watermark (one in five at ttl/3 instead of one in
+/// three).
+pub(crate) fn default_window(renew_every: Duration, ttl: Duration, quarantine: bool) -> Duration {
+    let four = renew_every * 4;
+    if !quarantine || renew_every.is_zero() {
+        return four;
+    }
+    let periods = (ttl * 2).as_nanos() / renew_every.as_nanos();
+    four.max(renew_every * u32::try_from(periods).unwrap_or(u32::MAX))
+}
+
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -79,6 +95,32 @@ mod tests {
             }
         }
         assert_eq!(raised, [0, 3, 6, 9]);
+    }
+
+    fn raised(window: Duration, renewals: u32) -> Vec<u32> {
+        let mut reservation = Reservation::new(window, R);
+        let start = Duration::from_secs(1_000_000);
+        let mut raised = Vec::new();
+        for k in 0..renewals {
+            let watermark = reservation.watermark_at(start + R * k);
+            reservation.renewed(watermark);
+            if watermark != 0 {
+                raised.push(k);
+            }
+        }
+        raised
+    }
+
+    #[test]
+    fn a_store_that_holds_expired_ids_back_gets_two_ttls_and_fewer_writes() {
+        let ttl = 3 * R;
+        assert_eq!(default_window(R, ttl, false), 4 * R);
+        let window = default_window(R, ttl, true);
+        assert_eq!(window, 6 * R, "two ttls, in whole periods");
+        assert_eq!(raised(window, 11), [0, 5, 10]);
+        // Never shorter than the four periods a store without one gets.
+        assert_eq!(default_window(R, R + R / 2, true), 4 * R);
+        assert_eq!(default_window(R, 3 * R + R / 2, true), 7 * R);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use tokio::sync::{watch, Notify};
 use super::{Clock, DriftPolicy, Generator, Layout, LocalGenerator, SystemClock};
 use workerid_lease::{Allocator, Lease};
 
-use crate::reservation::Reservation;
+use crate::reservation::{default_window, Reservation};
 use crate::{Error, Result};
 
 /// Releases the lease of a join whose future was dropped (a caller that
@@ -121,12 +121,18 @@ impl WorkerOptions {
         self.renew_every = Some(every);
         self
     }
-    /// How far ahead of its clock a reservation reaches (default four
-    /// renewal periods; at least two). A renewal raises the stored
-    /// watermark to `now + window` only when less than one and a half
-    /// renewal periods of the reserved window are left, so by default one
-    /// renewal in three writes it and the others only extend the lease. The
+    /// How far ahead of its clock a reservation reaches (at least two
+    /// renewal periods). A renewal raises the stored watermark to
+    /// `now + window` only when less than one and a half renewal periods of
+    /// the reserved window are left; the others only extend the lease. The
     /// next holder of the worker ID starts above the reserved window.
+    ///
+    /// Default: four renewal periods (one renewal in three writes the
+    /// watermark), or two ttls in whole periods on a store that holds an
+    /// expired ID back one more ttl
+    /// ([`Capabilities::quarantine`](workerid_lease::Capabilities), etcd):
+    /// the next holder of an expired ID cannot get it sooner, and one renewal
+    /// in five writes.
     pub fn window(mut self, window: Duration) -> Self {
         self.window = Some(window);
         self
@@ -227,7 +233,10 @@ impl Worker {
     ) -> Result<Worker> {
         let ttl = allocator.options().default_ttl();
         let renew_every = options.renew_every.unwrap_or(ttl / 3);
-        let window = options.window.unwrap_or(renew_every * 4);
+        let quarantine = allocator.store().capabilities().quarantine;
+        let window = options
+            .window
+            .unwrap_or_else(|| default_window(renew_every, ttl, quarantine));
         let layout = options.layout;
         if allocator.max_worker_id() > layout.max_worker_id() {
             return Err(Error::invalid_config(format!(
