@@ -63,7 +63,7 @@ pub(crate) fn default_window(renew_every: Duration, ttl: Duration, quarantine: b
     if !quarantine || renew_every.is_zero() {
         return four;
     }
-    let periods = (ttl * 2).as_nanos() / renew_every.as_nanos();
+    let periods = ttl.saturating_mul(2).as_nanos() / renew_every.as_nanos();
     four.max(renew_every * u32::try_from(periods).unwrap_or(u32::MAX))
 }
 

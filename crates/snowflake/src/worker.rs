@@ -30,7 +30,7 @@ impl Drop for AbandonedJoin {
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(async move {
-                    if let Err(e) = allocator.release(&lease).await {
+                    if let Err(e) = release_unused(&allocator, &lease).await {
                         tracing::warn!(
                             "could not release worker ID {} of an abandoned join: {e}",
                             lease.id()
@@ -132,7 +132,8 @@ impl WorkerOptions {
     /// expired ID back one more ttl
     /// ([`Capabilities::quarantine`](workerid_lease::Capabilities), etcd):
     /// the next holder of an expired ID cannot get it sooner, and one renewal
-    /// in five writes.
+    /// in five writes. The next holder of a force-released ID may wait for
+    /// the whole window.
     pub fn window(mut self, window: Duration) -> Self {
         self.window = Some(window);
         self
@@ -290,7 +291,7 @@ impl Worker {
         let (generator, deadline) = match joined {
             Ok(joined) => joined,
             Err(e) => {
-                if let Err(release) = allocator.release(&lease).await {
+                if let Err(release) = release_unused(&allocator, &lease).await {
                     tracing::warn!(
                         "could not release worker ID {} after a failed join: {release}",
                         lease.id()
@@ -445,6 +446,18 @@ async fn wait_past(
 /// One renewal, raising the reserved window when it runs low (see
 /// [`Reservation`]); on success the generator may issue up to the reserved
 /// window until the new deadline, which is returned.
+/// Releases the lease of a join that issued no ID, leaving the earlier
+/// holders' watermark rather than a window its reservation may have stored
+/// (a reservation that failed may still have been written), so the next
+/// holder does not wait for time nobody used.
+async fn release_unused(allocator: &Allocator, lease: &Lease) -> workerid_lease::Result<()> {
+    // The allocator never stores less than `previous_watermark`; 0 would
+    // mean "leave the stored one".
+    allocator
+        .release_with_watermark(lease, lease.previous_watermark().max(1))
+        .await
+}
+
 async fn reserve(
     allocator: &Allocator,
     lease: &mut Lease,

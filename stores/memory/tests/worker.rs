@@ -19,12 +19,16 @@ use workerid_snowflake::{
 
 const T0: Duration = Duration::from_secs(1_800_000_000);
 
-fn allocator(store: impl LeaseStore, ttl: Duration) -> Allocator {
-    let options = LeaseOptions::new()
+/// A pool of one worker ID, leased for `ttl`.
+fn lease_options(ttl: Duration) -> LeaseOptions {
+    LeaseOptions::new()
         .max_worker_id(0)
         .max_lease_time(ttl)
-        .ttl(ttl);
-    Allocator::new(store, "snowflake", options).unwrap()
+        .ttl(ttl)
+}
+
+fn allocator(store: impl LeaseStore, ttl: Duration) -> Allocator {
+    Allocator::new(store, "snowflake", lease_options(ttl)).unwrap()
 }
 
 /// A worker on `store`'s pool of one, with `clock`.
@@ -228,18 +232,38 @@ async fn a_drift_beyond_recovery_makes_the_worker_leave() {
     assert!(next.previous_watermark() > 0, "with its watermark");
 }
 
-/// A store that can be cut off, recording when each successful renewal was sent.
+/// A store that can be cut off, recording when each successful renewal was
+/// sent, and that can declare a quarantine of expired IDs.
 #[derive(Debug)]
 struct Flaky {
     inner: MemoryStore,
     down: AtomicBool,
+    /// Renewals that raise the watermark are written, then answered with an
+    /// error (a lost answer).
+    lose_raises: AtomicBool,
     renewed: Mutex<Vec<Instant>>,
+    quarantine: bool,
+}
+
+impl Flaky {
+    fn new(quarantine: bool) -> Arc<Flaky> {
+        Arc::new(Flaky {
+            inner: MemoryStore::new(),
+            down: AtomicBool::new(false),
+            lose_raises: AtomicBool::new(false),
+            renewed: Mutex::new(Vec::new()),
+            quarantine,
+        })
+    }
 }
 
 #[async_trait]
 impl LeaseStore for Flaky {
     fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
+        Capabilities {
+            quarantine: self.quarantine,
+            ..self.inner.capabilities()
+        }
     }
     async fn acquire(
         &self,
@@ -264,6 +288,9 @@ impl LeaseStore for Flaky {
             return Err(Error::unavailable("flaky", "cut off"));
         }
         self.inner.renew(ns, id, token, ttl, watermark).await?;
+        if watermark != 0 && self.lose_raises.load(Ordering::SeqCst) {
+            return Err(Error::unavailable("flaky", "the answer was lost"));
+        }
         self.renewed.lock().unwrap().push(sent);
         Ok(())
     }
@@ -278,19 +305,55 @@ impl LeaseStore for Flaky {
     }
 }
 
+/// Without a window in its options a worker reserves four renewal periods
+/// ahead, or two ttls on a store that holds expired IDs back one more ttl.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_window_is_two_ttls_where_expired_ids_are_held_back() {
+    let ttl = Duration::from_secs(30);
+    for (quarantine, window) in [(false, ttl / 3 * 4), (true, ttl * 2)] {
+        let store = Flaky::new(quarantine);
+        let allocator = Allocator::from_arc(store, "window", lease_options(ttl)).unwrap();
+        let clock = Arc::new(FakeClock::at(T0));
+        let worker = Worker::join(allocator, WorkerOptions::new().clock(clock.clone()))
+            .await
+            .unwrap();
+        let now = Layout::classic().timestamp_at(clock.now().wall).unwrap();
+        assert_eq!(
+            Duration::from_millis(worker.generator().window_end() - now),
+            window,
+            "quarantine: {quarantine}"
+        );
+        worker.stop().await;
+    }
+}
+
+/// A join whose first reservation was written but not confirmed issued no
+/// ID: it leaves the earlier holder's watermark, not the window it reserved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_join_leaves_the_earlier_watermark() {
+    let ttl = Duration::from_secs(30);
+    let store = Flaky::new(false);
+    let allocator = Allocator::from_arc(store.clone(), "failed", lease_options(ttl)).unwrap();
+    let earlier = u64::try_from(T0.as_millis()).unwrap();
+    let first = allocator.acquire().await.unwrap();
+    allocator
+        .release_with_watermark(&first, earlier)
+        .await
+        .unwrap();
+
+    store.lose_raises.store(true, Ordering::SeqCst);
+    let clock = Arc::new(FakeClock::at(T0 + Duration::from_secs(1)));
+    let joined = Worker::join(allocator.clone(), WorkerOptions::new().clock(clock)).await;
+    assert!(joined.is_err(), "the reservation's answer was lost");
+    let next = allocator.acquire().await.unwrap();
+    assert_eq!(next.previous_watermark(), earlier);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_outage_longer_than_the_ttl_stops_ids_before_the_deadline() {
     let ttl = Duration::from_millis(900);
-    let flaky = Arc::new(Flaky {
-        inner: MemoryStore::new(),
-        down: AtomicBool::new(false),
-        renewed: Mutex::new(Vec::new()),
-    });
-    let options = LeaseOptions::new()
-        .max_worker_id(0)
-        .max_lease_time(ttl)
-        .ttl(ttl);
-    let allocator = Allocator::from_arc(flaky.clone(), "outage", options).unwrap();
+    let flaky = Flaky::new(false);
+    let allocator = Allocator::from_arc(flaky.clone(), "outage", lease_options(ttl)).unwrap();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
     let worker = Worker::join(allocator, WorkerOptions::new().clock(clock))
         .await

@@ -60,8 +60,9 @@ struct Args {
     #[arg(long)]
     max_connections: Option<u32>,
     /// How far ahead each worker reserves time, in renew periods (at least
-    /// 2; default the worker's, which raises the stored watermark on one
-    /// renewal in three; 2 raises it on every renewal).
+    /// 2; default the worker's: 4, which raises the stored watermark on one
+    /// renewal in three, or 6 on etcd, one in five; 2 raises it on every
+    /// renewal).
     #[arg(long, value_parser = clap::value_parser!(u32).range(2..))]
     window_periods: Option<u32>,
     /// The short version, about a minute: 1000 workers, 10 s steady, 8 s churn,

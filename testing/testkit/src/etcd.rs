@@ -18,8 +18,8 @@ pub const URL_ENV: &str = "WORKERID_ETCD_ENDPOINTS";
 pub const CLUSTER_URL_ENV: &str = "WORKERID_ETCD_CLUSTER_ENDPOINTS";
 /// Runs another etcd program than [`INSTALLED_PROGRAM`] (a path).
 pub const PROGRAM_ENV: &str = "WORKERID_ETCD_PROGRAM";
-/// The etcd that `scripts/setup.sh` installs: Debian stable's `etcd-server`
-/// (etcd 3.5), unpacked outside the machine's own packages.
+/// The etcd that `scripts/setup.sh` installs: Debian 13's (trixie)
+/// `etcd-server` (etcd 3.5), unpacked outside the machine's own packages.
 pub const INSTALLED_PROGRAM: &str = "/usr/local/lib/workerid/etcd/etcd";
 
 /// The etcd program the test kit starts: `WORKERID_ETCD_PROGRAM`, else
@@ -27,14 +27,21 @@ pub const INSTALLED_PROGRAM: &str = "/usr/local/lib/workerid/etcd/etcd";
 ///
 /// Panics when it is not there, saying how to install it.
 pub fn program() -> PathBuf {
-    let path = std::env::var_os(PROGRAM_ENV)
-        .map_or_else(|| PathBuf::from(INSTALLED_PROGRAM), PathBuf::from);
+    if let Some(path) = std::env::var_os(PROGRAM_ENV) {
+        let path = PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "{PROGRAM_ENV} names {}, which is not a file",
+            path.display()
+        );
+        return path;
+    }
+    let path = PathBuf::from(INSTALLED_PROGRAM);
     assert!(
         path.is_file(),
-        "etcd is not installed at {}: the tests need a real server. `bash scripts/setup.sh` \
-         installs Debian stable's etcd 3.5 there (bash scripts/test.sh runs it for you); \
-         {PROGRAM_ENV} names another etcd program.",
-        path.display()
+        "etcd is not installed at {INSTALLED_PROGRAM}: the tests need a real server. \
+         `bash scripts/setup.sh` installs Debian 13's etcd 3.5 there (bash scripts/test.sh \
+         runs it for you); {PROGRAM_ENV} names another etcd program."
     );
     path
 }
