@@ -1,7 +1,7 @@
 //! Fault tests on etcd servers of their own: a node crash, the loss of a
 //! follower and then of the leader in the middle of a run, a leader that
-//! moves, a frozen member, the loss of quorum, and clusters that cannot be
-//! reached at all.
+//! moves, a frozen member, a leader cut off from its followers, the loss of
+//! quorum, and clusters that cannot be reached at all.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -424,6 +424,46 @@ async fn a_frozen_member_is_passed_over_within_the_request_timeout() {
     renewed.expect("a renew passes a frozen member by");
     next.expect("and so does the next acquire");
     assert!(waited < Duration::from_secs(2), "waited {waited:?}");
+}
+
+/// A leader whose followers are frozen still answers keep-alives from its
+/// own memory (etcd 3.4 and 3.5 do, at once), so on a cluster of more than
+/// one member a renewal must not be a keep-alive alone: its linearizable
+/// read needs a quorum, and the renewal fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_its_followers_renews_nothing() {
+    let cluster = EtcdCluster::start();
+    let store = EtcdStore::builder()
+        .request_timeout(Duration::from_millis(500))
+        .operation_timeout(Duration::from_secs(2))
+        .connect(cluster.endpoints())
+        .await
+        .unwrap();
+    let allocator = Allocator::new(store, "cut-off", options(Duration::from_secs(20))).unwrap();
+    let mut lease = allocator.acquire().await.unwrap();
+    allocator.renew(&mut lease).await.unwrap();
+
+    let followers: Vec<_> = tokio::task::block_in_place(|| {
+        let leader = cluster.leader().expect("a leader").name().to_string();
+        let followers: Vec<_> = cluster
+            .nodes()
+            .iter()
+            .filter(|n| n.name() != leader)
+            .collect();
+        for node in &followers {
+            node.process().pause();
+        }
+        followers
+    });
+    let renew = allocator.renew(&mut lease).await;
+    for node in &followers {
+        node.process().resume();
+    }
+    assert!(
+        matches!(renew, Err(Error::Unavailable { .. })),
+        "renew on a leader cut off from its followers: {renew:?}"
+    );
+    tokio::task::block_in_place(|| cluster.wait_healthy(Duration::from_secs(30)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
