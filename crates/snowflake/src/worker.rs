@@ -443,9 +443,6 @@ async fn wait_past(
     }
 }
 
-/// One renewal, raising the reserved window when it runs low (see
-/// [`Reservation`]); on success the generator may issue up to the reserved
-/// window until the new deadline, which is returned.
 /// Releases the lease of a join that issued no ID, leaving the earlier
 /// holders' watermark rather than a window its reservation may have stored
 /// (a reservation that failed may still have been written), so the next
@@ -458,6 +455,9 @@ async fn release_unused(allocator: &Allocator, lease: &Lease) -> workerid_lease:
         .await
 }
 
+/// One renewal, raising the reserved window when it runs low (see
+/// [`Reservation`]); on success the generator may issue up to the reserved
+/// window until the new deadline, which is returned.
 async fn reserve(
     allocator: &Allocator,
     lease: &mut Lease,

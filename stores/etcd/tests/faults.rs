@@ -426,6 +426,17 @@ async fn a_frozen_member_is_passed_over_within_the_request_timeout() {
     assert!(waited < Duration::from_secs(2), "waited {waited:?}");
 }
 
+/// A store on `cluster` that gives up on a member within 500 ms and on an
+/// operation within 2 s.
+async fn impatient_store(cluster: &EtcdCluster) -> EtcdStore {
+    EtcdStore::builder()
+        .request_timeout(Duration::from_millis(500))
+        .operation_timeout(Duration::from_secs(2))
+        .connect(cluster.endpoints())
+        .await
+        .unwrap()
+}
+
 /// A leader whose followers are frozen still answers keep-alives from its
 /// own memory (etcd 3.4 and 3.5 do, at once), so on a cluster of more than
 /// one member a renewal must not be a keep-alive alone: its linearizable
@@ -433,12 +444,7 @@ async fn a_frozen_member_is_passed_over_within_the_request_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_cut_off_from_its_followers_renews_nothing() {
     let cluster = EtcdCluster::start();
-    let store = EtcdStore::builder()
-        .request_timeout(Duration::from_millis(500))
-        .operation_timeout(Duration::from_secs(2))
-        .connect(cluster.endpoints())
-        .await
-        .unwrap();
+    let store = impatient_store(&cluster).await;
     let allocator = Allocator::new(store, "cut-off", options(Duration::from_secs(20))).unwrap();
     let mut lease = allocator.acquire().await.unwrap();
     allocator.renew(&mut lease).await.unwrap();
@@ -469,12 +475,7 @@ async fn a_leader_cut_off_from_its_followers_renews_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_quorum_every_operation_is_unavailable_then_recovers() {
     let cluster = EtcdCluster::start();
-    let store = EtcdStore::builder()
-        .request_timeout(Duration::from_millis(500))
-        .operation_timeout(Duration::from_secs(2))
-        .connect(cluster.endpoints())
-        .await
-        .unwrap();
+    let store = impatient_store(&cluster).await;
     let tag = Tag::new("quorum").unwrap();
     assert!(store.create_tag(&tag, 1, 100).await.unwrap());
     assert_eq!(store.reserve(&tag, None).await.unwrap().first, 1);

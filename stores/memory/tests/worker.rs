@@ -1,6 +1,7 @@
 //! The snowflake worker on the memory store: hand-over of a reused worker ID
-//! between clocks that disagree, lease loss during a store outage, stop, and
-//! leaving on a clock drift beyond recovery.
+//! between clocks that disagree, lease loss during a store outage, stop,
+//! leaving on a clock drift beyond recovery, the default reserved window, and
+//! what a failed join leaves behind.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
