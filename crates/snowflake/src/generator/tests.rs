@@ -1,0 +1,343 @@
+use super::*;
+use crate::clock::LaggingClock;
+use crate::FakeClock;
+
+const T0: Duration = Duration::from_secs(1_800_000_000);
+
+fn generator(clock: &Arc<FakeClock>) -> Generator {
+    Generator::new(Layout::classic(), 5, clock.clone()).unwrap()
+}
+
+#[test]
+fn ids_rise_and_carry_the_worker_id() {
+    let clock = Arc::new(FakeClock::at(T0));
+    let g = generator(&clock);
+    let mut last = 0;
+    for _ in 0..10 {
+        let id = g.next_id().unwrap();
+        assert!(id > last);
+        last = id;
+        clock.advance(Duration::from_micros(300));
+    }
+    let parts = Layout::classic().decompose(last);
+    assert_eq!(parts.worker_id, 5);
+    assert_eq!(
+        parts.time,
+        std::time::UNIX_EPOCH + T0 + Duration::from_millis(2)
+    );
+}
+
+#[test]
+fn an_exhausted_sequence_waits_for_the_next_unit_and_never_wraps() {
+    let clock = Arc::new(FakeClock::at(T0));
+    let g = generator(&clock);
+    let first = Layout::classic().decompose(g.next_id().unwrap());
+    for _ in 0..4095 {
+        g.next_id().unwrap();
+    }
+    assert_eq!(
+        clock.now().mono,
+        Duration::ZERO,
+        "4096 IDs fit one millisecond"
+    );
+    let next = Layout::classic().decompose(g.next_id().unwrap());
+    assert_eq!((next.timestamp, next.sequence), (first.timestamp + 1, 0));
+    assert_eq!(
+        clock.now().mono,
+        Duration::from_millis(1),
+        "it waited for the next millisecond"
+    );
+}
+
+#[test]
+fn drift_buckets_block_try_later_and_give_up() {
+    let clock = Arc::new(FakeClock::at(T0));
+    let g = generator(&clock);
+    let before = g.next_id().unwrap();
+    // Small: blocks until caught up, then succeeds above the last ID.
+    clock.step_wall(-500);
+    let waited_from = clock.now().mono;
+    let after = g.next_id().unwrap();
+    assert!(after > before);
+    assert!(clock.now().mono - waited_from >= Duration::from_millis(500));
+    // Medium: at once, without waiting.
+    clock.step_wall(-3_000);
+    let at = clock.now().mono;
+    assert!(
+        matches!(g.next_id(), Err(Error::ClockDriftTryLater { drift }) if drift >= Duration::from_secs(3))
+    );
+    assert_eq!(clock.now().mono, at);
+    // Large: beyond recovery.
+    clock.step_wall(-30_000);
+    assert!(matches!(g.next_id(), Err(Error::ClockDriftTooLarge { .. })));
+    // Once the clock is right again, IDs resume above the old ones.
+    clock.step_wall(33_000);
+    assert!(g.next_id().unwrap() > after);
+}
+
+#[test]
+fn a_sealed_generator_issues_nothing_even_to_calls_in_flight() {
+    let clock = Arc::new(FakeClock::at(T0));
+    let g = generator(&clock);
+    for _ in 0..5 {
+        g.next_id().unwrap();
+    }
+    clock.advance(Duration::from_millis(3));
+    let last = Layout::classic().decompose(g.next_id().unwrap()).timestamp;
+    assert_eq!(g.seal(), last);
+    assert_eq!(g.last_used_timestamp(), last, "still readable once sealed");
+    assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+    // A call that found the generator open before the seal: its
+    // increment or compare-and-swap of `last` comes after it.
+    g.open_until(Duration::from_secs(1 << 30), u64::MAX >> 22);
+    for _ in 0..3 {
+        assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+        assert!(matches!(g.claim(4), Err(Error::NotReady { .. })));
+        g.last.fetch_add(1, Ordering::AcqRel);
+        clock.advance(Duration::from_millis(1));
+    }
+    assert_eq!(g.seal(), last, "sealing twice keeps the first answer");
+}
+
+#[test]
+fn the_last_used_timestamp_only_rises() {
+    let clock = Arc::new(FakeClock::at(T0));
+    let g = generator(&clock);
+    let id = g.next_id().unwrap();
+    let ts = Layout::classic().decompose(id).timestamp;
+    assert_eq!(g.last_used_timestamp(), ts);
+    g.set_last_used_timestamp(ts + 100);
+    g.set_last_used_timestamp(ts + 50);
+    assert_eq!(g.last_used_timestamp(), ts + 100);
+    clock.advance(Duration::from_millis(100));
+    let next = Layout::classic().decompose(g.next_id().unwrap());
+    assert_eq!(next.timestamp, ts + 101, "strictly above the timestamp set");
+}
+
+#[test]
+fn a_closed_generator_or_a_passed_deadline_or_window_issues_nothing() {
+    let clock = Arc::new(FakeClock::at(T0));
+    let g = generator(&clock);
+    assert_eq!(
+        g.lease_deadline(),
+        None,
+        "an open generator has no deadline"
+    );
+    g.close();
+    assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+    let ts = Layout::classic().timestamp_at(T0).unwrap();
+    g.open_until(Duration::from_secs(1), ts + 10);
+    assert_eq!(g.lease_deadline(), Some(Duration::from_secs(1)));
+    assert_eq!(g.window_end(), ts + 10);
+    g.next_id().unwrap();
+    clock.advance(Duration::from_millis(20));
+    assert!(matches!(g.next_id(), Err(Error::NotReady { reason }) if reason.contains("window")));
+    g.open_until(Duration::from_secs(1), ts + 10_000);
+    g.next_id().unwrap();
+    clock.advance(Duration::from_secs(1));
+    assert!(matches!(g.next_id(), Err(Error::NotReady { reason }) if reason.contains("deadline")));
+    g.close();
+    assert_eq!(
+        g.lease_deadline(),
+        Some(Duration::from_secs(1)),
+        "the last deadline stays readable once closed"
+    );
+}
+
+#[test]
+fn a_coarse_clock_behind_the_last_id_does_not_force_precise_reads() {
+    let clock = Arc::new(LaggingClock::at(T0));
+    let g = Generator::new(Layout::classic(), 5, clock.clone()).unwrap();
+    let first = Layout::classic().decompose(g.next_id().unwrap());
+    // The coarse clock now reads 3 ms behind, 2 ms before the last ID.
+    clock.lag_ms.store(3, Ordering::SeqCst);
+    clock.inner.advance(Duration::from_millis(1));
+    let reads = clock.precise_reads.load(Ordering::SeqCst);
+    let mut last = 0;
+    for _ in 0..1000 {
+        let id = g.next_id().unwrap();
+        assert!(id > last);
+        last = id;
+    }
+    assert_eq!(
+        clock.precise_reads.load(Ordering::SeqCst),
+        reads,
+        "IDs in the last ID's unit need no precise reading"
+    );
+    let parts = Layout::classic().decompose(last);
+    assert_eq!((parts.timestamp, parts.sequence), (first.timestamp, 1000));
+    // Beyond what the lag can explain, it is a clock that went back:
+    // the precise clock decides (here it is fine, 1 ms later).
+    clock.lag_ms.store(10, Ordering::SeqCst);
+    let next = Layout::classic().decompose(g.next_id().unwrap());
+    assert!(clock.precise_reads.load(Ordering::SeqCst) > reads);
+    assert_eq!((next.timestamp, next.sequence), (first.timestamp + 1, 0));
+}
+
+/// The timestamp and sequence of the ID an increment issues, through
+/// `id_of` (checked against `Layout::decompose`).
+fn incremented(g: &Generator) -> Option<(u64, u64)> {
+    g.increment().map(|claimed| {
+        let parts = g.layout().decompose(g.id_of(claimed));
+        assert_eq!(parts.worker_id, g.worker_id());
+        (parts.timestamp, parts.sequence)
+    })
+}
+
+#[test]
+fn id_of_is_compose() {
+    let clock: Arc<dyn Clock> = Arc::new(FakeClock::at(T0));
+    let wide = Layout::new(41, 2, 20, Duration::from_millis(1), crate::CLASSIC_EPOCH).unwrap();
+    for (layout, worker) in [
+        (Layout::classic(), 1023),
+        (Layout::classic(), 0),
+        (Layout::sonyflake(), 65_535),
+        (wide, 3),
+    ] {
+        let g = Generator::new(layout, worker, clock.clone()).unwrap();
+        let bits = layout.sequence_bits();
+        for (ts, seq) in [
+            (0, 0),
+            (1, 1),
+            (layout.max_timestamp(), layout.max_sequence()),
+        ] {
+            assert_eq!(
+                g.id_of((ts << bits) | seq),
+                layout.compose(ts, worker, seq),
+                "{layout:?} {worker} {ts} {seq}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_increment_takes_only_the_common_case() {
+    let clock = Arc::new(FakeClock::at(T0));
+    let g = generator(&clock);
+    let ts = Layout::classic().timestamp_at(T0).unwrap();
+    assert_eq!(incremented(&g), None, "a new unit needs a compare-and-swap");
+    let first = Layout::classic().decompose(g.next_id().unwrap());
+    assert_eq!((first.timestamp, first.sequence), (ts, 0));
+    assert_eq!(incremented(&g), Some((ts, 1)));
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(incremented(&g), None, "the clock is in the next unit");
+    g.next_id().unwrap();
+    assert_eq!(incremented(&g), Some((ts + 1, 1)));
+    g.close();
+    assert_eq!(incremented(&g), None, "closed");
+    g.open_until(Duration::from_millis(5), ts + 1);
+    assert_eq!(incremented(&g), Some((ts + 1, 2)));
+    g.open_until(Duration::from_millis(5), ts);
+    assert_eq!(incremented(&g), None, "past the window");
+    g.open_until(Duration::from_millis(1), ts + 1);
+    assert_eq!(incremented(&g), None, "at the deadline");
+    g.open_until(Duration::from_secs(1), ts + 10);
+    g.set_last_used_timestamp(ts + 1);
+    assert_eq!(incremented(&g), None, "the sequence is exhausted");
+}
+
+#[test]
+fn a_clock_standing_still_before_the_deadline_issues_and_at_it_issues_nothing() {
+    // The clock stands still between the calls (as a fake clock does):
+    // every call still compares its own reading with the deadline, also
+    // in the unit of the last ID, where the increment would serve it.
+    let clock = Arc::new(LaggingClock::at(T0));
+    let g = Generator::new(Layout::classic(), 5, clock.clone()).unwrap();
+    let ts = Layout::classic().timestamp_at(T0).unwrap();
+    let deadline = Duration::from_micros(100_500);
+    g.open_until(deadline, ts + 1_000);
+    clock.inner.advance(Duration::from_millis(100));
+    for _ in 0..1000 {
+        g.next_id().unwrap();
+    }
+    clock.inner.advance(Duration::from_micros(500));
+    assert_eq!(clock.now().mono, deadline);
+    for _ in 0..1000 {
+        assert_eq!(incremented(&g), None);
+        assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+    }
+    // The coarse clock 3 ms behind with up to 4 ms of lag cannot tell:
+    // the precise clock (at the deadline) decides.
+    clock.lag_ms.store(3, Ordering::SeqCst);
+    for _ in 0..1000 {
+        assert_eq!(incremented(&g), None);
+        assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+    }
+    g.open_until(Duration::from_millis(200), ts + 1_000);
+    assert!(g.next_id().is_ok());
+}
+
+#[test]
+fn a_unit_carried_into_is_issued_only_once_the_clock_is_in_it() {
+    // A racing increment can carry `last` into the next unit before any
+    // clock reached it; within the coarse clock's lag it must still not
+    // be issued early. It is waited for, not taken for drift (with no
+    // drift allowed at all).
+    let clock = Arc::new(LaggingClock::at(T0));
+    let none = DriftPolicy {
+        block_below: Duration::ZERO,
+        give_up_at: Duration::ZERO,
+    };
+    let g = Generator::with_policy(Layout::classic(), 5, clock.clone(), none).unwrap();
+    let ts = Layout::classic().timestamp_at(T0).unwrap();
+    g.next_id().unwrap();
+    g.last.store((ts + 1) << 12, Ordering::SeqCst);
+    assert_eq!(incremented(&g), None);
+    let id = Layout::classic().decompose(g.next_id().unwrap());
+    assert_eq!((id.timestamp, id.sequence), (ts + 1, 1));
+    assert!(
+        clock.now().wall >= Layout::classic().time_of(ts + 1),
+        "it waited for the unit"
+    );
+    // Once a reading was in it, the lagging coarse clock may use it.
+    clock.lag_ms.store(3, Ordering::SeqCst);
+    assert_eq!(incremented(&g), Some((ts + 1, 2)));
+}
+
+#[test]
+fn threads_exhausting_units_share_no_id_and_never_run_ahead_of_the_clock() {
+    // The classic layout's 4096 IDs per ms run out every few µs here, so
+    // increments race into exhausted units and carry.
+    let clock = Arc::new(SystemClock::new());
+    let g = Arc::new(Generator::new(Layout::classic(), 1, clock.clone()).unwrap());
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let (g, clock) = (g.clone(), clock.clone());
+            std::thread::spawn(move || {
+                let mut ids = Vec::with_capacity(50_000);
+                for _ in 0..50_000 {
+                    let id = g.next_id().unwrap();
+                    let unit_start = Layout::classic().decompose(id).time;
+                    assert!(unit_start <= std::time::UNIX_EPOCH + clock.now().wall);
+                    assert!(ids.last().is_none_or(|&last| id > last));
+                    ids.push(id);
+                }
+                ids
+            })
+        })
+        .collect();
+    let mut all: Vec<u64> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    let n = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), n, "duplicate IDs across threads");
+}
+
+#[test]
+fn the_system_clock_is_called_directly_and_others_through_the_trait() {
+    let system = Generator::with_system_clock(Layout::classic(), 1).unwrap();
+    assert!(system.system.is_some());
+    assert!(system.next_id().is_ok());
+    let fake = generator(&Arc::new(FakeClock::at(T0)));
+    assert!(fake.system.is_none());
+}
+
+#[test]
+fn worker_ids_must_fit_the_layout() {
+    let clock: Arc<dyn Clock> = Arc::new(FakeClock::at(T0));
+    assert!(Generator::new(Layout::classic(), 1024, clock.clone()).is_err());
+    assert!(Generator::new(Layout::classic(), 1023, clock).is_ok());
+}
