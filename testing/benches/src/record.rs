@@ -62,13 +62,23 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 /// One line about the machine: CPU model, CPU count, OS and kernel.
 pub fn machine() -> String {
     let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
-    let cpu = read("/proc/cpuinfo")
+    let cpuinfo = read("/proc/cpuinfo");
+    let cpu = cpuinfo
         .lines()
         .find_map(|l| l.strip_prefix("model name"))
         .and_then(|l| l.split_once(':'))
         .map(|(_, model)| model.trim().to_string())
         .unwrap_or_else(|| std::env::consts::ARCH.to_string());
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // The machine's CPUs, not the ones this thread may run on: a bench that
+    // pinned itself to one CPU still records the machine it ran on.
+    let cpus = match cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("processor"))
+        .count()
+    {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
     let os = read("/etc/os-release")
         .lines()
         .find_map(|l| l.strip_prefix("PRETTY_NAME="))
