@@ -98,7 +98,7 @@ pub enum Command {
          Examples:\n  \
          workerid decode 264905529753669637\n  \
          workerid decode 0x3ad222d00011005 --json\n  \
-         workerid decode 1864957138074341379 --layout sonyflake\n  \
+         workerid decode 647732070973444355 --layout sonyflake\n  \
          workerid decode 123456789012 --layout custom:41,10,12,1,2020-01-01 --json\n\n",
         "Exit codes: 0 ok, 2 bad ID or layout."
     ))]

@@ -41,8 +41,8 @@ pub enum Fault {
     /// network partition as its clients see it.
     PauseStore,
     /// Freeze the etcd leader for 1.5 to 2.5 ttls, then SIGCONT: the others
-    /// elect a new leader while the old one still believes it leads. Not in
-    /// the short tests: see the README (a soak run caught an overlap).
+    /// elect a new leader while the old one still believes it leads (the
+    /// fault the etcd store's quarantine answers: see docs/guarantees.md).
     PauseEtcdLeader,
     /// SIGKILL the etcd leader and start it again a few seconds later.
     KillEtcdLeader,
