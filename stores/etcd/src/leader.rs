@@ -10,7 +10,7 @@
 //!
 //! A follower forwards every write to the leader, and a lease keep-alive over
 //! HTTP on a connection of its own (etcd 3.4), so a request sent to the
-//! leader is answered sooner, by one hop (see `docs/benchmarks.md`).
+//! leader is answered sooner, by one hop.
 //!
 //! The check asks the member in use which member leads, looks that member's
 //! client URLs up among the endpoints, and moves there once the member
