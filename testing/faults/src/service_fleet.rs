@@ -20,7 +20,11 @@ use crate::{io_error, FaultsError, Result};
 /// [`FaultsError::Config`] when the build fails or the program is missing.
 pub fn server_binary() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os("WORKERID_SERVER_BIN") {
-        return Ok(PathBuf::from(path));
+        // Absolute: each server runs in a directory of its own.
+        let path = PathBuf::from(path);
+        return std::fs::canonicalize(&path).map_err(|e| {
+            FaultsError::Config(format!("WORKERID_SERVER_BIN={}: {e}", path.display()))
+        });
     }
     let exe = std::env::current_exe().map_err(io_error("the running program"))?;
     // target/<profile>/deps/<test> or target/<profile>/<binary>.
