@@ -7,7 +7,7 @@
 //! | `config` | `max_worker_id` | none | the pool size the namespace was first used with |
 //! | `owner/<id>` | token | the holder's | the ID is live; deleted by etcd at expiry |
 //! | `grant/<id>` | `<token> <holder>` | none | the last grant; written by grants only, so its mod revision is that grant's fence |
-//! | `ownership/<id>` | `held <ttl secs>` or `forced <etcd lease>`; deleted by a release | none | the last grant's ttl, and whether it was released (deleted by its holder, `forced` by an operator, with the holder's etcd lease the force release revoked) |
+//! | `ownership/<id>` | `held <ttl secs>` or `forced <etcd lease>`; deleted by a release | none | the last grant's ttl, and whether it was released (deleted by its holder, `forced` by an operator, with the holder's etcd lease the force release revokes) |
 //! | `mark/<id>` | watermark, 20 digits | none | the highest watermark ever stored |
 //!
 //! IDs are written with 7 digits so that keys sort by ID; watermarks with 20
@@ -154,9 +154,9 @@ pub(crate) fn grant_holder(value: &[u8]) -> Option<Holder> {
 pub(crate) enum Ownership {
     /// Granted, or last moved to a new etcd lease, for `ttl_secs`; not released.
     Held { ttl_secs: u32 },
-    /// Released by an operator, from the holder whose `owner/` key rode on
-    /// etcd lease `lease` (revoked by the release, so that the holder's next
-    /// keep-alive fails).
+    /// Released by an operator, from the holder whose `owner/` key rides on
+    /// etcd lease `lease`: the force release then revokes that lease, which
+    /// deletes the key, and the holder's next keep-alive fails.
     Forced { lease: i64 },
 }
 

@@ -205,10 +205,13 @@ impl EtcdStore {
         }
     }
 
-    /// Releases `id` for an operator: a guarded transaction deletes its
-    /// `owner/` key and records in `ownership/` the etcd lease that key rode
-    /// on, then that lease is revoked, so that the holder's next keep-alive
-    /// fails (a renewal may be a keep-alive alone, see `lease.rs`). A call
+    /// Releases `id` for an operator: a transaction guarded by the owner's
+    /// revision records in `ownership/` the etcd lease the `owner/` key rides
+    /// on, then that lease is revoked, which deletes the owner key. The owner
+    /// stays until its lease is gone, so a call that fails midway leaves the
+    /// holder both its key and its keep-alive (a renewal may be a keep-alive
+    /// alone, see `lease.rs`), never one without the other; the mirrors read
+    /// the record when the owner key goes, and offer the ID at once. A call
     /// that finds the ID already force released revokes the recorded lease
     /// again, in case the call that released it could not.
     pub(crate) async fn force_release_id(
@@ -218,8 +221,11 @@ impl EtcdStore {
     ) -> Result<bool> {
         let keys = Keys::new(&self.inner.prefix, namespace);
         let n = id.get();
-        // The owner can change between the read and the transaction (a
-        // renewal with another ttl moves it to a new etcd lease): read again.
+        // The holder's token, once a lease of it was revoked: the owner key
+        // may have moved to a new etcd lease meanwhile (a renewal with
+        // another ttl), and is then forced again; another token's owner is a
+        // later grant, left alone.
+        let mut forced: Option<Vec<u8>> = None;
         for _ in 0..FORCE_ATTEMPTS {
             let read = Txn::new().and_then([
                 TxnOp::get(keys.owner(n), None),
@@ -231,7 +237,13 @@ impl EtcdStore {
             else {
                 return Err(nonsense("force release", &read));
             };
-            let Some((lease, revision)) = owner.map(|kv| (kv.lease(), kv.mod_revision())) else {
+            let owner = owner.filter(|o| forced.as_deref().is_none_or(|t| t == o.value()));
+            let Some((lease, revision, token)) =
+                owner.map(|kv| (kv.lease(), kv.mod_revision(), kv.value().to_vec()))
+            else {
+                if forced.is_some() {
+                    return Ok(true);
+                }
                 if let Some(Ownership::Forced { lease }) =
                     ownership.and_then(|o| Ownership::parse(&o))
                 {
@@ -239,33 +251,22 @@ impl EtcdStore {
                 }
                 return Ok(false);
             };
-            let txn = Txn::new()
+            let mark = Txn::new()
                 .when([Compare::mod_revision(
                     keys.owner(n),
                     CompareOp::Equal,
                     revision,
                 )])
-                .and_then([
-                    TxnOp::delete(keys.owner(n), None),
-                    TxnOp::put(
-                        keys.ownership(n),
-                        Ownership::Forced { lease }.encode(),
-                        None,
-                    ),
-                ])
-                .or_else([TxnOp::get(keys.ownership(n), None)]);
-            let answer = self.txn("force release", txn).await?;
-            let (retried, answer) = (answer.retried, answer.value);
-            // Sent again after a lost answer: the first sending's marker.
-            let done = answer.succeeded()
-                || retried
-                    && got(&answer.op_responses(), 0)
-                        .flatten()
-                        .and_then(|o| Ownership::parse(&o))
-                        == Some(Ownership::Forced { lease });
-            if done {
+                .and_then([TxnOp::put(
+                    keys.ownership(n),
+                    Ownership::Forced { lease }.encode(),
+                    None,
+                )]);
+            // Sent again after a lost answer, the comparison still holds:
+            // the record is not the owner key.
+            if self.txn("force release", mark).await?.value.succeeded() {
                 self.revoke_now(lease).await?;
-                return Ok(true);
+                forced = Some(token);
             }
         }
         Err(Error::unavailable(

@@ -1,26 +1,20 @@
 //! Answers that come after the store gave up on their requests, as from an
-//! overloaded member: the store's connection to the member stays open.
+//! overloaded member: the store's connection to the member stays open. And
+//! an answer that never comes: a force release cut off after its first write.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
+use etcd_client::WatchOptions;
 use tokio::task::JoinSet;
 use workerid_etcd::EtcdStore;
-use workerid_lease::{Error, LeaseStore, Namespace};
+use workerid_lease::{Error, Holder, LeaseStore, Namespace, Token};
 use workerid_testkit::proxy::DelayingProxy;
 
 /// A store on the shared node, through a proxy of its own, that gives up
 /// on an operation after 1 s.
 async fn through_proxy() -> (DelayingProxy, EtcdStore) {
-    let endpoint = &workerid_testkit::etcd::shared_endpoints()[0];
-    let server: SocketAddr = endpoint
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut addresses| addresses.next())
-        .unwrap_or_else(|| panic!("the address of {endpoint}"));
-    let proxy = DelayingProxy::start(server);
+    let proxy = DelayingProxy::start(shared_address());
     let store = EtcdStore::builder()
         .request_timeout(Duration::from_secs(1))
         .operation_timeout(Duration::from_secs(1))
@@ -29,6 +23,18 @@ async fn through_proxy() -> (DelayingProxy, EtcdStore) {
         .expect("connect through the proxy");
     store.list(&namespace()).await.expect("a first list");
     (proxy, store)
+}
+
+/// The shared node's client address.
+fn shared_address() -> SocketAddr {
+    let endpoint = &workerid_testkit::etcd::shared_endpoints()[0];
+    endpoint
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut addresses| addresses.next())
+        .unwrap_or_else(|| panic!("the address of {endpoint}"))
 }
 
 fn namespace() -> Namespace {
@@ -77,4 +83,103 @@ async fn answers_long_after_the_request_timeout_leave_the_connection_open() {
     lists_given_up(&store, 1500).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     the_first_connection_is_kept(&proxy, &store).await;
+}
+
+/// A store on the shared node under `cut-off/`, directly or through `proxy`.
+async fn cut_off_store(through: Option<&DelayingProxy>) -> EtcdStore {
+    let endpoint = match through {
+        Some(proxy) => format!("http://{}", proxy.address()),
+        None => workerid_testkit::etcd::shared_endpoints()[0].clone(),
+    };
+    EtcdStore::builder()
+        .key_prefix("cut-off")
+        .request_timeout(Duration::from_secs(1))
+        .operation_timeout(Duration::from_secs(2))
+        .connect([endpoint])
+        .await
+        .expect("connect")
+}
+
+/// An operator's force release whose connection is lost right after its
+/// first write reached etcd fails, and leaves the worker ID whole: its
+/// holder, renewing by keep-alive alone on this one-member cluster, keeps
+/// it and nobody else gets it. Calling it again frees the ID: the holder's
+/// renewal then fails and another acquirer gets the ID.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_release_cut_off_midway_never_leaves_two_holders() {
+    let ns = Namespace::new("forced-midway").expect("a valid namespace");
+    let ttl = Duration::from_secs(10);
+    let label = Holder::new("cut-off-test").expect("a valid holder");
+    let (holder, other) = (cut_off_store(None).await, cut_off_store(None).await);
+    let token = Token::generate();
+    let grant = holder
+        .acquire(&ns, 0, &token, ttl, &label)
+        .await
+        .expect("acquire in a pool of one");
+    let id = grant.id;
+
+    // Answers through the proxy come 500 ms late, so the test sees the force
+    // release's first write land in etcd before the operator's store does,
+    // and cuts its connection then.
+    let mut watcher = holder.client().await.expect("a raw client");
+    let (_watching, mut events) = watcher
+        .watch(
+            format!("cut-off/ns/{ns}/"),
+            Some(WatchOptions::new().with_prefix()),
+        )
+        .await
+        .expect("watch the namespace");
+    let proxy = DelayingProxy::start(shared_address());
+    let operator = cut_off_store(Some(&proxy)).await;
+    proxy.set_delay(Duration::from_millis(500));
+    let forcing = tokio::spawn(async move {
+        let ns = Namespace::new("forced-midway").expect("a valid namespace");
+        operator.force_release(&ns, id).await
+    });
+    let written = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(answer) = events.message().await.expect("watch answers") {
+            if !answer.events().is_empty() {
+                return;
+            }
+        }
+    })
+    .await;
+    drop(proxy);
+    written.expect("the force release wrote within 5 s");
+    let outcome = forcing.await.expect("the task ran");
+    assert!(
+        matches!(outcome, Err(Error::Unavailable { .. })),
+        "cut off midway: {outcome:?}"
+    );
+
+    let renewed = holder.renew(&ns, id, &token, ttl, 0).await;
+    let taken = other.acquire(&ns, 0, &Token::generate(), ttl, &label).await;
+    assert!(
+        !(renewed.is_ok() && taken.is_ok()),
+        "two holders of {id}: the old one renews ({renewed:?}) and a new one got it ({taken:?})"
+    );
+    renewed.expect("the holder keeps an ID whose force release failed");
+    assert!(
+        matches!(taken, Err(Error::NoAvailableId { .. })),
+        "{taken:?}"
+    );
+
+    assert!(
+        other
+            .force_release(&ns, id)
+            .await
+            .expect("force release again"),
+        "the second call frees the live ID"
+    );
+    assert!(
+        matches!(
+            holder.renew(&ns, id, &token, ttl, 0).await,
+            Err(Error::NotAssigned { .. })
+        ),
+        "the former holder is refused"
+    );
+    other
+        .acquire(&ns, 0, &Token::generate(), ttl, &label)
+        .await
+        .expect("the forced ID is free at once");
 }
