@@ -50,8 +50,10 @@ pub struct Capabilities {
     /// still believes in it. Released IDs are free at once either way.
     pub quarantine: bool,
     /// Whether the store implements the operator's methods
-    /// [`LeaseStore::list`] and [`LeaseStore::force_release`] (default false:
-    /// they answer [`Error::Unsupported`](crate::Error::Unsupported)).
+    /// [`LeaseStore::list`], [`LeaseStore::force_release`],
+    /// [`LeaseStore::list_namespaces`] and [`LeaseStore::remove_namespace`]
+    /// (default false: they answer
+    /// [`Error::Unsupported`](crate::Error::Unsupported)).
     pub list: bool,
 }
 

@@ -3,15 +3,16 @@
 //! [`EtcdStore`]: a [`LeaseStore`](workerid_lease::LeaseStore) and
 //! [`SegmentStore`](workerid_segment::SegmentStore) on etcd (v3 API).
 //!
-//! - **Expiry rides on etcd leases**: each grant has its own etcd lease of the
-//!   requested ttl, and the key that says "ID 7 is held" is attached to it, so
+//! - **Expiry rides on etcd leases**: each grant has its own etcd lease (of
+//!   the requested ttl plus one second, see below), and the key that says "ID 7 is held" is attached to it, so
 //!   etcd deletes it when the lease runs out: expiry is judged by the etcd
 //!   leader, never by a client's clock. etcd counts lease ttls in whole
 //!   seconds and has a minimum (2 s with default server settings): the store
 //!   declares both in its [`Capabilities`](workerid_lease::Capabilities).
 //! - **Every write is one guarded transaction** that compares the owner before
-//!   it writes. Acquire is one transaction that tries up to 8 candidate IDs
-//!   at once (nested `if absent then take` branches) on an etcd lease granted
+//!   it writes. Acquire is one transaction that tries one candidate ID, or up
+//!   to 8 at once after a lost round (nested `if absent then take` branches),
+//!   on an etcd lease granted
 //!   ahead of time (granted for the ttl plus one second, so that one granted
 //!   in the last second needs no keep-alive; an older one gets a keep-alive
 //!   sent with the transaction; with none ready, a grant first), renew a
@@ -32,7 +33,7 @@
 //!   also compares the mod revision of its `ownership/` record with the one
 //!   the mirror judged free, so a grant the mirror has not seen always fails
 //!   it. `NoAvailableId` is only answered after etcd itself counted the pool
-//!   full.
+//!   full, or read the namespace and found every free ID in quarantine.
 //! - **Fence and watermark outlive the lease**: the fence of a grant is the
 //!   etcd revision of its transaction (it only rises, across restarts too);
 //!   the watermark lives in a key with no lease, raised with a value

@@ -34,6 +34,20 @@ fn cpu(c: Option<f64>) -> String {
         .unwrap_or_else(|| "in client".into())
 }
 
+/// CPU time (`cpu`, in % of a core) per renewal confirmed in `w`.
+fn per_renewal(cpu: f64, w: &Window) -> String {
+    let us = cpu / 100.0 / w.renews_per_sec.max(1e-9) * 1e6;
+    format!("{us:.0} µs")
+}
+
+/// The store's CPU in `w`, as a share of a core and per renewal.
+fn store_cpu(w: &Window) -> String {
+    match w.store_cpu {
+        Some(c) => format!("{} ({} per renewal)", cpu(Some(c)), per_renewal(c, w)),
+        None => cpu(None),
+    }
+}
+
 /// Disk syncs per renewal in a window, or why there is no figure.
 fn syncs_per_renewal(w: &Window) -> String {
     match w.disk_syncs {
@@ -69,7 +83,7 @@ pub fn step_line(kind: StoreKind, step: &Step) -> String {
         latency(s.p50),
         latency(s.p99),
         latency(s.max),
-        cpu(s.store_cpu),
+        store_cpu(s),
         memory(s.store_memory),
         syncs_per_renewal(s),
         s.client_cpu,
@@ -151,14 +165,10 @@ pub fn summary_row(kind: StoreKind, steps: &[Step]) -> String {
     let Some(s) = held else {
         return format!("| {} | none | | | | | | | | | | {limit} |", kind.title());
     };
-    let per_renewal = |cpu: f64| {
-        let us = cpu / 100.0 / s.steady.renews_per_sec.max(1e-9) * 1e6;
-        format!("{us:.0} µs")
-    };
     let store_per_renewal = s
         .steady
         .store_cpu
-        .map(per_renewal)
+        .map(|c| per_renewal(c, &s.steady))
         .unwrap_or_else(|| "in client".into());
     let churn = match &s.churn {
         Some(c) => format!(
@@ -185,7 +195,7 @@ pub fn summary_row(kind: StoreKind, steps: &[Step]) -> String {
         memory(s.steady.store_memory),
         latency(s.steady.p99),
         bytes(s.client_bytes_per_worker),
-        per_renewal(s.steady.client_cpu),
+        per_renewal(s.steady.client_cpu, &s.steady),
     )
 }
 
@@ -199,6 +209,17 @@ mod tests {
         assert_eq!(latency(Duration::from_millis(25)), "25.0 ms");
         assert_eq!(bytes(2048.0), "2.0 KiB");
         assert_eq!(bytes(3.0 * 1024.0 * 1024.0), "3 MiB");
+        let window = Window {
+            renews_per_sec: 3000.0,
+            store_cpu: Some(25.0),
+            ..Window::default()
+        };
+        assert_eq!(store_cpu(&window), "25 % (83 µs per renewal)");
+        let in_client = Window {
+            store_cpu: None,
+            ..window
+        };
+        assert_eq!(store_cpu(&in_client), "in client");
     }
 
     #[test]
