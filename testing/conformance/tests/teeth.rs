@@ -39,6 +39,9 @@ enum Flaw {
     NeverExpires,
     /// Renew revives an expired lease.
     RenewRevivesExpired,
+    /// An expired lease answers `TokenExpired` to any token, not
+    /// `TokenMismatch` to another's.
+    ExpiredIsExpiredForAnyToken,
     /// Lease lengths are rounded up to whole seconds.
     TtlRoundedUpToSeconds,
     /// All namespaces share one pool.
@@ -71,6 +74,8 @@ enum Flaw {
     ForceReleaseLowersWatermark,
     /// A forced release answers true but leaves the holder's lease in place.
     ForceReleaseKeepsTheHolder,
+    /// A forced release of an expired ID marks it released and answers true.
+    ForceReleaseTakesExpired,
     /// Removes a namespace even while a lease in it is live.
     RemoveIgnoresLiveLeases,
     /// Removing a namespace forgets its pool size but keeps its IDs' state.
@@ -251,6 +256,9 @@ impl ReferenceStore {
                 Err(Error::TokenMismatch { id })
             }
             None => Err(Error::NotAssigned { id }),
+            Some(_) if self.has(Flaw::ExpiredIsExpiredForAnyToken) && !self.is_live(slot) => {
+                Err(Error::TokenExpired { id })
+            }
             Some(holder) if !self.same_token(&holder, token) && !ignore_token => {
                 Err(Error::TokenMismatch { id })
             }
@@ -439,7 +447,9 @@ impl LeaseStore for ReferenceStore {
     async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
         let mut state = self.state.lock().unwrap();
         let key = self.key(namespace, id.get());
-        let live = state.slots.get(&key).is_some_and(|s| self.is_live(s));
+        let live = state.slots.get(&key).is_some_and(|s| {
+            self.is_live(s) || self.has(Flaw::ForceReleaseTakesExpired) && s.holder.is_some()
+        });
         let Some(slot) = state.slots.get_mut(&key).filter(|_| live) else {
             return Ok(false);
         };
@@ -532,6 +542,8 @@ caught! {
     catches_a_forgotten_pool_size: PoolSizeForgotten by pool_size_mismatch_is_refused;
     catches_a_release_that_keeps_the_id: ReleaseKeepsTheId by release_frees_at_once;
     catches_ok_for_an_expired_release: ExpiredReleaseIsOk by expired_lease_is_token_expired;
+    catches_expired_for_another_token: ExpiredIsExpiredForAnyToken by expired_lease_is_token_expired;
+    catches_a_forced_release_of_an_expired_id: ForceReleaseTakesExpired by expired_lease_is_token_expired;
     catches_a_released_id_still_renewable: ReleasedStillRenewable by unassigned_ids_are_not_assigned;
     catches_grants_outside_the_pool: GrantsOutsideThePool by grants_distinct_ids_until_exhausted;
     catches_mismatch_for_a_released_id: ReleasedIdIsMismatch by unassigned_ids_are_not_assigned;

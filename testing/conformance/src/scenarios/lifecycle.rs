@@ -190,8 +190,10 @@ pub async fn unassigned_ids_are_not_assigned(f: &dyn StoreFactory) -> Outcome {
 }
 
 /// Renew and release of an expired lease (not granted again) answer
-/// `TokenExpired`; the renew does not revive it and the ID is free. Once it is
-/// granted again, the old token gets `TokenMismatch`.
+/// `TokenExpired`, and another token's `TokenMismatch`; the renew does not
+/// revive it, a forced release leaves it as it is (`false`, where the store
+/// has one), and the ID is free. Once it is granted again, the old token gets
+/// `TokenMismatch`.
 pub async fn expired_lease_is_token_expired(f: &dyn StoreFactory) -> Outcome {
     let ctx = Ctx::new(f, "expired_lease_is_token_expired").await;
     let ns = ctx.namespace();
@@ -204,6 +206,18 @@ pub async fn expired_lease_is_token_expired(f: &dyn StoreFactory) -> Outcome {
         "acquire while the only ID is live",
     );
     ctx.let_short_expire().await;
+    let id = u64::from(lease.id());
+    expect_err(
+        a.renew_id(id, &Token::generate().to_string()).await,
+        is::token_mismatch,
+        "renew of an expired lease with another token",
+    );
+    if ctx.caps.list {
+        assert!(
+            !b.force_release(id).await.expect("force_release"),
+            "a forced release leaves an expired ID as it is (false)"
+        );
+    }
     expect_err(
         a.renew(&mut lease).await,
         is::token_expired,
