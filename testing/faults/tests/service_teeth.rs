@@ -20,6 +20,10 @@ fn two_servers_on_one_worker_id_are_caught() {
     // No faults: the first server keeps worker ID 0 live in the namespace
     // the poller lists, so only the overlap itself can be blamed.
     config.faults = Vec::new();
+    // The violations are expected: the evidence a run keeps goes with a
+    // directory of the test's own, removed when it ends.
+    let dir = tempfile::tempdir().unwrap();
+    config.dir = Some(dir.path().to_path_buf());
     let outcome = service::run_service(&target, &config).unwrap();
     println!("{}", outcome.summary());
     let report = &outcome.report;
