@@ -46,5 +46,5 @@ table=$(
     'BEGIN { printf "| %d | %d | %d | %d | %.4f |\n", w, r, c, s, s / (r * c) }'
 )
 echo "$table"
-echo "$table" | cargo run -q --release -p benches --bin record -- \
+echo "$table" | target/release/record \
   sizing-sqlite-syncs "bash testing/scale/sqlite-syncs.sh ($command; perf stat over $counted s of its steady window)"

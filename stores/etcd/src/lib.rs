@@ -4,20 +4,21 @@
 //! [`SegmentStore`](workerid_segment::SegmentStore) on etcd (v3 API).
 //!
 //! - **Expiry rides on etcd leases**: each grant has its own etcd lease (of
-//!   the requested ttl plus one second, see below), and the key that says "ID 7 is held" is attached to it, so
-//!   etcd deletes it when the lease runs out: expiry is judged by the etcd
-//!   leader, never by a client's clock. etcd counts lease ttls in whole
-//!   seconds and has a minimum (2 s with default server settings): the store
-//!   declares both in its [`Capabilities`](workerid_lease::Capabilities).
+//!   the requested ttl plus one second, see below), and the key that says
+//!   "ID 7 is held" is attached to it, so etcd deletes it when the lease
+//!   runs out: expiry is judged by the etcd leader, never by a client's
+//!   clock. etcd counts lease ttls in whole seconds and has a minimum (2 s
+//!   with default server settings): the store declares both in its
+//!   [`Capabilities`](workerid_lease::Capabilities).
 //! - **Every write is one guarded transaction** that compares the owner before
 //!   it writes. Acquire is one transaction that tries one candidate ID, or up
 //!   to 8 at once after a lost round (nested `if absent then take` branches),
-//!   on an etcd lease granted
-//!   ahead of time (granted for the ttl plus one second, so that one granted
-//!   in the last second needs no keep-alive; an older one gets a keep-alive
-//!   sent with the transaction; with none ready, a grant first), renew a
-//!   keep-alive sent together with one transaction (or a grant plus a
-//!   transaction when the ttl changes), release one transaction.
+//!   on an etcd lease granted ahead of time (granted for the ttl plus one
+//!   second, so that one granted in the last second needs no keep-alive; an
+//!   older one gets a keep-alive sent with the transaction; with none ready,
+//!   a grant first), renew a keep-alive sent together with one transaction
+//!   (or a grant plus a transaction when the ttl changes), release one
+//!   transaction.
 //! - **A renewal on a one-member cluster is a keep-alive alone** when the
 //!   worker asks for no higher watermark: the owner key rides on the etcd
 //!   lease, and a force release revokes that lease before it answers, so the

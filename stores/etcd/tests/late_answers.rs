@@ -132,10 +132,10 @@ async fn a_force_release_cut_off_midway_never_leaves_two_holders() {
     let proxy = DelayingProxy::start(shared_address());
     let operator = cut_off_store(Some(&proxy)).await;
     proxy.set_delay(Duration::from_millis(500));
-    let forcing = tokio::spawn(async move {
-        let ns = Namespace::new("forced-midway").expect("a valid namespace");
-        operator.force_release(&ns, id).await
-    });
+    let forcing = {
+        let ns = ns.clone();
+        tokio::spawn(async move { operator.force_release(&ns, id).await })
+    };
     let written = tokio::time::timeout(Duration::from_secs(5), async {
         while let Some(answer) = events.message().await.expect("watch answers") {
             if !answer.events().is_empty() {
