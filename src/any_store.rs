@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use workerid_lease::{
+use workerid_core::{
     Capabilities, Grant, Holder, LeaseStore, Listing, Namespace, NamespaceInfo, Result, Token,
     WorkerId,
 };
@@ -47,7 +47,7 @@ impl AnyStore {
     pub fn new<S: LeaseStore + SegmentStore>(kind: StoreKind, url: &str, store: S) -> AnyStore {
         AnyStore {
             kind,
-            url: workerid_lease::redact_url(url).into(),
+            url: workerid_core::redact_url(url).into(),
             inner: Arc::new(store),
         }
     }

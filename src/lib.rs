@@ -3,7 +3,7 @@
 //! Unique IDs for distributed systems: a process leases a small worker ID
 //! from a shared store, and makes snowflake IDs on it; or it takes ranges of
 //! a counter from the store (segment IDs). This facade is the one crate to
-//! depend on: it re-exports [`workerid_lease`] (the lease contract,
+//! depend on: it re-exports [`workerid_core`] (the lease contract,
 //! [`Allocator`], [`snowflake`], [`segment`]) and each store behind a
 //! feature, and opens any store from its URL with [`open`].
 //!
@@ -36,6 +36,8 @@
 #![deny(missing_docs)]
 
 mod any_store;
+#[cfg(doctest)]
+mod doctests;
 mod kind;
 mod open;
 mod open_error;
@@ -47,7 +49,7 @@ pub use any_store::AnyStore;
 pub use kind::StoreKind;
 pub use open::{open, OpenOptions};
 pub use open_error::OpenError;
-pub use workerid_lease::*;
+pub use workerid_core::*;
 
 /// Snowflake IDs on a leased worker ID ([`workerid_snowflake`]).
 #[cfg(feature = "snowflake")]

@@ -1,6 +1,6 @@
 //! Why a store could not be opened, told apart by what its driver said.
 
-use workerid_lease::Error;
+use workerid_core::Error;
 
 use crate::store_url::StoreUrl;
 use crate::OpenError;

@@ -1,0 +1,518 @@
+//! The API users call: acquire, renew and release worker IDs of one namespace.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::{
+    Capabilities, Error, Grant, Holder, Lease, LeaseOptions, LeaseStore, Listing, Namespace,
+    Result, Token, WorkerId,
+};
+
+/// Leases worker IDs of one namespace from a [`LeaseStore`] (libx.net/workerid's `Generator`).
+///
+/// Every input is checked before any I/O; tokens are generated here; the local
+/// deadline of a lease counts from the instant its request was sent. Cheap to
+/// clone. Needs a Tokio runtime (for the request timeout).
+///
+/// With a [`Lease`] handle: [`acquire`](Self::acquire),
+/// [`renew`](Self::renew), [`release`](Self::release). libx.net/workerid's
+/// calls, with the ID and the token string, are in [`crate::compat`].
+///
+/// ```
+/// use workerid_core::{Allocator, LeaseOptions, LeaseStore};
+///
+/// async fn demo(store: impl LeaseStore) -> workerid_core::Result<()> {
+///
+///     let allocator = Allocator::new(store, "orders", LeaseOptions::new().worker_bits(4))?;
+///     let mut lease = allocator.acquire().await?;
+///     allocator.renew(&mut lease).await?;
+///     allocator.release(&lease).await?;
+///     Ok(())
+/// }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Allocator {
+    store: Arc<dyn LeaseStore>,
+    namespace: Namespace,
+    max_worker_id: u32,
+    options: LeaseOptions,
+    capabilities: Capabilities,
+    holder: Holder,
+}
+
+impl Allocator {
+    /// An allocator for `namespace` on `store`.
+    ///
+    /// No I/O: the pool size is recorded (or checked) by the store on the
+    /// first acquire.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a bad namespace or options, options
+    /// beyond the store's [`Capabilities`], or (when the options name no
+    /// holder) a `WORKERID_HOLDER` that is not a valid [`Holder`].
+    pub fn new(store: impl LeaseStore, namespace: &str, options: LeaseOptions) -> Result<Self> {
+        Self::from_arc(Arc::new(store), namespace, options)
+    }
+
+    /// Like [`Allocator::new`], for a store already shared as `Arc<dyn LeaseStore>`.
+    ///
+    /// # Errors
+    /// As [`Allocator::new`].
+    pub fn from_arc(
+        store: Arc<dyn LeaseStore>,
+        namespace: &str,
+        options: LeaseOptions,
+    ) -> Result<Self> {
+        let namespace = Namespace::new(namespace)?;
+        let capabilities = store.capabilities();
+        options.validate(&capabilities)?;
+        let holder = match options.get_holder() {
+            Some(holder) => holder.clone(),
+            None => Holder::from_env()?,
+        };
+        Ok(Allocator {
+            holder,
+            max_worker_id: options.pool_max_worker_id()?,
+            store,
+            namespace,
+            options,
+            capabilities,
+        })
+    }
+
+    /// The namespace.
+    pub fn namespace(&self) -> &Namespace {
+        &self.namespace
+    }
+
+    /// The largest worker ID of the pool.
+    pub fn max_worker_id(&self) -> u32 {
+        self.max_worker_id
+    }
+
+    /// The label stored with every lease this allocator takes.
+    pub fn holder(&self) -> &Holder {
+        &self.holder
+    }
+
+    /// The options.
+    pub fn options(&self) -> &LeaseOptions {
+        &self.options
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn LeaseStore> {
+        &self.store
+    }
+
+    /// Leases a free worker ID for the default ttl.
+    ///
+    /// # Errors
+    /// [`Error::NoAvailableId`] when every ID is held;
+    /// [`Error::ConfigMismatch`] when the namespace was created with another pool
+    /// size; [`Error::Unavailable`] when the store cannot answer.
+    pub async fn acquire(&self) -> Result<Lease> {
+        self.acquire_with_ttl(self.options.default_ttl()).await
+    }
+
+    /// Leases a free worker ID for `ttl`.
+    ///
+    /// # Errors
+    /// As [`Allocator::acquire`], and [`Error::InvalidConfig`] for a ttl out of
+    /// bounds (checked before any I/O).
+    pub async fn acquire_with_ttl(&self, ttl: Duration) -> Result<Lease> {
+        self.options.check_ttl(ttl, &self.capabilities)?;
+        let token = Token::generate();
+        let sent = Instant::now();
+        let grant: Grant = self
+            .call(self.store.acquire(
+                &self.namespace,
+                self.max_worker_id,
+                &token,
+                ttl,
+                &self.holder,
+            ))
+            .await?;
+        if grant.id.get() > self.max_worker_id || grant.fence == 0 {
+            return Err(Error::unavailable(
+                "lease store",
+                format!(
+                    "the store answered nonsense: {grant:?} for a pool of 0..={}",
+                    self.max_worker_id
+                ),
+            ));
+        }
+        tracing::debug!(namespace = %self.namespace, id = %grant.id, fence = grant.fence, "acquired");
+        Ok(Lease {
+            namespace: self.namespace.clone(),
+            id: grant.id,
+            token,
+            fence: grant.fence,
+            ttl,
+            deadline: self.deadline(sent, ttl),
+            previous_watermark: grant.previous_watermark,
+        })
+    }
+
+    /// Renews `lease` for its ttl and moves its local deadline.
+    ///
+    /// Returns the new deadline. On error the deadline is left as it was.
+    ///
+    /// # Errors
+    /// [`Error::TokenExpired`], [`Error::TokenMismatch`], [`Error::NotAssigned`]
+    /// when the lease is lost (see [`Error::is_lease_lost`]);
+    /// [`Error::InvalidConfig`] for a lease of another namespace;
+    /// [`Error::Unavailable`] when the store cannot answer.
+    pub async fn renew(&self, lease: &mut Lease) -> Result<Instant> {
+        self.renew_with_watermark(lease, 0).await
+    }
+
+    /// Renews `lease` and raises the stored watermark to at least `watermark`.
+    ///
+    /// # Errors
+    /// As [`Allocator::renew`].
+    pub async fn renew_with_watermark(&self, lease: &mut Lease, watermark: u64) -> Result<Instant> {
+        self.check_own(lease)?;
+        let sent = Instant::now();
+        self.call(self.store.renew(
+            &self.namespace,
+            lease.id,
+            &lease.token,
+            lease.ttl,
+            watermark,
+        ))
+        .await?;
+        lease.deadline = self.deadline(sent, lease.ttl);
+        Ok(lease.deadline)
+    }
+
+    /// Releases `lease`: the ID is free at once.
+    ///
+    /// # Errors
+    /// As [`Allocator::renew`].
+    pub async fn release(&self, lease: &Lease) -> Result<()> {
+        self.release_with_watermark(lease, 0).await
+    }
+
+    /// Releases `lease`, leaving `watermark` for the next holder: the
+    /// highest timestamp this holder issued (it replaces what the lease's
+    /// renewals reserved, so the next holder need not wait for a window that
+    /// was never used). Never below the lease's
+    /// [`previous_watermark`](Lease::previous_watermark): earlier holders'
+    /// bounds are kept. 0 leaves the stored watermark as it is.
+    ///
+    /// # Errors
+    /// As [`Allocator::renew`].
+    pub async fn release_with_watermark(&self, lease: &Lease, watermark: u64) -> Result<()> {
+        self.check_own(lease)?;
+        let watermark = match watermark {
+            0 => 0,
+            given => given.max(lease.previous_watermark),
+        };
+        self.call(
+            self.store
+                .release(&self.namespace, lease.id, &lease.token, watermark),
+        )
+        .await?;
+        tracing::debug!(namespace = %self.namespace, id = %lease.id, "released");
+        Ok(())
+    }
+
+    /// Renews the lease `token` holds on `id` with the default ttl, leaving
+    /// the watermark as it is: the calls of [`crate::compat`].
+    pub(crate) async fn renew_by_text(&self, id: u64, token: &str) -> Result<()> {
+        let (id, token) = self.parse(id, token)?;
+        let ttl = self.options.default_ttl();
+        self.call(self.store.renew(&self.namespace, id, &token, ttl, 0))
+            .await
+    }
+
+    /// Releases the lease `token` holds on `id`: the calls of [`crate::compat`].
+    pub(crate) async fn release_by_text(&self, id: u64, token: &str) -> Result<()> {
+        let (id, token) = self.parse(id, token)?;
+        self.call(self.store.release(&self.namespace, id, &token, 0))
+            .await
+    }
+
+    /// Every worker ID of the namespace ever granted, with its state, fence
+    /// and watermark (see [`LeaseStore::list`]).
+    ///
+    /// ```
+    /// # async fn demo(allocator: workerid_core::Allocator) -> workerid_core::Result<()> {
+    /// let listing = allocator.list().await?;
+    /// for lease in listing.live() {
+    ///     println!("worker {} fence {} {:?}", lease.id, lease.fence, lease.state);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] before any I/O when the store does not declare
+    /// [`Capabilities::list`]; [`Error::Unavailable`] when the store cannot
+    /// answer.
+    pub async fn list(&self) -> Result<Listing> {
+        self.check_listing("list")?;
+        self.call(self.store.list(&self.namespace)).await
+    }
+
+    /// An operator's forced release of worker ID `id`, whatever token holds
+    /// it; true if a live lease held it (see [`LeaseStore::force_release`]).
+    /// Its holder's next renew or release answers [`Error::NotAssigned`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidWorkerId`] and [`Error::Unsupported`] before any I/O;
+    /// [`Error::Unavailable`] when the store cannot answer.
+    pub async fn force_release(&self, id: u64) -> Result<bool> {
+        let id = WorkerId::checked(id, self.max_worker_id)?;
+        self.check_listing("force_release")?;
+        let freed = self
+            .call(self.store.force_release(&self.namespace, id))
+            .await?;
+        tracing::info!(namespace = %self.namespace, %id, freed, "forced release");
+        Ok(freed)
+    }
+
+    fn check_listing(&self, operation: &'static str) -> Result<()> {
+        if self.capabilities.list {
+            Ok(())
+        } else {
+            Err(Error::Unsupported { operation })
+        }
+    }
+
+    fn parse(&self, id: u64, token: &str) -> Result<(WorkerId, Token)> {
+        let id = WorkerId::checked(id, self.max_worker_id)?;
+        Ok((id, Token::parse(token)?))
+    }
+
+    fn check_own(&self, lease: &Lease) -> Result<()> {
+        if lease.namespace != self.namespace {
+            return Err(Error::invalid_config(format!(
+                "the lease belongs to namespace {:?}, this allocator to {:?}",
+                lease.namespace.as_str(),
+                self.namespace.as_str()
+            )));
+        }
+        WorkerId::checked(u64::from(lease.id), self.max_worker_id)?;
+        Ok(())
+    }
+
+    fn deadline(&self, sent: Instant, ttl: Duration) -> Instant {
+        sent + ttl - self.options.drift_margin(ttl)
+    }
+
+    async fn call<T>(&self, request: impl Future<Output = Result<T>>) -> Result<T> {
+        let timeout = self.options.get_request_timeout();
+        match tokio::time::timeout(timeout, request).await {
+            Ok(answer) => answer,
+            Err(_) => Err(Error::timed_out("lease store", timeout)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::compat::LibxCompat;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use async_trait::async_trait;
+
+    use super::*;
+
+    /// Answers every call with a fixed grant after `delay`, counting calls.
+    #[derive(Debug)]
+    struct Scripted {
+        delay: Duration,
+        grant: Grant,
+        calls: Arc<AtomicUsize>,
+        holder: Arc<std::sync::Mutex<Option<Holder>>>,
+    }
+
+    impl Scripted {
+        fn new(delay: Duration, id: u32, fence: u64) -> (Self, Arc<AtomicUsize>) {
+            let calls = Arc::new(AtomicUsize::new(0));
+            let store = Scripted {
+                delay,
+                grant: Grant {
+                    id: WorkerId::from(id),
+                    fence,
+                    previous_watermark: 7,
+                },
+                calls: calls.clone(),
+                holder: Arc::default(),
+            };
+            (store, calls)
+        }
+
+        async fn answer(&self) {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(self.delay).await;
+        }
+    }
+
+    #[async_trait]
+    impl LeaseStore for Scripted {
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::default()
+        }
+        async fn acquire(
+            &self,
+            _: &Namespace,
+            _: u32,
+            _: &Token,
+            _: Duration,
+            holder: &Holder,
+        ) -> Result<Grant> {
+            *self.holder.lock().unwrap() = Some(holder.clone());
+            self.answer().await;
+            Ok(self.grant)
+        }
+        async fn renew(
+            &self,
+            _: &Namespace,
+            _: WorkerId,
+            _: &Token,
+            _: Duration,
+            _: u64,
+        ) -> Result<()> {
+            self.answer().await;
+            Ok(())
+        }
+        async fn release(&self, _: &Namespace, _: WorkerId, _: &Token, _: u64) -> Result<()> {
+            self.answer().await;
+            Ok(())
+        }
+    }
+
+    const TTL: Duration = Duration::from_secs(10);
+
+    fn allocator(store: Scripted) -> Allocator {
+        let options = LeaseOptions::new().worker_bits(4).max_lease_time(TTL);
+        Allocator::new(store, "test", options).unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_deadline_counts_from_the_send_instant_minus_the_drift_margin() {
+        let delay = Duration::from_millis(300);
+        let (store, _) = Scripted::new(delay, 3, 1);
+        let allocator = allocator(store);
+        let before = Instant::now();
+        let mut lease = allocator.acquire().await.unwrap();
+        let after = Instant::now();
+        let margin = TTL / 100;
+        assert!(lease.deadline() >= before + TTL - margin);
+        assert!(lease.deadline() <= after - delay + TTL - margin);
+        assert_eq!(lease.previous_watermark(), 7);
+        assert_eq!(lease.token().to_string().len(), 22);
+
+        let before = Instant::now();
+        let deadline = allocator.renew(&mut lease).await.unwrap();
+        assert!(deadline >= before + TTL - margin);
+        assert!(deadline <= Instant::now() - delay + TTL - margin);
+        assert_eq!(deadline, lease.deadline());
+    }
+
+    #[tokio::test]
+    async fn every_acquire_names_the_holder() {
+        let (store, _) = Scripted::new(Duration::ZERO, 3, 1);
+        let seen = store.holder.clone();
+        let pod = Holder::new("prod/orders-1").unwrap();
+        let options = LeaseOptions::new().worker_bits(4).holder(pod.clone());
+        let allocator = Allocator::new(store, "test", options).unwrap();
+        assert_eq!(allocator.holder(), &pod);
+        allocator.acquire().await.unwrap();
+        assert_eq!(seen.lock().unwrap().as_ref(), Some(&pod));
+    }
+
+    #[tokio::test]
+    async fn a_slow_store_is_unavailable_after_the_request_timeout() {
+        let (store, _) = Scripted::new(Duration::from_secs(3600), 0, 1);
+        let options = LeaseOptions::new().request_timeout(Duration::from_millis(50));
+        let allocator = Allocator::new(store, "test", options).unwrap();
+        let err = allocator.acquire().await.unwrap_err();
+        assert!(err.is_retryable(), "{err}");
+    }
+
+    #[tokio::test]
+    async fn nonsense_grants_are_unavailable_not_success() {
+        for (id, fence) in [(16, 1), (0, 0)] {
+            let (store, _) = Scripted::new(Duration::ZERO, id, fence);
+            let err = allocator(store).acquire().await.unwrap_err();
+            assert!(matches!(err, Error::Unavailable { .. }), "{err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn bad_input_never_reaches_the_store() {
+        let (store, calls) = Scripted::new(Duration::ZERO, 0, 1);
+        let allocator = allocator(store);
+        let token = Token::generate().to_string();
+        assert!(matches!(
+            allocator.renew_id(16, &token).await,
+            Err(Error::InvalidWorkerId {
+                id: 16,
+                max_worker_id: 15
+            })
+        ));
+        assert!(matches!(
+            allocator.release_id(0, "bad").await,
+            Err(Error::InvalidToken { .. })
+        ));
+        assert!(matches!(
+            allocator
+                .acquire_with_ttl(TTL + Duration::from_millis(1))
+                .await,
+            Err(Error::InvalidConfig { .. })
+        ));
+        let mut foreign = allocator.acquire().await.unwrap();
+        foreign.namespace = Namespace::new("other").unwrap();
+        assert!(matches!(
+            allocator.renew(&mut foreign).await,
+            Err(Error::InvalidConfig { .. })
+        ));
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            1,
+            "only the good acquire was sent"
+        );
+    }
+
+    #[tokio::test]
+    async fn listing_is_refused_before_io_without_the_capability() {
+        let (store, calls) = Scripted::new(Duration::ZERO, 0, 1);
+        let allocator = allocator(store);
+        assert!(matches!(
+            allocator.list().await,
+            Err(Error::Unsupported { operation: "list" })
+        ));
+        assert!(matches!(
+            allocator.force_release(16).await,
+            Err(Error::InvalidWorkerId { id: 16, .. })
+        ));
+        let err = allocator.force_release(3).await.unwrap_err();
+        assert!(matches!(err, Error::Unsupported { .. }) && !err.is_retryable());
+        assert_eq!(calls.load(Ordering::SeqCst), 0);
+        // The trait's defaults say the same to a caller that skips the Allocator.
+        let store = allocator.store();
+        let ns = Namespace::new("test").unwrap();
+        assert!(matches!(
+            store.list(&ns).await,
+            Err(Error::Unsupported { operation: "list" })
+        ));
+        assert!(matches!(
+            store.force_release(&ns, WorkerId::from(0)).await,
+            Err(Error::Unsupported {
+                operation: "force_release"
+            })
+        ));
+    }
+
+    #[test]
+    fn bad_namespace_or_options_make_no_allocator() {
+        let (store, _) = Scripted::new(Duration::ZERO, 0, 1);
+        let store: Arc<dyn LeaseStore> = Arc::new(store);
+        assert!(Allocator::from_arc(store.clone(), "no spaces", LeaseOptions::new()).is_err());
+        assert!(Allocator::from_arc(store, "ok", LeaseOptions::new().worker_bits(0)).is_err());
+    }
+}

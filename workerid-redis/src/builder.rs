@@ -1,0 +1,254 @@
+//! Connecting: URL or client, single server or cluster, and options.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::{Client, RedisError};
+use workerid_core::{redact_url, Error, Result};
+
+use crate::connection::Connection;
+use crate::keys::{check_prefix, DEFAULT_PREFIX};
+use crate::RedisStore;
+
+/// Options of a [`RedisStore`]; made by [`RedisStore::builder`].
+///
+/// ```no_run
+/// # async fn demo() -> workerid_core::Result<()> {
+/// use std::time::Duration;
+/// let store = workerid_redis::RedisStore::builder()
+///     .key_prefix("myapp")
+///     .durable(true) // the server runs with appendonly yes, appendfsync always
+///     .response_timeout(Duration::from_secs(1))
+///     .connect("redis://127.0.0.1:6379/")
+///     .await?;
+/// # Ok(()) }
+/// ```
+///
+/// With the feature `tls-rustls` (on by default), `rediss://` URLs connect
+/// over TLS, trusting the system's roots or the CA given with
+/// [`ca_certificate_pem`](Self::ca_certificate_pem), and presenting the
+/// client certificate given with
+/// [`client_identity_pem`](Self::client_identity_pem).
+#[derive(Clone)]
+pub struct RedisStoreBuilder {
+    prefix: String,
+    durable: bool,
+    connection_timeout: Duration,
+    response_timeout: Duration,
+    #[cfg(feature = "tls-rustls")]
+    tls: crate::tls::TlsMaterial,
+}
+
+/// Shows whether TLS material is set, never a key.
+impl std::fmt::Debug for RedisStoreBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = f.debug_struct("RedisStoreBuilder");
+        out.field("prefix", &self.prefix)
+            .field("durable", &self.durable)
+            .field("connection_timeout", &self.connection_timeout)
+            .field("response_timeout", &self.response_timeout);
+        #[cfg(feature = "tls-rustls")]
+        out.field("tls", &self.tls);
+        out.finish()
+    }
+}
+
+impl Default for RedisStoreBuilder {
+    fn default() -> Self {
+        RedisStoreBuilder {
+            prefix: DEFAULT_PREFIX.to_string(),
+            durable: false,
+            connection_timeout: Duration::from_secs(2),
+            response_timeout: Duration::from_secs(2),
+            #[cfg(feature = "tls-rustls")]
+            tls: Default::default(),
+        }
+    }
+}
+
+fn unavailable(e: RedisError) -> Error {
+    Error::unavailable("redis", e)
+}
+
+impl RedisStoreBuilder {
+    /// The first part of every key (default `workerid`): `<prefix>:{<namespace>}:...`.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Declares that the server keeps every acknowledged write across a
+    /// restart (`appendonly yes` and `appendfsync always`). On a single server
+    /// the store checks that claim with `CONFIG GET` when it can. Default false.
+    pub fn durable(mut self, durable: bool) -> Self {
+        self.durable = durable;
+        self
+    }
+
+    /// How long to wait for a connection (default 2 s).
+    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
+        self.connection_timeout = timeout;
+        self
+    }
+
+    /// How long to wait for an answer (default 2 s); past it, `Unavailable`.
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// Trusts only the CA of this PEM certificate (instead of the system's
+    /// roots) for `rediss://` URLs.
+    #[cfg(feature = "tls-rustls")]
+    pub fn ca_certificate_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.ca = Some(pem.into());
+        self
+    }
+
+    /// Presents this client certificate and private key (PEM) on
+    /// `rediss://` URLs, for servers that ask for one (mutual TLS).
+    #[cfg(feature = "tls-rustls")]
+    pub fn client_identity_pem(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.identity = Some((cert_pem.into(), key_pem.into()));
+        self
+    }
+
+    /// Connects to the server at `url` (`redis://host:port/db`, or
+    /// `rediss://` for TLS).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a bad URL, certificate or prefix, a
+    /// `rediss://` URL without the feature `tls-rustls`, or a `durable` claim
+    /// the server's configuration denies; [`Error::Unavailable`] when the
+    /// server cannot be reached or its certificate is refused.
+    pub async fn connect(self, url: &str) -> Result<RedisStore> {
+        let bad = |e: RedisError| {
+            Error::invalid_config(format!("bad Redis URL {:?}: {e}", redact_url(url)))
+        };
+        let client = if is_tls(url) {
+            #[cfg(feature = "tls-rustls")]
+            {
+                crate::tls::install_provider();
+                Client::build_with_tls(url, self.tls.certificates()).map_err(bad)?
+            }
+            #[cfg(not(feature = "tls-rustls"))]
+            return Err(no_tls(url));
+        } else {
+            Client::open(url).map_err(bad)?
+        };
+        self.connect_client(client).await
+    }
+
+    /// Connects with an existing [`redis::Client`] (libx.net/workerid's
+    /// `NewRedisGenerator(client, ...)`).
+    ///
+    /// # Errors
+    /// As [`RedisStoreBuilder::connect`].
+    pub async fn connect_client(self, client: Client) -> Result<RedisStore> {
+        check_prefix(&self.prefix)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connection_timeout))
+            .set_response_timeout(Some(self.response_timeout))
+            .set_number_of_retries(1);
+        let mut manager = ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(unavailable)?;
+        if self.durable {
+            check_durable(&mut manager).await?;
+        }
+        Ok(self.store(Connection::Single(manager)))
+    }
+
+    /// Connects to a Redis Cluster through any of its nodes' URLs.
+    ///
+    /// # Errors
+    /// As [`RedisStoreBuilder::connect`].
+    pub async fn connect_cluster<S: AsRef<str>>(self, urls: &[S]) -> Result<RedisStore> {
+        check_prefix(&self.prefix)?;
+        let nodes: Vec<&str> = urls.iter().map(AsRef::as_ref).collect();
+        #[allow(unused_mut)]
+        let mut builder = ClusterClientBuilder::new(nodes.clone())
+            .connection_timeout(self.connection_timeout)
+            .response_timeout(self.response_timeout)
+            .retries(2);
+        #[cfg(feature = "tls-rustls")]
+        if nodes.iter().any(|url| is_tls(url)) {
+            crate::tls::install_provider();
+            builder = builder.certs(self.tls.certificates());
+        }
+        #[cfg(not(feature = "tls-rustls"))]
+        if let Some(url) = nodes.iter().find(|url| is_tls(url)) {
+            return Err(no_tls(url));
+        }
+        let client = builder.build().map_err(|e| {
+            let shown: Vec<String> = nodes.iter().map(|url| redact_url(url)).collect();
+            Error::invalid_config(format!("bad Redis Cluster URLs {shown:?}: {e}"))
+        })?;
+        let connection = client.get_async_connection().await.map_err(unavailable)?;
+        Ok(self.store(Connection::Cluster(connection)))
+    }
+
+    fn store(self, connection: Connection) -> RedisStore {
+        RedisStore {
+            connection,
+            prefix: self.prefix.into(),
+            durable: self.durable,
+            registered: Default::default(),
+        }
+    }
+}
+
+/// Whether `url` asks for TLS (`rediss://`).
+fn is_tls(url: &str) -> bool {
+    url.trim_start()
+        .get(..9)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("rediss://"))
+}
+
+/// The error for a `rediss://` URL in a build without TLS.
+#[cfg(not(feature = "tls-rustls"))]
+fn no_tls(url: &str) -> Error {
+    Error::invalid_config(format!(
+        "Redis URL {:?} asks for TLS: it needs the feature `tls-rustls` of workerid-redis",
+        redact_url(url)
+    ))
+}
+
+/// Refuses a `durable` claim that the server's own configuration denies.
+/// A server that hides CONFIG (managed services do) is taken at its word.
+async fn check_durable(manager: &mut ConnectionManager) -> Result<()> {
+    let get = |name: &'static str| {
+        let mut manager = manager.clone();
+        async move {
+            redis::cmd("CONFIG")
+                .arg("GET")
+                .arg(name)
+                .query_async::<Vec<String>>(&mut manager)
+                .await
+        }
+    };
+    let (appendonly, appendfsync) = match (get("appendonly").await, get("appendfsync").await) {
+        (Ok(a), Ok(f)) => (a.get(1).cloned(), f.get(1).cloned()),
+        (Err(e), _) | (_, Err(e)) => {
+            tracing::warn!(
+                "cannot read the server's persistence settings ({e}); trusting durable = true"
+            );
+            return Ok(());
+        }
+    };
+    if appendonly.as_deref() == Some("yes") && appendfsync.as_deref() == Some("always") {
+        Ok(())
+    } else {
+        Err(Error::invalid_config(format!(
+            "durable = true, but the server runs with appendonly {} and appendfsync {}: \
+             acknowledged leases could be lost on a restart (set appendonly yes, appendfsync always)",
+            appendonly.unwrap_or_default(),
+            appendfsync.unwrap_or_default()
+        )))
+    }
+}

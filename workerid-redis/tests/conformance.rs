@@ -1,0 +1,37 @@
+//! The conformance suite on a real `redis-server` (started once for this test
+//! binary, or the one `WORKERID_REDIS_URL` names).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use workerid_conformance::{SegmentFactory, StoreFactory};
+use workerid_core::LeaseStore;
+use workerid_redis::RedisStore;
+use workerid_segment::SegmentStore;
+
+struct SharedServer(String);
+
+#[async_trait]
+impl StoreFactory for SharedServer {
+    async fn connect(&self) -> Arc<dyn LeaseStore> {
+        let store = RedisStore::connect(&self.0)
+            .await
+            .unwrap_or_else(|e| panic!("connect to Redis at {}: {e}", self.0));
+        Arc::new(store)
+    }
+}
+
+workerid_conformance::lease_store_tests!(SharedServer(workerid_testkit::redis::shared_url()));
+
+#[async_trait]
+impl SegmentFactory for SharedServer {
+    async fn connect(&self) -> Arc<dyn SegmentStore> {
+        Arc::new(
+            RedisStore::connect(&self.0)
+                .await
+                .expect("connect to Redis"),
+        )
+    }
+}
+
+workerid_conformance::segment_store_tests!(SharedServer(workerid_testkit::redis::shared_url()));

@@ -1,0 +1,252 @@
+//! The segment store: per-tag counters that hand out ranges of IDs.
+
+use std::fmt;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::{Error, Result};
+
+/// The longest tag, in bytes (Leaf's `biz_tag varchar(32)`).
+pub const MAX_TAG_LEN: usize = 32;
+
+/// The largest ID a segment store hands out (IDs fit a signed 64-bit column).
+pub const MAX_SEGMENT_ID: u64 = i64::MAX as u64;
+
+/// A business tag (Leaf's `biz_tag`): 1 to 32 bytes of `[A-Za-z0-9._:-]`.
+///
+/// ```
+/// use workerid_segment::Tag;
+/// assert!(Tag::new("orders").is_ok());
+/// assert!(Tag::new("no spaces").is_err());
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Tag(String);
+
+impl Tag {
+    /// Validates `name`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when it is empty, longer than 32 bytes, or has
+    /// a character outside `[A-Za-z0-9._:-]`.
+    pub fn new(name: impl Into<String>) -> Result<Tag> {
+        let name = name.into();
+        let ok = (1..=MAX_TAG_LEN).contains(&name.len())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'));
+        if ok {
+            Ok(Tag(name))
+        } else {
+            Err(Error::invalid_config(format!(
+                "tag {name:?} must be 1 to {MAX_TAG_LEN} bytes of [A-Za-z0-9._:-]"
+            )))
+        }
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Tag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Tag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Tag({:?})", self.0)
+    }
+}
+
+/// IDs `first..=last`, reserved for one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Range {
+    /// The first ID.
+    pub first: u64,
+    /// The last ID (inclusive): the tag's `max_id` after the reservation.
+    pub last: u64,
+    /// The tag's version after the reservation, opaque: every reservation of
+    /// the tag changes it to a value it never had, so a give-back that
+    /// carries it is refused once anything was reserved since, even when
+    /// `max_id` came back to `last` meanwhile.
+    pub version: u64,
+}
+
+impl Range {
+    /// How many IDs.
+    pub fn len(&self) -> u64 {
+        self.last - self.first + 1
+    }
+
+    /// Never: a range holds at least one ID.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+/// A tag as a store lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagInfo {
+    /// The tag.
+    pub tag: Tag,
+    /// The last ID handed out in a range (the next range starts above it).
+    pub max_id: u64,
+    /// The tag's default step.
+    pub step: u64,
+}
+
+/// What a [`SegmentStore`] can do, as it declares it (the way
+/// [`Capabilities`](workerid_core::Capabilities) does for leases): callers check it
+/// instead of finding out by failing.
+///
+/// ```
+/// use workerid_segment::SegmentCapabilities;
+/// let caps = SegmentCapabilities { durable: true, ..SegmentCapabilities::default() };
+/// assert!(caps.list && caps.gapless);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentCapabilities {
+    /// Whether reserved ranges survive a restart of the store (default
+    /// false: say true only when it is so). A service must not hand out
+    /// IDs from a store that forgets them.
+    pub durable: bool,
+    /// Whether one-ID reservations come back consecutive, so that a
+    /// [`GaplessSequence`](crate::GaplessSequence) can run on the store
+    /// (default true: every atomic counter does).
+    pub gapless: bool,
+    /// Whether [`SegmentStore::list_tags`] is implemented (default true).
+    pub list: bool,
+}
+
+impl Default for SegmentCapabilities {
+    fn default() -> Self {
+        SegmentCapabilities {
+            durable: false,
+            gapless: true,
+            list: true,
+        }
+    }
+}
+
+/// A store of per-tag counters (Leaf-segment's `segments` table).
+///
+/// # Contract
+/// - `reserve` is atomic: concurrent reservations on one tag, from any number
+///   of processes, get ranges that never overlap, and together have no holes.
+/// - A range handed out is never handed out again, not even after a restart
+///   of a durable store (only [`give_back`](SegmentStore::give_back) returns
+///   IDs, and only while nothing was reserved since).
+/// - Inputs are checked by the caller: the tag is valid, steps are in
+///   `1..=2^40`.
+#[async_trait]
+pub trait SegmentStore: Debug + Send + Sync + 'static {
+    /// What this store can do (named apart from
+    /// [`LeaseStore::capabilities`](workerid_core::LeaseStore::capabilities), since
+    /// most stores are both).
+    fn segment_capabilities(&self) -> SegmentCapabilities;
+
+    /// Creates `tag` so that its first ID is `first_id` and its default step
+    /// `step`.
+    ///
+    /// # Behavior
+    /// - A new tag: created, true; its first reservation starts at
+    ///   `first_id`.
+    /// - A tag that exists: false, and nothing changes (not its counter,
+    ///   not its step).
+    /// - Atomic: of processes creating one tag at once, exactly one gets
+    ///   true.
+    ///
+    /// # Errors
+    /// The store's own when it cannot be reached.
+    async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool>;
+
+    /// Reserves the next `step` IDs of `tag` (`None`: the tag's default step).
+    ///
+    /// # Behavior
+    /// - The range carries the tag's new version, which
+    ///   [`give_back`](SegmentStore::give_back) compares.
+    /// - Unknown tag: [`Error::UnknownTag`].
+    /// - When `max_id + step` would pass [`MAX_SEGMENT_ID`]: [`Error::TagExhausted`].
+    async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range>;
+
+    /// Sets `tag`'s `max_id` to `new_max` if nothing was reserved or given
+    /// back since `reserved` was; returns whether it did.
+    ///
+    /// # Behavior
+    /// - Done only while the tag's `max_id` is still `reserved.last` and its
+    ///   version still `reserved.version`: a give-back sent again (a retry
+    ///   after a lost answer) is refused once another reservation happened,
+    ///   even one that was given back to the same `max_id` (no ABA).
+    /// - `new_max` above `reserved.last`: refused (false), nothing changes.
+    /// - `new_max` may be below `reserved.first - 1`, to give back the tail
+    ///   of an earlier range too when nothing was reserved between the two.
+    /// - Unknown tag: [`Error::UnknownTag`].
+    ///
+    /// # Errors
+    /// [`Error::UnknownTag`], or the store's own when it cannot be reached.
+    async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool>;
+
+    /// Every tag, with its `max_id` and default step. Optional: only when
+    /// [`SegmentCapabilities::list`] is true.
+    ///
+    /// # Behavior
+    /// - Ordered by name; it changes nothing.
+    /// - Default: [`Error::Unsupported`] (not retryable).
+    ///
+    /// # Errors
+    /// The store's own when it cannot be reached.
+    async fn list_tags(&self) -> Result<Vec<TagInfo>> {
+        Err(Error::Unsupported {
+            operation: "list_tags",
+        })
+    }
+}
+
+/// `Arc<S>` and `Box<S>` forward every method, so that a wrapper cannot
+/// silently miss one.
+macro_rules! forward_segment_store {
+    ($($wrapper:ty),+) => {$(
+        #[async_trait]
+        impl<S: SegmentStore + ?Sized> SegmentStore for $wrapper {
+            fn segment_capabilities(&self) -> SegmentCapabilities {
+                (**self).segment_capabilities()
+            }
+            async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
+                (**self).create_tag(tag, first_id, step).await
+            }
+            async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
+                (**self).reserve(tag, step).await
+            }
+            async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
+                (**self).give_back(tag, reserved, new_max).await
+            }
+            async fn list_tags(&self) -> Result<Vec<TagInfo>> {
+                (**self).list_tags().await
+            }
+        }
+    )+};
+}
+
+forward_segment_store!(Arc<S>, Box<S>);
+
+/// The largest step: 2^40 IDs at once.
+pub const MAX_STEP: u64 = 1 << 40;
+
+/// Checks a step: `1..=2^40`.
+///
+/// # Errors
+/// [`Error::InvalidConfig`] otherwise.
+pub fn check_step(step: u64) -> Result<()> {
+    if (1..=MAX_STEP).contains(&step) {
+        Ok(())
+    } else {
+        Err(Error::invalid_config(format!(
+            "step {step} must be in 1..={MAX_STEP}"
+        )))
+    }
+}

@@ -1,0 +1,470 @@
+//! The TOML configuration.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The smallest `max_buffer_bytes`: room for the largest head the fast path
+/// parses, twice.
+pub const MIN_BUFFER_BYTES: usize = 2 * crate::fast_path::MAX_HEAD;
+
+/// What `workerid-server` serves, from where. Its `Debug` hides the store
+/// URL's password and the bearer token.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The store, by URL as the `workerid` CLI takes it: `sqlite://...`,
+    /// `postgres://...`, `mysql://...`, `redis://...` or `etcd://host:port,...`.
+    #[serde(default = "default_store")]
+    pub store: String,
+    /// The address to listen on.
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// How long one segment store call may take, in milliseconds (default
+    /// 3000): past it the request fails with 503 and shutdown moves on.
+    #[serde(default = "default_store_timeout")]
+    pub store_timeout_ms: u64,
+    /// How often the server rereads the tag list, in milliseconds (default
+    /// 5000): a tag created elsewhere is served within that time; unknown
+    /// names are answered from this view, without a store call.
+    #[serde(default = "default_tags_refresh")]
+    pub tags_refresh_ms: u64,
+    /// Serve segments from a store whose counters do not survive its
+    /// restart (default false: the server refuses to start on one, since a
+    /// restarted store would hand out IDs again).
+    #[serde(default)]
+    pub allow_volatile_segments: bool,
+    /// Answer `GET /alloc` on the fast path (default true); false serves
+    /// every request through hyper.
+    #[serde(default = "yes")]
+    pub fast_path: bool,
+    /// How long a keep-alive connection may sit idle, in milliseconds
+    /// (default 60 000); also the longest a request head may take to arrive
+    /// when shorter than 30 s.
+    #[serde(default = "default_idle_timeout")]
+    pub idle_timeout_ms: u64,
+    /// The most connections open at once (default 10 000); past it the
+    /// server stops accepting until one closes.
+    #[serde(default = "default_max_open_connections")]
+    pub max_open_connections: usize,
+    /// The most bytes buffered per connection, read or to be written
+    /// (default 65 536, at least 32 768); a request head that does not fit
+    /// closes the connection.
+    #[serde(default = "default_max_buffer_bytes")]
+    pub max_buffer_bytes: usize,
+    /// A bearer token every request must carry (none: no check).
+    #[serde(default)]
+    pub auth_token: Option<String>,
+    /// Tags created on start when missing. A tag that exists with another
+    /// step is refused: the server does not start (change the config, or
+    /// the stored tag). With no tags and the zero-configuration store (the
+    /// SQLite file `workerid.db`), the tag `test` is made, so a first
+    /// `curl` works.
+    #[serde(default)]
+    pub tags: Vec<TagConfig>,
+    /// The snowflake worker.
+    #[serde(default)]
+    pub snowflake: SnowflakeConfig,
+    /// Threads serving requests (default: one per CPU). 1 serves every
+    /// request on one thread (a current-thread runtime; the SQLite driver
+    /// keeps its own thread), the fastest where the machine's other cores
+    /// are busy with something else (a load generator, a database).
+    #[serde(default)]
+    pub workers: Option<usize>,
+}
+
+/// A tag created on start.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TagConfig {
+    /// Its name.
+    pub name: String,
+    /// Its first ID.
+    #[serde(default = "one")]
+    pub first_id: u64,
+    /// Its default step.
+    #[serde(default = "default_step")]
+    pub step: u64,
+}
+
+/// The snowflake worker's settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnowflakeConfig {
+    /// Whether to serve snowflake IDs.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// The namespace its worker ID is leased in.
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    /// The label stored with the lease, shown by `workerid leases` and in
+    /// the `workerid_lease_info` metric (default: the `WORKERID_HOLDER`
+    /// environment variable, else host name and process ID). 1 to 128
+    /// characters of `[A-Za-z0-9._:/-]`.
+    #[serde(default)]
+    pub holder: Option<String>,
+    /// The lease ttl, in seconds.
+    #[serde(default = "default_ttl")]
+    pub ttl_secs: u64,
+    /// The largest worker ID of the pool (default: the layout's 10 bits,
+    /// 0..=1023).
+    #[serde(default)]
+    pub max_worker_id: Option<u32>,
+    /// How often the lease is renewed, in milliseconds (default ttl/3).
+    #[serde(default)]
+    pub renew_every_ms: Option<u64>,
+    /// How long one lease call may take, in milliseconds (default half the
+    /// renewal period); it must be shorter than the renewal period, or one
+    /// hung call could outlast the next renewal.
+    #[serde(default)]
+    pub renew_timeout_ms: Option<u64>,
+}
+
+impl SnowflakeConfig {
+    /// The holder label: `holder`, else `WORKERID_HOLDER`, else host name
+    /// and process ID.
+    ///
+    /// # Errors
+    /// A message naming `snowflake.holder` or `WORKERID_HOLDER` when the
+    /// label is not valid.
+    pub fn holder(&self) -> Result<workerid::Holder, String> {
+        match &self.holder {
+            Some(label) => {
+                workerid::Holder::new(label.as_str()).map_err(|e| format!("snowflake.holder: {e}"))
+            }
+            None => workerid::Holder::from_env().map_err(|e| format!("snowflake: {e}")),
+        }
+    }
+
+    /// The lease ttl.
+    pub fn ttl(&self) -> Duration {
+        Duration::from_secs(self.ttl_secs)
+    }
+    /// The renewal period.
+    pub fn renew_every(&self) -> Duration {
+        self.renew_every_ms
+            .map_or(self.ttl() / 3, Duration::from_millis)
+    }
+    /// The timeout of one lease call.
+    pub fn renew_timeout(&self) -> Duration {
+        self.renew_timeout_ms
+            .map_or(self.renew_every() / 2, Duration::from_millis)
+    }
+}
+
+impl Config {
+    /// The connection limits.
+    pub fn limits(&self) -> crate::serve::Limits {
+        crate::serve::Limits {
+            fast_path: self.fast_path,
+            idle_timeout: Duration::from_millis(self.idle_timeout_ms),
+            max_open_connections: self.max_open_connections,
+            max_buffer_bytes: self.max_buffer_bytes,
+        }
+    }
+
+    /// The tag list's refresh period.
+    pub fn tags_refresh(&self) -> Duration {
+        Duration::from_millis(self.tags_refresh_ms)
+    }
+
+    /// The timeout of one segment store call.
+    pub fn store_timeout(&self) -> Duration {
+        Duration::from_millis(self.store_timeout_ms)
+    }
+
+    /// Whether segments may be served from the store: yes when its
+    /// counters are `durable`, or when `allow_volatile_segments` says so
+    /// (the caller then logs a warning: `Ok(false)`).
+    ///
+    /// # Errors
+    /// A message naming the store and what to change, when they are not
+    /// durable and volatile segments are not allowed.
+    pub fn check_segments_durable(
+        &self,
+        kind: workerid::StoreKind,
+        durable: bool,
+    ) -> Result<bool, String> {
+        if durable {
+            return Ok(true);
+        }
+        if self.allow_volatile_segments {
+            return Ok(false);
+        }
+        let fix = match kind {
+            workerid::StoreKind::Redis | workerid::StoreKind::RedisCluster => {
+                "add durable=true to the Redis URL, for a Redis server with \
+                 appendonly yes and appendfsync always"
+            }
+            workerid::StoreKind::Sqlite => "use a SQLite file rather than an in-memory database",
+            _ => "use a durable store (a SQL database, etcd, or Redis with durable=true)",
+        };
+        Err(format!(
+            "the store's segment counters are not durable: after a restart of the store, \
+             IDs already handed out would be handed out again. To fix it, {fix}; or, to \
+             accept duplicate IDs after a store restart, set allow_volatile_segments = true \
+             (environment: WORKERID_ALLOW_VOLATILE_SEGMENTS=true, flag: \
+             --allow-volatile-segments true)"
+        ))
+    }
+
+    /// The tags to create on start: the config's, or with none and the
+    /// zero-configuration store, the tag `test`.
+    pub fn startup_tags(&self) -> Vec<TagConfig> {
+        if self.tags.is_empty() && self.store == default_store() {
+            default_tags()
+        } else {
+            self.tags.clone()
+        }
+    }
+
+    /// Checks the values serde cannot, before anything touches the store:
+    /// ranges, names, duplicate tags, and how the lease periods fit.
+    ///
+    /// # Errors
+    /// A message naming the setting at fault.
+    pub fn validate(&self) -> Result<(), String> {
+        let mut seen = std::collections::BTreeSet::new();
+        for tag in &self.tags {
+            workerid::segment::Tag::new(tag.name.as_str())
+                .map_err(|e| format!("[[tags]] name {:?}: {e}", tag.name))?;
+            if !seen.insert(tag.name.as_str()) {
+                return Err(format!("[[tags]] name {:?} is given twice", tag.name));
+            }
+            workerid::segment::check_step(tag.step)
+                .map_err(|e| format!("[[tags]] {:?}: {e}", tag.name))?;
+            if !(1..=workerid::segment::MAX_SEGMENT_ID).contains(&tag.first_id) {
+                return Err(format!(
+                    "[[tags]] {:?}: first_id {} must be in 1..={}",
+                    tag.name,
+                    tag.first_id,
+                    workerid::segment::MAX_SEGMENT_ID
+                ));
+            }
+        }
+        if self.snowflake.enabled {
+            workerid::Namespace::new(self.snowflake.namespace.as_str())
+                .map_err(|e| format!("snowflake.namespace: {e}"))?;
+            self.snowflake.holder()?;
+        }
+        if let Some(n) = self.workers {
+            if !(1..=1024).contains(&n) {
+                return Err(format!("workers must be 1 to 1024, not {n}"));
+            }
+        }
+        if self.auth_token.as_deref().is_some_and(str::is_empty) {
+            return Err("auth_token must not be empty".into());
+        }
+        if self.idle_timeout_ms == 0 {
+            return Err("idle_timeout_ms must be at least 1".into());
+        }
+        if self.max_open_connections == 0 {
+            return Err("max_open_connections must be at least 1".into());
+        }
+        if self.max_buffer_bytes < MIN_BUFFER_BYTES {
+            return Err(format!(
+                "max_buffer_bytes must be at least {MIN_BUFFER_BYTES}"
+            ));
+        }
+        if self.tags_refresh_ms < 100 {
+            return Err("tags_refresh_ms must be at least 100".into());
+        }
+        if self.store_timeout_ms == 0 {
+            return Err("store_timeout_ms must be at least 1".into());
+        }
+        let s = &self.snowflake;
+        if s.enabled {
+            if s.ttl_secs == 0 {
+                return Err("snowflake.ttl_secs must be at least 1".into());
+            }
+            let layout_max = workerid::snowflake::Layout::classic().max_worker_id();
+            if let Some(max) = s.max_worker_id.filter(|&max| max > layout_max) {
+                return Err(format!(
+                    "snowflake.max_worker_id {max} does not fit the classic layout's worker bits (at most {layout_max})"
+                ));
+            }
+            let (every, timeout) = (s.renew_every(), s.renew_timeout());
+            if every.is_zero() || every >= s.ttl() {
+                return Err(format!(
+                    "snowflake: renewing every {every:?} does not fit a ttl of {:?} (0 < renew_every_ms < ttl)",
+                    s.ttl()
+                ));
+            }
+            if timeout.is_zero() || timeout >= every {
+                return Err(format!(
+                    "snowflake: a renew timeout of {timeout:?} must be shorter than the renewal period {every:?} \
+                     (renew_timeout_ms < renew_every_ms)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("store", &workerid::redact_url(&self.store))
+            .field("listen", &self.listen)
+            .field("store_timeout_ms", &self.store_timeout_ms)
+            .field("tags_refresh_ms", &self.tags_refresh_ms)
+            .field("fast_path", &self.fast_path)
+            .field("idle_timeout_ms", &self.idle_timeout_ms)
+            .field("max_open_connections", &self.max_open_connections)
+            .field("max_buffer_bytes", &self.max_buffer_bytes)
+            .field("auth_token", &self.auth_token.as_ref().map(|_| "***"))
+            .field("allow_volatile_segments", &self.allow_volatile_segments)
+            .field("tags", &self.tags)
+            .field("snowflake", &self.snowflake)
+            .field("workers", &self.workers)
+            .finish()
+    }
+}
+
+impl Default for SnowflakeConfig {
+    fn default() -> Self {
+        SnowflakeConfig {
+            enabled: true,
+            namespace: default_namespace(),
+            holder: None,
+            ttl_secs: default_ttl(),
+            max_worker_id: None,
+            renew_every_ms: None,
+            renew_timeout_ms: None,
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            store: default_store(),
+            listen: default_listen(),
+            store_timeout_ms: default_store_timeout(),
+            tags_refresh_ms: default_tags_refresh(),
+            allow_volatile_segments: false,
+            fast_path: true,
+            auth_token: None,
+            idle_timeout_ms: default_idle_timeout(),
+            max_open_connections: default_max_open_connections(),
+            max_buffer_bytes: default_max_buffer_bytes(),
+            tags: Vec::new(),
+            snowflake: SnowflakeConfig::default(),
+            workers: None,
+        }
+    }
+}
+
+fn default_store() -> String {
+    "sqlite://workerid.db?mode=rwc".into()
+}
+fn default_listen() -> String {
+    "127.0.0.1:8880".into()
+}
+/// The tag made when the config names none and the store is the
+/// zero-configuration one.
+fn default_tags() -> Vec<TagConfig> {
+    vec![TagConfig {
+        name: "test".into(),
+        first_id: 1,
+        step: default_step(),
+    }]
+}
+fn default_store_timeout() -> u64 {
+    3_000
+}
+fn default_tags_refresh() -> u64 {
+    5_000
+}
+fn default_idle_timeout() -> u64 {
+    60_000
+}
+fn default_max_open_connections() -> usize {
+    10_000
+}
+fn default_max_buffer_bytes() -> usize {
+    65_536
+}
+fn default_step() -> u64 {
+    1_000
+}
+fn default_namespace() -> String {
+    "workerid-server".into()
+}
+fn default_ttl() -> u64 {
+    10
+}
+fn one() -> u64 {
+    1
+}
+fn yes() -> bool {
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_hides_the_password_and_the_token() {
+        let config = Config {
+            store: "postgres://ops:s3cret@db/ids".into(),
+            auth_token: Some("t0ken".into()),
+            ..Config::default()
+        };
+        let shown = format!("{config:?}");
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("t0ken"),
+            "{shown}"
+        );
+    }
+
+    /// The documented example sets every setting and passes validation.
+    #[test]
+    fn the_example_config_loads() {
+        let text = include_str!("../../docs/server.example.toml");
+        let config: Config = toml::from_str(text).expect("the example parses");
+        config.validate().expect("the example is valid");
+        assert_eq!(config.tags.len(), 2);
+        assert_eq!(
+            config.snowflake.renew_timeout(),
+            Duration::from_millis(1666)
+        );
+        assert!(config.auth_token.is_some() && config.workers == Some(4));
+    }
+
+    #[test]
+    fn volatile_segments_need_the_setting() {
+        let mut config = Config {
+            store: "redis://127.0.0.1:6379".into(),
+            ..Config::default()
+        };
+        use workerid::StoreKind;
+        assert_eq!(
+            config.check_segments_durable(StoreKind::Redis, true),
+            Ok(true)
+        );
+        let refused = config
+            .check_segments_durable(StoreKind::Redis, false)
+            .unwrap_err();
+        assert!(refused.contains("durable=true"), "{refused}");
+        assert!(
+            refused.contains("allow_volatile_segments = true"),
+            "{refused}"
+        );
+        assert!(
+            refused.contains("WORKERID_ALLOW_VOLATILE_SEGMENTS"),
+            "{refused}"
+        );
+        config.store = "sqlite::memory:".into();
+        let refused = config
+            .check_segments_durable(StoreKind::Sqlite, false)
+            .unwrap_err();
+        assert!(refused.contains("SQLite file"), "{refused}");
+        config.allow_volatile_segments = true;
+        assert_eq!(
+            config.check_segments_durable(StoreKind::Sqlite, false),
+            Ok(false)
+        );
+    }
+}

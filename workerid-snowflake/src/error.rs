@@ -1,0 +1,80 @@
+//! What can go wrong when making snowflake IDs.
+
+/// A `Result` whose error is this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong when making snowflake IDs: the generator's
+/// clock and state, and the lease under a [`Worker`](crate::Worker). Which
+/// are worth retrying: [`Error::is_retryable`].
+///
+/// The clock variants are libx.net/workerid's `ErrNotReady`,
+/// `ErrClockDriftTryLater` and `ErrClockDriftTooLargeToRecover`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A bad layout, epoch, batch size, period or window, naming the value.
+    /// Raised before any I/O; nothing changes.
+    #[error("invalid configuration: {reason}")]
+    InvalidConfig {
+        /// What is wrong, naming the value.
+        reason: String,
+    },
+
+    /// The generator does not issue IDs now: it is starting, stopped, lost
+    /// its lease, or its reserved time window ran out. Retrying on another
+    /// worker can help.
+    #[error("worker not ready: {reason}")]
+    NotReady {
+        /// Why.
+        reason: String,
+    },
+
+    /// The wall clock went back by more than the worker blocks for, but not
+    /// so far that it gives up: try again later, preferably on another worker.
+    #[error("clock drift of {drift:?}: try later")]
+    ClockDriftTryLater {
+        /// How far the clock is behind the last timestamp used.
+        drift: std::time::Duration,
+    },
+
+    /// The wall clock is so far behind the timestamps already used (or the
+    /// previous holder's watermark) that the worker gives up and leaves,
+    /// releasing its worker ID.
+    #[error("clock drift of {drift:?} is too large to recover from")]
+    ClockDriftTooLarge {
+        /// How far the clock is behind.
+        drift: std::time::Duration,
+    },
+
+    /// The lease store's answer while joining, renewing or leaving
+    /// ([`workerid_core::Error::NoAvailableId`], `Unavailable`, ...).
+    #[error(transparent)]
+    Lease(#[from] workerid_core::Error),
+}
+
+impl Error {
+    /// Builds [`Error::InvalidConfig`].
+    pub fn invalid_config(reason: impl Into<String>) -> Self {
+        Error::InvalidConfig {
+            reason: reason.into(),
+        }
+    }
+
+    /// Whether retrying the same call can succeed: [`Error::NotReady`],
+    /// [`Error::ClockDriftTryLater`], and a lease error that is retryable
+    /// ([`workerid_core::Error::is_retryable`]).
+    ///
+    /// ```
+    /// use workerid_snowflake::Error;
+    /// assert!(Error::NotReady { reason: "starting".into() }.is_retryable());
+    /// assert!(Error::from(workerid_core::Error::unavailable("redis", "refused")).is_retryable());
+    /// assert!(!Error::from(workerid_core::Error::NoAvailableId { max_worker_id: 3 }).is_retryable());
+    /// ```
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::NotReady { .. } | Error::ClockDriftTryLater { .. } => true,
+            Error::Lease(e) => e.is_retryable(),
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,324 @@
+//! The bit layout of a snowflake ID.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::{Error, Result};
+
+/// How long the timestamp field must last from now, at least.
+pub const MIN_LIFETIME: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// The fields of a snowflake ID, from the top: a zero sign bit, the timestamp
+/// (in `unit`s since `epoch`), the worker ID, the sequence.
+///
+/// ```
+/// use workerid_snowflake::Layout;
+/// let classic = Layout::classic();
+/// assert_eq!((classic.timestamp_bits(), classic.worker_bits(), classic.sequence_bits()), (41, 10, 12));
+/// let id = classic.compose(1_000, 7, 3);
+/// let parts = classic.decompose(id);
+/// assert_eq!((parts.timestamp, parts.worker_id, parts.sequence), (1_000, 7, 3));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    timestamp_bits: u8,
+    worker_bits: u8,
+    sequence_bits: u8,
+    unit: Duration,
+    epoch: Duration,
+}
+
+/// A snowflake ID taken apart by [`Layout::decompose`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parts {
+    /// The timestamp field, in the layout's units since its epoch.
+    pub timestamp: u64,
+    /// The wall-clock time it stands for.
+    pub time: SystemTime,
+    /// The worker ID.
+    pub worker_id: u32,
+    /// The sequence number within the time unit.
+    pub sequence: u64,
+}
+
+/// 2024-01-01T00:00:00Z, the epoch of [`Layout::classic`].
+pub const CLASSIC_EPOCH: Duration = Duration::from_secs(1_704_067_200);
+/// 2014-09-01T00:00:00Z, Sonyflake's epoch.
+pub const SONYFLAKE_EPOCH: Duration = Duration::from_secs(1_409_529_600);
+
+impl Layout {
+    /// The classic layout: 41 bits of milliseconds since 2024-01-01 (until
+    /// 2093), 10 worker bits, 12 sequence bits (4096 IDs per millisecond).
+    pub fn classic() -> Layout {
+        Layout {
+            timestamp_bits: 41,
+            worker_bits: 10,
+            sequence_bits: 12,
+            unit: Duration::from_millis(1),
+            epoch: CLASSIC_EPOCH,
+        }
+    }
+
+    /// Sonyflake's layout: 39 bits of 10 ms units since 2014-09-01 (174
+    /// years), 16 worker bits, 8 sequence bits (25 600 IDs per second per worker).
+    pub fn sonyflake() -> Layout {
+        Layout {
+            timestamp_bits: 39,
+            worker_bits: 16,
+            sequence_bits: 8,
+            unit: Duration::from_millis(10),
+            epoch: SONYFLAKE_EPOCH,
+        }
+    }
+
+    /// A custom layout; `epoch` is the time since the Unix epoch where the
+    /// timestamp field starts, `unit` a whole number of milliseconds.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when a field is empty, the three fields need
+    /// more than 63 bits, the worker field is wider than 22 bits, the unit is
+    /// not a whole number of milliseconds, the epoch is in the future, or the
+    /// timestamp field runs out within 10 years (the message says when).
+    pub fn new(
+        timestamp_bits: u8,
+        worker_bits: u8,
+        sequence_bits: u8,
+        unit: Duration,
+        epoch: Duration,
+    ) -> Result<Layout> {
+        let layout = Layout {
+            timestamp_bits,
+            worker_bits,
+            sequence_bits,
+            unit,
+            epoch,
+        };
+        layout.validate(SystemTime::now())?;
+        Ok(layout)
+    }
+
+    pub(crate) fn validate(&self, now: SystemTime) -> Result<()> {
+        let total = u32::from(self.timestamp_bits)
+            + u32::from(self.worker_bits)
+            + u32::from(self.sequence_bits);
+        if self.timestamp_bits == 0 || self.worker_bits == 0 || self.sequence_bits == 0 {
+            return Err(Error::invalid_config(
+                "every field of a layout needs at least one bit",
+            ));
+        }
+        if total > 63 {
+            return Err(Error::invalid_config(format!(
+                "the layout needs {total} bits ({} + {} + {}); a snowflake ID has 63",
+                self.timestamp_bits, self.worker_bits, self.sequence_bits
+            )));
+        }
+        if self.worker_bits > workerid_core::MAX_WORKER_BITS {
+            return Err(Error::invalid_config(format!(
+                "{} worker bits: worker IDs have at most {}",
+                self.worker_bits,
+                workerid_core::MAX_WORKER_BITS
+            )));
+        }
+        if self.unit.is_zero() || !self.unit.subsec_nanos().is_multiple_of(1_000_000) {
+            return Err(Error::invalid_config(format!(
+                "the time unit {:?} is not a whole number of milliseconds",
+                self.unit
+            )));
+        }
+        let now = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+        if self.epoch > now {
+            return Err(Error::invalid_config(format!(
+                "the epoch ({}) is in the future",
+                format_date(self.epoch)
+            )));
+        }
+        let end = self.epoch + self.span();
+        if end < now + MIN_LIFETIME {
+            return Err(Error::invalid_config(format!(
+                "the {}-bit timestamp field of {:?} units from {} runs out on {}, within 10 years",
+                self.timestamp_bits,
+                self.unit,
+                format_date(self.epoch),
+                format_date(end)
+            )));
+        }
+        Ok(())
+    }
+
+    /// How much time the timestamp field covers.
+    pub fn span(&self) -> Duration {
+        let units = 1u128 << self.timestamp_bits;
+        let nanos = units.saturating_mul(self.unit.as_nanos());
+        Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+    }
+
+    /// When the timestamp field runs out.
+    pub fn end(&self) -> SystemTime {
+        UNIX_EPOCH + self.epoch + self.span()
+    }
+
+    /// Timestamp bits.
+    pub fn timestamp_bits(&self) -> u8 {
+        self.timestamp_bits
+    }
+
+    /// Worker-ID bits.
+    pub fn worker_bits(&self) -> u8 {
+        self.worker_bits
+    }
+
+    /// Sequence bits.
+    pub fn sequence_bits(&self) -> u8 {
+        self.sequence_bits
+    }
+
+    /// The time unit.
+    pub fn unit(&self) -> Duration {
+        self.unit
+    }
+
+    /// The epoch, as time since the Unix epoch.
+    pub fn epoch(&self) -> Duration {
+        self.epoch
+    }
+
+    /// The largest worker ID the layout holds.
+    pub fn max_worker_id(&self) -> u32 {
+        ((1u64 << self.worker_bits) - 1) as u32
+    }
+
+    /// The largest sequence number.
+    pub fn max_sequence(&self) -> u64 {
+        (1u64 << self.sequence_bits) - 1
+    }
+
+    /// The largest timestamp value.
+    pub fn max_timestamp(&self) -> u64 {
+        (1u64 << self.timestamp_bits) - 1
+    }
+
+    /// IDs per second one worker can issue at most.
+    pub fn ids_per_second(&self) -> f64 {
+        (self.max_sequence() + 1) as f64 / self.unit.as_secs_f64()
+    }
+
+    /// The timestamp (in units) of `wall` (time since the Unix epoch); `None`
+    /// before the epoch.
+    pub fn timestamp_at(&self, wall: Duration) -> Option<u64> {
+        let since = wall.checked_sub(self.epoch)?;
+        Some((since.as_nanos() / self.unit.as_nanos()) as u64)
+    }
+
+    /// The time (since the Unix epoch) where timestamp `ts` starts.
+    pub fn time_of(&self, ts: u64) -> Duration {
+        let nanos = u128::from(ts).saturating_mul(self.unit.as_nanos());
+        self.epoch + Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+    }
+
+    /// Puts the fields together (each is masked to its width).
+    pub fn compose(&self, timestamp: u64, worker_id: u32, sequence: u64) -> u64 {
+        let shift_worker = u32::from(self.sequence_bits);
+        let shift_time = shift_worker + u32::from(self.worker_bits);
+        ((timestamp & self.max_timestamp()) << shift_time)
+            | ((u64::from(worker_id) & u64::from(self.max_worker_id())) << shift_worker)
+            | (sequence & self.max_sequence())
+    }
+
+    /// Takes an ID apart.
+    pub fn decompose(&self, id: u64) -> Parts {
+        let shift_worker = u32::from(self.sequence_bits);
+        let shift_time = shift_worker + u32::from(self.worker_bits);
+        let timestamp = (id >> shift_time) & self.max_timestamp();
+        Parts {
+            timestamp,
+            time: UNIX_EPOCH + self.time_of(timestamp),
+            worker_id: ((id >> shift_worker) & u64::from(self.max_worker_id())) as u32,
+            sequence: id & self.max_sequence(),
+        }
+    }
+}
+
+/// `YYYY-MM-DD` (UTC) of a time since the Unix epoch.
+pub(crate) fn format_date(since_epoch: Duration) -> String {
+    // Civil-from-days, Howard Hinnant's algorithm.
+    let days = (since_epoch.as_secs() / 86_400) as i64;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_are_valid_and_last() {
+        for layout in [Layout::classic(), Layout::sonyflake()] {
+            layout.validate(SystemTime::now()).unwrap();
+        }
+        assert_eq!(
+            format_date(Layout::classic().end().duration_since(UNIX_EPOCH).unwrap()),
+            "2093-09-06"
+        );
+        assert_eq!(Layout::classic().ids_per_second(), 4_096_000.0);
+    }
+
+    #[test]
+    fn bad_layouts_say_why() {
+        let ms = Duration::from_millis(1);
+        let cases = [
+            (Layout::new(42, 10, 12, ms, CLASSIC_EPOCH), "64 bits"),
+            (Layout::new(30, 23, 1, ms, CLASSIC_EPOCH), "worker"),
+            (
+                Layout::new(41, 10, 0, ms, CLASSIC_EPOCH),
+                "at least one bit",
+            ),
+            (
+                Layout::new(41, 10, 12, Duration::from_micros(1500), CLASSIC_EPOCH),
+                "milliseconds",
+            ),
+            (
+                Layout::new(41, 10, 12, ms, Duration::from_secs(4_000_000_000)),
+                "future",
+            ),
+            // 41 bits of ms from the Unix epoch: libx.net/workerid's layout, runs out in 2039.
+            (
+                Layout::new(38, 10, 12, ms, Duration::ZERO),
+                "runs out on 1978",
+            ),
+        ];
+        for (result, needle) in cases {
+            let err = result.unwrap_err().to_string();
+            assert!(err.contains(needle), "{err:?} should mention {needle:?}");
+        }
+    }
+
+    #[test]
+    fn compose_and_decompose_round_trip() {
+        let layout = Layout::sonyflake();
+        let id = layout.compose(123_456, 65_535, 255);
+        let parts = layout.decompose(id);
+        assert_eq!(
+            (parts.timestamp, parts.worker_id, parts.sequence),
+            (123_456, 65_535, 255)
+        );
+        assert_eq!(
+            parts.time,
+            UNIX_EPOCH + SONYFLAKE_EPOCH + Duration::from_millis(1_234_560)
+        );
+        assert!(id < 1 << 63);
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(format_date(CLASSIC_EPOCH), "2024-01-01");
+        assert_eq!(format_date(SONYFLAKE_EPOCH), "2014-09-01");
+        assert_eq!(format_date(Duration::ZERO), "1970-01-01");
+    }
+}

@@ -1,0 +1,32 @@
+//! # workerid-snowflake
+//!
+//! Snowflake IDs on a leased worker ID.
+//!
+//! - [`Layout`]: the bit layout (presets [`Layout::classic`] 41/10/12 ms and
+//!   [`Layout::sonyflake`]), with `compose` / `decompose`.
+//! - [`Generator`]: lock-free, one atomic read-modify-write per ID,
+//!   libx.net/workerid's clock drift buckets ([`DriftPolicy`]).
+//! - [`LocalGenerator`]: a per-thread handle on a generator that claims
+//!   sequence numbers in batches, for the highest rates.
+//! - [`Worker`]: a generator on a worker ID leased from any
+//!   [`LeaseStore`](workerid_core::LeaseStore), kept alive in the background, failing
+//!   closed, with a timestamp watermark in the store so that a reused worker
+//!   ID never goes back in time.
+//! - [`Clock`]: [`SystemClock`] in production, [`FakeClock`] in tests.
+//! - [`Error`]: what can go wrong, the lease's errors included.
+#![deny(missing_docs)]
+
+mod clock;
+mod error;
+mod generator;
+mod layout;
+mod local;
+mod reservation;
+mod worker;
+
+pub use clock::{Clock, CoarseNanos, FakeClock, OffsetClock, Reading, SystemClock};
+pub use error::{Error, Result};
+pub use generator::{DriftPolicy, Generator};
+pub use layout::{Layout, Parts, CLASSIC_EPOCH, SONYFLAKE_EPOCH};
+pub use local::LocalGenerator;
+pub use worker::{Worker, WorkerOptions, WorkerState};

@@ -1,0 +1,557 @@
+//! A snowflake worker: a leased worker ID, kept alive in the background, and
+//! a generator that issues IDs only while that lease is surely held.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{watch, Notify};
+
+use super::{Clock, DriftPolicy, Generator, Layout, LocalGenerator, SystemClock};
+use workerid_core::{Allocator, Lease};
+
+use crate::reservation::{default_window, Reservation};
+use crate::{Error, Result};
+
+/// Releases the lease of a join whose future was dropped (a caller that
+/// gave up waiting, a shutdown) before the worker took the lease over: the
+/// worker ID is free at once instead of after its ttl.
+struct AbandonedJoin {
+    /// `None` once the join finished, either way.
+    allocator: Option<Allocator>,
+    lease: Lease,
+}
+
+impl Drop for AbandonedJoin {
+    fn drop(&mut self) {
+        let Some(allocator) = self.allocator.take() else {
+            return;
+        };
+        let lease = self.lease.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if let Err(e) = release_unused(&allocator, &lease).await {
+                        tracing::warn!(
+                            "could not release worker ID {} of an abandoned join: {e}",
+                            lease.id()
+                        );
+                    }
+                });
+            }
+            Err(_) => tracing::warn!(
+                "worker ID {} of an abandoned join is left to expire (no runtime to release it)",
+                lease.id()
+            ),
+        }
+    }
+}
+
+/// Where a [`Worker`] is in its life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkerState {
+    /// Acquiring a worker ID, waiting for the clock to pass the previous
+    /// holder's watermark, reserving the first time window.
+    Starting,
+    /// Issuing IDs.
+    Ready {
+        /// The leased worker ID.
+        worker_id: u32,
+        /// The lease's fencing token.
+        fence: u64,
+    },
+    /// The lease is gone (taken over, expired, or past its deadline during a
+    /// store outage): no more IDs.
+    Lost {
+        /// What happened.
+        reason: String,
+    },
+    /// Stopped and released (by [`Worker::stop`], on drop, or because the
+    /// clock drifted beyond recovery).
+    Stopped,
+}
+
+/// How a [`Worker`] runs. Every setting has a default.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    layout: Layout,
+    drift: DriftPolicy,
+    clock: Arc<dyn Clock>,
+    renew_every: Option<Duration>,
+    window: Option<Duration>,
+    retry_every: Duration,
+    max_start_wait: Option<Duration>,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> Self {
+        WorkerOptions {
+            layout: Layout::classic(),
+            drift: DriftPolicy::default(),
+            clock: Arc::new(SystemClock::new()),
+            renew_every: None,
+            window: None,
+            retry_every: Duration::from_millis(200),
+            max_start_wait: None,
+        }
+    }
+}
+
+impl WorkerOptions {
+    /// The defaults: classic layout, system clock, renew every ttl/3.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// The ID layout (default [`Layout::classic`]).
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+    /// The clock-drift policy.
+    pub fn drift(mut self, drift: DriftPolicy) -> Self {
+        self.drift = drift;
+        self
+    }
+    /// The clock (default [`SystemClock`]; tests use a fake one).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+    /// How often to renew (default ttl/3).
+    pub fn renew_every(mut self, every: Duration) -> Self {
+        self.renew_every = Some(every);
+        self
+    }
+    /// How far ahead of its clock a reservation reaches (at least two
+    /// renewal periods). A renewal raises the stored watermark to
+    /// `now + window` only when less than one and a half renewal periods of
+    /// the reserved window are left; the others only extend the lease. The
+    /// next holder of the worker ID starts above the reserved window.
+    ///
+    /// Default: four renewal periods (one renewal in three writes the
+    /// watermark), or two ttls in whole periods on a store that holds an
+    /// expired ID back one more ttl
+    /// ([`Capabilities::quarantine`](workerid_core::Capabilities), etcd):
+    /// the next holder of an expired ID cannot get it sooner, and one renewal
+    /// in five writes. The next holder of a force-released ID may wait for
+    /// the whole window.
+    pub fn window(mut self, window: Duration) -> Self {
+        self.window = Some(window);
+        self
+    }
+    /// How soon to retry a renewal the store could not answer (default 200 ms).
+    pub fn retry_every(mut self, every: Duration) -> Self {
+        self.retry_every = every;
+        self
+    }
+    /// The longest a starting worker waits for its clock to pass the previous
+    /// holder's watermark before it gives up (default: the window plus the
+    /// drift policy's `give_up_at`).
+    pub fn max_start_wait(mut self, wait: Duration) -> Self {
+        self.max_start_wait = Some(wait);
+        self
+    }
+}
+
+/// Everything the keeper task needs.
+struct Keeper {
+    allocator: Allocator,
+    lease: Lease,
+    generator: Arc<Generator>,
+    clock: Arc<dyn Clock>,
+    renew_every: Duration,
+    reservation: Reservation,
+    retry_every: Duration,
+    stop: Arc<Notify>,
+    state: watch::Sender<WorkerState>,
+    /// The lease deadline on the clock's monotonic time.
+    deadline: Duration,
+}
+
+/// A snowflake worker on a leased worker ID, over any [`LeaseStore`](workerid_core::LeaseStore)
+/// (libx.net/workerid's `Worker`, which needed etcd).
+///
+/// - [`join`](Worker::join) acquires a worker ID, waits until the clock has
+///   passed the previous holder's watermark, reserves a first time window in
+///   the store, and returns a ready worker.
+/// - A background task renews the lease every ttl/3, raising the watermark
+///   to `now + window` when less than one and a half renewal periods of the
+///   reserved window are left; it retries a store that cannot answer,
+///   and gives up (state [`WorkerState::Lost`]) when the lease is lost or its
+///   deadline passes.
+/// - [`next_id`](Worker::next_id) fails closed: no ID once the local deadline
+///   (send instant of the last successful renewal + ttl - margin) has passed,
+///   or beyond the reserved window, checked on every call.
+/// - [`stop`](Worker::stop) releases the worker ID, leaving the last
+///   timestamp issued as its watermark (not the reserved window), so the
+///   next holder can start at once; dropping the worker does the same in
+///   the background.
+///
+/// ```
+/// use workerid_snowflake::{Worker, WorkerOptions};
+/// use workerid_core::{Allocator, LeaseOptions, LeaseStore};
+///
+/// async fn demo(store: impl LeaseStore) -> workerid_snowflake::Result<()> {
+///     let allocator = Allocator::new(store, "orders", LeaseOptions::new())?;
+///     let worker = Worker::join(allocator, WorkerOptions::new()).await?;
+///     let id = worker.next_id()?;
+///     worker.stop().await;
+///     Ok(())
+/// }
+/// ```
+#[derive(Debug)]
+pub struct Worker {
+    generator: Arc<Generator>,
+    fence: u64,
+    state: watch::Receiver<WorkerState>,
+    stop: Arc<Notify>,
+}
+
+impl Worker {
+    /// Joins: leases a worker ID from `allocator` and starts keeping it.
+    ///
+    /// # Errors
+    /// [`Error::Lease`] with the allocator's errors (`NoAvailableId`, `Unavailable`, ...);
+    /// [`Error::InvalidConfig`] when the pool's IDs do not fit the layout or
+    /// the periods do not fit the ttl; [`Error::ClockDriftTooLarge`] when the
+    /// clock is further behind the previous holder's watermark than
+    /// `max_start_wait` (the worker ID is released).
+    pub async fn join(allocator: Allocator, options: WorkerOptions) -> Result<Worker> {
+        Worker::join_until(allocator, options, std::future::pending()).await
+    }
+
+    /// Joins as [`Worker::join`] does, unless `until` resolves first (a
+    /// shutdown): then the worker ID, if one was leased, is released before
+    /// this returns, and the answer is [`Error::NotReady`]. A caller that
+    /// must stop while the worker waits for the previous holder's window
+    /// uses this rather than dropping the join.
+    ///
+    /// # Errors
+    /// As [`Worker::join`]; [`Error::NotReady`] when `until` came first.
+    pub async fn join_until(
+        allocator: Allocator,
+        options: WorkerOptions,
+        until: impl std::future::Future<Output = ()>,
+    ) -> Result<Worker> {
+        let ttl = allocator.options().default_ttl();
+        let renew_every = options.renew_every.unwrap_or(ttl / 3);
+        let quarantine = allocator.store().capabilities().quarantine;
+        let window = options
+            .window
+            .unwrap_or_else(|| default_window(renew_every, ttl, quarantine));
+        let layout = options.layout;
+        if allocator.max_worker_id() > layout.max_worker_id() {
+            return Err(Error::invalid_config(format!(
+                "the pool's worker IDs go up to {}, the layout's {} worker bits hold {}",
+                allocator.max_worker_id(),
+                layout.worker_bits(),
+                layout.max_worker_id()
+            )));
+        }
+        if renew_every.is_zero() || renew_every >= ttl || window < renew_every * 2 {
+            return Err(Error::invalid_config(format!(
+                "renew every {renew_every:?} with a window of {window:?} does not fit a ttl of {ttl:?} \
+                 (0 < renew_every < ttl, window >= 2 * renew_every)"
+            )));
+        }
+        let mut reservation = Reservation::new(window, renew_every);
+        let max_start_wait = options
+            .max_start_wait
+            .unwrap_or(window + options.drift.give_up_at);
+        let clock = options.clock;
+        let (state, state_rx) = watch::channel(WorkerState::Starting);
+        let mut lease = allocator.acquire().await?;
+        let mut abandoned = AbandonedJoin {
+            allocator: Some(allocator.clone()),
+            lease: lease.clone(),
+        };
+        let stop = Arc::new(Notify::new());
+        let joined = async {
+            wait_past(&allocator, &mut lease, &clock, renew_every, max_start_wait).await?;
+            let generator =
+                Generator::with_policy(layout, lease.id().get(), clock.clone(), options.drift)?
+                    .closed(stop.clone());
+            if let Some(floor) =
+                layout.timestamp_at(Duration::from_millis(lease.previous_watermark()))
+            {
+                generator.set_last_used_timestamp(floor);
+            }
+            let generator = Arc::new(generator);
+            let deadline =
+                reserve(&allocator, &mut lease, &generator, &clock, &mut reservation).await?;
+            Ok::<_, Error>((generator, deadline))
+        };
+        tokio::pin!(until);
+        let joined = tokio::select! {
+            joined = joined => joined,
+            () = &mut until => Err(Error::NotReady {
+                reason: "stopped before the worker joined".into(),
+            }),
+        };
+        abandoned.allocator = None;
+        let (generator, deadline) = match joined {
+            Ok(joined) => joined,
+            Err(e) => {
+                if let Err(release) = release_unused(&allocator, &lease).await {
+                    tracing::warn!(
+                        "could not release worker ID {} after a failed join: {release}",
+                        lease.id()
+                    );
+                }
+                return Err(e);
+            }
+        };
+        let fence = lease.fence();
+        let _ = state.send(WorkerState::Ready {
+            worker_id: lease.id().get(),
+            fence,
+        });
+        tracing::info!(
+            worker_id = lease.id().get(),
+            fence = lease.fence(),
+            "snowflake worker ready"
+        );
+        let keeper = Keeper {
+            allocator,
+            lease,
+            generator: generator.clone(),
+            clock,
+            renew_every,
+            reservation,
+            retry_every: options.retry_every,
+            stop: stop.clone(),
+            state,
+            deadline,
+        };
+        // The keeper ends by itself once stopped (by stop, drop, or a drift
+        // beyond recovery) or once the lease is lost.
+        tokio::spawn(keeper.run());
+        Ok(Worker {
+            generator,
+            fence,
+            state: state_rx,
+            stop,
+        })
+    }
+
+    /// The next snowflake ID.
+    ///
+    /// # Errors
+    /// [`Error::NotReady`] unless the lease is surely live and the reserved
+    /// window not exhausted; the drift errors of [`Generator::next_id`].
+    pub fn next_id(&self) -> Result<u64> {
+        self.generator.next_id()
+    }
+
+    /// A per-thread handle that claims `batch` sequence numbers at a time
+    /// and still checks the lease on every ID (see [`LocalGenerator`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a batch of 0.
+    pub fn local(&self, batch: u32) -> Result<LocalGenerator> {
+        self.generator.local(batch)
+    }
+
+    /// The generator (its layout, last used timestamp, ...).
+    pub fn generator(&self) -> &Generator {
+        &self.generator
+    }
+
+    /// The leased worker ID.
+    pub fn worker_id(&self) -> u32 {
+        self.generator.worker_id()
+    }
+
+    /// The fence of the grant this worker joined with (also in
+    /// [`WorkerState::Ready`], but readable whatever the state is now).
+    pub fn fence(&self) -> u64 {
+        self.fence
+    }
+
+    /// The current state.
+    pub fn state(&self) -> WorkerState {
+        self.state.borrow().clone()
+    }
+
+    /// A receiver of every state change.
+    pub fn watch(&self) -> watch::Receiver<WorkerState> {
+        self.state.clone()
+    }
+
+    /// Resolves once the worker has stopped or lost its lease (libx.net/workerid's
+    /// `StopChannel`).
+    pub async fn stopped(&self) -> WorkerState {
+        let mut state = self.state.clone();
+        let done = state
+            .wait_for(|s| matches!(s, WorkerState::Stopped | WorkerState::Lost { .. }))
+            .await
+            .map(|s| s.clone());
+        done.unwrap_or(WorkerState::Stopped)
+    }
+
+    /// Stops issuing IDs, releases the worker ID (storing the last timestamp
+    /// used as its watermark) and waits until that is done (libx.net/workerid's `Stop`).
+    pub async fn stop(&self) -> WorkerState {
+        self.stop.notify_one();
+        self.stopped().await
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // The keeper releases the worker ID and ends; if the runtime is gone,
+        // the task is gone with it.
+        self.generator.close();
+        self.stop.notify_one();
+    }
+}
+
+/// Waits until the clock's wall time is past the previous holder's
+/// watermark, renewing the lease at least every `renew_every` meanwhile (the
+/// wait can be longer than the ttl).
+async fn wait_past(
+    allocator: &Allocator,
+    lease: &mut Lease,
+    clock: &Arc<dyn Clock>,
+    renew_every: Duration,
+    max_wait: Duration,
+) -> Result<()> {
+    let watermark = Duration::from_millis(lease.previous_watermark());
+    loop {
+        let wall = clock.now().wall;
+        if wall > watermark {
+            return Ok(());
+        }
+        let behind = watermark - wall + Duration::from_millis(1);
+        if behind > max_wait {
+            return Err(Error::ClockDriftTooLarge { drift: behind });
+        }
+        tracing::info!("waiting {behind:?} for the clock to pass the previous holder's watermark");
+        let chunk = behind.min(renew_every);
+        if clock.real_time() {
+            // A timer, not a blocked thread: thousands of joins may wait at
+            // once, and the runtime has a few hundred blocking threads.
+            tokio::time::sleep(chunk).await;
+        } else {
+            let clock = clock.clone();
+            tokio::task::spawn_blocking(move || clock.sleep(chunk))
+                .await
+                .map_err(|e| Error::NotReady {
+                    reason: format!("the wait for the clock failed: {e}"),
+                })?;
+        }
+        allocator.renew(lease).await?;
+    }
+}
+
+/// Releases the lease of a join that issued no ID, leaving the earlier
+/// holders' watermark rather than a window its reservation may have stored
+/// (a reservation that failed may still have been written), so the next
+/// holder does not wait for time nobody used.
+async fn release_unused(allocator: &Allocator, lease: &Lease) -> workerid_core::Result<()> {
+    // The allocator never stores less than `previous_watermark`; 0 would
+    // mean "leave the stored one".
+    allocator
+        .release_with_watermark(lease, lease.previous_watermark().max(1))
+        .await
+}
+
+/// One renewal, raising the reserved window when it runs low (see
+/// [`Reservation`]); on success the generator may issue up to the reserved
+/// window until the new deadline, which is returned.
+async fn reserve(
+    allocator: &Allocator,
+    lease: &mut Lease,
+    generator: &Generator,
+    clock: &Arc<dyn Clock>,
+    reservation: &mut Reservation,
+) -> Result<Duration> {
+    let sent = clock.now();
+    let watermark = reservation.watermark_at(sent.wall);
+    allocator.renew_with_watermark(lease, watermark).await?;
+    let reserved = reservation.renewed(watermark);
+    let ttl = lease.ttl();
+    let deadline = sent.mono + ttl - allocator.options().drift_margin(ttl);
+    let layout = generator.layout();
+    let window_end = layout
+        .timestamp_at(Duration::from_millis(reserved))
+        .unwrap_or(0);
+    generator.open_until(deadline, window_end);
+    clock.resync();
+    Ok(deadline)
+}
+
+impl Keeper {
+    async fn run(mut self) {
+        let outcome = self.keep().await;
+        // Sealed, not only closed: the watermark left for the next holder is
+        // the last timestamp issued, so no call in flight may issue another.
+        let last = self.generator.seal();
+        let state = match outcome {
+            Ok(()) => {
+                let last = self.layout_ms(last);
+                match self
+                    .allocator
+                    .release_with_watermark(&self.lease, last)
+                    .await
+                {
+                    Ok(()) => tracing::info!(worker_id = self.lease.id().get(), "released"),
+                    Err(e) => {
+                        tracing::warn!("could not release worker ID {}: {e}", self.lease.id())
+                    }
+                }
+                WorkerState::Stopped
+            }
+            Err(reason) => {
+                tracing::error!(worker_id = self.lease.id().get(), "lease lost: {reason}");
+                WorkerState::Lost { reason }
+            }
+        };
+        let _ = self.state.send(state);
+    }
+
+    fn layout_ms(&self, ts: u64) -> u64 {
+        let time = self.generator.layout().time_of(ts);
+        u64::try_from(time.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Renews until told to stop (`Ok`) or the lease is lost (`Err`).
+    async fn keep(&mut self) -> std::result::Result<(), String> {
+        loop {
+            tokio::select! {
+                _ = self.stop.notified() => return Ok(()),
+                _ = tokio::time::sleep(self.renew_every) => {}
+            }
+            loop {
+                match reserve(
+                    &self.allocator,
+                    &mut self.lease,
+                    &self.generator,
+                    &self.clock,
+                    &mut self.reservation,
+                )
+                .await
+                {
+                    Ok(deadline) => {
+                        self.deadline = deadline;
+                        break;
+                    }
+                    Err(e) if e.is_retryable() => {
+                        let mono = self.clock.now().mono;
+                        let deadline = self.deadline;
+                        if mono >= deadline {
+                            return Err(format!(
+                                "the lease deadline passed while the store was unavailable: {e}"
+                            ));
+                        }
+                        tracing::warn!("renewal failed, retrying: {e}");
+                        tokio::select! {
+                            _ = self.stop.notified() => return Ok(()),
+                            _ = tokio::time::sleep(self.retry_every.min(deadline - mono)) => {}
+                        }
+                    }
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! The schema: created (with the acquire routine) by a store that may
+//! write, checked without a change by a read-only one.
+
+use sqlx::{AssertSqlSafe, Row};
+use workerid_core::{Error, Result};
+
+use crate::dialect::Dialect;
+use crate::store::{q, retrying, SqlStore};
+
+impl SqlStore {
+    /// Refuses a database without `tables`, changing nothing.
+    pub(crate) async fn check_tables(&self, tables: &[String]) -> Result<()> {
+        for table in tables {
+            let probe = format!("SELECT 1 FROM {table} WHERE 1 = 0");
+            match sqlx::query(AssertSqlSafe(probe)).execute(self.pool()).await {
+                Ok(_) => {}
+                // PostgreSQL's and MySQL's "undefined table", SQLite's words.
+                Err(sqlx::Error::Database(e))
+                    if matches!(e.code().as_deref(), Some("42P01" | "42S02"))
+                        || e.message().contains("no such table") =>
+                {
+                    return Err(Error::unavailable(
+                        "sql",
+                        format!(
+                            "not initialised: no table {table} ({}); the first process \
+                             that uses this database creates the tables",
+                            e.message()
+                        ),
+                    ))
+                }
+                Err(e) => return Err(self.unavailable(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates the tables, index and acquire routine if missing. Idempotent,
+    /// and safe from many processes at once (PostgreSQL: an advisory lock;
+    /// MySQL: `GET_LOCK`; SQLite: the database lock). Returns false when the
+    /// database user may not create the MySQL procedure (acquire then runs
+    /// its transaction statement by statement).
+    pub(crate) async fn migrate(&self) -> Result<bool> {
+        let fail = |e| Error::unavailable("sql", e);
+        if self.dialect() == Dialect::Sqlite {
+            // Switching modes needs the database to itself: only when needed,
+            // and again while another connection is busy.
+            let mode: String = retrying(|| async {
+                let row = q("PRAGMA journal_mode").fetch_one(self.pool()).await?;
+                row.try_get(0)
+            })
+            .await
+            .map_err(fail)?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                retrying(|| q("PRAGMA journal_mode=WAL").execute(self.pool()))
+                    .await
+                    .map_err(fail)?;
+            }
+        }
+        let mut conn = self.pool().acquire().await.map_err(fail)?;
+        match self.dialect() {
+            Dialect::Postgres => {
+                q("BEGIN").execute(&mut *conn).await.map_err(fail)?;
+                q("SELECT pg_advisory_xact_lock(7166162633377437778)")
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(fail)?;
+            }
+            Dialect::MySql => {
+                q("SELECT GET_LOCK('workerid_schema', 60)")
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(fail)?;
+            }
+            Dialect::Sqlite => {}
+        }
+        for statement in self
+            .statements()
+            .schema
+            .iter()
+            .chain([&self.segments().schema])
+        {
+            q(statement).execute(&mut *conn).await.map_err(fail)?;
+        }
+        // A segment table made without the version column (Leaf's own
+        // `segments` table, taken over by a migrating deployment) gets it; give-backs compare it. PostgreSQL says IF NOT
+        // EXISTS, since a failed probe would abort its schema transaction.
+        let probe = match self.dialect() {
+            Dialect::Postgres => Err(()),
+            _ => q(&self.segments().has_version)
+                .execute(&mut *conn)
+                .await
+                .map_err(drop),
+        };
+        if probe.is_err() {
+            q(&self.segments().add_version)
+                .execute(&mut *conn)
+                .await
+                .map_err(fail)?;
+        }
+        let mut routine_made = true;
+        if let Some(routine) = &self.statements().routine {
+            let made = sqlx::raw_sql(AssertSqlSafe(routine.clone()))
+                .execute(&mut *conn)
+                .await;
+            match made {
+                Ok(_) => {}
+                Err(sqlx::Error::Database(e))
+                    if e.message().contains("denied") || e.message().contains("privilege") =>
+                {
+                    tracing::warn!(
+                        "cannot create the acquire procedure ({e}): acquire runs its \
+                         transaction statement by statement (grant CREATE ROUTINE for one round trip)"
+                    );
+                    routine_made = false;
+                }
+                Err(e) => return Err(fail(e)),
+            }
+        }
+        match self.dialect() {
+            Dialect::Postgres => q("COMMIT").execute(&mut *conn).await.map_err(fail)?,
+            Dialect::MySql => q("SELECT RELEASE_LOCK('workerid_schema')")
+                .execute(&mut *conn)
+                .await
+                .map_err(fail)?,
+            Dialect::Sqlite => Default::default(),
+        };
+        Ok(routine_made)
+    }
+}

@@ -1,0 +1,97 @@
+//! The conformance suite on a real MariaDB server (started once for this test
+//! binary, or the MySQL/MariaDB server `WORKERID_MYSQL_URL` names).
+
+mod support;
+
+workerid_conformance::lease_store_tests!(support::Database {
+    url: workerid_testkit::mariadb::shared_url()
+});
+
+workerid_conformance::segment_store_tests!(support::Database {
+    url: workerid_testkit::mariadb::shared_url()
+});
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_clients_renew_in_one_namespace_without_error() {
+    support::renewal_storm(&workerid_testkit::mariadb::shared_url()).await;
+}
+
+/// Acquire is one round trip: the store creates its stored procedure, and a
+/// database user without the privilege to create it still gets a working
+/// store (acquire then runs its transaction statement by statement).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_uses_a_procedure_and_works_without_the_privilege_for_it() {
+    use sqlx::Row;
+    use workerid_core::{Allocator, LeaseOptions};
+    use workerid_sql::SqlStore;
+
+    let url = workerid_testkit::mariadb::shared_url();
+    let admin = SqlStore::builder()
+        .table("proc_check")
+        .connect(&url)
+        .await
+        .expect("connect");
+    let found = sqlx::query(
+        "SELECT COUNT(*) FROM information_schema.ROUTINES \
+         WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = 'proc_check_acquire'",
+    )
+    .fetch_one(admin.pool())
+    .await
+    .expect("information_schema")
+    .try_get::<i64, _>(0)
+    .expect("count");
+    assert_eq!(found, 1, "the acquire procedure exists");
+
+    // A user who may use tables but not create routines.
+    let user = format!("limited{}", rand::random::<u32>());
+    let database: String = sqlx::query("SELECT DATABASE()")
+        .fetch_one(admin.pool())
+        .await
+        .expect("database")
+        .try_get(0)
+        .expect("name");
+    for statement in [
+        format!("CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'"),
+        format!(
+            "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, INDEX ON `{database}`.* TO '{user}'@'%'"
+        ),
+    ] {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
+            .execute(admin.pool())
+            .await
+            .expect("create the limited user");
+    }
+    let limited_url = limited(&url, &user);
+    let store = SqlStore::builder()
+        .table("no_proc")
+        .connect(&limited_url)
+        .await
+        .expect("a user without CREATE ROUTINE still connects");
+    let options = LeaseOptions::new().worker_bits(2);
+    let allocator = Allocator::new(store, "limited", options).expect("allocator");
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(
+            allocator
+                .acquire()
+                .await
+                .expect("acquire without the procedure"),
+        );
+    }
+    let mut ids: Vec<u32> = held.iter().map(|l| l.id().get()).collect();
+    ids.sort();
+    assert_eq!(ids, vec![0, 1, 2, 3]);
+    assert!(allocator.acquire().await.is_err(), "the pool of 4 is full");
+}
+
+/// `url` with the user and password replaced.
+fn limited(url: &str, user: &str) -> String {
+    let (scheme, rest) = url.split_once("://").expect("a URL");
+    let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    format!("{scheme}://{user}:pw@{host}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_segment_rows_are_refused() {
+    support::bad_segment_rows_are_refused(&workerid_testkit::mariadb::shared_url()).await;
+}

@@ -1,0 +1,87 @@
+//! The conformance suite on SQLite: one database file in WAL mode for this
+//! test binary, each handle a pool of its own on it.
+
+use std::sync::OnceLock;
+
+mod support;
+
+fn url() -> String {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let dir = DIR.get_or_init(|| tempfile::tempdir().expect("a temporary directory"));
+    format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("leases.db").display()
+    )
+}
+
+workerid_conformance::lease_store_tests!(support::Database { url: url() });
+
+workerid_conformance::segment_store_tests!(support::Database { url: url() });
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_segment_rows_are_refused() {
+    support::bad_segment_rows_are_refused(&url()).await;
+}
+
+/// A transaction that SQLite rolls back by itself (as after a full disk or
+/// an I/O error; here a trigger's `RAISE(ROLLBACK)`) fails that acquire
+/// alone: the store's one connection is replaced, and the renewals after it,
+/// which commit together, still work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_sqlite_rolled_back_leaves_the_store_working() {
+    use sqlx::AssertSqlSafe;
+    use std::sync::Arc;
+    use workerid_core::{Allocator, LeaseOptions};
+    use workerid_sql::SqlStore;
+
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("rolled-back.db").display()
+    );
+    let store = SqlStore::connect(&url).await.unwrap();
+    let sql = |text: &str| sqlx::query(AssertSqlSafe(text.to_string()));
+    let allocator = Arc::new(
+        Allocator::new(
+            store.clone(),
+            "rolled-back",
+            LeaseOptions::new().worker_bits(6),
+        )
+        .unwrap(),
+    );
+    let mut leases = Vec::new();
+    for _ in 0..16 {
+        leases.push(allocator.acquire().await.unwrap());
+    }
+    sql(
+        "CREATE TRIGGER boom BEFORE INSERT ON workerid_leases WHEN NEW.worker_id = 16 \
+         BEGIN SELECT RAISE(ROLLBACK, 'boom'); END",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    let refused = allocator.acquire().await.unwrap_err();
+    assert!(refused.to_string().contains("boom"), "{refused}");
+    sql("DROP TRIGGER boom")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let renewals: Vec<_> = leases
+            .drain(..)
+            .map(|mut lease| {
+                let allocator = allocator.clone();
+                tokio::spawn(async move { allocator.renew(&mut lease).await.map(|_| lease) })
+            })
+            .collect();
+        for renewal in renewals {
+            leases.push(
+                renewal
+                    .await
+                    .unwrap()
+                    .expect("a renewal after the rollback"),
+            );
+        }
+    }
+    leases.push(allocator.acquire().await.unwrap());
+}

@@ -1,0 +1,149 @@
+//! The factory every SQL test binary uses: a new pool per handle on one database.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use workerid_conformance::{SegmentFactory, StoreFactory};
+use workerid_core::LeaseStore;
+use workerid_segment::SegmentStore;
+use workerid_sql::SqlStore;
+
+/// Handles on the database at `url`, each with a pool of its own.
+pub struct Database {
+    pub url: String,
+}
+
+impl Database {
+    async fn open(&self) -> SqlStore {
+        SqlStore::builder()
+            .max_connections(12)
+            .connect(&self.url)
+            .await
+            .unwrap_or_else(|e| panic!("connect to {}: {e}", self.url))
+    }
+}
+
+#[async_trait]
+impl SegmentFactory for Database {
+    async fn connect(&self) -> Arc<dyn SegmentStore> {
+        Arc::new(self.open().await)
+    }
+}
+
+#[async_trait]
+impl StoreFactory for Database {
+    async fn connect(&self) -> Arc<dyn LeaseStore> {
+        Arc::new(self.open().await)
+    }
+}
+
+/// 64 clients, each with its own lease in one namespace, renew as fast as
+/// they can for a second: every renewal must succeed (MySQL's REPEATABLE READ
+/// deadlocked here).
+#[allow(dead_code)] // not every test binary that shares this module runs it
+pub async fn renewal_storm(url: &str) {
+    use std::time::{Duration, Instant};
+    use workerid_core::{Allocator, LeaseOptions};
+    let store: Arc<dyn LeaseStore> = Arc::new(
+        Database {
+            url: url.to_string(),
+        }
+        .open()
+        .await,
+    );
+    let namespace = format!("storm.{}", std::process::id());
+    let until = Instant::now() + Duration::from_secs(1);
+    let clients: Vec<_> = (0..64)
+        .map(|_| {
+            let options = LeaseOptions::new()
+                .worker_bits(7)
+                .max_lease_time(Duration::from_secs(60));
+            let allocator = Allocator::from_arc(store.clone(), &namespace, options).unwrap();
+            tokio::spawn(async move {
+                let mut lease = allocator.acquire().await.expect("acquire");
+                let mut renewed = 0;
+                while Instant::now() < until {
+                    allocator
+                        .renew(&mut lease)
+                        .await
+                        .expect("a renewal under load");
+                    renewed += 1;
+                }
+                allocator.release(&lease).await.expect("release");
+                renewed
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for client in clients {
+        total += client.await.expect("a client failed");
+    }
+    assert!(total >= 64, "{total} renewals");
+}
+
+/// The segment table refuses a row with a step of 0 or a negative max
+/// (its CHECKs), and a reservation from a table made without those CHECKs
+/// (and without the version column, which connecting adds) that holds a
+/// step of 0 is refused as unavailable rather than handing out a bad range.
+#[allow(dead_code)] // not every test binary that shares this module runs it
+pub async fn bad_segment_rows_are_refused(url: &str) {
+    use sqlx::AssertSqlSafe;
+
+    use workerid_segment::{Error, Tag};
+
+    let suffix: u32 = rand::random();
+    let checked = format!("segments_checked_{suffix:08x}");
+    let store = SqlStore::builder()
+        .segments_table(checked.clone())
+        .connect(url)
+        .await
+        .expect("connect");
+    let insert = |table: &str, tag: &str, max: i64, step: i64| {
+        format!(
+            "INSERT INTO {table} (biz_tag, max_id, step, description, update_time) \
+             VALUES ('{tag}', {max}, {step}, '', 0)"
+        )
+    };
+    for (tag, max, step) in [
+        ("zero-step", 0, 0),
+        ("negative-step", 0, -5),
+        ("negative-max", -1, 10),
+    ] {
+        let written = sqlx::query(AssertSqlSafe(insert(&checked, tag, max, step)))
+            .execute(store.pool())
+            .await;
+        assert!(
+            written.is_err(),
+            "the database wrote a row with max_id {max} and step {step}"
+        );
+    }
+    sqlx::query(AssertSqlSafe(insert(&checked, "fine", 0, 10)))
+        .execute(store.pool())
+        .await
+        .expect("a good row is written");
+
+    let unchecked = format!("segments_unchecked_{suffix:08x}");
+    sqlx::query(AssertSqlSafe(format!(
+        "CREATE TABLE {unchecked} (biz_tag VARCHAR(32) NOT NULL PRIMARY KEY, \
+         max_id BIGINT NOT NULL, step BIGINT NOT NULL, \
+         description VARCHAR(1024) NOT NULL DEFAULT '', update_time BIGINT NOT NULL)"
+    )))
+    .execute(store.pool())
+    .await
+    .expect("a table of Leaf's layout");
+    sqlx::query(AssertSqlSafe(insert(&unchecked, "zero-step", 0, 0)))
+        .execute(store.pool())
+        .await
+        .expect("the unchecked table takes a step of 0");
+    let old = SqlStore::builder()
+        .segments_table(unchecked)
+        .connect(url)
+        .await
+        .expect("connect to Leaf's layout (the version column is added)");
+    let tag = Tag::new("zero-step").expect("tag");
+    let answer = old.reserve(&tag, None).await;
+    assert!(
+        matches!(&answer, Err(Error::Unavailable { source, .. }) if source.to_string().contains("step is 0")),
+        "a step of 0 must not make a range: {answer:?}"
+    );
+}
