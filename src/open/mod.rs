@@ -50,7 +50,11 @@ use crate::{AnyStore, OpenError, StoreKind};
 /// (the server keeps every write: `appendonly yes`, `appendfsync always`),
 /// and, over TLS, `cacert=FILE` (trust this CA instead of the system's),
 /// `cert=FILE` and `key=FILE` (a client certificate); etcd takes `cacert`,
-/// `cert` and `key`. An unknown parameter is refused. User names and
+/// `cert` and `key`. The SQL stores take `lease_table=`, `segments_table=`
+/// (`leaf_alloc` for Leaf's table; default `segments`, go-id-alloc's) and
+/// `segment_versions=false` (keep the segment table exactly as it is: no
+/// give-backs); their other parameters go to sqlx. An unknown parameter of
+/// Redis or etcd is refused. User names and
 /// passwords are percent-decoded (`%2F` for `/`, `%40` for `@`).
 ///
 /// Each kind needs its feature of this crate (`memory`, on by default;

@@ -104,7 +104,8 @@ pub enum Command {
     ))]
     Decode(DecodeArgs),
 
-    /// Segment tags: their max_id and step; `segments create` makes one.
+    /// Segment tags: their max_id (the first ID not handed out yet) and step;
+    /// `segments create` makes one.
     #[command(after_help = concat!(
         "Examples:\n  \
          workerid segments --store sqlite:///var/lib/ids.db\n  \

@@ -208,13 +208,13 @@ async fn exercise(url: &str) {
         .unwrap_or_else(|| panic!("{tag} not listed: {run:#?}"));
     assert_eq!(
         (&info["max_id"], &info["step"]),
-        (&Value::from(99), &Value::from(10))
+        (&Value::from(100), &Value::from(10))
     );
     let run = workerid(&["segments", "--store", url]).expect(0);
     assert!(
         run.stdout
             .lines()
-            .any(|l| l.split_whitespace().eq([tag.as_str(), "99", "10"])),
+            .any(|l| l.split_whitespace().eq([tag.as_str(), "100", "10"])),
         "{run:#?}"
     );
     workerid(&["segments", "create", "bad tag", "--store", url]).expect(2);

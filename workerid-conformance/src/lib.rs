@@ -260,6 +260,7 @@ macro_rules! segment_store_tests {
     ($factory:expr) => {
         $crate::segment_store_tests!(@tests ($factory)
             consecutive_ranges_without_holes
+            max_id_is_the_first_id_not_handed_out
             ranges_never_overlap_under_contention
             unknown_tags_and_listing
             bad_input_is_refused

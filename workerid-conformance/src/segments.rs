@@ -1,5 +1,7 @@
-//! The segment-store contract as scenarios ([`SegmentStore`]): ranges never
-//! overlap and have no holes, under contention and across restarts.
+//! The segment-store contract as scenarios ([`SegmentStore`]): go-id-alloc's
+//! and Leaf's range rule, ranges that never overlap and have no holes, under
+//! contention and across restarts, and give-backs that never let an ID out
+//! twice.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -58,10 +60,12 @@ pub async fn consecutive_ranges_without_holes(f: &dyn SegmentFactory) -> Outcome
         (101, 107),
         "the next range follows, with the step asked for"
     );
-    assert_ne!(
-        a.version, b.version,
-        "every reservation changes the version"
-    );
+    if store.segment_capabilities().give_back {
+        assert_ne!(
+            a.version, b.version,
+            "every reservation changes the version"
+        );
+    }
     let other = fresh_tag();
     store.create_tag(&other, 5_000, 10).await.expect("create");
     let c = store.reserve(&other, None).await.expect("reserve");
@@ -117,6 +121,60 @@ pub async fn ranges_never_overlap_under_contention(f: &dyn SegmentFactory) -> Ou
     Outcome::Passed
 }
 
+/// A tag's `max_id` is the first ID not handed out yet, as go-id-alloc's and
+/// Leaf's servers read it: created at the first ID, a reservation of `s`
+/// takes `[max_id, max_id + s)`, a give-back sets it to the first unused ID.
+/// A tag created at 0 (go-id-alloc's rows are) reserves from 0, and the
+/// allocator never hands out ID 0.
+pub async fn max_id_is_the_first_id_not_handed_out(f: &dyn SegmentFactory) -> Outcome {
+    let store = f.connect().await;
+    let listed_max = |tag: Tag| {
+        let store = store.clone();
+        async move {
+            if !store.segment_capabilities().list {
+                return None;
+            }
+            let listed = store.list_tags().await.expect("list");
+            let info = listed.into_iter().find(|t| t.tag == tag);
+            Some(info.expect("the tag is listed").max_id)
+        }
+    };
+    let tag = fresh_tag();
+    store.create_tag(&tag, 1_000, 10).await.expect("create");
+    if let Some(max) = listed_max(tag.clone()).await {
+        assert_eq!(max, 1_000, "a new tag's max_id is its first ID");
+    }
+    let a = store.reserve(&tag, None).await.expect("reserve");
+    assert_eq!((a.first, a.last), (1_000, 1_009), "[max_id, max_id + step)");
+    if let Some(max) = listed_max(tag.clone()).await {
+        assert_eq!(max, 1_010, "after [1000, 1010) max_id is 1010");
+    }
+    let b = store.reserve(&tag, Some(5)).await.expect("reserve");
+    assert_eq!(
+        (b.first, b.last),
+        (1_010, 1_014),
+        "the next range starts at max_id"
+    );
+    if store.segment_capabilities().give_back {
+        assert!(store.give_back(&tag, b, 1_012).await.expect("give back"));
+        if let Some(max) = listed_max(tag.clone()).await {
+            assert_eq!(max, 1_012, "a give-back sets max_id to the first unused ID");
+        }
+        let c = store.reserve(&tag, Some(1)).await.expect("reserve");
+        assert_eq!((c.first, c.last), (1_012, 1_012));
+    }
+    let zero = fresh_tag();
+    store.create_tag(&zero, 0, 3).await.expect("create at 0");
+    let allocator = SegmentAllocator::new(store.clone(), SegmentOptions::default());
+    let first = allocator.next_id(zero.as_str()).await.expect("next_id");
+    assert_eq!(
+        first, 1,
+        "ID 0 is never handed out; the tag at 0 starts at 1"
+    );
+    allocator.shutdown().await;
+    Outcome::Passed
+}
+
 /// An unknown tag is [`Error::UnknownTag`] for reserve and give-back; creating
 /// an existing tag changes nothing; tags are listed (a store that declares
 /// `list = false` answers `Unsupported` instead).
@@ -159,7 +217,7 @@ pub async fn unknown_tags_and_listing(f: &dyn SegmentFactory) -> Outcome {
         .expect("the tag is listed");
     assert_eq!(
         (info.max_id, info.step),
-        (50, 50),
+        (51, 50),
         "creating it again changed nothing"
     );
     Outcome::Passed
@@ -199,32 +257,52 @@ pub async fn bad_input_is_refused(f: &dyn SegmentFactory) -> Outcome {
     Outcome::Passed
 }
 
-/// A tail goes back only while nothing was reserved since.
-pub async fn give_back_only_when_untouched(f: &dyn SegmentFactory) -> Outcome {
-    let store = f.connect().await;
+/// A store that declares [`give_back`](workerid_segment::SegmentCapabilities::give_back)
+/// false refuses every give-back and changes nothing.
+async fn give_back_refused_everywhere(store: &dyn SegmentStore) -> Outcome {
     let tag = fresh_tag();
     store.create_tag(&tag, 1, 100).await.expect("create");
     let a = store.reserve(&tag, None).await.expect("reserve");
     assert!(
-        store.give_back(&tag, a, 40).await.expect("give back"),
+        !store.give_back(&tag, a, 1).await.expect("give back"),
+        "a store without give-backs refuses them"
+    );
+    let b = store.reserve(&tag, None).await.expect("reserve");
+    assert_eq!(b.first, a.end(), "a refused give-back changes nothing");
+    Outcome::Passed
+}
+
+/// A tail goes back only while nothing was reserved since.
+pub async fn give_back_only_when_untouched(f: &dyn SegmentFactory) -> Outcome {
+    let store = f.connect().await;
+    if !store.segment_capabilities().give_back {
+        return give_back_refused_everywhere(&*store).await;
+    }
+    let tag = fresh_tag();
+    store.create_tag(&tag, 1, 100).await.expect("create");
+    let a = store.reserve(&tag, None).await.expect("reserve");
+    assert!(
+        store.give_back(&tag, a, 41).await.expect("give back"),
         "nothing reserved since"
     );
     let b = store.reserve(&tag, None).await.expect("reserve");
     assert_eq!(b.first, 41, "the tail given back is handed out again");
     let c = store.reserve(&tag, None).await.expect("reserve");
     assert!(
-        !store.give_back(&tag, b, 60).await.expect("give back"),
+        !store.give_back(&tag, b, 61).await.expect("give back"),
         "a range was reserved since"
     );
     let d = store.reserve(&tag, None).await.expect("reserve");
     assert_eq!(d.first, c.last + 1, "a refused give-back changes nothing");
     assert!(
         !store
-            .give_back(&tag, d, d.last + 1)
+            .give_back(&tag, d, d.end() + 1)
             .await
             .expect("give back"),
         "a give-back never raises the max"
     );
+    let e = store.reserve(&tag, Some(1)).await.expect("reserve");
+    assert_eq!(e.first, d.end(), "a refused raise changes nothing");
     Outcome::Passed
 }
 
@@ -233,11 +311,14 @@ pub async fn give_back_only_when_untouched(f: &dyn SegmentFactory) -> Outcome {
 /// compare the version of the reservation, not the value.
 pub async fn replayed_give_back_is_refused(f: &dyn SegmentFactory) -> Outcome {
     let store = f.connect().await;
+    if !store.segment_capabilities().give_back {
+        return give_back_refused_everywhere(&*store).await;
+    }
     let tag = fresh_tag();
     store.create_tag(&tag, 1, 10).await.expect("create");
     let a = store.reserve(&tag, None).await.expect("reserve");
     assert!(
-        store.give_back(&tag, a, 0).await.expect("give back"),
+        store.give_back(&tag, a, 1).await.expect("give back"),
         "nothing reserved since the first range"
     );
     let b = store.reserve(&tag, Some(20)).await.expect("reserve");
@@ -247,12 +328,12 @@ pub async fn replayed_give_back_is_refused(f: &dyn SegmentFactory) -> Outcome {
         "the range given back comes again"
     );
     assert!(
-        store.give_back(&tag, b, a.last).await.expect("give back"),
+        store.give_back(&tag, b, a.end()).await.expect("give back"),
         "nothing reserved since the second range"
     );
     assert!(
         !store
-            .give_back(&tag, a, 0)
+            .give_back(&tag, a, 1)
             .await
             .expect("replayed give back"),
         "the first give-back, replayed, must be refused: IDs {}..={} were handed out since",
@@ -278,7 +359,9 @@ pub async fn allocator_hands_out_and_gives_back(f: &dyn SegmentFactory) -> Outco
         max_step: 40,
         ..SegmentOptions::default()
     };
-    let first = Arc::new(SegmentAllocator::new(f.connect().await, options));
+    let store = f.connect().await;
+    let gives_back = store.segment_capabilities().give_back;
+    let first = Arc::new(SegmentAllocator::new(store, options));
     first.create_tag(tag.as_str(), 1, 10).await.expect("create");
     let tasks: Vec<_> = (0..8)
         .map(|_| {
@@ -309,11 +392,13 @@ pub async fn allocator_hands_out_and_gives_back(f: &dyn SegmentFactory) -> Outco
     let next = second.next_id(tag.as_str()).await.expect("next_id");
     let top = *all.last().expect("IDs");
     assert!(next > top, "an ID was handed out twice across allocators");
-    assert_eq!(
-        next,
-        top + 1,
-        "the unused tail was given back (no ID burnt)"
-    );
+    if gives_back {
+        assert_eq!(
+            next,
+            top + 1,
+            "the unused tail was given back (no ID burnt)"
+        );
+    }
     Outcome::Passed
 }
 
@@ -347,6 +432,7 @@ registry!(
     /// Every segment scenario, in run order.
     SEGMENT_SCENARIOS: dyn SegmentFactory;
     consecutive_ranges_without_holes,
+    max_id_is_the_first_id_not_handed_out,
     ranges_never_overlap_under_contention,
     unknown_tags_and_listing,
     bad_input_is_refused,

@@ -15,9 +15,15 @@ enum Flaw {
     RacyReserve,
     GiveBackIgnoresExpected,
     GiveBackComparesTheValueOnly,
+    /// The rule of a server that reads `max_id` as the last ID handed out:
+    /// `(max_id, max_id + step]`, which repeats the boundary ID of every
+    /// range beside go-id-alloc or Leaf on one table.
+    LastHandedOutRule,
+    /// Declares no give-backs, and gives back all the same.
+    GivesBackWithoutDeclaringIt,
 }
 
-/// Per tag: max, default step, version.
+/// Per tag: max (the first ID not handed out), default step, version.
 type Tags = BTreeMap<String, (u64, u64, u64)>;
 
 #[derive(Debug, Clone)]
@@ -31,6 +37,7 @@ impl SegmentStore for Counters {
     fn segment_capabilities(&self) -> workerid_segment::SegmentCapabilities {
         workerid_segment::SegmentCapabilities {
             durable: false,
+            give_back: self.flaw != Some(Flaw::GivesBackWithoutDeclaringIt),
             ..Default::default()
         }
     }
@@ -39,7 +46,12 @@ impl SegmentStore for Counters {
         if tags.contains_key(tag.as_str()) {
             return Ok(false);
         }
-        tags.insert(tag.to_string(), (first_id - 1, step, 0));
+        let max = if self.flaw == Some(Flaw::LastHandedOutRule) {
+            first_id.saturating_sub(1)
+        } else {
+            first_id
+        };
+        tags.insert(tag.to_string(), (max, step, 0));
         Ok(true)
     }
     async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
@@ -58,17 +70,16 @@ impl SegmentStore for Counters {
         let last = max + step.unwrap_or(default);
         let mut tags = self.tags.lock().unwrap();
         let entry = tags.get_mut(tag.as_str()).ok_or_else(unknown)?;
-        let first = if self.flaw == Some(Flaw::RacyReserve) {
-            max + 1
-        } else {
-            entry.0 + 1
+        let (first, last) = match self.flaw {
+            Some(Flaw::RacyReserve) => (max, last - 1),
+            Some(Flaw::LastHandedOutRule) => (entry.0 + 1, entry.0 + step.unwrap_or(default)),
+            _ => (entry.0, entry.0 + step.unwrap_or(default) - 1),
         };
-        let last = if self.flaw == Some(Flaw::RacyReserve) {
+        entry.0 = if self.flaw == Some(Flaw::LastHandedOutRule) {
             last
         } else {
-            entry.0 + step.unwrap_or(default)
+            last + 1
         };
-        entry.0 = last;
         entry.2 += 1;
         Ok(Range {
             first,
@@ -85,10 +96,13 @@ impl SegmentStore for Counters {
             })?;
         let version_ok =
             entry.2 == reserved.version || self.flaw == Some(Flaw::GiveBackComparesTheValueOnly);
-        let untouched = entry.0 == reserved.last && version_ok;
-        if new_max > reserved.last
-            || (!untouched && self.flaw != Some(Flaw::GiveBackIgnoresExpected))
-        {
+        let end = if self.flaw == Some(Flaw::LastHandedOutRule) {
+            reserved.last
+        } else {
+            reserved.end()
+        };
+        let untouched = entry.0 == end && version_ok;
+        if new_max > end || (!untouched && self.flaw != Some(Flaw::GiveBackIgnoresExpected)) {
             return Ok(false);
         }
         entry.0 = new_max;
@@ -148,5 +162,21 @@ async fn catches_a_give_back_that_compares_the_value_only() {
     assert_eq!(
         failed(Some(Flaw::GiveBackComparesTheValueOnly)).await,
         vec!["replayed_give_back_is_refused"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn catches_the_last_handed_out_rule() {
+    assert!(failed(Some(Flaw::LastHandedOutRule))
+        .await
+        .contains(&"max_id_is_the_first_id_not_handed_out"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn catches_a_give_back_the_store_does_not_declare() {
+    let failed = failed(Some(Flaw::GivesBackWithoutDeclaringIt)).await;
+    assert!(
+        failed.contains(&"give_back_only_when_untouched"),
+        "{failed:?}"
     );
 }

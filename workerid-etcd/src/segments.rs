@@ -128,7 +128,7 @@ impl SegmentStore for EtcdStore {
 
     async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
         let key = segment(&self.inner.prefix, tag);
-        let value = encode(first_id.saturating_sub(1), step, 0);
+        let value = encode(first_id, step, 0);
         let txn = Txn::new()
             .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
             .and_then([TxnOp::put(key, value, None)]);
@@ -160,8 +160,8 @@ impl SegmentStore for EtcdStore {
                     tag: tag.to_string(),
                 })?;
             let range = |revision: i64| Range {
-                first: current.max + 1,
-                last: max,
+                first: current.max,
+                last: max - 1,
                 version: u64::try_from(revision).unwrap_or(0),
             };
             let (answer, retried) = self.swap(&key, &current, max, nonce).await?;
@@ -193,7 +193,7 @@ impl SegmentStore for EtcdStore {
     }
 
     async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
-        if new_max > reserved.last {
+        if new_max > reserved.end() {
             return Ok(false);
         }
         let key = segment(&self.inner.prefix, tag);
@@ -203,7 +203,7 @@ impl SegmentStore for EtcdStore {
             });
         };
         let written_since = u64::try_from(current.revision).ok() != Some(reserved.version);
-        if current.max != reserved.last || written_since {
+        if current.max != reserved.end() || written_since {
             return Ok(false);
         }
         let nonce: u64 = rand::rng().random();

@@ -38,6 +38,7 @@ pub mod history;
 pub mod http;
 pub mod inprocess;
 pub mod nemesis;
+pub mod peers;
 pub mod service;
 pub mod service_check;
 mod service_clients;

@@ -23,6 +23,7 @@ use workerid::snowflake::Layout;
 
 use crate::clock::mono_ns;
 use crate::nemesis::{nanos, run_dir, Fault, NemesisEvent};
+use crate::peers::{create_table, serve_as_peer, Migration, Peers};
 use crate::service_check::{
     check_service, Endpoint, FaultEnd, Received, ServiceCheckOptions, ServiceReport,
 };
@@ -110,6 +111,9 @@ pub struct ServiceConfig {
     /// namespace of its own with a pool of one, so that all of them issue
     /// snowflake IDs as worker ID 0 at once.
     pub unsafe_shared_worker_id: bool,
+    /// go-id-alloc or Leaf servers (modelled) on the same segment table,
+    /// which is then created as they create it (SQL stores only).
+    pub peers: Option<Peers>,
     /// Where the history and logs go (kept); a temporary directory if `None`.
     pub dir: Option<PathBuf>,
 }
@@ -134,6 +138,7 @@ impl ServiceConfig {
             recovery_bound: ttl + Duration::from_secs(2),
             request_pause: Duration::from_millis(2),
             unsafe_shared_worker_id: false,
+            peers: None,
             dir: None,
         }
     }
@@ -245,21 +250,61 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
         // The segment store needs a Redis it can trust to keep writes.
         url.push_str("?durable=true");
     }
+    let peer_table = match &config.peers {
+        Some(peers) => {
+            let table = peers.table_name(config.seed);
+            block_on(create_table(&url, peers, &table, &config.tags, config.step))?;
+            Some(table)
+        }
+        None => None,
+    };
+    let server_url = match &peer_table {
+        Some(table) => format!(
+            "{url}{}segments_table={table}",
+            if url.contains('?') { '&' } else { '?' }
+        ),
+        None => url.clone(),
+    };
     let mut servers = Vec::new();
     let mut ports = Vec::new();
     for i in 0..config.servers {
-        let (server, port) = launch(config, &dir, i, &url)?;
+        let (server, port) = launch(config, &dir, i, &server_url)?;
         servers.push(server);
         ports.push(port);
     }
     let shared = Arc::new(Shared::new(config.servers));
+    let migration = config.peers.map_or(Migration::Alongside, |p| p.migration);
+    let third = nanos(config.duration) / 3;
     let mut threads = Vec::new();
     for (i, &port) in ports.iter().enumerate() {
         for c in 0..config.clients_per_server {
             let (shared, tags) = (shared.clone(), config.tags.clone());
             let pause = config.request_pause;
             threads.push(std::thread::spawn(move || {
+                if migration == Migration::TheirsThenOurs {
+                    // The servers take traffic from the second third on.
+                    std::thread::sleep(Duration::from_nanos(third));
+                }
                 serve_requests(&shared, i, port, &tags, c, pause);
+            }));
+        }
+    }
+    if let (Some(peers), Some(table)) = (config.peers, &peer_table) {
+        let started = mono_ns();
+        for k in 0..peers.count {
+            let (shared, tags) = (shared.clone(), config.tags.clone());
+            let (url, table) = (url.clone(), table.clone());
+            threads.push(std::thread::spawn(move || {
+                let serving = || {
+                    let at = mono_ns() - started;
+                    match peers.migration {
+                        Migration::Alongside => true,
+                        Migration::TheirsThenOurs => at < 2 * third,
+                        Migration::OursThenTheirs => at >= third,
+                    }
+                };
+                let server = config_servers_plus(&shared, k);
+                serve_as_peer(&shared, server, &url, &table, peers.rule, &tags, serving);
             }));
         }
     }
@@ -279,7 +324,19 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
         counts: BTreeMap::new(),
         dir: dir.clone(),
     };
-    nemesis.run();
+    std::thread::scope(|scope| {
+        if migration == Migration::OursThenTheirs {
+            // The servers stop for good after the second third, giving
+            // their tails back (SIGTERM), and the peers go on alone.
+            scope.spawn(|| {
+                std::thread::sleep(Duration::from_nanos(2 * third));
+                for server in &servers {
+                    server.process.stop();
+                }
+            });
+        }
+        nemesis.run();
+    });
     shared.stop.store(true, Ordering::Relaxed);
     for t in threads {
         let _ = t.join();
@@ -325,6 +382,20 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
     })
 }
 
+/// The index peer `k` is recorded under: after the servers'.
+fn config_servers_plus(shared: &Shared, k: usize) -> usize {
+    shared.last_snowflake_sent.len() + k
+}
+
+/// Runs `future` to its end on a runtime of its own.
+fn block_on<T>(future: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| FaultsError::Config(format!("no runtime: {e}")))?
+        .block_on(future)
+}
+
 /// The history as text, one ID a line, for a failed run's evidence.
 fn write_history(dir: &std::path::Path, ids: &[Received]) {
     let mut text = String::with_capacity(ids.len() * 48);
@@ -333,6 +404,7 @@ fn write_history(dir: &std::path::Path, ids: &[Received]) {
             Endpoint::Alloc => "alloc",
             Endpoint::LeafSegment => "segment",
             Endpoint::LeafSnowflake => "snowflake",
+            Endpoint::Peer => "peer",
         };
         text.push_str(&format!(
             "{} {} s{} {endpoint} {} {}\n",

@@ -4,7 +4,7 @@
 //!
 //! | rule | violation |
 //! | --- | --- |
-//! | no segment ID of a tag is received twice, across servers, endpoints (`/alloc` and Leaf's) and restarts | [`ServiceViolation::DuplicateSegmentId`] |
+//! | no segment ID of a tag is received twice, across servers, endpoints (`/alloc` and Leaf's), restarts, and go-id-alloc or Leaf servers on the same table | [`ServiceViolation::DuplicateSegmentId`] |
 //! | no snowflake ID is received twice | [`ServiceViolation::DuplicateSnowflakeId`] |
 //! | the snowflake IDs of a worker ID rise across servers and restarts: an ID received before another was asked for is the smaller | [`ServiceViolation::WentBack`] |
 //! | a snowflake ID carries the worker ID of a live lease: the lease poller's listings just before and just after it was served do not both miss it | [`ServiceViolation::NotLive`] |
@@ -32,6 +32,9 @@ pub enum Endpoint {
     LeafSegment,
     /// Leaf's `/api/snowflake/get/{key}`.
     LeafSnowflake,
+    /// A segment ID a go-id-alloc or Leaf server (modelled) handed out from
+    /// the same table ([`crate::peers`]).
+    Peer,
 }
 
 /// One ID a client received, recorded before it counts as acknowledged.
@@ -209,6 +212,9 @@ impl fmt::Display for ServiceViolation {
 pub struct ServiceReport {
     /// Segment IDs checked.
     pub segment_ids: usize,
+    /// Of them, IDs handed out by go-id-alloc or Leaf servers (modelled) on
+    /// the same table.
+    pub peer_ids: usize,
     /// Snowflake IDs checked.
     pub snowflake_ids: usize,
     /// Snowflake IDs whose liveness could be judged (listings on both sides
@@ -239,9 +245,14 @@ impl ServiceReport {
 
 impl fmt::Display for ServiceReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let peers = if self.peer_ids > 0 {
+            format!(" ({} from go-id-alloc or Leaf servers)", self.peer_ids)
+        } else {
+            String::new()
+        };
         writeln!(
             f,
-            "{} segment IDs, {} snowflake IDs ({} judged for liveness), {} worker IDs ({} served by more than one server)",
+            "{} segment IDs{peers}, {} snowflake IDs ({} judged for liveness), {} worker IDs ({} served by more than one server)",
             self.segment_ids,
             self.snowflake_ids,
             self.judged_live,
@@ -301,6 +312,9 @@ pub fn check_service(
             by_worker.entry(worker_id).or_default().push(r);
         } else {
             report.segment_ids += 1;
+            if r.endpoint == Endpoint::Peer {
+                report.peer_ids += 1;
+            }
             if let Some(&first) = segments.get(&(r.tag.as_str(), r.id)) {
                 let v = ServiceViolation::DuplicateSegmentId {
                     tag: r.tag.clone(),

@@ -8,7 +8,7 @@ use workerid_segment::{Range, Tag, TagInfo, MAX_SEGMENT_ID};
 /// One tag's counter.
 #[derive(Debug)]
 struct Counter {
-    /// The last ID handed out.
+    /// The first ID not handed out yet.
     max: u64,
     /// The default step.
     step: u64,
@@ -28,7 +28,7 @@ impl Counters {
         self.0.insert(
             tag.clone(),
             Counter {
-                max: first_id - 1,
+                max: first_id,
                 step,
                 version: 0,
             },
@@ -41,30 +41,27 @@ impl Counters {
             tag: tag.to_string(),
         })?;
         let step = step.unwrap_or(counter.step);
-        let last = counter
+        let max = counter
             .max
             .checked_add(step)
-            .filter(|last| *last <= MAX_SEGMENT_ID)
+            .filter(|max| *max <= MAX_SEGMENT_ID)
             .ok_or_else(|| Error::TagExhausted {
                 tag: tag.to_string(),
             })?;
-        let first = counter.max + 1;
-        counter.max = last;
+        let range = Range::below(max, step, counter.version + 1)
+            .ok_or_else(|| Error::invalid_config(format!("tag {tag}: a step of {step}")))?;
+        counter.max = max;
         counter.version += 1;
-        Ok(Range {
-            first,
-            last,
-            version: counter.version,
-        })
+        Ok(range)
     }
 
     pub(crate) fn give_back(&mut self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
         let counter = self.0.get_mut(tag).ok_or_else(|| Error::UnknownTag {
             tag: tag.to_string(),
         })?;
-        if counter.max != reserved.last
+        if counter.max != reserved.end()
             || counter.version != reserved.version
-            || new_max > reserved.last
+            || new_max > reserved.end()
         {
             return Ok(false);
         }

@@ -50,11 +50,7 @@ impl SegmentStore for RedisStore {
     }
 
     async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
-        let args = [
-            tag.to_string(),
-            (first_id - 1).to_string(),
-            step.to_string(),
-        ];
+        let args = [tag.to_string(), first_id.to_string(), step.to_string()];
         let answer = self
             .call(&SEGMENT_CREATE, &self.segment_keys()[..2], &args)
             .await?;
@@ -76,13 +72,8 @@ impl SegmentStore for RedisStore {
             Value::Array(parts) => match parts.as_slice() {
                 [status, max, used, version] if text(status) == Some("ok") => {
                     match (number(max), number(used), number(version)) {
-                        (Some(max), Some(used), Some(version)) if used >= 1 && used <= max => {
-                            Ok(Range {
-                                first: max - used + 1,
-                                last: max,
-                                version,
-                            })
-                        }
+                        (Some(max), Some(used), Some(version)) => Range::below(max, used, version)
+                            .ok_or_else(|| nonsense("reserve", &answer)),
                         _ => Err(nonsense("reserve", &answer)),
                     }
                 }
@@ -101,13 +92,13 @@ impl SegmentStore for RedisStore {
     }
 
     async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
-        if new_max > reserved.last {
+        if new_max > reserved.end() {
             return Ok(false);
         }
         let [max, _, version] = self.segment_keys();
         let args = [
             tag.to_string(),
-            reserved.last.to_string(),
+            reserved.end().to_string(),
             reserved.version.to_string(),
             new_max.to_string(),
         ];

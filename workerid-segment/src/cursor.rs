@@ -56,13 +56,18 @@ pub(super) struct Segment {
 }
 
 impl Segment {
+    /// The segment of `range`, without ID 0: a range that starts at 0 (a
+    /// tag created at 0, as go-id-alloc's are) is served from 1, and the
+    /// range `[0, 1)` makes an empty segment, which the next claim replaces.
     pub(super) fn new(range: Range, refill_at: f64) -> Segment {
-        let used = ((range.len() as f64) * refill_at.clamp(0.0, 1.0)) as u64;
+        let first = range.first.max(1);
+        let len = (range.last + 1).saturating_sub(first);
+        let used = ((len as f64) * refill_at.clamp(0.0, 1.0)) as u64;
         Segment {
-            first: range.first,
+            first,
             last: range.last,
             version: range.version,
-            refill_point: range.first + used.min(range.len().saturating_sub(1)),
+            refill_point: first + used.min(len.saturating_sub(1)),
             loaded_at: Instant::now(),
         }
     }

@@ -19,7 +19,8 @@ impl GaplessSequence {
         }
     }
 
-    /// The next number of `tag`.
+    /// The next number of `tag`: its `max_id`, which moves up by one (never
+    /// 0: a tag at 0 gives 1).
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for a bad tag; [`Error::Unsupported`] on a
@@ -31,6 +32,13 @@ impl GaplessSequence {
                 operation: "gapless sequences",
             });
         }
-        Ok(self.store.reserve(&Tag::new(tag)?, Some(1)).await?.first)
+        let tag = Tag::new(tag)?;
+        loop {
+            // ID 0 is never handed out: a tag created at 0 starts at 1.
+            let id = self.store.reserve(&tag, Some(1)).await?.first;
+            if id != 0 {
+                return Ok(id);
+            }
+        }
     }
 }

@@ -16,6 +16,12 @@ pub struct SegmentOptions {
     pub min_step: u64,
     /// ...nor above this.
     pub max_step: u64,
+    /// After the store failed to answer, a tag with no IDs in memory answers
+    /// [`Error::Unavailable`](crate::Error::Unavailable) at once, without a
+    /// store call, while a background task tries to load a segment: 10 ms
+    /// after the failure, then at doubling intervals up to this one. The
+    /// first request after the store is back is served within it.
+    pub outage_probe_max: Duration,
 }
 
 impl Default for SegmentOptions {
@@ -26,6 +32,7 @@ impl Default for SegmentOptions {
             shrink_above: Duration::from_secs(30 * 60),
             min_step: 1_000,
             max_step: 1_000_000,
+            outage_probe_max: Duration::from_millis(200),
         }
     }
 }

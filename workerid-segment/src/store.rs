@@ -64,23 +64,58 @@ impl fmt::Debug for Tag {
 }
 
 /// IDs `first..=last`, reserved for one process.
+///
+/// A tag's `max_id` is the first ID not handed out yet; a reservation of
+/// `step` IDs moves it to `max_id + step` and takes `[max_id, max_id + step)`
+/// (the rule of go-id-alloc and Leaf, so that their servers and these can
+/// share one table). ID 0 may be part of a range (a tag that starts at 0, as
+/// go-id-alloc's rows do); the allocators never hand it out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Range {
-    /// The first ID.
+    /// The first ID: the tag's `max_id` before the reservation.
     pub first: u64,
-    /// The last ID (inclusive): the tag's `max_id` after the reservation.
+    /// The last ID (inclusive): the tag's `max_id` after the reservation,
+    /// minus one.
     pub last: u64,
     /// The tag's version after the reservation, opaque: every reservation of
     /// the tag changes it to a value it never had, so a give-back that
     /// carries it is refused once anything was reserved since, even when
-    /// `max_id` came back to `last` meanwhile.
+    /// `max_id` came back to [`end`](Range::end) meanwhile. A store without
+    /// give-backs ([`SegmentCapabilities::give_back`] false) keeps none: 0.
     pub version: u64,
 }
 
 impl Range {
+    /// The range a reservation of `step` IDs took when it moved the tag's
+    /// `max_id` to `max_id`: `[max_id - step, max_id)`, or `None` when that
+    /// is no range (a step of 0, or more than `max_id`).
+    ///
+    /// ```
+    /// use workerid_segment::Range;
+    /// let range = Range::below(1_100, 100, 7).unwrap();
+    /// assert_eq!((range.first, range.last, range.end()), (1_000, 1_099, 1_100));
+    /// assert!(Range::below(5, 10, 1).is_none());
+    /// ```
+    pub fn below(max_id: u64, step: u64, version: u64) -> Option<Range> {
+        if step == 0 || step > max_id {
+            return None;
+        }
+        Some(Range {
+            first: max_id - step,
+            last: max_id - 1,
+            version,
+        })
+    }
+
+    /// The tag's `max_id` right after this reservation: the first ID above
+    /// the range.
+    pub fn end(&self) -> u64 {
+        self.last + 1
+    }
+
     /// How many IDs.
     pub fn len(&self) -> u64 {
-        self.last - self.first + 1
+        (self.last + 1).saturating_sub(self.first)
     }
 
     /// Never: a range holds at least one ID.
@@ -94,7 +129,7 @@ impl Range {
 pub struct TagInfo {
     /// The tag.
     pub tag: Tag,
-    /// The last ID handed out in a range (the next range starts above it).
+    /// The first ID not handed out yet: the next range starts there.
     pub max_id: u64,
     /// The tag's default step.
     pub step: u64,
@@ -107,7 +142,7 @@ pub struct TagInfo {
 /// ```
 /// use workerid_segment::SegmentCapabilities;
 /// let caps = SegmentCapabilities { durable: true, ..SegmentCapabilities::default() };
-/// assert!(caps.list && caps.gapless);
+/// assert!(caps.list && caps.gapless && caps.give_back);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SegmentCapabilities {
@@ -121,6 +156,10 @@ pub struct SegmentCapabilities {
     pub gapless: bool,
     /// Whether [`SegmentStore::list_tags`] is implemented (default true).
     pub list: bool,
+    /// Whether [`SegmentStore::give_back`] can return IDs (default true).
+    /// False on a table kept without the version column a give-back
+    /// compares: unused tails are then skipped, never reused.
+    pub give_back: bool,
 }
 
 impl Default for SegmentCapabilities {
@@ -129,6 +168,7 @@ impl Default for SegmentCapabilities {
             durable: false,
             gapless: true,
             list: true,
+            give_back: true,
         }
     }
 }
@@ -136,6 +176,9 @@ impl Default for SegmentCapabilities {
 /// A store of per-tag counters (Leaf-segment's `segments` table).
 ///
 /// # Contract
+/// - A tag's `max_id` is the first ID not handed out yet; a reservation of
+///   `step` IDs takes `[max_id, max_id + step)` and moves `max_id` up by
+///   `step` ([`Range::below`]), as go-id-alloc's and Leaf's servers do.
 /// - `reserve` is atomic: concurrent reservations on one tag, from any number
 ///   of processes, get ranges that never overlap, and together have no holes.
 /// - A range handed out is never handed out again, not even after a restart
@@ -154,8 +197,8 @@ pub trait SegmentStore: Debug + Send + Sync + 'static {
     /// `step`.
     ///
     /// # Behavior
-    /// - A new tag: created, true; its first reservation starts at
-    ///   `first_id`.
+    /// - A new tag: created with `max_id = first_id`, true; its first
+    ///   reservation starts at `first_id`.
     /// - A tag that exists: false, and nothing changes (not its counter,
     ///   not its step).
     /// - Atomic: of processes creating one tag at once, exactly one gets
@@ -168,23 +211,33 @@ pub trait SegmentStore: Debug + Send + Sync + 'static {
     /// Reserves the next `step` IDs of `tag` (`None`: the tag's default step).
     ///
     /// # Behavior
+    /// - `[max_id, max_id + step)`, and `max_id` moves to `max_id + step`.
     /// - The range carries the tag's new version, which
     ///   [`give_back`](SegmentStore::give_back) compares.
     /// - Unknown tag: [`Error::UnknownTag`].
     /// - When `max_id + step` would pass [`MAX_SEGMENT_ID`]: [`Error::TagExhausted`].
+    ///
+    /// # Errors
+    /// [`Error::UnknownTag`], [`Error::TagExhausted`], or the store's own
+    /// when it cannot be reached.
     async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range>;
 
-    /// Sets `tag`'s `max_id` to `new_max` if nothing was reserved or given
-    /// back since `reserved` was; returns whether it did.
+    /// Sets `tag`'s `max_id` to `new_max`, the first ID not handed out, if
+    /// nothing was reserved or given back since `reserved` was; returns
+    /// whether it did.
     ///
     /// # Behavior
-    /// - Done only while the tag's `max_id` is still `reserved.last` and its
+    /// - Done only while the tag's `max_id` is still `reserved.end()` and its
     ///   version still `reserved.version`: a give-back sent again (a retry
     ///   after a lost answer) is refused once another reservation happened,
-    ///   even one that was given back to the same `max_id` (no ABA).
-    /// - `new_max` above `reserved.last`: refused (false), nothing changes.
-    /// - `new_max` may be below `reserved.first - 1`, to give back the tail
-    ///   of an earlier range too when nothing was reserved between the two.
+    ///   even one that was given back to the same `max_id` (no ABA). A
+    ///   reservation by a server that knows no version (go-id-alloc, Leaf)
+    ///   only ever raises `max_id`, so the first comparison refuses it.
+    /// - `new_max` above `reserved.end()`: refused (false), nothing changes.
+    /// - `new_max` may be below `reserved.first`, to give back the tail of
+    ///   an earlier range too when nothing was reserved between the two.
+    /// - A store that keeps no version (see
+    ///   [`SegmentCapabilities::give_back`]) refuses every give-back.
     /// - Unknown tag: [`Error::UnknownTag`].
     ///
     /// # Errors

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::cursor::{Claim, Cursor, Segment, MAX_CLAIM};
 use crate::{Error, LocalIds, Range, Result, SegmentOptions, SegmentStore, Tag};
@@ -32,7 +32,22 @@ pub(crate) struct Buffers {
     /// The same, for every tag of the allocator (only ever added to).
     all_stalls: Arc<AtomicU64>,
     closed: AtomicBool,
+    /// Whether the store is failing, and whether a probe runs.
+    outage: Mutex<Outage>,
 }
+
+/// A store outage as one tag sees it.
+#[derive(Debug, Default)]
+struct Outage {
+    /// The store and the last failure, while the store is failing.
+    failing: Option<(&'static str, String)>,
+    /// Whether a background probe runs (at most one per tag).
+    probing: bool,
+}
+
+/// The first probe's delay after a failure; it doubles up to
+/// [`SegmentOptions::outage_probe_max`].
+const FIRST_PROBE: Duration = Duration::from_millis(10);
 
 /// A handle on one tag's buffers: the fastest way to take IDs of a tag.
 #[derive(Debug, Clone)]
@@ -58,6 +73,7 @@ impl TagHandle {
             stalls: AtomicU64::new(0),
             all_stalls,
             closed: AtomicBool::new(false),
+            outage: Mutex::new(Outage::default()),
         }))
     }
 
@@ -118,6 +134,36 @@ impl TagHandle {
         self.0.current.left() + prefetched
     }
 
+    /// IDs left in memory, after loading a segment if there are none,
+    /// without handing out an ID: what a health check asks (can this tag
+    /// be served now?).
+    ///
+    /// # Errors
+    /// As [`next_id`](Self::next_id) when no segment can be loaded.
+    pub async fn fill(&self) -> Result<u64> {
+        let left = self.left();
+        if left > 0 {
+            return Ok(left);
+        }
+        let b = &self.0;
+        self.fail_fast()?;
+        let _switching = b.switch.lock().await;
+        let _prefetching = b.prefetching.lock().await;
+        self.check_open()?;
+        if self.left() == 0 {
+            self.fail_fast()?;
+            let segment = self.load_or_probe(b.current.loaded_at()).await?;
+            *self.lock_prefetched() = Some(segment);
+        }
+        Ok(self.left())
+    }
+
+    /// Whether the store is failing: requests that need it are answered
+    /// at once while the probe runs.
+    pub fn store_failing(&self) -> bool {
+        self.lock_outage().failing.is_some()
+    }
+
     /// The fast path: one atomic add on the current segment.
     #[inline]
     fn take(&self) -> Option<u64> {
@@ -144,6 +190,88 @@ impl TagHandle {
         self.0.prefetched.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn lock_outage(&self) -> std::sync::MutexGuard<'_, Outage> {
+        self.0.outage.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.0.closed.load(Ordering::Acquire) {
+            return Err(Error::Stopped {
+                reason: format!("the segment allocator of tag {} is shut down", self.0.tag),
+            });
+        }
+        Ok(())
+    }
+
+    /// [`Error::Unavailable`] at once while the store is failing.
+    fn fail_fast(&self) -> Result<()> {
+        match &self.lock_outage().failing {
+            None => Ok(()),
+            Some((store, cause)) => Err(Error::unavailable(
+                store,
+                format!("{cause} (answered without a store call while the store is probed)"),
+            )),
+        }
+    }
+
+    /// Loads a segment; a store that cannot answer puts the tag in outage
+    /// mode and starts the probe.
+    async fn load_or_probe(&self, previous_loaded_at: Instant) -> Result<Segment> {
+        let loaded = self.load(previous_loaded_at).await;
+        if let Err(Error::Unavailable { store, source }) = &loaded {
+            self.store_failed(store, source.to_string());
+        }
+        loaded
+    }
+
+    /// Records a failure and starts the probe unless one runs (or no
+    /// runtime can run it: calls then keep going to the store).
+    fn store_failed(&self, store: &'static str, cause: String) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut outage = self.lock_outage();
+        outage.failing = Some((store, cause));
+        if outage.probing {
+            return;
+        }
+        outage.probing = true;
+        let handle = self.clone();
+        runtime.spawn(async move { handle.probe().await });
+    }
+
+    /// Tries to load a segment at doubling intervals until one is loaded,
+    /// the store answers with something other than unavailable, or the
+    /// allocator shuts down; the outage ends with it.
+    async fn probe(self) {
+        let b = &self.0;
+        let mut delay = FIRST_PROBE;
+        loop {
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(b.options.outage_probe_max.max(FIRST_PROBE));
+            let _prefetching = b.prefetching.lock().await;
+            if b.closed.load(Ordering::Acquire) || self.lock_prefetched().is_some() {
+                break;
+            }
+            match self.load(b.current.loaded_at()).await {
+                Ok(segment) => {
+                    *self.lock_prefetched() = Some(segment);
+                    tracing::info!(tag = %b.tag, "the segment store answers again");
+                    break;
+                }
+                Err(Error::Unavailable { store, source }) => {
+                    tracing::debug!(tag = %b.tag, "probe: store {store} still unavailable: {source}");
+                    self.lock_outage().failing = Some((store, source.to_string()));
+                }
+                Err(e) => {
+                    tracing::debug!(tag = %b.tag, "probe: {e}");
+                    break;
+                }
+            }
+        }
+        *self.lock_outage() = Outage::default();
+    }
+
     /// Loads the next segment in the background (once per segment, and not
     /// while one is waiting already).
     fn prefetch(&self, current_loaded_at: Instant) {
@@ -159,7 +287,7 @@ impl TagHandle {
             if handle.0.closed.load(Ordering::Acquire) || handle.lock_prefetched().is_some() {
                 return;
             }
-            match handle.load(current_loaded_at).await {
+            match handle.load_or_probe(current_loaded_at).await {
                 Ok(segment) => handle.keep_prefetched(segment).await,
                 Err(e) => {
                     tracing::warn!(tag = %handle.0.tag, "prefetching the next segment failed: {e}")
@@ -183,7 +311,7 @@ impl TagHandle {
         let b = &self.0;
         if let Err(e) = b
             .store
-            .give_back(&b.tag, surplus.range(), surplus.first - 1)
+            .give_back(&b.tag, surplus.range(), surplus.first)
             .await
         {
             tracing::warn!(tag = %b.tag, "could not give a surplus segment back: {e}");
@@ -220,10 +348,9 @@ impl TagHandle {
     pub(crate) async fn switch_and_take(&self) -> Result<u64> {
         let b = &self.0;
         loop {
-            if b.closed.load(Ordering::Acquire) {
-                return Err(Error::Stopped {
-                    reason: format!("the segment allocator of tag {} is shut down", b.tag),
-                });
+            self.check_open()?;
+            if self.lock_prefetched().is_none() {
+                self.fail_fast()?;
             }
             let _switching = b.switch.lock().await;
             if let Some(id) = self.take() {
@@ -241,7 +368,12 @@ impl TagHandle {
             let prefetched = self.lock_prefetched().take();
             let segment = match prefetched {
                 Some(segment) => segment,
-                None => self.load(b.current.loaded_at()).await?,
+                None => {
+                    // Callers that queued behind a load that failed answer
+                    // at once too.
+                    self.fail_fast()?;
+                    self.load_or_probe(b.current.loaded_at()).await?
+                }
             };
             if waited {
                 b.stalls.fetch_add(1, Ordering::Relaxed);
@@ -274,13 +406,15 @@ impl TagHandle {
         // reserved, so the current tail goes back with the prefetched range
         // when the two are adjacent (nothing was reserved between them).
         let (reserved, new_max) = match self.lock_prefetched().take() {
-            Some(next) if has_tail && next.first == current.last + 1 => {
-                (next.range(), unused_from - 1)
-            }
-            Some(next) => (next.range(), next.first - 1),
-            None if has_tail => (current_range, unused_from - 1),
+            Some(next) if has_tail && next.first == current.last + 1 => (next.range(), unused_from),
+            Some(next) => (next.range(), next.first),
+            None if has_tail => (current_range, unused_from),
             None => return,
         };
+        if !b.store.segment_capabilities().give_back {
+            tracing::debug!(tag = %b.tag, "unused IDs skipped: the store keeps no version to give them back");
+            return;
+        }
         match b.store.give_back(&b.tag, reserved, new_max).await {
             Ok(given) => tracing::debug!(tag = %b.tag, given, "unused IDs given back"),
             Err(e) => tracing::warn!(tag = %b.tag, "could not give the unused IDs back: {e}"),

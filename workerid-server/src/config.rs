@@ -21,7 +21,7 @@ pub struct Config {
     #[serde(default = "default_listen")]
     pub listen: String,
     /// How long one segment store call may take, in milliseconds (default
-    /// 3000): past it the request fails with 503 and shutdown moves on.
+    /// 3000): past it the request fails (HTTP 500, `store_unavailable`) and shutdown moves on.
     #[serde(default = "default_store_timeout")]
     pub store_timeout_ms: u64,
     /// How often the server rereads the tag list, in milliseconds (default

@@ -16,7 +16,7 @@
 //!
 //! | setting | default | |
 //! | --- | --- | --- |
-//! | `store_timeout_ms` | 3000 | one segment store call; past it, 503 |
+//! | `store_timeout_ms` | 3000 | one segment store call; past it, HTTP 500 (`store_unavailable`) |
 //! | `tags_refresh_ms` | 5000 | how often the tag list is reread; unknown names are answered from it |
 //! | `allow_volatile_segments` | false | serve segments from a store that is not durable, with a warning |
 //! | `fast_path` | true | `/alloc` off the socket; false: everything through hyper |

@@ -75,7 +75,9 @@ impl App {
     }
 }
 
-/// go-id-alloc's answer, with its fields in its order.
+/// go-id-alloc's answer, with its fields in its order: `id` on `/alloc`,
+/// `left` on `/health`, in failures too (as 0), and this server's stable
+/// error code after them.
 #[derive(Serialize)]
 pub struct Reply {
     errno: i32,
@@ -84,16 +86,54 @@ pub struct Reply {
     id: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     left: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<&'static str>,
 }
 
-impl Reply {
-    fn ok(id: Option<u64>, left: Option<u64>) -> Json<Reply> {
-        Json(Reply {
-            errno: 0,
-            msg: "success".into(),
+/// Which of go-id-alloc's endpoints answers: it decides the field a
+/// failure carries (`id` or `left`).
+#[derive(Clone, Copy)]
+enum Endpoint {
+    Alloc,
+    Health,
+}
+
+/// A failure on go-id-alloc's endpoints: HTTP 500, as go-id-alloc answers
+/// every error, so that its clients and load balancers see one.
+struct Failed(Reply);
+
+impl Failed {
+    fn new(endpoint: Endpoint, errno: i32, code: &'static str, msg: String) -> Failed {
+        let (id, left) = match endpoint {
+            Endpoint::Alloc => (Some(0), None),
+            Endpoint::Health => (None, Some(0)),
+        };
+        Failed(Reply {
+            errno,
+            msg,
             id,
             left,
+            code: Some(code),
         })
+    }
+
+    fn body(&self) -> String {
+        serde_json::to_string(&self.0).unwrap_or_else(|e| {
+            tracing::error!("could not serialise an answer: {e}");
+            r#"{"errno":2,"msg":"internal error"}"#.into()
+        })
+    }
+}
+
+impl IntoResponse for Failed {
+    fn into_response(self) -> Response {
+        let body = self.body();
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            [(CONTENT_TYPE, JSON.clone())],
+            body,
+        )
+            .into_response()
     }
 }
 
@@ -151,14 +191,21 @@ async fn require_token(
     }
 }
 
-fn failure(app: &App, errno: i32, msg: String) -> Json<Reply> {
+fn failure(app: &App, endpoint: Endpoint, errno: i32, code: &'static str, msg: String) -> Failed {
     app.metrics.request_errors.fetch_add(1, Ordering::Relaxed);
-    Json(Reply {
-        errno,
-        msg,
-        id: None,
-        left: None,
-    })
+    Failed::new(endpoint, errno, code, msg)
+}
+
+/// The failure of a request without `biz_tag`.
+fn missing_tag(app: &App, endpoint: Endpoint) -> Failed {
+    let msg = "missing parameter biz_tag".into();
+    failure(app, endpoint, MISSING_TAG, "missing_tag", msg)
+}
+
+/// The failure `e` on `endpoint`.
+fn failed(app: &App, endpoint: Endpoint, e: &Failure) -> Failed {
+    let (code, msg) = public(e);
+    failure(app, endpoint, FAILED, code, msg)
 }
 
 /// The first `biz_tag` of a query string, decoded, without building a map.
@@ -178,8 +225,8 @@ pub static JSON: HeaderValue = HeaderValue::from_static("application/json");
 /// query is scanned for `biz_tag` without building a map, and the success
 /// body is written without a serializer.
 pub async fn alloc(app: &App, query: Option<&str>) -> (StatusCode, String) {
-    let reply = match biz_tag(query) {
-        None => failure(app, MISSING_TAG, "missing parameter biz_tag".into()),
+    let failed = match biz_tag(query) {
+        None => missing_tag(app, Endpoint::Alloc),
         Some(tag) => match app.next_segment_id(&tag).await {
             Ok(id) => {
                 app.metrics.segment_ids.fetch_add(1, Ordering::Relaxed);
@@ -188,16 +235,10 @@ pub async fn alloc(app: &App, query: Option<&str>) -> (StatusCode, String) {
                     format!(r#"{{"errno":0,"msg":"success","id":{id}}}"#),
                 );
             }
-            Err(e) => failure(app, FAILED, public(&Failure::Segment(e)).2),
+            Err(e) => failed(app, Endpoint::Alloc, &Failure::Segment(e)),
         },
     };
-    match serde_json::to_string(&reply.0) {
-        Ok(body) => (StatusCode::OK, body),
-        Err(e) => {
-            tracing::error!("could not serialise an answer: {e}");
-            (StatusCode::INTERNAL_SERVER_ERROR, "internal error".into())
-        }
-    }
+    (StatusCode::INTERNAL_SERVER_ERROR, failed.body())
 }
 
 /// `/alloc` through the router (on connections handed to hyper; the fast
@@ -208,74 +249,59 @@ async fn alloc_route(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> 
 }
 
 /// `GET /health?biz_tag=test` -> `{"errno":0,"msg":"success","left":N}`:
-/// IDs of the tag held in memory, after making sure the tag exists.
-async fn health(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Json<Reply> {
+/// IDs of the tag held in both buffers, 200 only when the tag can be served
+/// now (a segment is loaded first if none is), HTTP 500 otherwise, as
+/// go-id-alloc answers, so that a load balancer takes the node out.
+async fn health(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Response {
     let Some(tag) = biz_tag(query.as_deref()) else {
-        return failure(&app, MISSING_TAG, "missing parameter biz_tag".into());
+        return missing_tag(&app, Endpoint::Health).into_response();
     };
     let tag = tag.as_ref();
     // From the server's view of the tags, never the store: a request costs
     // no round trip whatever the name.
     if !app.tags.known(tag) {
-        return failure(&app, FAILED, format!("unknown tag {tag:?}"));
+        let e = segment::Error::UnknownTag { tag: tag.into() };
+        return failed(&app, Endpoint::Health, &e.into()).into_response();
     }
-    // Looked up, never made: a name must leave nothing behind.
-    let left = match app.segments.existing(tag) {
-        Ok(handle) => handle.map_or(0, |h| h.left()),
-        Err(e) => return failure(&app, FAILED, public(&Failure::Segment(e)).2),
+    let filled = match app.segments.tag(tag) {
+        Ok(handle) => handle.fill().await,
+        Err(e) => Err(e),
     };
-    Reply::ok(None, Some(left))
+    match filled {
+        Ok(left) => Json(Reply {
+            errno: 0,
+            msg: "success".into(),
+            id: None,
+            left: Some(left),
+            code: None,
+        })
+        .into_response(),
+        Err(e) => failed(&app, Endpoint::Health, &e.into()).into_response(),
+    }
 }
 
-/// What a client is told of `e`: a status, a stable code and a stable
-/// message. Store details (addresses, driver messages) go to the log only.
-fn public(e: &Failure) -> (StatusCode, &'static str, String) {
+/// What a client is told of `e`: a stable code and a stable message. Store
+/// details (addresses, driver messages) go to the log only.
+fn public(e: &Failure) -> (&'static str, String) {
     use segment::Error as Seg;
     use snowflake::Error as Snow;
-    let unavailable = (
-        StatusCode::SERVICE_UNAVAILABLE,
-        "store_unavailable",
-        "store unavailable",
-    );
-    let not_ready = (
-        StatusCode::SERVICE_UNAVAILABLE,
-        "not_ready",
-        "not ready: no live lease",
-    );
-    let (status, code, msg) = match e {
+    let unavailable = ("store_unavailable", "store unavailable");
+    let (code, msg) = match e {
         Failure::Segment(Seg::UnknownTag { tag }) => {
-            return (
-                StatusCode::NOT_FOUND,
-                "unknown_tag",
-                format!("unknown tag {tag:?}"),
-            )
+            return ("unknown_tag", format!("unknown tag {tag:?}"))
         }
-        Failure::Segment(Seg::InvalidConfig { .. }) => {
-            (StatusCode::NOT_FOUND, "invalid_tag", "invalid tag name")
-        }
-        Failure::Segment(Seg::TagExhausted { .. }) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "tag_exhausted",
-            "tag exhausted",
-        ),
-        Failure::Segment(Seg::Stopped { .. }) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "shutting_down",
-            "shutting down",
-        ),
+        Failure::Segment(Seg::InvalidConfig { .. }) => ("invalid_tag", "invalid tag name"),
+        Failure::Segment(Seg::TagExhausted { .. }) => ("tag_exhausted", "tag exhausted"),
+        Failure::Segment(Seg::Stopped { .. }) => ("shutting_down", "shutting down"),
         Failure::Segment(Seg::Unavailable { .. }) => unavailable,
-        Failure::Snowflake(Snow::NotReady { .. }) => not_ready,
-        Failure::Snowflake(Snow::ClockDriftTryLater { .. } | Snow::ClockDriftTooLarge { .. }) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "clock_drift",
-            "the clock moved backwards: try later",
-        ),
+        Failure::Snowflake(Snow::NotReady { reason }) => {
+            return ("not_ready", format!("not ready: {reason}"))
+        }
+        Failure::Snowflake(Snow::ClockDriftTryLater { .. } | Snow::ClockDriftTooLarge { .. }) => {
+            ("clock_drift", "the clock moved backwards: try later")
+        }
         Failure::Snowflake(Snow::Lease(workerid::Error::Unavailable { .. })) => unavailable,
-        _ => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "internal",
-            "internal error",
-        ),
+        _ => ("internal", "internal error"),
     };
     // A client's bad tag and a lease gap (which /readyz and the metrics
     // already show) would flood the log exactly during an incident; every
@@ -289,14 +315,15 @@ fn public(e: &Failure) -> (StatusCode, &'static str, String) {
         }
         _ => tracing::warn!(code, "request failed: {e}"),
     }
-    (status, code, msg.into())
+    (code, msg.into())
 }
 
-/// Leaf's error answer: the status and `code: message` as plain text.
+/// Leaf's error answer: HTTP 500, as Leaf answers every failure, and
+/// `code: message` as plain text.
 fn plain_error(app: &App, e: &Failure) -> Response {
     app.metrics.request_errors.fetch_add(1, Ordering::Relaxed);
-    let (status, code, msg) = public(e);
-    (status, format!("{code}: {msg}")).into_response()
+    let (code, msg) = public(e);
+    (StatusCode::INTERNAL_SERVER_ERROR, format!("{code}: {msg}")).into_response()
 }
 
 /// Leaf's `GET /api/segment/get/{key}`: the ID as plain text.

@@ -24,6 +24,12 @@ fn go_id_alloc_and_leaf_apis_and_a_graceful_restart() {
         server.get("/alloc?biz_tag=test"),
         (200, r#"{"errno":0,"msg":"success","id":2}"#.into())
     );
+    // A tag nobody asked for yet is loaded by the health check: a balancer
+    // that checks a fresh node puts it in.
+    assert_eq!(
+        server.get("/health?biz_tag=orders"),
+        (200, r#"{"errno":0,"msg":"success","left":1000}"#.into())
+    );
     assert_eq!(
         server.get("/alloc?biz_tag=orders").1,
         r#"{"errno":0,"msg":"success","id":5000}"#
@@ -32,18 +38,34 @@ fn go_id_alloc_and_leaf_apis_and_a_graceful_restart() {
         server.get("/health?biz_tag=test").1,
         r#"{"errno":0,"msg":"success","left":98}"#
     );
-    let (_, missing) = server.get("/alloc");
-    assert!(missing.starts_with(r#"{"errno":1,"#), "{missing}");
-    let (_, unknown) = server.get("/alloc?biz_tag=nope");
-    assert!(
-        unknown.starts_with(r#"{"errno":2,"#) && unknown.contains("unknown tag"),
-        "{unknown}"
+    // Errors as go-id-alloc sends them: HTTP 500, errno set, the field its
+    // clients read (0), and the stable code after it.
+    assert_eq!(
+        server.get("/alloc"),
+        (
+            500,
+            r#"{"errno":1,"msg":"missing parameter biz_tag","id":0,"code":"missing_tag"}"#.into()
+        )
     );
-    let (_, unknown) = server.get("/health?biz_tag=nope");
-    assert!(unknown.contains("unknown tag"), "{unknown}");
-
+    assert_eq!(
+        server.get("/alloc?biz_tag=nope"),
+        (
+            500,
+            r#"{"errno":2,"msg":"unknown tag \"nope\"","id":0,"code":"unknown_tag"}"#.into()
+        )
+    );
+    assert_eq!(
+        server.get("/health?biz_tag=nope"),
+        (
+            500,
+            r#"{"errno":2,"msg":"unknown tag \"nope\"","left":0,"code":"unknown_tag"}"#.into()
+        )
+    );
     assert_eq!(server.get("/api/segment/get/test"), (200, "3".into()));
-    assert_eq!(server.get("/api/segment/get/nope").0, 404);
+    assert_eq!(
+        server.get("/api/segment/get/nope"),
+        (500, "unknown_tag: unknown tag \"nope\"".into())
+    );
     let (status, snowflake) = server.get("/api/snowflake/get/anything");
     assert_eq!(status, 200);
     let first_snowflake: u64 = snowflake.parse().unwrap();
@@ -280,7 +302,7 @@ fn the_alloc_fast_path_speaks_http_and_hands_the_rest_to_hyper() {
     assert!(answers[0].1.contains("nope"), "{}", answers[0].1);
     assert_eq!(
         answers[1].1,
-        r#"{"errno":1,"msg":"missing parameter biz_tag"}"#
+        r#"{"errno":1,"msg":"missing parameter biz_tag","id":0,"code":"missing_tag"}"#
     );
 
     // `Connection: close`: answered, then closed.

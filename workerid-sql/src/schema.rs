@@ -81,21 +81,8 @@ impl SqlStore {
         {
             q(statement).execute(&mut *conn).await.map_err(fail)?;
         }
-        // A segment table made without the version column (Leaf's own
-        // `segments` table, taken over by a migrating deployment) gets it; give-backs compare it. PostgreSQL says IF NOT
-        // EXISTS, since a failed probe would abort its schema transaction.
-        let probe = match self.dialect() {
-            Dialect::Postgres => Err(()),
-            _ => q(&self.segments().has_version)
-                .execute(&mut *conn)
-                .await
-                .map_err(drop),
-        };
-        if probe.is_err() {
-            q(&self.segments().add_version)
-                .execute(&mut *conn)
-                .await
-                .map_err(fail)?;
+        if self.segments().versioned {
+            self.add_segment_version(&mut conn).await?;
         }
         let mut routine_made = true;
         if let Some(routine) = &self.statements().routine {
@@ -125,5 +112,49 @@ impl SqlStore {
             Dialect::Sqlite => Default::default(),
         };
         Ok(routine_made)
+    }
+}
+
+impl SqlStore {
+    /// Adds the version column that give-backs compare to a segment table
+    /// made without it (go-id-alloc's or Leaf's, as their servers create
+    /// it), saying so first. Their servers name the columns they use, so a
+    /// column more, with a default, changes nothing for them.
+    async fn add_segment_version(&self, conn: &mut sqlx::AnyConnection) -> Result<()> {
+        let fail = |e| Error::unavailable("sql", e);
+        // A failed statement aborts a PostgreSQL transaction: the probe runs
+        // inside a savepoint there.
+        let postgres = self.dialect() == Dialect::Postgres;
+        if postgres {
+            q("SAVEPOINT has_version")
+                .execute(&mut *conn)
+                .await
+                .map_err(fail)?;
+        }
+        let missing = q(&self.segments().has_version)
+            .execute(&mut *conn)
+            .await
+            .is_err();
+        if postgres {
+            let end = if missing {
+                "ROLLBACK TO SAVEPOINT has_version"
+            } else {
+                "RELEASE SAVEPOINT has_version"
+            };
+            q(end).execute(&mut *conn).await.map_err(fail)?;
+        }
+        if missing {
+            tracing::warn!(
+                statement = %self.segments().add_version,
+                "the segment table has no version column: adding it, so that unused IDs can be \
+                 given back safely (servers that do not know it are unaffected; \
+                 segment_versions=false keeps the table as it is, without give-backs)"
+            );
+            q(&self.segments().add_version)
+                .execute(&mut *conn)
+                .await
+                .map_err(fail)?;
+        }
+        Ok(())
     }
 }

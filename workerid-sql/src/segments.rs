@@ -1,6 +1,8 @@
-//! Segment counters in SQL: Leaf's `segments` table, with a `version`
-//! column that every reservation bumps and a give-back compares, and CHECKs
-//! that keep a hand-written row from making a bad range.
+//! Segment counters in SQL: go-id-alloc's and Leaf's `segments` table, as
+//! their servers create and use it, with a `version` column that every
+//! reservation bumps and a give-back compares (or, kept without it, no
+//! give-backs), and CHECKs that keep a hand-written row from making a bad
+//! range.
 
 use async_trait::async_trait;
 use sqlx::Row;
@@ -14,16 +16,17 @@ use crate::store::{q, retrying, SqlStore};
 /// validated table name).
 #[derive(Debug)]
 pub(crate) struct SegmentStatements {
+    /// Whether the table has the version column and give-backs are on.
+    pub versioned: bool,
     pub schema: String,
-    /// Binds: tag, max_id, step, update_time. Affects 1 row when created.
+    /// Binds: tag, max_id, step. Affects 1 row when created.
     pub create: String,
-    /// Adds the version column to a table made without it (PostgreSQL: if
-    /// it is missing).
+    /// Adds the version column to a table made without it.
     pub add_version: String,
     /// Reads nothing, and fails when the version column is missing.
     pub has_version: String,
-    /// Binds: step?, limit, step?, tag. Returns `max_id, used step, version`
-    /// where the database has RETURNING.
+    /// Binds: step?, tag, limit, step?, then step? where the database has
+    /// RETURNING (it returns `max_id, used step, version`).
     pub reserve: String,
     /// MySQL: `SELECT max_id, step, version` after the update, in the same
     /// transaction. Binds: tag.
@@ -35,58 +38,72 @@ pub(crate) struct SegmentStatements {
 }
 
 impl SegmentStatements {
-    pub(crate) fn new(dialect: Dialect, table: &str) -> SegmentStatements {
+    pub(crate) fn new(dialect: Dialect, table: &str, versioned: bool) -> SegmentStatements {
         let tag_col = dialect.ascii(32);
-        let now = dialect.now_us();
-        let returning = if dialect == Dialect::MySql {
-            ""
+        let int = dialect.bigint_cast();
+        // go-id-alloc's column as its README creates it; PostgreSQL and
+        // SQLite have no ON UPDATE, and every reservation sets it anyway.
+        let update_time = match dialect {
+            Dialect::MySql => "DATETIME DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP",
+            Dialect::Postgres => "TIMESTAMP DEFAULT CURRENT_TIMESTAMP",
+            Dialect::Sqlite => "DATETIME DEFAULT CURRENT_TIMESTAMP",
+        };
+        let (version_column, bump, version) = if versioned {
+            (
+                ", version BIGINT NOT NULL DEFAULT 0",
+                "version = version + 1, ",
+                "version",
+            )
         } else {
-            " RETURNING max_id, COALESCE(?, step), version"
+            ("", "", "0")
+        };
+        let returning = if dialect == Dialect::MySql {
+            String::new()
+        } else {
+            format!(" RETURNING max_id, CAST(COALESCE(?, step) AS {int}), CAST({version} AS {int})")
         };
         let create = match dialect {
-            Dialect::MySql => format!(
-                "INSERT IGNORE INTO {table} (biz_tag, max_id, step, description, update_time) \
-                 VALUES (?, ?, ?, '', ?)"
-            ),
+            Dialect::MySql => {
+                format!("INSERT IGNORE INTO {table} (biz_tag, max_id, step) VALUES (?, ?, ?)")
+            }
             _ => format!(
-                "INSERT INTO {table} (biz_tag, max_id, step, description, update_time) \
-                 VALUES (?, ?, ?, '', ?) ON CONFLICT (biz_tag) DO NOTHING"
+                "INSERT INTO {table} (biz_tag, max_id, step) VALUES (?, ?, ?) \
+                 ON CONFLICT (biz_tag) DO NOTHING"
             ),
         };
         let p = |sql: String| dialect.placeholders(&sql);
         SegmentStatements {
+            versioned,
             schema: format!(
                 "CREATE TABLE IF NOT EXISTS {table} (\
                  biz_tag {tag_col} NOT NULL PRIMARY KEY, \
                  max_id BIGINT NOT NULL CHECK (max_id >= 0), \
                  step BIGINT NOT NULL CHECK (step > 0), \
                  description VARCHAR(1024) NOT NULL DEFAULT '', \
-                 update_time BIGINT NOT NULL, \
-                 version BIGINT NOT NULL DEFAULT 0)"
+                 update_time {update_time}{version_column})"
             ),
             add_version: format!(
-                "ALTER TABLE {table} ADD COLUMN {}version BIGINT NOT NULL DEFAULT 0",
-                if dialect == Dialect::Postgres {
-                    "IF NOT EXISTS "
-                } else {
-                    ""
-                }
+                "ALTER TABLE {table} ADD COLUMN version BIGINT NOT NULL DEFAULT 0"
             ),
             has_version: format!("SELECT version FROM {table} WHERE 1 = 0"),
             create: p(create),
             reserve: p(format!(
                 "UPDATE {table} SET max_id = max_id + COALESCE(?, step), \
-                 version = version + 1, update_time = {now} \
+                 {bump}update_time = CURRENT_TIMESTAMP \
                  WHERE biz_tag = ? AND max_id <= ? - COALESCE(?, step){returning}"
             )),
             read_max: p(format!(
-                "SELECT max_id, step, version FROM {table} WHERE biz_tag = ?"
+                "SELECT max_id, CAST(step AS {int}), CAST({version} AS {int}) FROM {table} \
+                 WHERE biz_tag = ?"
             )),
             give_back: p(format!(
                 "UPDATE {table} SET max_id = ? WHERE biz_tag = ? AND max_id = ? AND version = ?"
             )),
-            exists: p(format!("SELECT step FROM {table} WHERE biz_tag = ?")),
-            list: format!("SELECT biz_tag, max_id, step FROM {table} ORDER BY biz_tag"),
+            exists: p(format!("SELECT 1 FROM {table} WHERE biz_tag = ?")),
+            list: format!(
+                "SELECT biz_tag, CAST(max_id AS {int}), CAST(step AS {int}) FROM {table} \
+                 ORDER BY biz_tag"
+            ),
         }
     }
 }
@@ -96,9 +113,9 @@ fn as_i64(v: u64) -> i64 {
 }
 
 /// The range a reservation's row describes, checked: `used` long (the step
-/// asked for, if any), above the previous max (`max - used`, never
-/// negative), within [`MAX_SEGMENT_ID`]. A row that breaks this (a step of 0
-/// or below written by hand, a max moved back) makes no range at all.
+/// asked for, if any), `[max - used, max)` never below 0, within
+/// [`MAX_SEGMENT_ID`]. A row that breaks this (a step of 0 or below written
+/// by hand, a max moved back) makes no range at all.
 fn checked_range(max: i64, used: i64, asked: Option<i64>, version: i64) -> Result<Range, String> {
     if used < 1 || asked.is_some_and(|asked| asked != used) {
         return Err(format!(
@@ -106,22 +123,20 @@ fn checked_range(max: i64, used: i64, asked: Option<i64>, version: i64) -> Resul
             asked.map_or_else(|| "a positive step".to_string(), |a| a.to_string())
         ));
     }
-    let previous = max.checked_sub(used).filter(|p| *p >= 0);
-    let (Some(previous), Ok(last)) = (previous, u64::try_from(max)) else {
+    let range = u64::try_from(max)
+        .ok()
+        .and_then(|max| Range::below(max, used as u64, version as u64));
+    let Some(range) = range else {
         return Err(format!(
             "max_id {max} minus the step {used} is below 0: the row was moved back"
         ));
     };
-    if last > MAX_SEGMENT_ID {
+    if range.end() > MAX_SEGMENT_ID {
         return Err(format!(
             "max_id {max} is past the largest ID {MAX_SEGMENT_ID}"
         ));
     }
-    Ok(Range {
-        first: previous as u64 + 1,
-        last,
-        version: version as u64,
-    })
+    Ok(range)
 }
 
 impl SqlStore {
@@ -148,6 +163,7 @@ impl SegmentStore for SqlStore {
     fn segment_capabilities(&self) -> workerid_segment::SegmentCapabilities {
         workerid_segment::SegmentCapabilities {
             durable: workerid_core::LeaseStore::capabilities(self).durable,
+            give_back: self.segments().versioned,
             ..Default::default()
         }
     }
@@ -155,9 +171,8 @@ impl SegmentStore for SqlStore {
     async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
         let done = q(&self.segments().create)
             .bind(tag.to_string())
-            .bind(as_i64(first_id - 1))
+            .bind(as_i64(first_id))
             .bind(as_i64(step))
-            .bind(0i64)
             .execute(self.pool())
             .await
             .map_err(|e| self.unavailable(e))?;
@@ -229,20 +244,24 @@ impl SegmentStore for SqlStore {
     }
 
     async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
-        if new_max > reserved.last {
-            return Ok(false);
-        }
-        let done = q(&self.segments().give_back)
-            .bind(as_i64(new_max))
-            .bind(tag.to_string())
-            .bind(as_i64(reserved.last))
-            .bind(as_i64(reserved.version))
-            .execute(self.pool())
-            .await
-            .map_err(|e| self.unavailable(e))?;
-        if done.rows_affected() == 1 {
+        let refused = new_max > reserved.end() || !self.segments().versioned;
+        let done = if refused {
+            0
+        } else {
+            q(&self.segments().give_back)
+                .bind(as_i64(new_max))
+                .bind(tag.to_string())
+                .bind(as_i64(reserved.end()))
+                .bind(as_i64(reserved.version))
+                .execute(self.pool())
+                .await
+                .map_err(|e| self.unavailable(e))?
+                .rows_affected()
+        };
+        if done == 1 {
             return Ok(true);
         }
+        // Refused: an unknown tag says so.
         match self.reserve_refused(tag).await {
             Error::UnknownTag { tag } => Err(Error::UnknownTag { tag }),
             Error::TagExhausted { .. } => Ok(false),
@@ -255,18 +274,23 @@ impl SegmentStore for SqlStore {
             .fetch_all(self.pool())
             .await
             .map_err(|e| self.unavailable(e))?;
-        rows.iter()
-            .map(|row| {
-                let name: String = row.try_get(0).map_err(|e| self.unavailable(e))?;
-                let max_id: i64 = row.try_get(1).map_err(|e| self.unavailable(e))?;
-                let step: i64 = row.try_get(2).map_err(|e| self.unavailable(e))?;
-                Ok(TagInfo {
-                    tag: Tag::new(name)?,
+        let mut tags = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let name: String = row.try_get(0).map_err(|e| self.unavailable(e))?;
+            let max_id: i64 = row.try_get(1).map_err(|e| self.unavailable(e))?;
+            let step: i64 = row.try_get(2).map_err(|e| self.unavailable(e))?;
+            // A table shared with Leaf may hold longer names (its column is
+            // 128 bytes wide): they are not tags this store can serve.
+            match Tag::new(name) {
+                Ok(tag) => tags.push(TagInfo {
+                    tag,
                     max_id: max_id as u64,
                     step: step as u64,
-                })
-            })
-            .collect()
+                }),
+                Err(e) => tracing::debug!("segment row skipped: {e}"),
+            }
+        }
+        Ok(tags)
     }
 }
 
@@ -277,8 +301,8 @@ mod tests {
     #[test]
     fn ranges_are_checked() {
         let range = checked_range(110, 10, Some(10), 3).unwrap();
-        assert_eq!((range.first, range.last, range.version), (101, 110, 3));
-        assert_eq!(checked_range(10, 10, None, 1).unwrap().first, 1);
+        assert_eq!((range.first, range.last, range.version), (100, 109, 3));
+        assert_eq!(checked_range(10, 10, None, 1).unwrap().first, 0);
         for (max, used, asked) in [
             (110, 0, None),
             (110, -5, None),

@@ -96,6 +96,7 @@ impl SqlStore {
         segments_table: &str,
         durable: bool,
         create_tables: bool,
+        segment_versions: bool,
     ) -> Result<SqlStore> {
         let backend = pool
             .acquire()
@@ -106,7 +107,11 @@ impl SqlStore {
         let dialect = Dialect::from_backend(&backend)?;
         let store = SqlStore {
             sql: Arc::new(Statements::new(dialect, table)),
-            segments: Arc::new(SegmentStatements::new(dialect, segments_table)),
+            segments: Arc::new(SegmentStatements::new(
+                dialect,
+                segments_table,
+                segment_versions,
+            )),
             pool,
             dialect,
             durable,

@@ -95,3 +95,8 @@ fn limited(url: &str, user: &str) -> String {
 async fn bad_segment_rows_are_refused() {
     support::bad_segment_rows_are_refused(&workerid_testkit::mariadb::shared_url()).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_segment_table_kept_as_it_is() {
+    support::a_segment_table_kept_as_it_is(&workerid_testkit::mariadb::shared_url()).await;
+}

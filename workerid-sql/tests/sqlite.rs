@@ -23,6 +23,11 @@ async fn bad_segment_rows_are_refused() {
     support::bad_segment_rows_are_refused(&url()).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_segment_table_kept_as_it_is() {
+    support::a_segment_table_kept_as_it_is(&url()).await;
+}
+
 /// A transaction that SQLite rolls back by itself (as after a full disk or
 /// an I/O error; here a trigger's `RAISE(ROLLBACK)`) fails that acquire
 /// alone: the store's one connection is replaced, and the renewals after it,

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use workerid_faults::nemesis::{self, seed_from_env, Fault, RunConfig};
+use workerid_faults::peers::{Migration, PeerRule, PeerTable, Peers};
 use workerid_faults::service::{self, ServiceConfig, ServiceFault};
 use workerid_faults::targets::{StoreKind, Target};
 
@@ -75,6 +76,21 @@ struct Args {
     /// every fault the store can take.
     #[arg(long, value_enum, value_delimiter = ',')]
     service_faults: Vec<ServiceFault>,
+    /// With --service on PostgreSQL or MariaDB: this many go-id-alloc or
+    /// Leaf servers (modelled) share the segment table, created as they
+    /// create it (0: none).
+    #[arg(long, default_value_t = 0)]
+    peers: usize,
+    /// With --peers: whose table.
+    #[arg(long, value_enum, default_value_t = PeerTable::GoIdAlloc)]
+    peer_table: PeerTable,
+    /// With --peers: their range rule (`last-handed-out`: the checker must
+    /// fail).
+    #[arg(long, value_enum, default_value_t = PeerRule::Theirs)]
+    peer_rule: PeerRule,
+    /// With --peers: who serves when.
+    #[arg(long, value_enum, default_value_t = Migration::Alongside)]
+    migration: Migration,
     /// Keep histories and logs here (default: a temporary directory, kept
     /// only when a violation is found).
     #[arg(long)]
@@ -175,6 +191,14 @@ fn run_service(args: &Args, seed: u64) -> i32 {
     config.recovery_bound = config.ttl + Duration::from_secs(2);
     config.fault_every = Duration::from_millis(args.fault_every_ms);
     config.dir = args.dir.clone();
+    if args.peers > 0 {
+        config.peers = Some(Peers {
+            count: args.peers,
+            table: args.peer_table,
+            rule: args.peer_rule,
+            migration: args.migration,
+        });
+    }
     config.faults = if args.service_faults.is_empty() {
         ServiceFault::all_for(&target)
     } else {

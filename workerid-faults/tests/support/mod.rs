@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+pub mod mixed;
+
 use workerid_faults::nemesis::{self, seed_from_env, Fault, RunConfig, RunOutcome};
 use workerid_faults::service::{self, ServiceConfig, ServiceOutcome};
 use workerid_faults::targets::Target;

@@ -100,8 +100,8 @@ pub async fn bad_segment_rows_are_refused(url: &str) {
         .expect("connect");
     let insert = |table: &str, tag: &str, max: i64, step: i64| {
         format!(
-            "INSERT INTO {table} (biz_tag, max_id, step, description, update_time) \
-             VALUES ('{tag}', {max}, {step}, '', 0)"
+            "INSERT INTO {table} (biz_tag, max_id, step, description) \
+             VALUES ('{tag}', {max}, {step}, '')"
         )
     };
     for (tag, max, step) in [
@@ -123,14 +123,7 @@ pub async fn bad_segment_rows_are_refused(url: &str) {
         .expect("a good row is written");
 
     let unchecked = format!("segments_unchecked_{suffix:08x}");
-    sqlx::query(AssertSqlSafe(format!(
-        "CREATE TABLE {unchecked} (biz_tag VARCHAR(32) NOT NULL PRIMARY KEY, \
-         max_id BIGINT NOT NULL, step BIGINT NOT NULL, \
-         description VARCHAR(1024) NOT NULL DEFAULT '', update_time BIGINT NOT NULL)"
-    )))
-    .execute(store.pool())
-    .await
-    .expect("a table of Leaf's layout");
+    create_plain_segment_table(&store, &unchecked).await;
     sqlx::query(AssertSqlSafe(insert(&unchecked, "zero-step", 0, 0)))
         .execute(store.pool())
         .await
@@ -139,11 +132,87 @@ pub async fn bad_segment_rows_are_refused(url: &str) {
         .segments_table(unchecked)
         .connect(url)
         .await
-        .expect("connect to Leaf's layout (the version column is added)");
+        .expect("connect to go-id-alloc's layout (the version column is added)");
     let tag = Tag::new("zero-step").expect("tag");
     let answer = old.reserve(&tag, None).await;
     assert!(
         matches!(&answer, Err(Error::Unavailable { source, .. }) if source.to_string().contains("step is 0")),
         "a step of 0 must not make a range: {answer:?}"
     );
+}
+
+/// Segment stores on `table` kept exactly as it is (no version column).
+struct Unversioned {
+    url: String,
+    table: String,
+}
+
+#[async_trait]
+impl SegmentFactory for Unversioned {
+    async fn connect(&self) -> Arc<dyn SegmentStore> {
+        let store = SqlStore::builder()
+            .segments_table(self.table.clone())
+            .segment_versions(false)
+            .connect(&self.url)
+            .await
+            .unwrap_or_else(|e| panic!("connect to {}: {e}", self.url));
+        Arc::new(store)
+    }
+}
+
+/// A segment table of go-id-alloc's layout, with `segment_versions(false)`:
+/// the table is left exactly as it is (no column added), every segment
+/// scenario passes on it with give-backs refused, and a store with
+/// versions (the default) adds the column afterwards.
+#[allow(dead_code)] // not every test binary that shares this module runs it
+pub async fn a_segment_table_kept_as_it_is(url: &str) {
+    use sqlx::AssertSqlSafe;
+
+    let suffix: u32 = rand::random();
+    let table = format!("segments_plain_{suffix:08x}");
+    let plain = SqlStore::builder().connect(url).await.expect("connect");
+    create_plain_segment_table(&plain, &table).await;
+    let has_version = |store: &SqlStore| {
+        let probe = format!("SELECT version FROM {table} WHERE 1 = 0");
+        let pool = store.pool().clone();
+        async move {
+            sqlx::query(AssertSqlSafe(probe))
+                .execute(&pool)
+                .await
+                .is_ok()
+        }
+    };
+    let factory = Unversioned {
+        url: url.to_string(),
+        table: table.clone(),
+    };
+    let store = factory.connect().await;
+    assert!(!store.segment_capabilities().give_back);
+    let outcome = workerid_conformance::run_all_segments(&factory).await;
+    assert_eq!(outcome.failed(), Vec::<&str>::new(), "{outcome:?}");
+    assert!(!has_version(&plain).await, "the table was changed");
+    let versioned = SqlStore::builder()
+        .segments_table(table.clone())
+        .connect(url)
+        .await
+        .expect("connect with versions");
+    assert!(
+        has_version(&versioned).await,
+        "the version column was not added"
+    );
+    assert!(versioned.segment_capabilities().give_back);
+}
+
+/// Creates `table` with go-id-alloc's columns and nothing more: no CHECKs,
+/// no version column.
+async fn create_plain_segment_table(store: &SqlStore, table: &str) {
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE TABLE {table} (biz_tag VARCHAR(32) NOT NULL PRIMARY KEY, \
+         max_id BIGINT NOT NULL, step BIGINT NOT NULL, \
+         description VARCHAR(1024) NOT NULL DEFAULT '', \
+         update_time TIMESTAMP DEFAULT CURRENT_TIMESTAMP)"
+    )))
+    .execute(store.pool())
+    .await
+    .expect("a table of go-id-alloc's layout");
 }
