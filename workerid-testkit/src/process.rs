@@ -226,11 +226,19 @@ impl ServerProcess {
         self.signal_group(libc::SIGCONT);
     }
 
+    /// Sends `signal` to the server's process group and to every process
+    /// descended from it that left the group: PostgreSQL's backends call
+    /// `setsid()`, so a signal to the group alone would freeze the
+    /// postmaster while the backends of open connections went on answering.
     fn signal_group(&self, signal: libc::c_int) {
         if let Some(pid) = self.pid() {
-            // SAFETY: a plain syscall on the process group we created.
+            // SAFETY: plain syscalls on the process group we created and on
+            // processes descended from its leader.
             unsafe {
                 libc::kill(-(pid as libc::pid_t), signal);
+                for descendant in descendants(pid) {
+                    libc::kill(descendant as libc::pid_t, signal);
+                }
             }
         }
     }
@@ -309,4 +317,37 @@ impl std::fmt::Debug for ServerProcess {
             .field("dir", &self.dir())
             .finish()
     }
+}
+
+/// Every process descended from `root` (its children, theirs, ...), read
+/// from `/proc`.
+fn descendants(root: u32) -> Vec<u32> {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Some(ppid) = parent_of(pid) {
+                parents.push((pid, ppid));
+            }
+        }
+    }
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(parents.iter().filter(|(_, p)| *p == parent).map(|(pid, _)| *pid));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// The parent of `pid`: the fourth field of `/proc/<pid>/stat`, after the
+/// command name in parentheses (which may itself hold spaces).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(1)?.parse().ok()
 }

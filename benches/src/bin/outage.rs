@@ -83,9 +83,12 @@ fn outage(port: u16, tag: &str, name: &str, begin: impl Fn(), end: impl Fn()) {
     begin();
     let (first, first_status) = timed(port, &path);
     let mut next: Vec<Duration> = (0..REQUESTS)
-        .map(|_| {
+        .map(|i| {
             let (took, status) = timed(port, &path);
-            assert_eq!(status, 500, "a request during the outage was served");
+            assert_eq!(
+                status, 500,
+                "{name}: request {i} during the outage was served (the first: {first_status})"
+            );
             took
         })
         .collect();
