@@ -325,7 +325,11 @@ fn descendants(root: u32) -> Vec<u32> {
     let mut parents: Vec<(u32, u32)> = Vec::new();
     if let Ok(entries) = std::fs::read_dir("/proc") {
         for entry in entries.flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
                 continue;
             };
             if let Some(ppid) = parent_of(pid) {
@@ -337,7 +341,12 @@ fn descendants(root: u32) -> Vec<u32> {
     let mut i = 0;
     while i < found.len() {
         let parent = found[i];
-        found.extend(parents.iter().filter(|(_, p)| *p == parent).map(|(pid, _)| *pid));
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(pid, _)| *pid),
+        );
         i += 1;
     }
     found.remove(0);
