@@ -360,3 +360,34 @@ fn parent_of(pid: u32) -> Option<u32> {
     let after_name = &stat[stat.rfind(')')? + 1..];
     after_name.split_whitespace().nth(1)?.parse().ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{descendants, parent_of};
+
+    #[test]
+    fn descendants_are_found_through_setsid() {
+        // A child that starts a grandchild in a session of its own, as
+        // PostgreSQL's postmaster does with its backends.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "setsid sleep 30 & echo $!; wait"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let grandchild: u32 = line.trim().parse().unwrap();
+        assert_eq!(parent_of(grandchild), Some(child.id()));
+        assert!(descendants(child.id()).contains(&grandchild));
+        assert!(!descendants(child.id()).contains(&child.id()));
+        // SAFETY: a plain syscall on the grandchild this test started.
+        unsafe {
+            libc::kill(grandchild as libc::pid_t, libc::SIGKILL);
+        }
+        child.wait().unwrap();
+    }
+}
