@@ -12,7 +12,10 @@
 //! every ID is made of (a coarse clock read, an atomic fetch-and-add, both
 //! together): ferroid reads a clock its own thread keeps instead, so how
 //! these cost against its whole ID (mostly its compare-and-swap) differs
-//! from host to host, and so does every ratio.
+//! from host to host, and so does every ratio. The same generator on a
+//! [`TickingClock`] (a thread of ours keeps the time, as ferroid's does) is
+//! timed beside them, with the ticker's own cost: its wake-ups per second
+//! and its share of a CPU.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,7 +25,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, Criterion};
 use ferroid::generator::AtomicSnowflakeGenerator;
 use ferroid::time::MonotonicClock;
-use workerid::snowflake::{Clock, Generator, Layout, SystemClock, CLASSIC_EPOCH};
+use workerid::snowflake::{Clock, Generator, Layout, SystemClock, TickingClock, CLASSIC_EPOCH};
 
 ferroid::define_snowflake_id!(
     /// 41 bits of ms, 2 machine bits, 20 sequence bits: never caps here.
@@ -202,6 +205,10 @@ fn one_thread() {
     // ferroid's clock thread starts with its first clock, before the pin,
     // so that it does not share the measuring CPU.
     let ferroid = AtomicSnowflakeGenerator::<WideId, _>::new(1, MonotonicClock::default());
+    // Likewise the ticker thread.
+    let ticking = Arc::new(TickingClock::new());
+    let (ticks_before, ticker_cpu_before, began) =
+        (ticking.ticks(), ticker_cpu_ns(), Instant::now());
     let pinned = match allowed_cpus().first() {
         Some(&cpu) if pin(cpu) => format!("pinned to CPU {cpu}"),
         _ => "not pinned".to_owned(),
@@ -211,6 +218,10 @@ fn one_thread() {
     let mut local = shared.local(32).expect("local handle");
     let mut rs = snowflake::SnowflakeIdGenerator::new(1, 1);
     let clock = SystemClock::new();
+    let ours_ticking = Generator::new(wide_layout(), 1, ticking.clone()).expect("generator");
+    let shared_ticking =
+        Arc::new(Generator::new(wide_layout(), 2, ticking.clone()).expect("generator"));
+    let mut local_ticking = shared_ticking.local(32).expect("local handle");
     let (counter, counter_too) = (AtomicU64::new(0), AtomicU64::new(0));
     let mut contenders = [
         Contender {
@@ -264,6 +275,20 @@ fn one_thread() {
                 black_box(black_box(&counter_too).fetch_add(1, Ordering::AcqRel));
             }),
         },
+        Contender {
+            name: "workerid `Generator::next_id` on `TickingClock` (41/2/20)",
+            calls: 100_000,
+            call: Box::new(|| {
+                black_box(ours_ticking.next_id().expect("id"));
+            }),
+        },
+        Contender {
+            name: "workerid `LocalGenerator` on `TickingClock`, batches of 32",
+            calls: 100_000,
+            call: Box::new(|| {
+                black_box(local_ticking.next_id().expect("id"));
+            }),
+        },
     ];
     // Warm-up on the pinned CPU: the first rounds of a process measure slow.
     let warm = Instant::now();
@@ -301,6 +326,48 @@ fn one_thread() {
         "| (the floor, a coarse read and a fetch-and-add) | {:.3}x | |",
         ratio(&samples[6], ferroid)
     ));
+    let ticking_goal = ratio(&samples[7], ferroid);
+    benches::record::say(format!(
+        "| `Generator::next_id` on `TickingClock` ≤ 1.0x ferroid | {ticking_goal:.3}x | {} |",
+        if ticking_goal <= 1.0 { "met" } else { "MISSED" }
+    ));
+    let floor = ratio(ours, &samples[6]);
+    benches::record::say(format!(
+        "| `Generator::next_id` (system clock) within 5 % of its floor | {floor:.3}x the floor | {} |",
+        if floor <= 1.05 { "met" } else { "MISSED" }
+    ));
+    let local_goal = ratio(local, ferroid).max(ratio(&samples[8], ferroid));
+    benches::record::say(format!(
+        "| `LocalGenerator` below ferroid (either clock, the slower) | {local_goal:.3}x | {} |",
+        if local_goal < 1.0 { "met" } else { "MISSED" }
+    ));
+    let seconds = began.elapsed().as_secs_f64();
+    let wakeups = (ticking.ticks() - ticks_before) as f64 / seconds;
+    let cpu = match (ticker_cpu_before, ticker_cpu_ns()) {
+        (Some(before), Some(after)) => {
+            format!(
+                "{:.2} % of a CPU",
+                (after - before) as f64 / 1e9 / seconds * 100.0
+            )
+        }
+        _ => "unknown (no /proc)".to_owned(),
+    };
+    benches::record::say(format!(
+        "\nThe ticker (period {:?}): {wakeups:.0} wake-ups per second, {cpu}, over {seconds:.1} s.",
+        ticking.period()
+    ));
+}
+
+/// CPU time of the ticker thread so far (ns), from `/proc/self/task/*/schedstat`.
+fn ticker_cpu_ns() -> Option<u64> {
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim() == "workerid-ticker" {
+            let schedstat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+            return schedstat.split_whitespace().next()?.parse().ok();
+        }
+    }
+    None
 }
 
 /// Two threads on one generator, each on a CPU of its own: ns per ID of
@@ -314,15 +381,24 @@ fn two_threads() {
     }
     let ours = Generator::with_system_clock(wide_layout(), 1).expect("generator");
     let ferroid = AtomicSnowflakeGenerator::<WideId, _>::new(1, MonotonicClock::default());
+    let ticking =
+        Generator::new(wide_layout(), 3, Arc::new(TickingClock::new())).expect("generator");
     let ours_id = || {
         black_box(ours.next_id().expect("id"));
+    };
+    let ticking_id = || {
+        black_box(ticking.next_id().expect("id"));
     };
     let ferroid_id = || {
         black_box(ferroid.next_id(|_| std::hint::spin_loop()));
     };
-    let contenders: [(&str, &(dyn Fn() + Sync)); 2] = [
+    let contenders: [(&str, &(dyn Fn() + Sync)); 3] = [
         ("workerid `Generator::next_id`", &ours_id),
         ("ferroid `AtomicSnowflakeGenerator`", &ferroid_id),
+        (
+            "workerid `Generator::next_id` on `TickingClock`",
+            &ticking_id,
+        ),
     ];
     let round = |f: &(dyn Fn() + Sync)| {
         let started = Instant::now();
@@ -357,4 +433,9 @@ fn two_threads() {
             ratio(s, &samples[1])
         ));
     }
+    let goal = ratio(&samples[2], &samples[1]);
+    benches::record::say(format!(
+        "| goal: on `TickingClock` ≤ 1.0x ferroid | {goal:.3}x | {} |",
+        if goal <= 1.0 { "met" } else { "MISSED" }
+    ));
 }

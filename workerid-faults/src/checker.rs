@@ -7,7 +7,7 @@
 //! | --- | --- |
 //! | two holders of one worker ID never issue at overlapping times: the issuing interval of a lease runs from the instant its join returned (the grant happened before) to the instant just before its last recorded ID was asked for (that ID was issued after) | [`Violation::Overlap`] |
 //! | no ID is issued twice, by anyone | [`Violation::DuplicateId`] |
-//! | no ID is issued at or after the lease's local deadline (the deadline read after its batch: deadlines only move forward while a lease is held) | [`Violation::AfterDeadline`] |
+//! | no ID is issued at or after the lease's local deadline (the deadline read after its batch: deadlines only move forward while a lease is held): fail closed by real time, the rule of the default clock; a client on a ticking clock keeps the next rule instead (fail closed by timestamp) | [`Violation::AfterDeadline`] |
 //! | no ID's timestamp exceeds the largest window the holder had reserved in the store as its watermark | [`Violation::BeyondWindow`] |
 //! | every ID carries its lease's worker ID | [`Violation::WrongWorkerId`] |
 //! | the IDs of a lease rise in the order they were issued | [`Violation::NotRising`] |
@@ -293,6 +293,8 @@ impl fmt::Display for Report {
 /// One lease with what its holder recorded.
 struct Held<'a> {
     at: LeaseRef,
+    /// Its holder makes IDs on a ticking clock: not judged by real time.
+    ticking: bool,
     window_end: u64,
     batches: Vec<Batch<'a>>,
 }
@@ -360,8 +362,10 @@ fn collect<'a>(histories: &'a [ClientHistory], found: &mut Vec<Violation>) -> Ve
     for history in histories {
         let mut mine: HashMap<u32, usize> = HashMap::new();
         let mut orphans = HashSet::new();
+        let mut ticking = false;
         for event in &history.events {
             match event {
+                Event::Start { ticking: t, .. } => ticking = *t,
                 Event::Grant {
                     lease,
                     worker_id,
@@ -381,6 +385,7 @@ fn collect<'a>(histories: &'a [ClientHistory], found: &mut Vec<Violation>) -> Ve
                             sent: *sent,
                             granted: *granted,
                         },
+                        ticking,
                         window_end: *window_end,
                         batches: Vec::new(),
                     });
@@ -426,7 +431,7 @@ fn check_lease(held: &Held, layout: &Layout, found: &mut Vec<Violation>) {
     let mut window = held.window_end;
     let mut previous: Option<u64> = None;
     for batch in &held.batches {
-        if batch.tl >= batch.deadline {
+        if batch.tl >= batch.deadline && !held.ticking {
             push(
                 Violation::AfterDeadline {
                     lease: held.at.clone(),

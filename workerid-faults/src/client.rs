@@ -36,6 +36,8 @@ pub struct ClientConfig {
     pub seed: u64,
     /// A deliberately unsafe client (see the module docs).
     pub unsafe_mode: bool,
+    /// Its generators read a ticking clock ([`FaultClock::ticking`]).
+    pub ticking: bool,
     /// It stops (gracefully) at this `CLOCK_MONOTONIC` instant.
     pub until: u64,
     /// The chance that a session ends in a crash rather than a stop.
@@ -88,6 +90,7 @@ pub async fn run(
         client: config.name.clone(),
         pid: std::process::id(),
         unsafe_mode: config.unsafe_mode,
+        ticking: clock.is_ticking(),
         at: mono_ns(),
         offset_ms: clock.offset_ms(),
     })?;

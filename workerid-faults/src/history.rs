@@ -34,6 +34,10 @@ pub enum Event {
         pid: u32,
         /// Whether it is a deliberately unsafe client.
         unsafe_mode: bool,
+        /// Whether it makes IDs on a ticking clock (fail closed by
+        /// timestamp, not by real time).
+        #[serde(default)]
+        ticking: bool,
         /// When.
         at: u64,
         /// Its wall clock's offset, in milliseconds.

@@ -84,6 +84,11 @@ pub struct RunConfig {
     pub max_offset_ms: i64,
     /// The `workerid-faults-client` program.
     pub client_bin: PathBuf,
+    /// Clients make IDs on a ticking clock (see
+    /// [`FaultClock::ticking`](crate::clock::FaultClock::ticking)): the
+    /// checker then holds them to the rule that clock keeps, fail closed by
+    /// timestamp, instead of by real time.
+    pub ticking: bool,
     /// Where histories and logs go (kept); a temporary directory if `None`.
     pub dir: Option<PathBuf>,
 }
@@ -105,6 +110,7 @@ impl RunConfig {
             clock_step_ms: 1_500,
             max_offset_ms: 3_000,
             client_bin: client_bin.into(),
+            ticking: false,
             dir: None,
         }
     }
@@ -390,6 +396,9 @@ impl Controller<'_> {
             .stderr(log);
         if unsafe_mode {
             command.arg("--unsafe");
+        }
+        if self.config.ticking {
+            command.arg("--ticking");
         }
         // SAFETY: prctl, sigprocmask and `clock_signals` are
         // async-signal-safe; the closure touches nothing of the parent. The

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::{Clock, CoarseNanos, Layout, SystemClock};
+use super::{Clock, CoarseNanos, Layout, SystemClock, TickingClock};
 use crate::{Error, Result};
 
 /// What to do when the wall clock is behind the last timestamp used, in
@@ -56,9 +56,11 @@ pub struct Generator {
     layout: Layout,
     worker_id: u32,
     clock: Arc<dyn Clock>,
-    /// The same clock when it is the [`SystemClock`], so the hot path calls
-    /// it directly (inlined) rather than through the vtable.
+    /// The same clock when it is the [`SystemClock`] or the
+    /// [`TickingClock`], so the hot path calls it directly (inlined) rather
+    /// than through the vtable.
     system: Option<Arc<SystemClock>>,
+    ticking: Option<Arc<TickingClock>>,
     drift: DriftPolicy,
     /// `(timestamp << sequence_bits) | sequence` of the last ID.
     last: Line,
@@ -150,12 +152,14 @@ impl Generator {
             )));
         }
         let any: Arc<dyn Any + Send + Sync> = clock.clone();
-        let system = any.downcast::<SystemClock>().ok();
+        let system = any.clone().downcast::<SystemClock>().ok();
+        let ticking = any.downcast::<TickingClock>().ok();
         Ok(Generator {
             layout,
             worker_id,
             clock,
             system,
+            ticking,
             drift,
             last: Line(AtomicU64::new(0)),
             window_end: AtomicU64::new(layout.max_timestamp()),
@@ -391,8 +395,11 @@ impl Generator {
     /// The clock's coarse reading.
     #[inline]
     fn coarse(&self) -> CoarseNanos {
-        match &self.system {
-            Some(system) => system.now_coarse_nanos(),
+        if let Some(system) = &self.system {
+            return system.now_coarse_nanos();
+        }
+        match &self.ticking {
+            Some(ticking) => ticking.now_coarse_nanos(),
             None => self.clock.now_coarse_nanos(),
         }
     }

@@ -12,7 +12,9 @@
 //!   [`LeaseStore`](workerid_core::LeaseStore), kept alive in the background, failing
 //!   closed, with a timestamp watermark in the store so that a reused worker
 //!   ID never goes back in time.
-//! - [`Clock`]: [`SystemClock`] in production, [`FakeClock`] in tests.
+//! - [`Clock`]: [`SystemClock`] in production (fail closed by real time),
+//!   [`TickingClock`] for the lowest cost per ID (fail closed by timestamp),
+//!   [`FakeClock`] in tests.
 //! - [`Error`]: what can go wrong, the lease's errors included.
 #![deny(missing_docs)]
 
@@ -22,6 +24,7 @@ mod generator;
 mod layout;
 mod local;
 mod reservation;
+mod ticking;
 mod worker;
 
 pub use clock::{Clock, CoarseNanos, FakeClock, OffsetClock, Reading, SystemClock};
@@ -29,4 +32,5 @@ pub use error::{Error, Result};
 pub use generator::{DriftPolicy, Generator};
 pub use layout::{Layout, Parts, CLASSIC_EPOCH, SONYFLAKE_EPOCH};
 pub use local::LocalGenerator;
+pub use ticking::TickingClock;
 pub use worker::{Worker, WorkerOptions, WorkerState};

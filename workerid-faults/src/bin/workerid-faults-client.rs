@@ -59,6 +59,10 @@ struct Args {
     /// A deliberately unsafe client: ignores its deadline and window.
     #[arg(long = "unsafe")]
     unsafe_mode: bool,
+    /// Make IDs on a ticking clock (a thread stores the time every
+    /// millisecond): fail closed by timestamp.
+    #[arg(long)]
+    ticking: bool,
 }
 
 fn main() {
@@ -93,7 +97,11 @@ async fn run(args: Args) -> i32 {
             return 2;
         }
     };
-    let clock = Arc::new(FaultClock::new(args.offset_ms));
+    let clock = Arc::new(if args.ticking {
+        FaultClock::ticking(args.offset_ms)
+    } else {
+        FaultClock::new(args.offset_ms)
+    });
     for (kind, step) in [
         (SignalKind::user_defined1(), args.clock_step_ms),
         (SignalKind::user_defined2(), -args.clock_step_ms),
@@ -144,6 +152,7 @@ async fn run(args: Args) -> i32 {
         ttl: Duration::from_millis(args.ttl_ms),
         seed: args.seed,
         unsafe_mode: args.unsafe_mode,
+        ticking: args.ticking,
         until: args.until_mono,
         crash_chance: args.crash_chance,
     };

@@ -126,3 +126,24 @@ pub fn service_survives_every_fault(target: &Target, duration: Duration) -> Serv
     );
     outcome
 }
+
+/// 15 s of an unsafe client (c000) and two safe ones on a pool of two
+/// worker IDs, the unsafe one frozen past its ttl now and then while the
+/// others queue for its worker ID; on a ticking clock if `ticking`. The
+/// violations are expected: the evidence goes with a directory of the
+/// test's own, removed when it ends.
+pub fn an_unsafe_client_frozen(target: &Target, ticking: bool) -> RunOutcome {
+    let faults = [Fault::PauseClient];
+    let mut config = config(Duration::from_secs(15), &faults);
+    config.worker_bits = 1;
+    config.clients = 3;
+    config.unsafe_clients = 1;
+    config.fault_every = Duration::from_secs(4);
+    config.ticking = ticking;
+    let dir = tempfile::tempdir().unwrap();
+    config.dir = Some(dir.path().to_path_buf());
+    let outcome = nemesis::run(target, &config).unwrap();
+    println!("{}", outcome.summary());
+    assert_worked(&outcome, &faults);
+    outcome
+}

@@ -341,3 +341,53 @@ fn worker_ids_must_fit_the_layout() {
     assert!(Generator::new(Layout::classic(), 1024, clock.clone()).is_err());
     assert!(Generator::new(Layout::classic(), 1023, clock).is_ok());
 }
+
+/// A ticker descheduled past its declared lag (a [`TickingClock`] whose
+/// stored time went stale): IDs may still come after the lease deadline by
+/// real time, but only with the stale timestamp, within the reserved
+/// window, and no more than the sequence holds; then the precise clock
+/// closes the generator.
+#[test]
+fn a_stalled_ticker_issues_only_older_timestamps_within_the_window() {
+    let clock = Arc::new(LaggingClock::at(T0));
+    let g = Generator::new(Layout::classic(), 5, clock.clone()).unwrap();
+    let window_end = g.unit_at(crate::clock::whole_nanos(T0 + Duration::from_millis(100)));
+    g.open_until(Duration::from_millis(100), window_end);
+    let first = g.next_id().unwrap();
+    let stale = Layout::classic().decompose(first).time;
+    // Real time passes the deadline; the cheap reading stays where it was.
+    clock.inner.advance(Duration::from_millis(200));
+    clock.lag_ms.store(200, Ordering::SeqCst);
+    let mut issued = Vec::new();
+    let refusal = loop {
+        match g.next_id() {
+            Ok(id) => issued.push(id),
+            Err(e) => break e,
+        }
+        assert!(issued.len() < 4_096, "more IDs than one unit's sequence");
+    };
+    assert!(matches!(refusal, Error::NotReady { .. }), "{refusal}");
+    for id in &issued {
+        let parts = Layout::classic().decompose(*id);
+        assert_eq!(parts.time, stale, "only the stale timestamp");
+        assert!(*id > first);
+    }
+    assert_eq!(issued.len(), 4_095, "the rest of the stale unit's sequence");
+    assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+}
+
+#[test]
+fn a_ticking_clock_serves_the_generator() {
+    let clock = Arc::new(TickingClock::with_period(Duration::from_micros(200)));
+    let g = Generator::new(Layout::classic(), 3, clock.clone()).unwrap();
+    let mut last = 0;
+    for _ in 0..20_000 {
+        let id = g.next_id().unwrap();
+        assert!(id > last);
+        last = id;
+    }
+    let parts = Layout::classic().decompose(last);
+    assert_eq!(parts.worker_id, 3);
+    let now = std::time::UNIX_EPOCH + clock.now().wall;
+    assert!(parts.time <= now, "never ahead of the clock");
+}
