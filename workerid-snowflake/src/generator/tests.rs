@@ -52,26 +52,44 @@ fn an_exhausted_sequence_waits_for_the_next_unit_and_never_wraps() {
 #[test]
 fn drift_buckets_block_try_later_and_give_up() {
     let clock = Arc::new(FakeClock::at(T0));
-    let g = generator(&clock);
+    drift_buckets(clock.clone(), &clock, Duration::ZERO);
+}
+
+/// The same buckets when the cheap reading lags, as a ticking clock's does
+/// between two ticks.
+#[test]
+fn drift_buckets_are_the_same_on_a_lagging_cheap_reading() {
+    let clock = Arc::new(LaggingClock::at(T0));
+    clock.lag_ms.store(1, Ordering::SeqCst);
+    drift_buckets(clock.clone(), &clock.inner, Duration::from_millis(1));
+}
+
+/// Small steps back are waited out, medium ones answered at once with
+/// `ClockDriftTryLater`, large ones with `ClockDriftTooLarge`; `fake` is
+/// the fake time under `clock`, whose cheap reading lags it by `lag` (the
+/// first ID carries that earlier time, so a step back is waited out `lag`
+/// sooner).
+fn drift_buckets(clock: Arc<dyn Clock>, fake: &FakeClock, lag: Duration) {
+    let g = Generator::new(Layout::classic(), 5, clock).unwrap();
     let before = g.next_id().unwrap();
     // Small: blocks until caught up, then succeeds above the last ID.
-    clock.step_wall(-500);
-    let waited_from = clock.now().mono;
+    fake.step_wall(-500);
+    let waited_from = fake.now().mono;
     let after = g.next_id().unwrap();
     assert!(after > before);
-    assert!(clock.now().mono - waited_from >= Duration::from_millis(500));
+    assert!(fake.now().mono - waited_from >= Duration::from_millis(500) - lag);
     // Medium: at once, without waiting.
-    clock.step_wall(-3_000);
-    let at = clock.now().mono;
+    fake.step_wall(-3_000);
+    let at = fake.now().mono;
     assert!(
         matches!(g.next_id(), Err(Error::ClockDriftTryLater { drift }) if drift >= Duration::from_secs(3))
     );
-    assert_eq!(clock.now().mono, at);
+    assert_eq!(fake.now().mono, at);
     // Large: beyond recovery.
-    clock.step_wall(-30_000);
+    fake.step_wall(-30_000);
     assert!(matches!(g.next_id(), Err(Error::ClockDriftTooLarge { .. })));
     // Once the clock is right again, IDs resume above the old ones.
-    clock.step_wall(33_000);
+    fake.step_wall(33_000);
     assert!(g.next_id().unwrap() > after);
 }
 
