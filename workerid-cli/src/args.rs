@@ -92,13 +92,17 @@ pub enum Command {
     /// A snowflake ID's time (UTC), worker ID and sequence.
     #[command(after_help = concat!(
         "Layouts: classic (41 bits of ms since 2024-01-01, 10 worker bits, 12 sequence bits),\n\
-         sonyflake (39 bits of 10 ms since 2014-09-01, 16, 8), or\n\
+         sonyflake (39 bits of 10 ms since 2014-09-01, 16, 8, the worker above the sequence:\n\
+         Sonyflake's own IDs decode with their machine ID and sequence swapped), twitter (41/10/12 since\n\
+         2010-11-04T01:42:54.657Z), discord (41/10/12 since 2015-01-01), instagram (40/13/10\n\
+         since 2011-08-24T21:07:01.721Z), js-safe (below 2^53: 38 bits of 10 ms, 8, 7), or\n\
          custom:TIMESTAMP_BITS,WORKER_BITS,SEQUENCE_BITS,UNIT_MS,EPOCH with EPOCH a date\n\
          (YYYY-MM-DD) or milliseconds since 1970. IDs in decimal or 0x hex.\n\n\
          Examples:\n  \
          workerid decode 264905529753669637\n  \
          workerid decode 0x3ad222d00011005 --json\n  \
          workerid decode 647732070973444355 --layout sonyflake\n  \
+         workerid decode 1541815603606036480 --layout twitter\n  \
          workerid decode 123456789012 --layout custom:41,10,12,1,2020-01-01 --json\n\n",
         "Exit codes: 0 ok, 2 bad ID or layout."
     ))]
@@ -182,7 +186,8 @@ pub struct ReleaseArgs {
 pub struct DecodeArgs {
     /// The snowflake ID (decimal, or hex with 0x).
     pub id: String,
-    /// classic, sonyflake, or custom:TS_BITS,WORKER_BITS,SEQ_BITS,UNIT_MS,EPOCH.
+    /// classic, sonyflake, twitter, discord, instagram, js-safe, or
+    /// custom:TS_BITS,WORKER_BITS,SEQ_BITS,UNIT_MS,EPOCH.
     #[arg(long, default_value = "classic")]
     pub layout: String,
 }

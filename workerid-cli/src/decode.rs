@@ -13,16 +13,22 @@ fn usage(message: String) -> CliError {
     CliError::Usage(message)
 }
 
-/// `classic`, `sonyflake`, or `custom:TS,WORKER,SEQ,UNIT_MS,EPOCH`.
+/// A preset's name (`classic`, `sonyflake`, `twitter`, `discord`,
+/// `instagram`, `js-safe`) or `custom:TS,WORKER,SEQ,UNIT_MS,EPOCH`.
 pub fn parse_layout(spec: &str) -> Result<Layout, CliError> {
     match spec {
         "classic" => return Ok(Layout::classic()),
         "sonyflake" => return Ok(Layout::sonyflake()),
+        "twitter" => return Ok(Layout::twitter()),
+        "discord" => return Ok(Layout::discord()),
+        "instagram" => return Ok(Layout::instagram()),
+        "js-safe" => return Ok(Layout::javascript_safe()),
         _ => {}
     }
     let custom = spec.strip_prefix("custom:").ok_or_else(|| {
         usage(format!(
-            "unknown layout {spec:?}: classic, sonyflake, or custom:TS_BITS,WORKER_BITS,SEQ_BITS,UNIT_MS,EPOCH"
+            "unknown layout {spec:?}: classic, sonyflake, twitter, discord, instagram, js-safe, \
+             or custom:TS_BITS,WORKER_BITS,SEQ_BITS,UNIT_MS,EPOCH"
         ))
     })?;
     let fields: Vec<&str> = custom.split(',').map(str::trim).collect();
@@ -236,5 +242,20 @@ mod tests {
         assert_eq!(hex, out);
         assert!(decode(&args(&u64::MAX.to_string(), "classic"), false).is_err());
         assert!(decode(&args("12ab", "classic"), false).is_err());
+    }
+
+    #[test]
+    fn the_presets_people_migrate_from_decode_their_ids() {
+        let tweet = decode(&args("1541815603606036480", "twitter"), false).unwrap();
+        assert!(tweet.contains("2022-06-28T16:07:40.105Z"), "{tweet}");
+        assert!(tweet.contains("378"), "{tweet}");
+        let discord = decode(&args("175928847299117063", "discord"), true).unwrap();
+        assert!(discord.contains("2016-04-30T11:18:25.796Z"), "{discord}");
+        assert!(discord.contains("\"worker_id\": 32"), "{discord}");
+        for name in ["instagram", "js-safe"] {
+            assert!(parse_layout(name).is_ok(), "{name}");
+        }
+        let err = parse_layout("snowflake").unwrap_err().to_string();
+        assert!(err.contains("twitter") && err.contains("js-safe"), "{err}");
     }
 }

@@ -44,6 +44,12 @@ pub struct Parts {
 pub const CLASSIC_EPOCH: Duration = Duration::from_secs(1_704_067_200);
 /// 2014-09-01T00:00:00Z, Sonyflake's epoch.
 pub const SONYFLAKE_EPOCH: Duration = Duration::from_secs(1_409_529_600);
+/// 2010-11-04T01:42:54.657Z, Twitter's snowflake epoch.
+pub const TWITTER_EPOCH: Duration = Duration::from_millis(1_288_834_974_657);
+/// 2015-01-01T00:00:00Z, Discord's epoch.
+pub const DISCORD_EPOCH: Duration = Duration::from_millis(1_420_070_400_000);
+/// 2011-08-24T21:07:01.721Z, the epoch of Instagram's sharded IDs.
+pub const INSTAGRAM_EPOCH: Duration = Duration::from_millis(1_314_220_021_721);
 
 impl Layout {
     /// The classic layout: 41 bits of milliseconds since 2024-01-01 (until
@@ -58,8 +64,12 @@ impl Layout {
         }
     }
 
-    /// Sonyflake's layout: 39 bits of 10 ms units since 2014-09-01 (174
-    /// years), 16 worker bits, 8 sequence bits (25 600 IDs per second per worker).
+    /// Sonyflake's widths: 39 bits of 10 ms units since 2014-09-01 (174
+    /// years), 16 worker bits, 8 sequence bits (25 600 IDs per second per
+    /// worker), in this crate's field order (the worker ID above the
+    /// sequence). Sonyflake's own IDs put the sequence above the machine
+    /// ID: decoded with this preset, their time is right and their machine
+    /// ID and sequence come out swapped.
     pub fn sonyflake() -> Layout {
         Layout {
             timestamp_bits: 39,
@@ -67,6 +77,79 @@ impl Layout {
             sequence_bits: 8,
             unit: Duration::from_millis(10),
             epoch: SONYFLAKE_EPOCH,
+        }
+    }
+
+    /// Twitter's original snowflake: 41 bits of milliseconds since
+    /// 2010-11-04T01:42:54.657Z (until 2080), 10 worker bits, 12 sequence
+    /// bits. Decodes tweet IDs.
+    ///
+    /// ```
+    /// use workerid_snowflake::{Layout, TWITTER_EPOCH};
+    /// let parts = Layout::twitter().decompose(1_541_815_603_606_036_480);
+    /// assert_eq!((parts.timestamp, parts.worker_id, parts.sequence), (367_597_485_448, 378, 0));
+    /// // 2022-06-28T16:07:40.105Z
+    /// let ms = parts.time.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+    /// assert_eq!(ms, 1_656_432_460_105);
+    /// ```
+    pub fn twitter() -> Layout {
+        Layout {
+            epoch: TWITTER_EPOCH,
+            ..Layout::classic()
+        }
+    }
+
+    /// Discord's snowflake: milliseconds since 2015-01-01, 10 worker bits
+    /// (Discord's 5 worker and 5 process bits, read as one field: worker
+    /// ID 1, process 0 is 32), 12 sequence bits. Discord's timestamp field
+    /// is 42 bits wide; its top bit stays 0 until 2084, so 41 bits decode
+    /// every Discord ID until then.
+    ///
+    /// ```
+    /// use workerid_snowflake::Layout;
+    /// let parts = Layout::discord().decompose(175_928_847_299_117_063);
+    /// assert_eq!((parts.timestamp, parts.worker_id, parts.sequence), (41_944_705_796, 32, 7));
+    /// ```
+    pub fn discord() -> Layout {
+        Layout {
+            epoch: DISCORD_EPOCH,
+            ..Layout::classic()
+        }
+    }
+
+    /// Instagram's sharded IDs: milliseconds since 2011-08-24T21:07:01.721Z,
+    /// 13 bits of logical shard (the worker ID here), 10 bits of sequence.
+    /// Instagram gives the timestamp 41 bits in a 64-bit ID; with the top
+    /// bit kept clear it has 40, which last until 2046 (and decode every
+    /// Instagram ID until then).
+    pub fn instagram() -> Layout {
+        Layout {
+            timestamp_bits: 40,
+            worker_bits: 13,
+            sequence_bits: 10,
+            unit: Duration::from_millis(1),
+            epoch: INSTAGRAM_EPOCH,
+        }
+    }
+
+    /// IDs below 2^53, which a JavaScript number holds exactly: 38 bits of
+    /// 10 ms since 2024-01-01 (until 2111), 8 worker bits (256 workers), 7
+    /// sequence bits (12 800 IDs a second per worker). The price of 53 bits
+    /// against 63: a coarser unit, a smaller pool, a lower rate.
+    ///
+    /// ```
+    /// use workerid_snowflake::Layout;
+    /// let js = Layout::javascript_safe();
+    /// let largest = js.compose(js.max_timestamp(), js.max_worker_id(), js.max_sequence());
+    /// assert!(largest < 1 << 53);
+    /// ```
+    pub fn javascript_safe() -> Layout {
+        Layout {
+            timestamp_bits: 38,
+            worker_bits: 8,
+            sequence_bits: 7,
+            unit: Duration::from_millis(10),
+            epoch: CLASSIC_EPOCH,
         }
     }
 
@@ -313,6 +396,24 @@ mod tests {
             UNIX_EPOCH + SONYFLAKE_EPOCH + Duration::from_millis(1_234_560)
         );
         assert!(id < 1 << 63);
+    }
+
+    #[test]
+    fn every_preset_is_valid_now() {
+        for (name, layout) in [
+            ("classic", Layout::classic()),
+            ("sonyflake", Layout::sonyflake()),
+            ("twitter", Layout::twitter()),
+            ("discord", Layout::discord()),
+            ("instagram", Layout::instagram()),
+            ("javascript_safe", Layout::javascript_safe()),
+        ] {
+            assert!(layout.validate(SystemTime::now()).is_ok(), "{name}");
+            let id = layout.compose(layout.max_timestamp(), layout.max_worker_id(), 1);
+            let parts = layout.decompose(id);
+            assert_eq!(parts.worker_id, layout.max_worker_id(), "{name}");
+            assert_eq!(parts.sequence, 1, "{name}");
+        }
     }
 
     #[test]

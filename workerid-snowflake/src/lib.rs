@@ -2,8 +2,10 @@
 //!
 //! Snowflake IDs on a leased worker ID.
 //!
-//! - [`Layout`]: the bit layout (presets [`Layout::classic`] 41/10/12 ms and
-//!   [`Layout::sonyflake`]), with `compose` / `decompose`.
+//! - [`Layout`]: the bit layout (presets [`Layout::classic`] 41/10/12 ms,
+//!   [`Layout::sonyflake`], [`Layout::twitter`], [`Layout::discord`],
+//!   [`Layout::instagram`], [`Layout::javascript_safe`]), with `compose` /
+//!   `decompose`.
 //! - [`Generator`]: lock-free, one atomic read-modify-write per ID,
 //!   libx.net/workerid's clock drift buckets ([`DriftPolicy`]).
 //! - [`LocalGenerator`]: a per-thread handle on a generator that claims
@@ -30,7 +32,9 @@ mod worker;
 pub use clock::{Clock, CoarseNanos, FakeClock, OffsetClock, Reading, SystemClock};
 pub use error::{Error, Result};
 pub use generator::{DriftPolicy, Generator};
-pub use layout::{Layout, Parts, CLASSIC_EPOCH, SONYFLAKE_EPOCH};
+pub use layout::{
+    Layout, Parts, CLASSIC_EPOCH, DISCORD_EPOCH, INSTAGRAM_EPOCH, SONYFLAKE_EPOCH, TWITTER_EPOCH,
+};
 pub use local::LocalGenerator;
 pub use ticking::TickingClock;
 pub use worker::{Worker, WorkerOptions, WorkerState};
