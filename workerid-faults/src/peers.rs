@@ -14,7 +14,7 @@ use sqlx::{AnyPool, AssertSqlSafe, Row};
 
 use crate::clock::mono_ns;
 use crate::service_check::{Endpoint, Received};
-use crate::service_clients::Shared;
+use crate::service_clients::{thread_runtime, Shared};
 use crate::{FaultsError, Result};
 
 /// Whose table the run shares.
@@ -184,15 +184,8 @@ pub(crate) fn serve_as_peer(
     tags: &[String],
     serving: impl Fn() -> bool,
 ) {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            tracing::error!("a peer cannot start a runtime: {e}");
-            return;
-        }
+    let Some(runtime) = thread_runtime("a peer") else {
+        return;
     };
     runtime.block_on(async {
         let mut pool = None;

@@ -389,10 +389,8 @@ fn config_servers_plus(shared: &Shared, k: usize) -> usize {
 
 /// Runs `future` to its end on a runtime of its own.
 fn block_on<T>(future: impl std::future::Future<Output = Result<T>>) -> Result<T> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| FaultsError::Config(format!("no runtime: {e}")))?
+    crate::service_clients::thread_runtime("the service run")
+        .ok_or_else(|| FaultsError::Config("no runtime".into()))?
         .block_on(future)
 }
 

@@ -142,18 +142,21 @@ fn alloc_id(body: &str) -> Option<u64> {
     value.get("id")?.as_u64()
 }
 
+/// A current-thread runtime for an observer's thread (`who`, in the error
+/// logged when there is none).
+pub(crate) fn thread_runtime(who: &str) -> Option<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| tracing::error!("{who} cannot start a runtime: {e}"))
+        .ok()
+}
+
 /// Lists the leases of `namespace` every [`POLL_EVERY`] until told to
 /// stop, recording each listing that succeeded with the instants around it.
 pub(crate) fn poll_leases(shared: &Shared, url: &str, namespace: &str, max_worker_id: u32) {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            tracing::error!("the lease poller cannot start a runtime: {e}");
-            return;
-        }
+    let Some(runtime) = thread_runtime("the lease poller") else {
+        return;
     };
     runtime.block_on(async {
         let mut allocator = None;
