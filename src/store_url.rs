@@ -100,13 +100,19 @@ impl StoreUrl {
         }
     }
 
-    /// A boolean parameter: `true`/`false`/`1`/`0`, absent: false.
+    /// A boolean parameter ([`StoreUrl::boolean`]); absent: false.
     pub fn flag(&self, name: &str) -> Result<bool, OpenError> {
-        match self.param(name) {
-            None => Ok(false),
-            Some("true" | "1" | "yes") => Ok(true),
-            Some("false" | "0" | "no") => Ok(false),
-            Some(other) => Err(self.bad(format!("{name}={other:?} is not true or false"))),
+        self.param(name)
+            .map_or(Ok(false), |value| self.boolean(name, value))
+    }
+
+    /// `value` of parameter `name` as a boolean: `true`/`false`, `1`/`0`,
+    /// `yes`/`no`.
+    pub fn boolean(&self, name: &str, value: &str) -> Result<bool, OpenError> {
+        match value {
+            "true" | "1" | "yes" => Ok(true),
+            "false" | "0" | "no" => Ok(false),
+            other => Err(self.bad(format!("{name}={other:?} is not true or false"))),
         }
     }
 

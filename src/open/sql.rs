@@ -19,13 +19,7 @@ pub(crate) async fn open(options: &OpenOptions, url: &StoreUrl) -> Result<Opened
         builder = match key.as_str() {
             "lease_table" => builder.table(value),
             "segments_table" => builder.segments_table(value),
-            _ => match value.as_str() {
-                "true" | "1" | "yes" => builder.segment_versions(true),
-                "false" | "0" | "no" => builder.segment_versions(false),
-                other => {
-                    return Err(url.bad(format!("segment_versions={other:?} is not true or false")))
-                }
-            },
+            _ => builder.segment_versions(url.boolean(&key, &value)?),
         };
     }
     if let Some(max) = options.max_connections {

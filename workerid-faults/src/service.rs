@@ -290,7 +290,7 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
         }
     }
     if let (Some(peers), Some(table)) = (config.peers, &peer_table) {
-        let started = mono_ns();
+        let (started, servers) = (mono_ns(), config.servers);
         for k in 0..peers.count {
             let (shared, tags) = (shared.clone(), config.tags.clone());
             let (url, table) = (url.clone(), table.clone());
@@ -303,8 +303,16 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
                         Migration::OursThenTheirs => at >= third,
                     }
                 };
-                let server = config_servers_plus(&shared, k);
-                serve_as_peer(&shared, server, &url, &table, peers.rule, &tags, serving);
+                // Recorded after the servers' indices.
+                serve_as_peer(
+                    &shared,
+                    servers + k,
+                    &url,
+                    &table,
+                    peers.rule,
+                    &tags,
+                    serving,
+                );
             }));
         }
     }
@@ -380,11 +388,6 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
         elapsed: Duration::from_nanos(mono_ns() - began),
         dir,
     })
-}
-
-/// The index peer `k` is recorded under: after the servers'.
-fn config_servers_plus(shared: &Shared, k: usize) -> usize {
-    shared.last_snowflake_sent.len() + k
 }
 
 /// Runs `future` to its end on a runtime of its own.

@@ -308,14 +308,21 @@ impl TagHandle {
             }
             segment
         };
-        let b = &self.0;
-        if let Err(e) = b
-            .store
-            .give_back(&b.tag, surplus.range(), surplus.first)
-            .await
-        {
-            tracing::warn!(tag = %b.tag, "could not give a surplus segment back: {e}");
+        if let Err(e) = self.give_back(surplus.range(), surplus.first).await {
+            tracing::warn!(tag = %self.0.tag, "could not give a surplus segment back: {e}");
         }
+    }
+
+    /// Gives `reserved` back down to `new_max`, unless the store keeps no
+    /// version to give back with (then the IDs are skipped, with no round
+    /// trip).
+    async fn give_back(&self, reserved: Range, new_max: u64) -> Result<bool> {
+        let b = &self.0;
+        if !b.store.segment_capabilities().give_back {
+            tracing::debug!(tag = %b.tag, "unused IDs skipped: the store keeps no version to give them back");
+            return Ok(false);
+        }
+        b.store.give_back(&b.tag, reserved, new_max).await
     }
 
     /// Reserves a segment with Leaf's dynamic step.
@@ -411,11 +418,7 @@ impl TagHandle {
             None if has_tail => (current_range, unused_from),
             None => return,
         };
-        if !b.store.segment_capabilities().give_back {
-            tracing::debug!(tag = %b.tag, "unused IDs skipped: the store keeps no version to give them back");
-            return;
-        }
-        match b.store.give_back(&b.tag, reserved, new_max).await {
+        match self.give_back(reserved, new_max).await {
             Ok(given) => tracing::debug!(tag = %b.tag, given, "unused IDs given back"),
             Err(e) => tracing::warn!(tag = %b.tag, "could not give the unused IDs back: {e}"),
         }

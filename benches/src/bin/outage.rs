@@ -7,16 +7,15 @@
 //! after the database is back the tag is served again (goal: within one
 //! probe interval, 200 ms).
 //!
-//! `cargo build --release -p workerid-server && cargo run -p benches --release --bin outage`
-//! (the server program: `WORKERID_SERVER_BIN`, else `workerid-server` next
-//! to this program).
+//! `cargo run -p benches --release --bin outage` (the server program:
+//! `WORKERID_SERVER_BIN`, else built in this profile, as the fault suite
+//! builds it).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use benches::record::{record_transcript, say};
+use workerid_faults::http::HttpClient;
+use workerid_faults::service::server_binary;
 use workerid_testkit::postgres::PostgresServer;
 use workerid_testkit::{free_port, ServerProcess, ServerSpec};
 
@@ -26,7 +25,7 @@ const REQUESTS: usize = 500;
 const STORE_TIMEOUT_MS: u64 = 1_000;
 
 fn main() {
-    let bin = server_program();
+    let bin = server_binary().expect("the workerid-server program");
     let postgres = PostgresServer::start();
     let port = free_port();
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -47,7 +46,7 @@ fn main() {
     let server = ServerProcess::launch("workerid-server", move |_| {
         ServerSpec::new(bin)
             .arg_pairs(&pairs)
-            .ready(move || get(port, "/livez").is_some_and(|(status, _)| status == 200))
+            .ready(move || status(port, "/livez") == Some(200))
     });
     say(format!(
         "workerid-server on PostgreSQL, store timeout {STORE_TIMEOUT_MS} ms; a tag with nothing in memory"
@@ -124,42 +123,14 @@ fn ms(d: Duration) -> String {
 /// How long a request took, and its status (0: no answer).
 fn timed(port: u16, path: &str) -> (Duration, u16) {
     let began = Instant::now();
-    let status = get(port, path).map_or(0, |(status, _)| status);
-    (began.elapsed(), status)
+    let answered = status(port, path).unwrap_or(0);
+    (began.elapsed(), answered)
 }
 
-/// `GET path` on a connection of its own: the status and the body.
-fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
+/// The status of `GET path` on a connection of its own.
+fn status(port: u16, path: &str) -> Option<u16> {
+    let answer = HttpClient::new(port, Duration::from_secs(10))
+        .get(path)
         .ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).ok()?;
-    let status = answer.get(9..12)?.parse().ok()?;
-    let body = answer
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_string();
-    Some((status, body))
-}
-
-/// `WORKERID_SERVER_BIN`, else `workerid-server` beside this program.
-fn server_program() -> PathBuf {
-    if let Some(path) = std::env::var_os("WORKERID_SERVER_BIN") {
-        return PathBuf::from(path);
-    }
-    let exe = std::env::current_exe().expect("the running program");
-    let bin = exe.with_file_name("workerid-server");
-    assert!(
-        bin.exists(),
-        "{} is missing: cargo build --release -p workerid-server first",
-        bin.display()
-    );
-    bin
+    Some(answer.status)
 }
