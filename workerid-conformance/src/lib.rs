@@ -315,6 +315,7 @@ macro_rules! lease_store_tests {
     ($factory:expr) => {
         $crate::lease_store_tests!(@tests ($factory)
             grants_distinct_ids_until_exhausted
+            an_acquire_sent_again_finds_its_grant
             tokens_are_22_url_safe_characters
             smallest_and_largest_pools
             renew_extends_the_lease

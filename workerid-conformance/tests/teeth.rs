@@ -84,6 +84,12 @@ enum Flaw {
     NamespacesCountReleased,
     /// Declares a quarantine of expired IDs but grants them at once.
     QuarantineNotKept,
+    /// An acquire sent again with its token makes a second grant.
+    ResentAcquireGrantsAgain,
+    /// An acquire sent again answers its grant without extending the lease.
+    ResentAcquireNotExtended,
+    /// An acquire sent again answers its token's expired lease as its grant.
+    ResentAcquireFindsExpired,
 }
 
 #[derive(Debug)]
@@ -184,6 +190,42 @@ impl ReferenceStore {
         }
         self.find_free(state, namespace, max)
             .ok_or(Error::NoAvailableId { max_worker_id: max })
+    }
+
+    /// The live lease `token` holds in `namespace`, extended: the answer to
+    /// an acquire sent again.
+    fn sent_again(
+        &self,
+        state: &mut State,
+        namespace: &Namespace,
+        max: u32,
+        token: &Token,
+        ttl: Duration,
+    ) -> Option<Grant> {
+        if self.has(Flaw::ResentAcquireGrantsAgain)
+            || state.pool_sizes.get(namespace.as_str()) != Some(&max)
+        {
+            return None;
+        }
+        let id = (0..=max).find(|&id| {
+            state
+                .slots
+                .get(&self.key(namespace, id))
+                .is_some_and(|slot| {
+                    slot.holder == Some(*token)
+                        && (self.is_live(slot) || self.has(Flaw::ResentAcquireFindsExpired))
+                })
+        })?;
+        let expires_at = self.expires_at(ttl);
+        let slot = state.slots.get_mut(&self.key(namespace, id))?;
+        if !self.has(Flaw::ResentAcquireNotExtended) {
+            slot.expires_at = expires_at;
+        }
+        Some(Grant {
+            id: WorkerId::from(id),
+            fence: slot.fence,
+            previous_watermark: slot.watermark,
+        })
     }
 
     /// Grants `id` to `token`.
@@ -295,6 +337,9 @@ impl LeaseStore for ReferenceStore {
             return Ok(self.grant(&mut state, namespace, id, token, ttl, label));
         }
         let mut state = self.state.lock().unwrap();
+        if let Some(grant) = self.sent_again(&mut state, namespace, max, token, ttl) {
+            return Ok(grant);
+        }
         let id = self.pick(&mut state, namespace, max)?;
         Ok(self.grant(&mut state, namespace, id, token, ttl, label))
     }
@@ -559,4 +604,7 @@ caught! {
     catches_released_ids_counted_live: NamespacesCountReleased by namespaces_are_listed;
     catches_a_removal_despite_live_leases: RemoveIgnoresLiveLeases by remove_namespace_only_when_nothing_is_live;
     catches_a_removal_that_keeps_the_ids: RemoveKeepsTheIds by remove_namespace_only_when_nothing_is_live;
+    catches_a_second_grant_to_an_acquire_sent_again: ResentAcquireGrantsAgain by an_acquire_sent_again_finds_its_grant;
+    catches_an_acquire_sent_again_not_extended: ResentAcquireNotExtended by an_acquire_sent_again_finds_its_grant;
+    catches_an_expired_lease_answered_again: ResentAcquireFindsExpired by an_acquire_sent_again_finds_its_grant;
 }

@@ -1,7 +1,7 @@
 //! The API users call: acquire, renew and release worker IDs of one namespace.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::{
@@ -13,7 +13,13 @@ use crate::{
 ///
 /// Every input is checked before any I/O; tokens are generated here; the local
 /// deadline of a lease counts from the instant its request was sent. Cheap to
-/// clone. Needs a Tokio runtime (for the request timeout).
+/// clone (clones share one allocator). Needs a Tokio runtime (for the request
+/// timeout).
+///
+/// An acquire that ends in [`Error::Unavailable`] may have been granted with
+/// its answer lost: the next acquire (of this allocator or a clone) sends the
+/// same token, and the store answers with that grant instead of making a
+/// second one, so no worker ID is left held by nobody until its ttl runs out.
 ///
 /// With a [`Lease`] handle: [`acquire`](Self::acquire),
 /// [`renew`](Self::renew), [`release`](Self::release). libx.net/workerid's
@@ -39,6 +45,9 @@ pub struct Allocator {
     options: LeaseOptions,
     capabilities: Capabilities,
     holder: Holder,
+    /// The token of an acquire that ended in `Unavailable`, sent again by
+    /// the next acquire.
+    unanswered: Arc<Mutex<Option<Token>>>,
 }
 
 impl Allocator {
@@ -78,6 +87,7 @@ impl Allocator {
             namespace,
             options,
             capabilities,
+            unanswered: Arc::default(),
         })
     }
 
@@ -123,9 +133,14 @@ impl Allocator {
     /// bounds (checked before any I/O).
     pub async fn acquire_with_ttl(&self, ttl: Duration) -> Result<Lease> {
         self.options.check_ttl(ttl, &self.capabilities)?;
-        let token = Token::generate();
+        let unanswered = self
+            .unanswered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let token = unanswered.unwrap_or_else(Token::generate);
         let sent = Instant::now();
-        let grant: Grant = self
+        let answer = self
             .call(self.store.acquire(
                 &self.namespace,
                 self.max_worker_id,
@@ -133,15 +148,23 @@ impl Allocator {
                 ttl,
                 &self.holder,
             ))
-            .await?;
-        if grant.id.get() > self.max_worker_id || grant.fence == 0 {
-            return Err(Error::unavailable(
-                "lease store",
-                format!(
-                    "the store answered nonsense: {grant:?} for a pool of 0..={}",
-                    self.max_worker_id
-                ),
-            ));
+            .await
+            .and_then(|grant| self.check_grant(grant));
+        let grant = match answer {
+            Ok(grant) => grant,
+            Err(err) => {
+                if err.is_retryable() {
+                    *self
+                        .unanswered
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = Some(token);
+                }
+                return Err(err);
+            }
+        };
+        if unanswered.is_some() {
+            tracing::info!(namespace = %self.namespace, id = %grant.id, fence = grant.fence,
+                "an acquire whose answer was lost is answered by its own grant");
         }
         tracing::debug!(namespace = %self.namespace, id = %grant.id, fence = grant.fence, "acquired");
         Ok(Lease {
@@ -153,6 +176,20 @@ impl Allocator {
             deadline: self.deadline(sent, ttl),
             previous_watermark: grant.previous_watermark,
         })
+    }
+
+    /// `grant`, unless it is not a grant of this pool.
+    fn check_grant(&self, grant: Grant) -> Result<Grant> {
+        if grant.id.get() > self.max_worker_id || grant.fence == 0 {
+            return Err(Error::unavailable(
+                "lease store",
+                format!(
+                    "the store answered nonsense: {grant:?} for a pool of 0..={}",
+                    self.max_worker_id
+                ),
+            ));
+        }
+        Ok(grant)
     }
 
     /// Renews `lease` for its ttl and moves its local deadline.
@@ -327,6 +364,10 @@ mod tests {
         grant: Grant,
         calls: Arc<AtomicUsize>,
         holder: Arc<std::sync::Mutex<Option<Holder>>>,
+        /// The token of every acquire, in order.
+        tokens: Arc<std::sync::Mutex<Vec<Token>>>,
+        /// How many acquires are applied with their answer lost.
+        lose: Arc<AtomicUsize>,
     }
 
     impl Scripted {
@@ -341,6 +382,8 @@ mod tests {
                 },
                 calls: calls.clone(),
                 holder: Arc::default(),
+                tokens: Arc::default(),
+                lose: Arc::default(),
             };
             (store, calls)
         }
@@ -360,13 +403,20 @@ mod tests {
             &self,
             _: &Namespace,
             _: u32,
-            _: &Token,
+            token: &Token,
             _: Duration,
             holder: &Holder,
         ) -> Result<Grant> {
             *self.holder.lock().unwrap() = Some(holder.clone());
+            self.tokens.lock().unwrap().push(*token);
             self.answer().await;
-            Ok(self.grant)
+            let lost = self
+                .lose
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+            match lost {
+                Ok(_) => Err(Error::unavailable("scripted", "the answer was lost")),
+                Err(_) => Ok(self.grant),
+            }
         }
         async fn renew(
             &self,
@@ -506,6 +556,29 @@ mod tests {
                 operation: "force_release"
             })
         ));
+    }
+
+    #[tokio::test]
+    async fn an_acquire_whose_answer_was_lost_is_sent_again_with_its_token() {
+        let (store, _) = Scripted::new(Duration::ZERO, 3, 1);
+        let (tokens, lose) = (store.tokens.clone(), store.lose.clone());
+        lose.store(2, Ordering::SeqCst);
+        let allocator = allocator(store);
+        let clone = allocator.clone();
+        assert!(allocator.acquire().await.unwrap_err().is_retryable());
+        assert!(clone.acquire().await.unwrap_err().is_retryable());
+        let lease = allocator.acquire().await.unwrap();
+        let next = allocator.acquire().await.unwrap();
+        let sent = tokens.lock().unwrap().clone();
+        assert_eq!(sent.len(), 4);
+        assert!(
+            sent[..3].iter().all(|token| *token == lease.token),
+            "every acquire until an answer came carried the first one's token"
+        );
+        assert_ne!(
+            next.token, lease.token,
+            "a token answered is never sent again"
+        );
     }
 
     #[test]

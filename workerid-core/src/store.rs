@@ -104,6 +104,11 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// - The first acquire in a namespace records `max_worker_id`; an acquire
     ///   with another value returns `ConfigMismatch { stored, requested }` and
     ///   changes nothing.
+    /// - When `token` already holds a live lease in `namespace` (this acquire
+    ///   was sent before and its answer lost): that lease, and no second one.
+    ///   It is extended to store-now + `ttl`, its fence and holder label
+    ///   unchanged; the answer carries the stored watermark. Found without
+    ///   a scan (an index by token, or a key of the token's own).
     /// - Free means never granted, released, or expired (store clock). When
     ///   some ID of `0..=max_worker_id` is free, one of them is granted: it is
     ///   held by `token` until store-now + `ttl`; its fence rises; the answer

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp};
 use workerid_core::{Error, Grant, Holder, Namespace, Result, Token, WorkerId};
 
-use crate::keys::Keys;
+use crate::keys::{number, Keys};
 use crate::lessor::{ttl_secs, LEASE_SLACK};
 use crate::mirror::{scan, Candidate, Mirror};
-use crate::txn::{acquire_txn, parse_acquire, Acquired};
+use crate::txn::{acquire_txn, got, got_key, parse_acquire, Acquired};
 use crate::{EtcdStore, HeldLease};
 
 /// How many transactions one acquire may lose to other acquirers before it
@@ -58,14 +58,22 @@ impl EtcdStore {
         } else {
             (taking.await, true)
         };
-        let (grant, mut used) = match taken {
+        let (grant, mut used, sent_before) = match taken {
             Ok(taken) => taken,
             Err(e) => {
                 self.revoke_later(lease);
                 return Err(e);
             }
         };
-        if used == lease && !extended {
+        if sent_before {
+            // An earlier acquire's grant, on the lease it was made with:
+            // moved to a new one that lasts ttl from now.
+            let earlier = used;
+            used = self
+                .reattach(&keys, grant.id, token, (ttl, secs), 0)
+                .await?;
+            self.revoke_later(earlier);
+        } else if used == lease && !extended {
             // The grant rides on a lease that may end before now + ttl: move
             // it to a new one before answering.
             used = self
@@ -138,9 +146,12 @@ impl EtcdStore {
         max_worker_id: u32,
         (token, holder): (&Token, &Holder),
         (lease, ttl_secs): (i64, i64),
-    ) -> Result<(Grant, i64)> {
+    ) -> Result<(Grant, i64, bool)> {
         let mirror = self.mirror(namespace, keys, max_worker_id);
         let mut rounds = 0;
+        // Whether to look for an earlier acquire's grant to this token: until
+        // one is found released.
+        let mut find_token = true;
         while rounds < ROUNDS {
             // A lost round marks its candidates held in the mirror, so the
             // next round picks others; every fourth lost round reads etcd
@@ -182,7 +193,7 @@ impl EtcdStore {
                         (token, holder),
                         (lease, ttl_secs),
                         &candidates,
-                        sendings > 0,
+                        (sendings > 0, find_token),
                     );
                     sendings += 1;
                     async move { c.txn(txn).await }
@@ -190,7 +201,8 @@ impl EtcdStore {
                 .await?
                 .value;
             let resent = sendings > 1;
-            let acquired = parse_acquire(&answer, max_worker_id, &candidates, resent)?;
+            let acquired =
+                parse_acquire(&answer, max_worker_id, &candidates, (resent, find_token))?;
             match acquired {
                 Acquired::Won { id, fence, mark } => {
                     mirror.mark_held(id);
@@ -199,7 +211,20 @@ impl EtcdStore {
                         fence,
                         previous_watermark: mark,
                     };
-                    return Ok((grant, lease));
+                    return Ok((grant, lease, false));
+                }
+                Acquired::SentBefore { id, lease: earlier } => {
+                    match self.granted_before(keys, id, token).await? {
+                        Some((fence, mark)) => {
+                            let grant = Grant {
+                                id: WorkerId::from(id),
+                                fence,
+                                previous_watermark: mark,
+                            };
+                            return Ok((grant, earlier, true));
+                        }
+                        None => find_token = false,
+                    }
                 }
                 Acquired::AllTaken => {
                     mirror.mark_taken(&candidates);
@@ -219,6 +244,43 @@ impl EtcdStore {
             "etcd",
             format!("acquire lost {ROUNDS} races in a row to other acquirers; try again"),
         ))
+    }
+
+    /// The fence and watermark of the grant of `id` to `token`, if it is
+    /// still live: what an acquire sent again answers.
+    async fn granted_before(
+        &self,
+        keys: &Keys,
+        id: u32,
+        token: &Token,
+    ) -> Result<Option<(u64, u64)>> {
+        let txn = Txn::new()
+            .when([Compare::value(
+                keys.owner(id),
+                CompareOp::Equal,
+                token.to_string(),
+            )])
+            .and_then([
+                TxnOp::get(keys.grant(id), None),
+                TxnOp::get(keys.mark(id), None),
+            ]);
+        let answer = self.txn("acquire", txn).await?.value;
+        if !answer.succeeded() {
+            return Ok(None);
+        }
+        let bad = || crate::nonsense("acquire", &answer);
+        let responses = answer.op_responses();
+        // A grant's fence is the revision that wrote `grant/<id>`.
+        let fence = got_key(&responses, 0)
+            .flatten()
+            .and_then(|kv| u64::try_from(kv.mod_revision()).ok())
+            .ok_or_else(bad)?;
+        let mark = match got(&responses, 1) {
+            Some(None) => 0,
+            Some(Some(value)) => number(&value).ok_or_else(bad)?,
+            None => return Err(bad()),
+        };
+        Ok(Some((fence, mark)))
     }
 
     /// Records the pool size of a namespace used for the first time.

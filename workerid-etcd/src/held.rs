@@ -35,8 +35,9 @@ impl EtcdStore {
         let with_lease = Some(PutOptions::new().with_lease(lease));
         let record = Ownership::held(secs.max(known_secs)).encode();
         let mut then = vec![
-            TxnOp::put(keys.owner(n), token.to_string(), with_lease),
+            TxnOp::put(keys.owner(n), token.to_string(), with_lease.clone()),
             TxnOp::put(keys.ownership(n), record, None),
+            TxnOp::put(keys.token(token), format!("{n:07}"), with_lease),
         ];
         then.extend(raise_mark(keys, n, watermark));
         let answer = self

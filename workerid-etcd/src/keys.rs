@@ -9,6 +9,7 @@
 //! | `grant/<id>` | `<token> <holder>` | none | the last grant; written by grants only, so its mod revision is that grant's fence |
 //! | `ownership/<id>` | `held <ttl secs>` or `forced <etcd lease>`; deleted by a release | none | the last grant's ttl, and whether it was released (deleted by its holder, `forced` by an operator, with the holder's etcd lease the force release revokes) |
 //! | `mark/<id>` | watermark, 20 digits | none | the highest watermark ever stored |
+//! | `token/<token>` | the ID, 7 digits | the holder's | the ID a token was granted, so an acquire sent again after its answer was lost finds its grant; gone with the lease |
 //!
 //! IDs are written with 7 digits so that keys sort by ID; watermarks with 20
 //! so that etcd's byte-wise value comparison is numeric comparison. The fence
@@ -107,6 +108,11 @@ impl Keys {
     pub fn id_of(&self, kind: &str, key: &[u8]) -> Option<u32> {
         let key = std::str::from_utf8(key).ok()?;
         key.strip_prefix(&self.all(kind))?.parse().ok()
+    }
+
+    /// The key that names the ID `token` was granted.
+    pub fn token(&self, token: &Token) -> String {
+        format!("{}token/{token}", self.base)
     }
 
     pub fn mark(&self, id: u32) -> String {

@@ -115,17 +115,32 @@ pub(crate) fn refusal(
 /// looks for a candidate `token` owns already and, if there is one, reads it
 /// and its watermark instead, so a retry never takes a second ID. A value
 /// comparison is false on an absent key, so each check is one comparison.
+///
+/// With `find_token`, it then looks for the `token/` key of an earlier
+/// acquire with this token (one whose answer was lost before this call):
+/// if there is one it takes nothing and reads it
+/// ([`Acquired::SentBefore`]). Each grant writes that key on its lease.
 pub(crate) fn acquire_txn(
     keys: &Keys,
     max: u32,
     (token, holder): (&Token, &Holder),
     (lease, ttl_secs): (i64, i64),
     candidates: &[Candidate],
-    resent: bool,
+    (resent, find_token): (bool, bool),
 ) -> Txn {
     let ownership = Ownership::held(ttl_secs).encode();
     let mine = token.to_string();
     let grant = grant_value(token, holder);
+    let token_key = keys.token(token);
+    let earlier = find_token.then(|| {
+        Txn::new()
+            .when([Compare::create_revision(
+                token_key.clone(),
+                CompareOp::Greater,
+                0,
+            )])
+            .and_then([TxnOp::get(token_key.clone(), None)])
+    });
     let checks = candidates.iter().filter(|_| resent).map(|c| {
         let id = c.id;
         Txn::new()
@@ -154,15 +169,24 @@ pub(crate) fn acquire_txn(
                 TxnOp::put(keys.grant(id), grant.clone(), None),
                 TxnOp::get(keys.mark(id), None),
                 TxnOp::put(keys.ownership(id), ownership.clone(), None),
+                TxnOp::put(
+                    token_key.clone(),
+                    format!("{id:07}"),
+                    Some(PutOptions::new().with_lease(lease)),
+                ),
             ])
     });
     // Each level's else branch is the next level; the last has none.
-    let chain = checks.chain(takes).rev().fold(None, |next, level| {
-        Some(match next {
-            Some(next) => level.or_else([TxnOp::txn(next)]),
-            None => level,
-        })
-    });
+    let chain = checks
+        .chain(earlier)
+        .chain(takes)
+        .rev()
+        .fold(None, |next, level| {
+            Some(match next {
+                Some(next) => level.or_else([TxnOp::txn(next)]),
+                None => level,
+            })
+        });
     let config = Compare::value(keys.config(), CompareOp::Equal, max.to_string());
     let mut txn = Txn::new().when([config]);
     if let Some(chain) = chain {
@@ -171,10 +195,25 @@ pub(crate) fn acquire_txn(
     txn.or_else([TxnOp::get(keys.config(), None)])
 }
 
+/// What one level of an acquire transaction does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Level {
+    /// A resent transaction's check for its first sending's grant.
+    Check,
+    /// The look for an earlier acquire's `token/` key.
+    Token,
+    /// The take of a candidate.
+    Take,
+}
+
 /// What an acquire transaction did.
 pub(crate) enum Acquired {
     /// `id` is granted, by this transaction or (resent) by its first sending.
     Won { id: u32, fence: u64, mark: u64 },
+    /// An earlier acquire with this token was granted `id`, on etcd lease
+    /// `lease`, unless that lease has been released since (the `owner/` key
+    /// says).
+    SentBefore { id: u32, lease: i64 },
     /// Every candidate was held by someone else, or granted since the
     /// mirror judged it free.
     AllTaken,
@@ -184,13 +223,13 @@ pub(crate) enum Acquired {
     Mismatch(u32),
 }
 
-/// Reads the answer to [`acquire_txn`] with the same `candidates` and
-/// `resent`.
+/// Reads the answer to [`acquire_txn`] with the same `candidates`,
+/// `resent` and `find_token`.
 pub(crate) fn parse_acquire(
     answer: &TxnResponse,
     max: u32,
     candidates: &[Candidate],
-    resent: bool,
+    (resent, find_token): (bool, bool),
 ) -> Result<Acquired> {
     let bad = || nonsense("acquire", answer);
     let responses = answer.op_responses();
@@ -217,12 +256,25 @@ pub(crate) fn parse_acquire(
         Some(TxnOpResponse::Txn(level)) => level.clone(),
         _ => return Err(bad()),
     };
-    // The levels in the order `acquire_txn` nested them: (candidate, whether
-    // it is a resent transaction's check for a first sending's grant).
-    let checks = candidates.iter().filter(|_| resent).map(|c| (c.id, true));
-    let takes = candidates.iter().map(|c| (c.id, false));
-    for (id, check) in checks.chain(takes) {
+    // The levels in the order `acquire_txn` nested them: (candidate, what
+    // the level is); the token's level has no candidate.
+    let checks = candidates
+        .iter()
+        .filter(|_| resent)
+        .map(|c| (c.id, Level::Check));
+    let earlier = find_token.then_some((0, Level::Token));
+    let takes = candidates.iter().map(|c| (c.id, Level::Take));
+    for (id, kind) in checks.chain(earlier).chain(takes) {
         let ops = level.op_responses();
+        if level.succeeded() && kind == Level::Token {
+            let kv = got_key(&ops, 0).flatten().ok_or_else(bad)?;
+            let id = number(kv.value()).ok_or_else(bad)?;
+            return Ok(Acquired::SentBefore {
+                id,
+                lease: kv.lease(),
+            });
+        }
+        let check = kind == Level::Check;
         if level.succeeded() {
             // A first sending's grant: its fence is the revision that created
             // the owner key. This transaction's: its own revision.
@@ -288,7 +340,7 @@ mod tests {
     }
 
     fn won(answer: &TxnResponse, candidates: &[Candidate], resent: bool) -> (u32, u64, u64) {
-        match parse_acquire(answer, 15, candidates, resent).expect("an answer") {
+        match parse_acquire(answer, 15, candidates, (resent, false)).expect("an answer") {
             Acquired::Won { id, fence, mark } => (id, fence, mark),
             _ => panic!("no candidate won: {answer:?}"),
         }
@@ -319,7 +371,7 @@ mod tests {
             (&token, &Holder::default()),
             (lease, 30),
             &candidates,
-            true,
+            (true, false),
         );
         let answer = kv.txn(resent).await.expect("txn");
         assert_eq!(
@@ -336,7 +388,7 @@ mod tests {
             (&token, &Holder::default()),
             (lease, 30),
             &candidates,
-            false,
+            (false, false),
         );
         let answer = kv.txn(plain).await.expect("txn");
         assert_eq!(won(&answer, &candidates, false).0, free);
@@ -351,7 +403,7 @@ mod tests {
             (&fresh, &Holder::default()),
             (lease, 30),
             &candidates,
-            true,
+            (true, false),
         );
         let answer = kv.txn(resent).await.expect("txn");
         let revision = answer.header().expect("header").revision();
@@ -414,12 +466,12 @@ mod tests {
             (&token, &Holder::default()),
             (lease, 30),
             &stale,
-            false,
+            (false, false),
         );
         let answer = kv.txn(txn).await.expect("txn");
         assert!(
             matches!(
-                parse_acquire(&answer, 15, &stale, false),
+                parse_acquire(&answer, 15, &stale, (false, false)),
                 Ok(Acquired::AllTaken)
             ),
             "an ID granted since the mirror judged it free was taken: {answer:?}"
@@ -436,7 +488,7 @@ mod tests {
             (&token, &Holder::default()),
             (lease, 30),
             &current,
-            false,
+            (false, false),
         );
         let answer = kv.txn(txn).await.expect("txn");
         assert_eq!(won(&answer, &current, false).0, y);

@@ -1,7 +1,7 @@
 //! One namespace's worker IDs, with O(log n) acquire.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::time::Duration;
 
 use workerid_core::{Error, Grant, Holder, LeaseInfo, LeaseState, Result, Token, WorkerId};
@@ -67,6 +67,9 @@ pub(crate) struct Pool {
     slots: Vec<Slot>,
     held: BinaryHeap<Reverse<(Duration, u32)>>,
     released: VecDeque<Released>,
+    /// The ID each token holds (live, or expired and not granted again), so
+    /// an acquire sent again after its answer was lost finds its own lease.
+    owners: HashMap<Token, u32>,
 }
 
 impl Pool {
@@ -77,6 +80,7 @@ impl Pool {
             slots: Vec::new(),
             held: BinaryHeap::new(),
             released: VecDeque::new(),
+            owners: HashMap::new(),
         }
     }
 
@@ -117,6 +121,9 @@ impl Pool {
         ttl: Duration,
         holder: &Holder,
     ) -> Result<Grant> {
+        if let Some(grant) = self.acquired_before(now, token, ttl) {
+            return Ok(grant);
+        }
         let expired = self.first_held().filter(|&(end, _)| end <= now);
         // The fence and watermark a released ID had, from its queue entry
         // rather than its slot: on a nearly full pool the ID free longest was
@@ -156,6 +163,10 @@ impl Pool {
             .get_mut(id as usize)
             .ok_or_else(|| Error::unavailable("memory", "internal state lost a slot"))?;
         let (fence, watermark) = before.unwrap_or((slot.fence, slot.watermark));
+        if let Some(previous) = slot.token {
+            self.owners.remove(&previous);
+        }
+        self.owners.insert(*token, id);
         *slot = Slot {
             token: Some(*token),
             holder: holder.clone(),
@@ -171,6 +182,24 @@ impl Pool {
         let end = slot.expires_at;
         self.push_held(end, id);
         Ok(grant)
+    }
+
+    /// The lease `token` already holds live, extended to `now + ttl`: the
+    /// answer to an acquire sent again.
+    fn acquired_before(&mut self, now: Duration, token: &Token, ttl: Duration) -> Option<Grant> {
+        let id = *self.owners.get(token)?;
+        let slot = self.slots.get_mut(id as usize)?;
+        if slot.token != Some(*token) || slot.expires_at <= now {
+            return None;
+        }
+        slot.expires_at = now + ttl;
+        let grant = Grant {
+            id: WorkerId::from(id),
+            fence: slot.fence,
+            previous_watermark: slot.watermark,
+        };
+        self.push_held(now + ttl, id);
+        Some(grant)
     }
 
     /// Checks that `token` holds `id` live, then applies `change` to its slot
@@ -204,6 +233,7 @@ impl Pool {
         };
         if release {
             slot.token = None;
+            self.owners.remove(token);
             self.released.push_back(Released::new(free_at, id, slot));
         } else {
             self.push_held(free_at, id.get());
@@ -254,7 +284,9 @@ impl Pool {
         if slot.token.is_none() || slot.expires_at <= now {
             return false;
         }
-        slot.token = None;
+        if let Some(token) = slot.token.take() {
+            self.owners.remove(&token);
+        }
         slot.expires_at = now;
         self.released.push_back(Released::new(now, id, slot));
         true
@@ -335,19 +367,24 @@ mod tests {
                        // are stale.
         pool.renew(SEC, WorkerId::from(0), &a, 99 * SEC, 0).unwrap();
         pool.release(5 * SEC, WorkerId::from(1), &b, 0).unwrap();
-        let d = token();
         // At 20 s: ID 2 expired at 10 s, ID 1 was released at 5 s (free
         // longer), ID 0 is live.
         assert_eq!(
-            pool.acquire(20 * SEC, &d, SEC, &holder()).unwrap().id.get(),
+            pool.acquire(20 * SEC, &token(), SEC, &holder())
+                .unwrap()
+                .id
+                .get(),
             1
         );
         assert_eq!(
-            pool.acquire(20 * SEC, &d, SEC, &holder()).unwrap().id.get(),
+            pool.acquire(20 * SEC, &token(), SEC, &holder())
+                .unwrap()
+                .id
+                .get(),
             2
         );
         assert!(matches!(
-            pool.acquire(20 * SEC, &d, SEC, &holder()),
+            pool.acquire(20 * SEC, &token(), SEC, &holder()),
             Err(Error::NoAvailableId { .. })
         ));
         assert!(pool.renew(20 * SEC, WorkerId::from(0), &a, SEC, 0).is_ok());

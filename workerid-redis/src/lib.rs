@@ -8,10 +8,11 @@
 //! A namespace is two keys under the hash tag `{namespace}` (one cluster
 //! slot): a hash with the pool size, a counter of IDs never granted (no
 //! pre-filling of 2^bits entries) and each granted ID's holder, fence,
-//! watermark and expiry (in ms); and a sorted set of the IDs ever granted,
-//! ordered by the instant each is (or became) free. Acquire looks at the head
-//! of the sorted set only: O(log n) in the pool size. Acquire makes five
-//! `redis.call`s, renew and release four.
+//! watermark and expiry (in ms), and each token's ID (so an acquire sent again
+//! after its answer was lost finds its own grant); and a sorted set of the
+//! IDs ever granted, ordered by the instant each is (or became) free. Acquire
+//! looks at the head of the sorted set only: O(log n) in the pool size.
+//! Acquire makes five or six `redis.call`s, renew and release four.
 //!
 //! ```no_run
 //! # async fn demo() -> workerid_core::Result<()> {

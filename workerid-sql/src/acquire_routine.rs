@@ -1,5 +1,6 @@
 //! Acquire in one round trip, through a routine in the database that runs the
-//! steps of the acquire transaction (lock the namespace row, take the ID free
+//! steps of the acquire transaction (find the lease the token already holds,
+//! if the acquire was sent before; lock the namespace row, take the ID free
 //! longest or a never-used one): a PL/pgSQL function on PostgreSQL, a stored
 //! procedure on MySQL / MariaDB. SQLite, in-process, needs no round trip.
 //!
@@ -64,12 +65,21 @@ pub(crate) fn create_procedure(
            DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END; \
            SET @workerid_id = NULL; \
            SET TRANSACTION ISOLATION LEVEL READ COMMITTED; \
+           UPDATE {table} SET expires_at = v_now + p_ttl, \
+             fence = (@workerid_fence := fence), watermark = (@workerid_mark := watermark), \
+             worker_id = (@workerid_id := worker_id) \
+             WHERE namespace = p_ns AND token = p_token AND expires_at > v_now \
+             AND (SELECT n.max_worker_id FROM {ns_table} n WHERE n.namespace = p_ns) = p_max \
+             LIMIT 1; \
+           IF @workerid_id IS NULL THEN \
+           SET TRANSACTION ISOLATION LEVEL READ COMMITTED; \
            UPDATE {table} SET token = p_token, holder = p_holder, expires_at = v_now + p_ttl, \
              fence = (@workerid_fence := fence + 1), watermark = (@workerid_mark := watermark), \
              worker_id = (@workerid_id := worker_id) \
              WHERE namespace = p_ns AND expires_at <= v_now \
              AND (SELECT n.max_worker_id FROM {ns_table} n WHERE n.namespace = p_ns) = p_max \
              ORDER BY expires_at LIMIT 1; \
+           END IF; \
            IF @workerid_id IS NOT NULL THEN \
              SELECT 'ok', CAST(@workerid_id AS SIGNED), CAST(@workerid_fence AS SIGNED), \
                CAST(@workerid_mark AS SIGNED), p_max; \
@@ -144,6 +154,13 @@ pub(crate) fn create_function(table: &str, ns_table: &str, now: &str) -> String 
            END IF; \
            IF v_stored <> p_max THEN \
              RETURN QUERY SELECT 'mismatch'::TEXT, NULL::BIGINT, NULL::BIGINT, NULL::BIGINT, v_stored; \
+             RETURN; \
+           END IF; \
+           UPDATE {table} l SET expires_at = {now} + p_ttl \
+             WHERE l.namespace = p_ns AND l.token = p_token AND l.expires_at > {now} \
+             RETURNING l.worker_id, l.fence, l.watermark INTO v_id, v_fence, v_mark; \
+           IF FOUND THEN \
+             RETURN QUERY SELECT 'ok'::TEXT, v_id, v_fence, v_mark, v_stored; \
              RETURN; \
            END IF; \
            UPDATE {table} l SET token = p_token, holder = p_holder, \

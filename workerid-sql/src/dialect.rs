@@ -117,14 +117,22 @@ pub(crate) struct Statements {
     /// The free ID that has been free longest. Binds: namespace.
     /// Returns `worker_id, fence, watermark`.
     pub free_head: String,
+    /// The live lease a token holds (an acquire sent again after its answer
+    /// was lost). Binds: namespace, token. Returns `worker_id, fence,
+    /// watermark`, locked.
+    pub held_by_token: String,
+    /// Extends the lease `held_by_token` found. Binds: ttl_us, namespace,
+    /// worker_id.
+    pub extend_held: String,
     /// Grants a free ID again. Binds: token, holder, ttl_us, fence, namespace, worker_id.
     pub regrant: String,
     /// Acquire's fast path, one statement: grants the ID free longest, if
     /// any, when the namespace exists with this pool size (`UPDATE ...
     /// RETURNING`; None on MySQL, which has no `RETURNING` for `UPDATE`).
-    /// Binds: token, holder, ttl_us, namespace, namespace, max_worker_id. Returns
-    /// `worker_id, fence, watermark` of the grant, or no row (nothing free,
-    /// a new namespace, another pool size: the full path decides).
+    /// Binds: token, holder, ttl_us, namespace, namespace, max_worker_id,
+    /// namespace, token. Returns `worker_id, fence, watermark` of the grant,
+    /// or no row (nothing free, a new namespace, another pool size, or the
+    /// token already holds a live lease: the full path decides).
     pub regrant_free: Option<String>,
     /// Grants a never-used ID. Binds: namespace, worker_id, token, holder, ttl_us,
     /// watermark zero.
@@ -201,7 +209,10 @@ impl Statements {
                  watermark BIGINT NOT NULL, \
                  PRIMARY KEY (namespace, worker_id){})",
                 if d == Dialect::MySql {
-                    format!(", INDEX {table}_free (namespace, expires_at)")
+                    format!(
+                        ", INDEX {table}_free (namespace, expires_at), \
+                         INDEX {table}_token (namespace, token)"
+                    )
                 } else {
                     String::new()
                 }
@@ -210,6 +221,10 @@ impl Statements {
         if d != Dialect::MySql {
             schema.push(format!(
                 "CREATE INDEX IF NOT EXISTS {table}_free ON {table} (namespace, expires_at)"
+            ));
+            // An acquire sent again finds its token's lease without a scan.
+            schema.push(format!(
+                "CREATE INDEX IF NOT EXISTS {table}_token ON {table} (namespace, token)"
             ));
         }
         let acquire_call = crate::acquire_routine::call(d, table);
@@ -261,6 +276,14 @@ impl Statements {
                  WHERE namespace = ? AND expires_at <= {now} \
                  ORDER BY expires_at LIMIT 1{lock}"
             )),
+            held_by_token: p(format!(
+                "SELECT worker_id, fence, watermark FROM {table} \
+                 WHERE namespace = ? AND token = ? AND expires_at > {now}{lock}"
+            )),
+            extend_held: p(format!(
+                "UPDATE {table} SET expires_at = {now} + ? \
+                 WHERE namespace = ? AND worker_id = ?"
+            )),
             regrant: p(format!(
                 "UPDATE {table} SET token = ?, holder = ?, expires_at = {now} + ?, fence = ? \
                  WHERE namespace = ? AND worker_id = ?"
@@ -281,6 +304,8 @@ impl Statements {
                        FROM {table} f WHERE f.namespace = ? AND f.expires_at <= {now} \
                        ORDER BY f.expires_at LIMIT 1{skip}) \
                      AND (SELECT n.max_worker_id FROM {ns_table} n WHERE n.namespace = ?) = ? \
+                     AND NOT EXISTS (SELECT 1 FROM {table} t WHERE t.namespace = ? \
+                       AND t.token = ? AND t.expires_at > {now}) \
                      RETURNING worker_id, fence, watermark"
                 ))
             }),

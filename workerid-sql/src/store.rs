@@ -202,6 +202,24 @@ impl SqlStore {
                 requested: max_worker_id,
             }));
         }
+        let held = q(&s.held_by_token)
+            .bind(namespace.to_string())
+            .bind(token.to_string())
+            .fetch_optional(&mut *tx)
+            .await?;
+        if let Some(row) = held {
+            // Sent again after its answer was lost: that grant, extended.
+            let (id, fence, watermark): (i64, i64, i64) =
+                (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+            q(&s.extend_held)
+                .bind(ttl_us)
+                .bind(namespace.to_string())
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            return Ok(grant_from_row(id, fence, watermark_from_sql(watermark)));
+        }
         let head = q(&s.free_head)
             .bind(namespace.to_string())
             .fetch_optional(&mut *tx)
@@ -265,6 +283,8 @@ impl SqlStore {
             .bind(namespace.to_string())
             .bind(namespace.to_string())
             .bind(i64::from(max_worker_id))
+            .bind(namespace.to_string())
+            .bind(token.to_string())
             .fetch_optional(&self.pool)
             .await?;
         let Some(row) = row else {

@@ -13,6 +13,7 @@ mod input;
 mod lifecycle;
 mod listing;
 mod removal;
+mod resent;
 
 pub use contention::*;
 pub use durability::*;
@@ -22,6 +23,7 @@ pub use input::*;
 pub use lifecycle::*;
 pub use listing::*;
 pub use removal::*;
+pub use resent::*;
 
 use crate::StoreFactory;
 
@@ -29,6 +31,7 @@ registry!(
     /// Every scenario, in the order [`run_all`](crate::run_all) runs them.
     ALL: dyn StoreFactory;
     grants_distinct_ids_until_exhausted,
+    an_acquire_sent_again_finds_its_grant,
     tokens_are_22_url_safe_characters,
     smallest_and_largest_pools,
     renew_extends_the_lease,

@@ -1,5 +1,5 @@
 -- list: every ID ever granted, read in one atomic step with the server's time.
--- KEYS[1] namespace hash
+-- KEYS[1] namespace hash (its "t:<token>" index entries are skipped)
 -- Returns {'unknown'} for a namespace never used, else
 -- {'ok', max, now_s, now_us_part, id1, ends_ms1, fence1, watermark1, holder1, id2, ...}
 -- where ends_ms is 0 once released (numbers as decimal strings).
@@ -10,7 +10,7 @@ for i = 1, #states, 2 do
   local field = states[i]
   if field == 'max' then
     out[2] = states[i + 1]
-  elseif field ~= 'next' then
+  elseif field ~= 'next' and string.sub(field, 1, 2) ~= 't:' then
     local token, fence, watermark, ends, holder = string.match(states[i + 1], '^(%S+) (%d+) (%d+) (%d+) (%S+)$')
     if not token then
       return error('corrupt lease state for worker ID ' .. field)
