@@ -377,10 +377,10 @@ async fn livez() -> &'static str {
 async fn readyz(State(app): State<Arc<App>>) -> Response {
     let mut not_ready = Vec::new();
     if !app.tags.fresh() {
-        not_ready.push("tag list not read from the store lately");
+        not_ready.push("tag list not read from the store lately".to_string());
     }
-    if app.snowflake.as_ref().is_some_and(|s| !s.ready()) {
-        not_ready.push("snowflake worker holds no live lease");
+    if let Some(Err(reason)) = app.snowflake.as_ref().map(|s| s.status()) {
+        not_ready.push(format!("snowflake worker: {reason}"));
     }
     if not_ready.is_empty() {
         "ready\n".into_response()

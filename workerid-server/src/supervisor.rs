@@ -69,10 +69,26 @@ impl Snowflake {
     /// Probed by taking one ID (never served): the generator fails closed
     /// at the lease deadline, before the keeper reports the loss.
     pub fn worker_id(&self) -> Option<u32> {
+        self.status().ok()
+    }
+
+    /// The worker ID of the current worker while it can issue IDs, or why it
+    /// cannot: no worker (joining), the lease lost, its deadline passed
+    /// before a renewal succeeded, the reserved window run out. Probed as
+    /// [`Snowflake::worker_id`] is.
+    pub fn status(&self) -> std::result::Result<u32, String> {
         let current = self.current.load();
-        let worker = current.as_ref()?;
-        let live = matches!(worker.state(), WorkerState::Ready { .. }) && worker.next_id().is_ok();
-        live.then(|| worker.worker_id())
+        let Some(worker) = current.as_ref() else {
+            return Err("no worker holds a lease (joining)".into());
+        };
+        if !matches!(worker.state(), WorkerState::Ready { .. }) {
+            return Err("the lease was lost".into());
+        }
+        match worker.next_id() {
+            Ok(_) => Ok(worker.worker_id()),
+            Err(Error::NotReady { reason }) => Err(reason),
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     /// Waits until the first join has succeeded or failed, for up to
@@ -92,14 +108,9 @@ impl Snowflake {
         match &*self.current.load() {
             Some(worker) => worker.next_id(),
             None => Err(Error::NotReady {
-                reason: "no live lease".into(),
+                reason: "no worker holds a lease (joining)".into(),
             }),
         }
-    }
-
-    /// Whether a worker holds a live lease now (see [`Snowflake::worker_id`]).
-    pub fn ready(&self) -> bool {
-        self.worker_id().is_some()
     }
 }
 
@@ -204,7 +215,10 @@ mod tests {
             Namespace::new("test").unwrap(),
             Holder::new("test:1").unwrap(),
         );
-        assert!(!s.ready());
+        assert_eq!(
+            s.status(),
+            Err("no worker holds a lease (joining)".to_string())
+        );
         assert!(matches!(s.next_id(), Err(Error::NotReady { .. })));
     }
 }

@@ -43,6 +43,15 @@ fn the_worker_rejoins_after_a_frozen_store_and_after_a_store_restart() {
         "the worker kept serving on a lease it could not renew:\n{}",
         server.log_text()
     );
+    // The 503 names the cause: a store that does not answer, not a lease
+    // someone else holds.
+    let (status, why) = server.get("/readyz");
+    assert_eq!(status, 503);
+    assert!(
+        why.contains("deadline passed before a renewal succeeded")
+            || why.contains("reserved in the store ran out"),
+        "/readyz with the store frozen: {why}"
+    );
     std::thread::sleep((TTL + Duration::from_secs(2)).saturating_sub(frozen.elapsed()));
     process.resume();
     let back = wait_for_status(&server, "/api/snowflake/get/x", 200, RECOVERY * 3);

@@ -299,14 +299,13 @@ impl Generator {
             } else {
                 self.coarse()
             };
-            if now.mono.saturating_add(now.behind) >= self.deadline_ns.load(Ordering::Acquire) {
+            let deadline = self.deadline_ns.load(Ordering::Acquire);
+            if now.mono.saturating_add(now.behind) >= deadline {
                 if now.behind != 0 {
                     precise = true;
                     continue;
                 }
-                return Err(Error::NotReady {
-                    reason: "no live lease (starting, stopped, lost, or past its deadline)".into(),
-                });
+                return Err(past_deadline(deadline));
             }
             if now.wall < self.epoch_ns {
                 return Err(self.too_large(self.layout.epoch() - Duration::from_nanos(now.wall)));
@@ -495,6 +494,20 @@ impl Generator {
     /// Stops issuing IDs, at once.
     pub(crate) fn close(&self) {
         self.deadline_ns.store(0, Ordering::Release);
+    }
+}
+
+/// Why no ID can be issued at the lease deadline `deadline` (0: closed).
+#[cold]
+fn past_deadline(deadline: u64) -> Error {
+    let reason = if deadline == 0 {
+        "no live lease (starting, stopped, or lost)"
+    } else {
+        "the lease deadline passed before a renewal succeeded \
+         (the store is unreachable or answers late)"
+    };
+    Error::NotReady {
+        reason: reason.into(),
     }
 }
 
