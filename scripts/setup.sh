@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the tests and CI need beyond the Rust toolchain, on Debian
 # (as root, or with sudo): the database servers the tests start themselves
-# (on free loopback ports, in temporary directories) and protoc, which the
-# etcd client's build needs. Installs only what is missing.
+# (on free loopback ports, in temporary directories), protoc, which the
+# etcd client's build needs, and iptables, with which the network-fault lab
+# (workerid-testkit's netns module) drops packets inside namespaces of its
+# own. Installs only what is missing.
 #
 # etcd is Debian 13's (trixie, etcd 3.5), fetched and verified by apt with
 # the machine's Debian archive keys and unpacked into $ETCD_DIR, without
@@ -20,6 +22,7 @@ declare -A needs=(
   [postgresql]=/usr/lib/postgresql
   [mariadb-server]=mariadbd
   [protobuf-compiler]=protoc
+  [iptables]=iptables
 )
 missing=()
 for pkg in "${!needs[@]}"; do

@@ -76,6 +76,7 @@
 mod acquire;
 mod builder;
 mod cluster;
+mod connector;
 mod held;
 mod keepalive;
 mod keys;

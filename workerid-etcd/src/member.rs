@@ -25,6 +25,8 @@ use std::time::Duration;
 use etcd_client::{Channel, Client, ConnectOptions};
 use tonic::transport::Endpoint;
 
+use crate::connector::Connector;
+
 /// How often an idle connection is pinged; a ping unanswered within the
 /// request timeout closes it, so that a dead member is noticed.
 const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(5);
@@ -64,16 +66,19 @@ impl MemberSettings {
             .keep_alive_while_idle(true)
             .http2_max_local_error_reset_streams(None)
             .initial_connection_window_size(LARGEST_WINDOW);
+        let connector = Connector {
+            user_timeout: self.request_timeout,
+        };
         #[cfg(feature = "tls-rustls")]
         let channel = match &self.tls {
             Some(tls) => {
                 let endpoint = endpoint.tls_config(tls.clone())?;
-                crate::tls::connect_now(&endpoint, url, self.connect_timeout).await?
+                crate::tls::connect_now(&endpoint, connector, url, self.connect_timeout).await?
             }
-            None => endpoint.connect_lazy(),
+            None => endpoint.connect_with_connector_lazy(connector),
         };
         #[cfg(not(feature = "tls-rustls"))]
-        let channel = endpoint.connect_lazy();
+        let channel = endpoint.connect_with_connector_lazy(connector);
         Client::from_channel(Channel::Tonic(channel), Some(self.options.clone())).await
     }
 }

@@ -60,11 +60,13 @@ impl TlsMaterial {
 /// error, which it retries on the next endpoint.
 pub(crate) async fn connect_now(
     endpoint: &Endpoint,
+    connector: crate::connector::Connector,
     url: &str,
     timeout: Duration,
 ) -> Result<Channel, etcd_client::Error> {
     // The handshake has its own timeout; this one bounds the HTTP/2 setup too.
-    match tokio::time::timeout(timeout * 2, endpoint.connect()).await {
+    let connecting = endpoint.connect_with_connector(connector);
+    match tokio::time::timeout(timeout * 2, connecting).await {
         Ok(Ok(channel)) => Ok(channel),
         Ok(Err(e)) => match tls_failure(&e) {
             Some(why) => Err(etcd_client::Error::EndpointError(format!(

@@ -177,6 +177,8 @@ pub fn run(config: &RunConfig) -> Result<RunOutcome> {
         events,
         faults: counts,
         client_errors,
+        liveness: Vec::new(),
+        orphans: Vec::new(),
         dir,
     })
 }

@@ -34,10 +34,13 @@
 pub mod checker;
 pub mod client;
 pub mod clock;
+pub mod fault;
 pub mod history;
 pub mod http;
 pub mod inprocess;
 pub mod nemesis;
+pub mod network;
+pub mod outcome;
 pub mod peers;
 pub mod service;
 pub mod service_check;

@@ -18,42 +18,14 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use workerid::snowflake::Layout;
 
-use crate::checker::{check, CheckOptions, Report};
+use crate::checker::{check, CheckOptions};
 use crate::clock::mono_ns;
+pub use crate::fault::Fault;
 use crate::history::read_dir;
+use crate::network::{GrantWatcher, Heal, Labs};
+pub use crate::outcome::RunOutcome;
 use crate::targets::Target;
 use crate::{io_error, FaultsError, Result};
-
-/// A fault the nemesis can inject.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
-pub enum Fault {
-    /// SIGKILL a client (it releases nothing); a new one takes its place.
-    KillClient,
-    /// SIGSTOP a client for 1.5 to 2.5 ttls, then SIGCONT. An unsafe client
-    /// that holds a worker ID is paused first.
-    PauseClient,
-    /// Step a client's wall clock forwards or backwards (SIGUSR1 / SIGUSR2).
-    StepClock,
-    /// SIGKILL the store server and start it again on the same data.
-    RestartStore,
-    /// Freeze the store server (every process of it; on an etcd cluster,
-    /// a follower) with SIGSTOP for 1.5 to 2.5 ttls, then SIGCONT: a
-    /// network partition as its clients see it.
-    PauseStore,
-    /// Freeze the etcd leader for 1.5 to 2.5 ttls, then SIGCONT: the others
-    /// elect a new leader while the old one still believes it leads (the
-    /// fault the etcd store's quarantine answers: see docs/guarantees.md).
-    PauseEtcdLeader,
-    /// SIGKILL the etcd leader and start it again a few seconds later.
-    KillEtcdLeader,
-    /// SIGKILL an etcd follower and start it again a few seconds later.
-    KillEtcdFollower,
-}
-
-impl Fault {
-    /// The faults on clients, which every store can take.
-    pub const CLIENT: [Fault; 3] = [Fault::KillClient, Fault::PauseClient, Fault::StepClock];
-}
 
 /// How a run goes.
 #[derive(Debug, Clone)]
@@ -89,6 +61,10 @@ pub struct RunConfig {
     /// checker then holds them to the rule that clock keeps, fail closed by
     /// timestamp, instead of by real time.
     pub ticking: bool,
+    /// Clients live in network namespaces and reach the store over a link
+    /// that [`Fault::NETWORK`] faults break (needs root; see
+    /// [`network`](crate::network)).
+    pub network: bool,
     /// Where histories and logs go (kept); a temporary directory if `None`.
     pub dir: Option<PathBuf>,
 }
@@ -111,6 +87,7 @@ impl RunConfig {
             max_offset_ms: 3_000,
             client_bin: client_bin.into(),
             ticking: false,
+            network: false,
             dir: None,
         }
     }
@@ -159,44 +136,6 @@ impl NemesisEvent {
     }
 }
 
-/// What a run produced.
-#[derive(Debug)]
-pub struct RunOutcome {
-    /// The seed it ran with.
-    pub seed: u64,
-    /// The checker's verdict.
-    pub report: Report,
-    /// What the nemesis did, in order.
-    pub events: Vec<NemesisEvent>,
-    /// How many times each fault was injected.
-    pub faults: BTreeMap<Fault, usize>,
-    /// Client processes that failed in a way no fault explains (an error
-    /// exit), with the end of their log.
-    pub client_errors: Vec<String>,
-    /// Where the histories are.
-    pub dir: PathBuf,
-}
-
-impl RunOutcome {
-    /// A summary: seed, faults, the report.
-    pub fn summary(&self) -> String {
-        let faults: Vec<String> = self
-            .faults
-            .iter()
-            .map(|(f, n)| format!("{f:?} x{n}"))
-            .collect();
-        format!(
-            "seed {} (replay: WORKERID_FAULTS_SEED={}); faults: {}; histories in {} \
-             (a temporary one is removed unless a violation was found)\n{}",
-            self.seed,
-            self.seed,
-            faults.join(", "),
-            self.dir.display(),
-            self.report
-        )
-    }
-}
-
 struct Client {
     name: String,
     child: Child,
@@ -216,6 +155,8 @@ struct Controller<'a> {
     events: Vec<NemesisEvent>,
     client_errors: Vec<String>,
     restarts: Vec<u64>,
+    labs: Option<Labs>,
+    heals: Vec<Heal>,
 }
 
 /// Runs clients against `target` with faults, then checks their histories.
@@ -225,8 +166,14 @@ struct Controller<'a> {
 /// and [`FaultsError::BadHistory`] for the histories; [`FaultsError::Config`]
 /// for a fault the target cannot take.
 pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
+    let labs = config.network.then(|| Labs::new(target)).transpose()?;
+    let watcher = labs.as_ref().map(|_| {
+        let max = (1u32 << config.worker_bits) - 1;
+        GrantWatcher::start(target.url(), namespace(config.seed), max)
+    });
     for fault in &config.faults {
-        if !Fault::CLIENT.contains(fault) && !target.server_faults().contains(fault) {
+        let network = labs.is_some() && Fault::NETWORK.contains(fault);
+        if !network && !Fault::CLIENT.contains(fault) && !target.server_faults().contains(fault) {
             return Err(FaultsError::Config(format!(
                 "{} cannot take the fault {fault:?}",
                 target.name()
@@ -247,6 +194,8 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
         events: Vec::new(),
         client_errors: Vec::new(),
         restarts: Vec::new(),
+        labs,
+        heals: Vec::new(),
     };
     tracing::info!(
         seed = config.seed,
@@ -296,6 +245,12 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
         options.forgetful_restarts = c.restarts.clone();
     }
     let report = check(&histories, &options);
+    let liveness = crate::network::liveness(
+        &histories,
+        &c.heals,
+        |name| name.get(1..)?.parse().ok().map(Labs::of_client),
+        config.ttl * 3,
+    );
     if !report.is_safe() {
         // Keep the evidence.
         crate::targets::save_logs(target, &dir);
@@ -309,6 +264,8 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
         events: c.events,
         faults: counts,
         client_errors: c.client_errors,
+        liveness,
+        orphans: watcher.map(|w| w.finish(&histories)).unwrap_or_default(),
         dir,
     })
 }
@@ -333,6 +290,11 @@ pub(crate) fn run_dir(dir: Option<&Path>) -> Result<(PathBuf, Option<tempfile::T
 
 pub(crate) fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The namespace of a run seeded with `seed`.
+fn namespace(seed: u64) -> String {
+    format!("faults-{}", seed % 1_000_000_007)
 }
 
 /// Whether client `name` has recorded a grant.
@@ -367,12 +329,19 @@ impl Controller<'_> {
         let seed = client_seed(self.config.seed, n);
         let log = std::fs::File::create(self.dir.join(format!("{name}.log")))
             .map_err(io_error(self.dir.join(format!("{name}.log"))))?;
-        let mut command = Command::new(&self.config.client_bin);
+        let (mut command, url) = match &self.labs {
+            Some(labs) => {
+                let lab = Labs::of_client(n);
+                let command = labs.command(lab, &self.config.client_bin);
+                (command, labs.url(lab).to_string())
+            }
+            None => (Command::new(&self.config.client_bin), self.target.url()),
+        };
         command
             .arg("--store")
-            .arg(self.target.url())
+            .arg(url)
             .arg("--namespace")
-            .arg(format!("faults-{}", self.config.seed % 1_000_000_007))
+            .arg(namespace(self.config.seed))
             .arg("--name")
             .arg(&name)
             .arg("--worker-bits")
@@ -555,6 +524,14 @@ impl Controller<'_> {
                 self.clients[i].offset_ms = new;
                 let name = self.clients[i].name.clone();
                 self.log(format!("step the clock of {name} to {new:+} ms"));
+            }
+            network if Fault::NETWORK.contains(&network) => {
+                let Some(labs) = &self.labs else {
+                    return false;
+                };
+                let (applied, heal) = labs.apply(network, &mut self.rng, self.config.ttl);
+                self.heals.push(heal);
+                self.log(applied.what);
             }
             server => {
                 let applied = self.target.apply(server, &mut self.rng, self.config.ttl);

@@ -187,7 +187,9 @@ pub(crate) fn poll_leases(shared: &Shared, url: &str, namespace: &str, max_worke
     });
 }
 
-async fn open(url: &str, namespace: &str, max_worker_id: u32) -> Option<Allocator> {
+/// An allocator on `namespace` at `url` for an observer (one connection,
+/// short timeouts), or `None` (logged) when the store cannot be opened.
+pub(crate) async fn open(url: &str, namespace: &str, max_worker_id: u32) -> Option<Allocator> {
     let store = workerid::OpenOptions::new()
         .connect_timeout(REQUEST_TIMEOUT)
         .request_timeout(REQUEST_TIMEOUT)

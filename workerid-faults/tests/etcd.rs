@@ -1,5 +1,6 @@
 //! One etcd node: client faults, and the node killed with SIGKILL and
-//! started again on its data directory. Every rule holds.
+//! started again on its data directory; and clients in network namespaces
+//! under real network faults. Every rule holds.
 
 mod support;
 
@@ -11,4 +12,10 @@ use workerid_faults::targets::{StoreKind, Target};
 fn etcd_keeps_every_rule_under_client_faults_and_crashes() {
     let target = Target::start(StoreKind::Etcd).unwrap();
     support::survives_every_fault(&target, Duration::from_secs(30));
+}
+
+#[test]
+fn etcd_keeps_every_rule_across_network_faults() {
+    let target = Target::start(StoreKind::Etcd).unwrap();
+    support::survives_network_faults(&target, Duration::from_secs(30));
 }

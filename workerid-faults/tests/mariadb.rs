@@ -1,5 +1,6 @@
 //! MariaDB (InnoDB): client faults, and the server killed with SIGKILL and
-//! started again, recovering from its redo log. Every rule holds.
+//! started again, recovering from its redo log; and clients in network
+//! namespaces under real network faults. Every rule holds.
 
 mod support;
 
@@ -11,4 +12,10 @@ use workerid_faults::targets::{StoreKind, Target};
 fn mariadb_keeps_every_rule_under_client_faults_and_crashes() {
     let target = Target::start(StoreKind::MariaDb).unwrap();
     support::survives_every_fault(&target, Duration::from_secs(30));
+}
+
+#[test]
+fn mariadb_keeps_every_rule_across_network_faults() {
+    let target = Target::start(StoreKind::MariaDb).unwrap();
+    support::survives_network_faults(&target, Duration::from_secs(30));
 }

@@ -1,6 +1,6 @@
 //! PostgreSQL: client faults, and the server killed with SIGKILL (every
-//! process of it) and started again, recovering from its WAL. Every rule
-//! holds.
+//! process of it) and started again, recovering from its WAL; and clients
+//! in network namespaces under real network faults. Every rule holds.
 
 mod support;
 
@@ -12,4 +12,10 @@ use workerid_faults::targets::{StoreKind, Target};
 fn postgres_keeps_every_rule_under_client_faults_and_crashes() {
     let target = Target::start(StoreKind::Postgres).unwrap();
     support::survives_every_fault(&target, Duration::from_secs(30));
+}
+
+#[test]
+fn postgres_keeps_every_rule_across_network_faults() {
+    let target = Target::start(StoreKind::Postgres).unwrap();
+    support::survives_network_faults(&target, Duration::from_secs(30));
 }

@@ -1,6 +1,7 @@
 //! Redis with `appendonly yes` + `appendfsync always`: client faults, and
 //! the server killed with SIGKILL and started again on its append-only
-//! file. Every rule holds.
+//! file; and clients in network namespaces under real network faults.
+//! Every rule holds.
 
 mod support;
 
@@ -12,4 +13,10 @@ use workerid_faults::targets::{StoreKind, Target};
 fn durable_redis_keeps_every_rule_under_client_faults_and_crashes() {
     let target = Target::start(StoreKind::RedisDurable).unwrap();
     support::survives_every_fault(&target, Duration::from_secs(30));
+}
+
+#[test]
+fn redis_keeps_every_rule_across_network_faults() {
+    let target = Target::start(StoreKind::RedisDurable).unwrap();
+    support::survives_network_faults(&target, Duration::from_secs(30));
 }

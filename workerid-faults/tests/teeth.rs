@@ -1,7 +1,8 @@
 //! The checker has teeth: a deliberately unsafe client (it issues from a
 //! generator of its own, ignoring its lease deadline, its reserved window
-//! and the loss of its lease) is frozen for longer than the ttl while others
-//! wait for its worker ID, and the checker must report it.
+//! and the loss of its lease) is frozen for longer than the ttl, or cut
+//! from the store by a real partition, while others wait for its worker
+//! ID, and the checker must report it.
 
 mod support;
 
@@ -19,6 +20,24 @@ fn an_unsafe_client_that_ignores_its_deadline_is_caught() {
         "no after-deadline violation: {report}"
     );
     // Every violation names the unsafe client (c000): the safe ones are clean.
+    for v in &report.violations {
+        assert!(
+            v.to_string().contains("c000#"),
+            "a violation without the unsafe client: {v}"
+        );
+    }
+}
+
+#[test]
+fn an_unsafe_client_cut_off_from_the_store_is_caught() {
+    let target = Target::start(StoreKind::RedisDurable).unwrap();
+    let outcome = support::an_unsafe_client_cut_off(&target);
+    let report = &outcome.report;
+    assert!(!report.is_safe(), "the checker missed an unsafe client");
+    assert!(
+        report.count("after-deadline") >= 1,
+        "no after-deadline violation: {report}"
+    );
     for v in &report.violations {
         assert!(
             v.to_string().contains("c000#"),

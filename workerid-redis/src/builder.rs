@@ -1,13 +1,15 @@
 //! Connecting: URL or client, single server or cluster, and options.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManagerConfig;
 use redis::cluster::ClusterClientBuilder;
+use redis::io::tcp::TcpSettings;
 use redis::{Client, RedisError};
 use workerid_core::{redact_url, Error, Result};
 
-use crate::connection::Connection;
+use crate::connection::{Connection, Single};
 use crate::keys::{check_prefix, DEFAULT_PREFIX};
 use crate::RedisStore;
 
@@ -151,17 +153,21 @@ impl RedisStoreBuilder {
     /// As [`RedisStoreBuilder::connect`].
     pub async fn connect_client(self, client: Client) -> Result<RedisStore> {
         check_prefix(&self.prefix)?;
+        let info = client
+            .get_connection_info()
+            .clone()
+            .set_tcp_settings(self.tcp_settings());
+        let client = Client::open(info).map_err(unavailable)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connection_timeout))
             .set_response_timeout(Some(self.response_timeout))
             .set_number_of_retries(1);
-        let mut manager = ConnectionManager::new_with_config(client, config)
-            .await
-            .map_err(unavailable)?;
+        let single = Single::connect(client, config).await.map_err(unavailable)?;
+        let connection = Connection::Single(Arc::new(single));
         if self.durable {
-            check_durable(&mut manager).await?;
+            check_durable(&connection).await?;
         }
-        Ok(self.store(Connection::Single(manager)))
+        Ok(self.store(connection))
     }
 
     /// Connects to a Redis Cluster through any of its nodes' URLs.
@@ -175,6 +181,7 @@ impl RedisStoreBuilder {
         let mut builder = ClusterClientBuilder::new(nodes.clone())
             .connection_timeout(self.connection_timeout)
             .response_timeout(self.response_timeout)
+            .tcp_settings(self.tcp_settings())
             .retries(2);
         #[cfg(feature = "tls-rustls")]
         if nodes.iter().any(|url| is_tls(url)) {
@@ -191,6 +198,19 @@ impl RedisStoreBuilder {
         })?;
         let connection = client.get_async_connection().await.map_err(unavailable)?;
         Ok(self.store(Connection::Cluster(connection)))
+    }
+
+    /// What every connection's socket is set to: a request the server has
+    /// not acknowledged within the response timeout ends the connection
+    /// (`TCP_USER_TIMEOUT`), and a connection closed with requests still
+    /// queued discards them (`SO_LINGER` 0). A request that timed out is
+    /// then never delivered later, when a partition heals, to be applied
+    /// after its sender has moved on (an acquire granted to no one).
+    fn tcp_settings(&self) -> TcpSettings {
+        TcpSettings::default()
+            .set_nodelay(true)
+            .set_user_timeout(self.response_timeout)
+            .set_linger_time(Duration::ZERO)
     }
 
     fn store(self, connection: Connection) -> RedisStore {
@@ -221,9 +241,9 @@ fn no_tls(url: &str) -> Error {
 
 /// Refuses a `durable` claim that the server's own configuration denies.
 /// A server that hides CONFIG (managed services do) is taken at its word.
-async fn check_durable(manager: &mut ConnectionManager) -> Result<()> {
+async fn check_durable(connection: &Connection) -> Result<()> {
     let get = |name: &'static str| {
-        let mut manager = manager.clone();
+        let mut manager = connection.clone();
         async move {
             redis::cmd("CONFIG")
                 .arg("GET")

@@ -17,6 +17,7 @@ pub struct SqlStoreBuilder {
     /// None: [`DEFAULT_MAX_CONNECTIONS`], or one for SQLite.
     max_connections: Option<u32>,
     acquire_timeout: Duration,
+    tcp_user_timeout: Duration,
     create_tables: bool,
     segment_versions: bool,
 }
@@ -31,6 +32,7 @@ impl Default for SqlStoreBuilder {
             segments_table: DEFAULT_SEGMENTS_TABLE.to_string(),
             max_connections: None,
             acquire_timeout: Duration::from_secs(5),
+            tcp_user_timeout: Duration::from_secs(2),
             create_tables: true,
             segment_versions: true,
         }
@@ -96,6 +98,18 @@ impl SqlStoreBuilder {
         self
     }
 
+    /// How long data sent to the database may stay unacknowledged before
+    /// its connection is given up (default 2 s; Linux's
+    /// `TCP_USER_TIMEOUT`, set on the pool's connections). A request stuck
+    /// on a broken link then ends with its connection, rather than being
+    /// delivered minutes later when the link heals, and a pool slot is not
+    /// held by a connection that cannot answer. Not applied to a pool
+    /// passed to [`from_pool`](Self::from_pool).
+    pub fn tcp_user_timeout(mut self, timeout: Duration) -> Self {
+        self.tcp_user_timeout = timeout;
+        self
+    }
+
     /// Connects to `url` (`postgres://`, `mysql://`, `mariadb://` or
     /// `sqlite://`) and creates the tables if they are missing.
     ///
@@ -119,6 +133,8 @@ impl SqlStoreBuilder {
         let max_connections =
             self.max_connections
                 .unwrap_or(if sqlite { 1 } else { DEFAULT_MAX_CONNECTIONS });
+        let peers = std::sync::Arc::new(crate::socket::database_addresses(&url).await);
+        let user_timeout = self.tcp_user_timeout;
         let mut options = AnyPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(self.acquire_timeout)
@@ -134,7 +150,10 @@ impl SqlStoreBuilder {
             // connection that broke while idle fails its next statement
             // instead, with `Unavailable` (retryable), and is dropped.
             .test_before_acquire(false)
-            .after_connect(|conn, _| {
+            .after_connect(move |conn, _| {
+                if !peers.is_empty() {
+                    crate::socket::set_user_timeout(&peers, user_timeout);
+                }
                 Box::pin(async move {
                     // MySQL's REPEATABLE READ takes next-key locks on rows an
                     // UPDATE only scans: under load, renewals in one namespace

@@ -54,6 +54,7 @@ mod group_commit;
 mod listing;
 mod schema;
 mod segments;
+mod socket;
 mod store;
 
 pub use builder::SqlStoreBuilder;

@@ -40,6 +40,10 @@
 //! For answers that come late: [`proxy::DelayingProxy`] sits between a
 //! client and a server and holds the server's bytes back.
 //!
+//! For lost packets, partitions and half-open connections over real TCP:
+//! [`netns::Netns`] puts clients in a network namespace of their own,
+//! linked to the servers by a relay, and drops packets on that link.
+//!
 //! A missing server program is a test failure with a message that says how to
 //! install it (`bash scripts/test.sh` does), never a silent skip.
 #![deny(missing_docs)]
@@ -47,6 +51,7 @@
 mod cleanup;
 pub mod etcd;
 pub mod mariadb;
+pub mod netns;
 mod ports;
 pub mod postgres;
 mod process;
@@ -111,25 +116,29 @@ pub(crate) fn run(command: &mut std::process::Command, what: &str) {
 /// Panics with an install hint unless `program` is on the PATH (or is a path
 /// that exists). Returns its full path.
 pub fn require_program(program: &str, debian_package: &str) -> std::path::PathBuf {
-    let candidate = std::path::Path::new(program);
-    if candidate.is_absolute() {
-        if candidate.exists() {
-            return candidate.to_path_buf();
-        }
-    } else if let Some(paths) = std::env::var_os("PATH") {
-        let extra = [
-            std::path::PathBuf::from("/usr/sbin"),
-            std::path::PathBuf::from("/sbin"),
-        ];
-        for dir in std::env::split_paths(&paths).chain(extra) {
-            let full = dir.join(program);
-            if full.is_file() {
-                return full;
-            }
-        }
+    if let Some(full) = find_program(program) {
+        return full;
     }
     panic!(
         "`{program}` is not installed: the tests need a real server. Install the Debian \
          package `{debian_package}` (bash scripts/test.sh does it for you)."
     );
+}
+
+/// The full path of `program` when it is on the PATH, in `/usr/sbin` or
+/// `/sbin` (or is an absolute path that exists).
+pub(crate) fn find_program(program: &str) -> Option<std::path::PathBuf> {
+    let candidate = std::path::Path::new(program);
+    if candidate.is_absolute() {
+        return candidate.exists().then(|| candidate.to_path_buf());
+    }
+    let paths = std::env::var_os("PATH").unwrap_or_default();
+    let extra = [
+        std::path::PathBuf::from("/usr/sbin"),
+        std::path::PathBuf::from("/sbin"),
+    ];
+    std::env::split_paths(&paths)
+        .chain(extra)
+        .map(|dir| dir.join(program))
+        .find(|full| full.is_file())
 }

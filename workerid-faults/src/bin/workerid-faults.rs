@@ -7,6 +7,14 @@
 //!     --store etcd-cluster --duration-secs 600 --clients 6 --seed 42
 //! ```
 //!
+//! With `--network`, clients live in network namespaces and the faults
+//! include real network ones (see `workerid_faults::network`):
+//!
+//! ```sh
+//! cargo run -p workerid-faults --release --bin workerid-faults -- \
+//!     --store redis-durable --network --duration-secs 600 --seed 42
+//! ```
+//!
 //! With `--service`, the same for the HTTP service: `--servers` real
 //! `workerid-server` processes on the store, under server and store
 //! faults (see `workerid_faults::service`):
@@ -57,6 +65,11 @@ struct Args {
     /// Only faults on clients (no store restarts).
     #[arg(long)]
     client_faults_only: bool,
+    /// Clients in network namespaces of their own, and the network faults
+    /// (partitions, one-way loss, lossy, half-open and stalled links) among
+    /// the faults (needs root).
+    #[arg(long)]
+    network: bool,
     /// Only these faults (comma-separated), instead of every fault the
     /// store can take.
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -133,6 +146,10 @@ fn main() {
             Ok(target) => {
                 if !args.client_faults_only {
                     config.faults.extend(target.server_faults());
+                }
+                if args.network {
+                    config.network = true;
+                    config.faults.extend(Fault::NETWORK);
                 }
                 if !args.faults.is_empty() {
                     config.faults = args.faults.clone();

@@ -76,6 +76,42 @@ pub fn assert_worked(outcome: &RunOutcome, faults: &[Fault]) {
     );
 }
 
+/// Runs `duration` of every network fault on clients in network namespaces
+/// (4 clients on a pool of 8, so that none waits for a free ID), asserts
+/// the run safe with no orphan grant and every client issuing again after
+/// each heal, and returns it.
+pub fn survives_network_faults(target: &Target, duration: Duration) -> RunOutcome {
+    let faults = Fault::NETWORK.to_vec();
+    let mut config = config(duration, &faults);
+    config.network = true;
+    config.clients = 4;
+    config.worker_bits = 3;
+    let outcome = nemesis::run(target, &config).unwrap();
+    assert_safe(&outcome, &faults);
+    assert!(
+        outcome.orphans.is_empty(),
+        "grants no client knew of (worker ID, fence), seed {}: {:?}",
+        outcome.seed,
+        outcome.orphans
+    );
+    assert!(
+        !outcome.liveness.is_empty(),
+        "no heal was judged (seed {})",
+        outcome.seed
+    );
+    let stuck: Vec<_> = outcome
+        .liveness
+        .iter()
+        .filter(|r| r.after.is_none())
+        .collect();
+    assert!(
+        stuck.is_empty(),
+        "clients that never issued again after a heal (seed {}): {stuck:?}",
+        outcome.seed
+    );
+    outcome
+}
+
 /// A short service run's settings: the seed from `WORKERID_FAULTS_SEED` or
 /// random, the `workerid-server` program built if needed, `duration` of
 /// every fault `target` can take.
@@ -140,6 +176,26 @@ pub fn an_unsafe_client_frozen(target: &Target, ticking: bool) -> RunOutcome {
     config.unsafe_clients = 1;
     config.fault_every = Duration::from_secs(4);
     config.ticking = ticking;
+    let dir = tempfile::tempdir().unwrap();
+    config.dir = Some(dir.path().to_path_buf());
+    let outcome = nemesis::run(target, &config).unwrap();
+    println!("{}", outcome.summary());
+    assert_worked(&outcome, &faults);
+    outcome
+}
+
+/// 20 s of an unsafe client (c000, in lab 0) and two safe ones on a pool of
+/// two worker IDs, the labs cut from the store now and then for up to three
+/// ttls while the others queue for the unsafe one's worker ID. The
+/// violations are expected.
+pub fn an_unsafe_client_cut_off(target: &Target) -> RunOutcome {
+    let faults = [Fault::PartitionClients];
+    let mut config = config(Duration::from_secs(20), &faults);
+    config.network = true;
+    config.worker_bits = 1;
+    config.clients = 3;
+    config.unsafe_clients = 1;
+    config.fault_every = Duration::from_secs(3);
     let dir = tempfile::tempdir().unwrap();
     config.dir = Some(dir.path().to_path_buf());
     let outcome = nemesis::run(target, &config).unwrap();

@@ -1,0 +1,59 @@
+//! The faults the nemesis injects: on clients, on the store's servers, on
+//! the network between them.
+
+/// A fault the nemesis can inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
+pub enum Fault {
+    /// SIGKILL a client (it releases nothing); a new one takes its place.
+    KillClient,
+    /// SIGSTOP a client for 1.5 to 2.5 ttls, then SIGCONT. An unsafe client
+    /// that holds a worker ID is paused first.
+    PauseClient,
+    /// Step a client's wall clock forwards or backwards (SIGUSR1 / SIGUSR2).
+    StepClock,
+    /// SIGKILL the store server and start it again on the same data.
+    RestartStore,
+    /// Freeze the store server (every process of it; on an etcd cluster,
+    /// a follower) with SIGSTOP for 1.5 to 2.5 ttls, then SIGCONT: a
+    /// network partition as its clients see it.
+    PauseStore,
+    /// Freeze the etcd leader for 1.5 to 2.5 ttls, then SIGCONT: the others
+    /// elect a new leader while the old one still believes it leads (the
+    /// fault the etcd store's quarantine answers: see docs/guarantees.md).
+    PauseEtcdLeader,
+    /// SIGKILL the etcd leader and start it again a few seconds later.
+    KillEtcdLeader,
+    /// SIGKILL an etcd follower and start it again a few seconds later.
+    KillEtcdFollower,
+    /// Cut one lab of clients from the store, both ways, for 0.5 to 3 ttls
+    /// (a network run: see [`network`](crate::network)).
+    PartitionClients,
+    /// Drop the store's replies to one lab for 0.5 to 3 ttls: requests
+    /// arrive and are applied, their answers are lost.
+    DropReplies,
+    /// Drop one lab's requests to the store for 0.5 to 3 ttls.
+    DropRequests,
+    /// Lose 5 to 30 % of one lab's packets, both ways, for 1 to 3 ttls.
+    LossyLink,
+    /// Cut one lab, make the store's end forget its connections, heal 0.5
+    /// to 1 ttl later: the clients hold half-open connections.
+    HalfOpen,
+    /// One lab's relay accepts connections and moves nothing for 0.5 to 2
+    /// ttls, then delivers what it held.
+    StallLink,
+}
+
+impl Fault {
+    /// The faults on clients, which every store can take.
+    pub const CLIENT: [Fault; 3] = [Fault::KillClient, Fault::PauseClient, Fault::StepClock];
+    /// The faults on the network between clients and the store, for a
+    /// network run ([`RunConfig::network`]).
+    pub const NETWORK: [Fault; 6] = [
+        Fault::PartitionClients,
+        Fault::DropReplies,
+        Fault::DropRequests,
+        Fault::LossyLink,
+        Fault::HalfOpen,
+        Fault::StallLink,
+    ];
+}

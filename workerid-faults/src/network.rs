@@ -1,0 +1,391 @@
+//! Real network faults between clients and the store.
+//!
+//! Clients run in network namespaces of their own ([`Labs`], two of them, so
+//! that one side can be cut while the other still reaches the store), each
+//! reaching the store through a relay on a veth link
+//! ([`workerid_testkit::netns`]). The faults drop packets on a lab's link
+//! with iptables, so the clients' kernels behave as on a broken network
+//! (retransmission with backoff, answers lost after the store applied the
+//! request, half-open connections), rather than seeing a frozen server.
+//!
+//! After each fault heals, [`liveness`] measures how long every client of
+//! that lab takes to issue IDs again.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::Rng;
+use workerid_testkit::netns::Netns;
+
+use crate::clock::mono_ns;
+use crate::history::{ClientHistory, Event};
+use crate::nemesis::Fault;
+use crate::targets::{Applied, Target};
+use crate::{FaultsError, Result};
+
+/// How many labs a network run has: clients alternate between them.
+pub const LABS: usize = 2;
+
+/// One lab: a namespace, its relays to the store, the URL clients inside use.
+#[derive(Debug)]
+struct Lab {
+    netns: Netns,
+    url: String,
+}
+
+/// The namespaces a network run's clients live in.
+#[derive(Debug)]
+pub struct Labs {
+    labs: Vec<Lab>,
+}
+
+/// When a network fault on a lab ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heal {
+    /// Which fault ended.
+    pub fault: Fault,
+    /// Which lab.
+    pub lab: usize,
+    /// When (`CLOCK_MONOTONIC` ns).
+    pub at: u64,
+}
+
+impl Labs {
+    /// Two labs with relays to every server of `target`.
+    ///
+    /// # Errors
+    /// [`FaultsError::Config`] for a store whose clients learn addresses
+    /// from the store itself (Redis Cluster, an etcd cluster: their
+    /// members announce loopback addresses, which are not reachable from a
+    /// lab) or that has no server (memory, SQLite).
+    ///
+    /// # Panics
+    /// When a lab cannot be set up (not root, no `ip` or `iptables`).
+    pub fn new(target: &Target) -> Result<Labs> {
+        let url = target.url();
+        let ports = loopback_ports(&url);
+        let name = target.name();
+        if ports.is_empty() || name.contains("cluster") {
+            return Err(FaultsError::Config(format!(
+                "network faults need a store its clients reach at the addresses they \
+                 are given; {name} is not one"
+            )));
+        }
+        let labs = (0..LABS)
+            .map(|_| {
+                let netns = Netns::new();
+                let mut through = url.clone();
+                for &port in &ports {
+                    let relay = netns.forward(SocketAddr::from(([127, 0, 0, 1], port)));
+                    through = through.replace(&format!("127.0.0.1:{port}"), &relay.to_string());
+                }
+                Lab {
+                    netns,
+                    url: through,
+                }
+            })
+            .collect();
+        Ok(Labs { labs })
+    }
+
+    /// The lab client number `n` lives in.
+    pub fn of_client(n: usize) -> usize {
+        n % LABS
+    }
+
+    /// The store's URL from inside lab `lab`.
+    pub fn url(&self, lab: usize) -> &str {
+        &self.labs[lab].url
+    }
+
+    /// `program`, to run inside lab `lab`.
+    pub fn command(&self, lab: usize, program: &std::path::Path) -> Command {
+        self.labs[lab].netns.command(program)
+    }
+
+    /// Applies a network fault to a lab picked at random, for a while
+    /// scaled by `ttl`, and heals it.
+    pub fn apply(&self, fault: Fault, rng: &mut StdRng, ttl: Duration) -> (Applied, Heal) {
+        let lab = rng.random_range(0..self.labs.len());
+        let netns = &self.labs[lab].netns;
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        let mut lasting = |low: u64, high: u64| {
+            Duration::from_millis(rng.random_range(ttl_ms * low / 2..=ttl_ms * high / 2))
+        };
+        let what = match fault {
+            Fault::PartitionClients => {
+                let d = lasting(1, 6);
+                netns.cut();
+                std::thread::sleep(d);
+                format!("cut lab {lab} from the store both ways for {d:?}")
+            }
+            Fault::DropReplies => {
+                let d = lasting(1, 6);
+                netns.drop_replies();
+                std::thread::sleep(d);
+                format!("drop the store's replies to lab {lab} for {d:?}")
+            }
+            Fault::DropRequests => {
+                let d = lasting(1, 6);
+                netns.drop_requests();
+                std::thread::sleep(d);
+                format!("drop lab {lab}'s requests to the store for {d:?}")
+            }
+            Fault::LossyLink => {
+                let d = lasting(2, 6);
+                let percent = rng.random_range(5..=30);
+                netns.lose(percent);
+                std::thread::sleep(d);
+                format!("lose {percent} % of lab {lab}'s packets for {d:?}")
+            }
+            Fault::HalfOpen => {
+                let d = lasting(1, 2);
+                netns.cut();
+                netns.reset_connections();
+                std::thread::sleep(d);
+                format!(
+                    "cut lab {lab}, forget its connections at the store's end, heal after \
+                     {d:?}: its connections are half-open"
+                )
+            }
+            Fault::StallLink => {
+                let d = lasting(1, 4);
+                netns.stall(true);
+                std::thread::sleep(d);
+                netns.stall(false);
+                format!("stall lab {lab}'s link (connections accepted, nothing moves) for {d:?}")
+            }
+            other => format!("{other:?} is not a network fault"),
+        };
+        netns.heal();
+        let at = mono_ns();
+        let applied = Applied {
+            what,
+            killed_at: None,
+            ended: at,
+        };
+        (applied, Heal { fault, lab, at })
+    }
+}
+
+/// Every port of a `127.0.0.1:<port>` address in `url`, in order.
+fn loopback_ports(url: &str) -> Vec<u16> {
+    const HOST: &str = "127.0.0.1:";
+    let mut ports = Vec::new();
+    for (start, _) in url.match_indices(HOST) {
+        let digits: String = url[start + HOST.len()..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        if let Ok(port) = digits.parse() {
+            if !ports.contains(&port) {
+                ports.push(port);
+            }
+        }
+    }
+    ports
+}
+
+/// Watches the store for grants no client knows of: an acquire applied
+/// whose answer was lost, and that its sender never found again, holds a
+/// worker ID for a whole ttl with no one using it.
+#[derive(Debug)]
+pub struct GrantWatcher {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<BTreeSet<(u32, u64)>>,
+}
+
+impl GrantWatcher {
+    /// Lists `namespace` at `url` (from outside the labs) every 100 ms,
+    /// noting every live lease's worker ID and fence, until
+    /// [`finish`](Self::finish).
+    pub fn start(url: String, namespace: String, max_worker_id: u32) -> GrantWatcher {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let mut seen = BTreeSet::new();
+            let Some(runtime) = crate::service_clients::thread_runtime("the grant watcher") else {
+                return seen;
+            };
+            runtime.block_on(async {
+                let mut allocator = None;
+                while !stopped.load(Ordering::Relaxed) {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let Some(a) = allocator.as_ref() else {
+                        allocator =
+                            crate::service_clients::open(&url, &namespace, max_worker_id).await;
+                        continue;
+                    };
+                    if let Ok(listing) = a.list().await {
+                        seen.extend(listing.live().map(|l| (l.id.get(), l.fence)));
+                    }
+                }
+            });
+            seen
+        });
+        GrantWatcher { stop, thread }
+    }
+
+    /// Stops watching; returns the (worker ID, fence) of every live lease
+    /// seen that no client's history has a grant of.
+    pub fn finish(self, histories: &[ClientHistory]) -> Vec<(u32, u64)> {
+        self.stop.store(true, Ordering::Relaxed);
+        let seen = self.thread.join().unwrap_or_default();
+        let known: BTreeSet<(u32, u64)> = histories
+            .iter()
+            .flat_map(|h| &h.events)
+            .filter_map(|event| match event {
+                Event::Grant {
+                    worker_id, fence, ..
+                } => Some((*worker_id, *fence)),
+                _ => None,
+            })
+            .collect();
+        seen.difference(&known).copied().collect()
+    }
+}
+
+/// How long one client took to issue again after a heal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovery {
+    /// The client.
+    pub client: String,
+    /// The heal.
+    pub heal: Heal,
+    /// From the heal to the first ID issued after it; `None` when the client
+    /// issued none (it ended first, or never recovered).
+    pub after: Option<Duration>,
+}
+
+/// For every heal, every client of the healed lab that was running then and
+/// ran for at least `horizon` more: how long until it issued an ID again.
+/// `lab_of` names each client's lab; clients that the nemesis stopped,
+/// killed or that ended within the horizon are not judged (their silence is
+/// the nemesis's, not the network's).
+pub fn liveness(
+    histories: &[ClientHistory],
+    heals: &[Heal],
+    lab_of: impl Fn(&str) -> Option<usize>,
+    horizon: Duration,
+) -> Vec<Recovery> {
+    let horizon = u64::try_from(horizon.as_nanos()).unwrap_or(u64::MAX);
+    let mut out = Vec::new();
+    for heal in heals {
+        for history in histories {
+            if lab_of(&history.client) != Some(heal.lab) {
+                continue;
+            }
+            let (Some(start), Some(end)) = (first_instant(history), last_instant(history)) else {
+                continue;
+            };
+            if start > heal.at || end < heal.at + horizon {
+                continue;
+            }
+            let after = history.events.iter().find_map(|event| match event {
+                Event::Ids { t0, .. } if *t0 >= heal.at => Some(Duration::from_nanos(t0 - heal.at)),
+                _ => None,
+            });
+            out.push(Recovery {
+                client: history.client.clone(),
+                heal: *heal,
+                after,
+            });
+        }
+    }
+    out
+}
+
+fn first_instant(history: &ClientHistory) -> Option<u64> {
+    history.events.iter().map(instant).next()
+}
+
+fn last_instant(history: &ClientHistory) -> Option<u64> {
+    history.events.iter().map(instant).next_back()
+}
+
+/// When an event happened (an ID batch: when its last ID was issued).
+fn instant(event: &Event) -> u64 {
+    match event {
+        Event::Start { at, .. }
+        | Event::Lost { at, .. }
+        | Event::Stopping { at, .. }
+        | Event::Stopped { at, .. }
+        | Event::JoinFailed { at, .. }
+        | Event::Clock { at, .. }
+        | Event::Crash { at, .. } => *at,
+        Event::Grant { granted, .. } => *granted,
+        Event::Ids { t1, .. } => *t1,
+    }
+}
+
+/// The recoveries as a distribution (count, median, p90, worst), overall
+/// and per fault, and the clients that never issued again.
+pub fn summarize(recoveries: &[Recovery]) -> String {
+    let mut lines = vec![distribution("liveness after heals", recoveries)];
+    for fault in Fault::NETWORK {
+        let of: Vec<Recovery> = recoveries
+            .iter()
+            .filter(|r| r.heal.fault == fault)
+            .cloned()
+            .collect();
+        if !of.is_empty() {
+            lines.push(distribution(&format!("  after {fault:?}"), &of));
+        }
+    }
+    lines.join("\n")
+}
+
+fn distribution(what: &str, recoveries: &[Recovery]) -> String {
+    let mut times: Vec<Duration> = recoveries.iter().filter_map(|r| r.after).collect();
+    times.sort_unstable();
+    let stuck: Vec<String> = recoveries
+        .iter()
+        .filter(|r| r.after.is_none())
+        .map(|r| format!("{} after the heal at {}", r.client, r.heal.at))
+        .collect();
+    if times.is_empty() && stuck.is_empty() {
+        return format!("{what}: nothing to judge");
+    }
+    let at = |q: f64| {
+        times
+            .get(((times.len() as f64 - 1.0) * q).round() as usize)
+            .map_or("-".to_string(), |d| format!("{:.2} s", d.as_secs_f64()))
+    };
+    format!(
+        "{what}: {} recoveries, median {}, p90 {}, worst {}; never issued again: {}",
+        times.len(),
+        at(0.5),
+        at(0.9),
+        at(1.0),
+        if stuck.is_empty() {
+            "none".to_string()
+        } else {
+            stuck.join(", ")
+        }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_ports_are_found_in_every_url_kind() {
+        assert_eq!(loopback_ports("redis://127.0.0.1:6390/"), [6390]);
+        assert_eq!(
+            loopback_ports("postgres://u:p@127.0.0.1:5433/db?x=127.0.0.1:1"),
+            [5433, 1]
+        );
+        assert_eq!(
+            loopback_ports("etcd://127.0.0.1:1,127.0.0.1:2,127.0.0.1:1"),
+            [1, 2]
+        );
+        assert!(loopback_ports("memory://").is_empty());
+    }
+}

@@ -1,0 +1,61 @@
+//! What a run produced.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::checker::Report;
+use crate::nemesis::{Fault, NemesisEvent};
+use crate::network::Recovery;
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct RunOutcome {
+    /// The seed it ran with.
+    pub seed: u64,
+    /// The checker's verdict.
+    pub report: Report,
+    /// What the nemesis did, in order.
+    pub events: Vec<NemesisEvent>,
+    /// How many times each fault was injected.
+    pub faults: BTreeMap<Fault, usize>,
+    /// Client processes that failed in a way no fault explains (an error
+    /// exit), with the end of their log.
+    pub client_errors: Vec<String>,
+    /// A network run: after each heal, how long each client of the healed
+    /// lab took to issue IDs again.
+    pub liveness: Vec<Recovery>,
+    /// A network run: the (worker ID, fence) of every live lease seen in
+    /// the store that no client knew of (an orphan grant).
+    pub orphans: Vec<(u32, u64)>,
+    /// Where the histories are.
+    pub dir: PathBuf,
+}
+
+impl RunOutcome {
+    /// A summary: seed, faults, the report.
+    pub fn summary(&self) -> String {
+        let faults: Vec<String> = self
+            .faults
+            .iter()
+            .map(|(f, n)| format!("{f:?} x{n}"))
+            .collect();
+        let liveness = if self.liveness.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "\n{}\norphan grants (worker ID, fence): {:?}",
+                crate::network::summarize(&self.liveness),
+                self.orphans
+            )
+        };
+        format!(
+            "seed {} (replay: WORKERID_FAULTS_SEED={}); faults: {}; histories in {} \
+             (a temporary one is removed unless a violation was found)\n{}{liveness}",
+            self.seed,
+            self.seed,
+            faults.join(", "),
+            self.dir.display(),
+            self.report
+        )
+    }
+}

@@ -1,0 +1,233 @@
+//! The relays of a [`Netns`](super::Netns): TCP forwarders in the root
+//! namespace, from the link's host end to the servers, that copy bytes
+//! unchanged and can be stalled or made to forget their connections.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Sets `SO_LINGER` to 0 s: closing the socket then aborts the connection
+/// (RST) instead of closing it (FIN), and the socket is gone at once.
+fn linger_zero(socket: &TcpStream) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket and a `linger` of the size given.
+    unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            std::ptr::addr_of!(linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
+
+/// What the relays of one [`Netns`](super::Netns) share.
+#[derive(Debug, Default)]
+pub(super) struct Relay {
+    stalled: Mutex<bool>,
+    /// Signalled when `stalled` turns false, and on resets and stop.
+    wake: Condvar,
+    stopped: AtomicBool,
+    /// The open connections; a connection's sockets close when the last
+    /// `Arc` (here and in its two threads) goes.
+    connections: Mutex<Vec<Arc<Connection>>>,
+    /// The relays' listening addresses, to wake their accepting threads.
+    listeners: Mutex<Vec<SocketAddr>>,
+}
+
+/// A client's connection through a relay.
+#[derive(Debug)]
+struct Connection {
+    client: TcpStream,
+    /// The connection to the target, once made.
+    upstream: OnceLock<TcpStream>,
+    /// Set by [`Relay::reset_connections`]: the relay's threads end without
+    /// closing anything gracefully.
+    reset: AtomicBool,
+}
+
+impl Relay {
+    /// Listens on an OS-picked port of `host` and forwards every connection
+    /// to `target`; returns the listening address. See
+    /// [`Netns::forward`](super::Netns::forward).
+    pub(super) fn forward(self: &Arc<Self>, host: Ipv4Addr, target: SocketAddr) -> SocketAddr {
+        let listener = TcpListener::bind((host, 0)).expect("bind the relay on the link's host end");
+        let address = listener.local_addr().expect("the relay's address");
+        self.listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(address);
+        let relay = Arc::clone(self);
+        thread::Builder::new()
+            .name("workerid-netns-relay".into())
+            .spawn(move || {
+                for client in listener.incoming() {
+                    if relay.stopped.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let Ok(client) = client else { continue };
+                    let relay = Arc::clone(&relay);
+                    let _ = thread::Builder::new()
+                        .name("workerid-netns-relay".into())
+                        .spawn(move || relay.serve(client, target));
+                }
+            })
+            .expect("start the relay's thread");
+        address
+    }
+
+    /// See [`Netns::stall`](super::Netns::stall).
+    /// The ports the relays listen on.
+    pub(super) fn ports(&self) -> Vec<u16> {
+        let listeners = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
+        listeners.iter().map(SocketAddr::port).collect()
+    }
+
+    pub(super) fn stall(&self, stalled: bool) {
+        *self.stalled.lock().unwrap_or_else(|e| e.into_inner()) = stalled;
+        self.wake.notify_all();
+    }
+
+    /// See [`Netns::reset_connections`](super::Netns::reset_connections);
+    /// `lab` names the namespace in the panic message.
+    pub(super) fn reset_connections(&self, lab: &str) {
+        let taken =
+            std::mem::take(&mut *self.connections.lock().unwrap_or_else(|e| e.into_inner()));
+        for connection in &taken {
+            connection.reset.store(true, Ordering::SeqCst);
+            linger_zero(&connection.client);
+            // Wakes the relay's reads without sending anything; the client
+            // gets the RST when the socket closes.
+            let _ = connection.client.shutdown(Shutdown::Read);
+            if let Some(upstream) = connection.upstream.get() {
+                let _ = upstream.shutdown(Shutdown::Both);
+            }
+        }
+        self.wake_all();
+        let left: Vec<_> = taken.iter().map(Arc::downgrade).collect();
+        drop(taken);
+        let start = Instant::now();
+        let mut escalated = false;
+        while left.iter().any(|c| c.strong_count() > 0) {
+            if !escalated && start.elapsed() > Duration::from_millis(200) {
+                // A relay thread blocked writing to a client whose window
+                // is full: only a shutdown for writing wakes it.
+                for connection in left.iter().filter_map(|c| c.upgrade()) {
+                    let _ = connection.client.shutdown(Shutdown::Both);
+                }
+                escalated = true;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "the relay of {lab} did not close its connections"
+            );
+            thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Forwards `client` to `target` until either side closes.
+    fn serve(self: &Arc<Self>, client: TcpStream, target: SocketAddr) {
+        let _ = client.set_nodelay(true);
+        let connection = Arc::new(Connection {
+            client,
+            upstream: OnceLock::new(),
+            reset: AtomicBool::new(false),
+        });
+        {
+            let mut connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+            // Checked under the lock `stop` shuts the sockets down under.
+            if self.stopped.load(Ordering::SeqCst) {
+                return;
+            }
+            connections.push(Arc::clone(&connection));
+        }
+        if self.pass(&connection) {
+            if let Ok(upstream) = TcpStream::connect(target) {
+                let _ = upstream.set_nodelay(true);
+                let upstream = connection.upstream.get_or_init(|| upstream);
+                // A reset or stop that came before the upstream was known
+                // could not close it.
+                if connection.reset.load(Ordering::SeqCst) || self.stopped.load(Ordering::SeqCst) {
+                    let _ = upstream.shutdown(Shutdown::Both);
+                }
+                let (relay, other) = (Arc::clone(self), Arc::clone(&connection));
+                let back = thread::Builder::new()
+                    .name("workerid-netns-relay".into())
+                    .spawn(move || {
+                        if let Some(upstream) = other.upstream.get() {
+                            relay.pump(upstream, &other.client, &other);
+                        }
+                    });
+                self.pump(&connection.client, upstream, &connection);
+                if let Ok(back) = back {
+                    let _ = back.join();
+                }
+            }
+        }
+        let mut connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+        connections.retain(|c| !Arc::ptr_eq(c, &connection));
+    }
+
+    /// Copies `from` to `to` until `from` ends (then closes `to` for
+    /// writing, unless reset) or the connection is reset.
+    fn pump(&self, mut from: &TcpStream, mut to: &TcpStream, connection: &Connection) {
+        let mut buffer = vec![0u8; 64 * 1024];
+        loop {
+            let read = match from.read(&mut buffer) {
+                Ok(0) | Err(_) => break,
+                Ok(read) => read,
+            };
+            if !self.pass(connection) || to.write_all(&buffer[..read]).is_err() {
+                break;
+            }
+        }
+        if !connection.reset.load(Ordering::SeqCst) {
+            let _ = to.shutdown(Shutdown::Write);
+        }
+    }
+
+    /// Waits while the relay is stalled; `false` when the connection was
+    /// reset or the relay stopped meanwhile.
+    fn pass(&self, connection: &Connection) -> bool {
+        let over =
+            || connection.reset.load(Ordering::SeqCst) || self.stopped.load(Ordering::SeqCst);
+        let mut stalled = self.stalled.lock().unwrap_or_else(|e| e.into_inner());
+        while *stalled && !over() {
+            stalled = self.wake.wait(stalled).unwrap_or_else(|e| e.into_inner());
+        }
+        !over()
+    }
+
+    /// Wakes every thread waiting in [`pass`](Self::pass). Taking the lock
+    /// first makes sure none is between its check and its wait.
+    fn wake_all(&self) {
+        let _stalled = self.stalled.lock().unwrap_or_else(|e| e.into_inner());
+        self.wake.notify_all();
+    }
+
+    /// Stops accepting and closes every connection.
+    pub(super) fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        self.wake_all();
+        let listeners = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
+        for address in listeners.iter() {
+            // Wakes the accepting thread, which then sees `stopped`.
+            let _ = TcpStream::connect_timeout(address, Duration::from_secs(1));
+        }
+        let connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+        for connection in connections.iter() {
+            let _ = connection.client.shutdown(Shutdown::Both);
+            if let Some(upstream) = connection.upstream.get() {
+                let _ = upstream.shutdown(Shutdown::Both);
+            }
+        }
+    }
+}
