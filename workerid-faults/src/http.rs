@@ -3,14 +3,14 @@
 //! drive `workerid-server` without pulling an HTTP stack into the suite.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 /// One connection to a server, opened on first use and again after any
 /// error (a killed or restarted server closes it).
 #[derive(Debug)]
 pub struct HttpClient {
-    port: u16,
+    address: SocketAddr,
     timeout: Duration,
     conn: Option<BufReader<TcpStream>>,
 }
@@ -28,8 +28,13 @@ impl HttpClient {
     /// A client of `127.0.0.1:port` whose requests give up after `timeout`
     /// (connecting, and each read or write).
     pub fn new(port: u16, timeout: Duration) -> HttpClient {
+        HttpClient::at(SocketAddr::from(([127, 0, 0, 1], port)), timeout)
+    }
+
+    /// A client of `address`, as [`HttpClient::new`].
+    pub fn at(address: SocketAddr, timeout: Duration) -> HttpClient {
         HttpClient {
-            port,
+            address,
             timeout,
             conn: None,
         }
@@ -51,8 +56,7 @@ impl HttpClient {
 
     fn connection(&mut self) -> io::Result<&mut BufReader<TcpStream>> {
         if self.conn.is_none() {
-            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.port));
-            let stream = TcpStream::connect_timeout(&addr, self.timeout)?;
+            let stream = TcpStream::connect_timeout(&self.address, self.timeout)?;
             stream.set_read_timeout(Some(self.timeout))?;
             stream.set_write_timeout(Some(self.timeout))?;
             stream.set_nodelay(true)?;

@@ -166,7 +166,10 @@ struct Controller<'a> {
 /// and [`FaultsError::BadHistory`] for the histories; [`FaultsError::Config`]
 /// for a fault the target cannot take.
 pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
-    let labs = config.network.then(|| Labs::new(target)).transpose()?;
+    let labs = config
+        .network
+        .then(|| Labs::new(target, crate::network::LABS))
+        .transpose()?;
     let watcher = labs.as_ref().map(|_| {
         let max = (1u32 << config.worker_bits) - 1;
         GrantWatcher::start(target.url(), namespace(config.seed), max)

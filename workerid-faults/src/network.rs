@@ -32,10 +32,12 @@ use crate::{FaultsError, Result};
 /// How many labs a network run has: clients alternate between them.
 pub const LABS: usize = 2;
 
-/// One lab: a namespace, its relays to the store, the URL clients inside use.
+/// One lab: a namespace, its relays to the store (by the store's port),
+/// the URL clients inside use.
 #[derive(Debug)]
 struct Lab {
     netns: Netns,
+    relays: Vec<(u16, SocketAddr)>,
     url: String,
 }
 
@@ -57,7 +59,7 @@ pub struct Heal {
 }
 
 impl Labs {
-    /// Two labs with relays to every server of `target`.
+    /// `count` labs with relays to every server of `target`.
     ///
     /// # Errors
     /// [`FaultsError::Config`] for a store whose clients learn addresses
@@ -67,7 +69,7 @@ impl Labs {
     ///
     /// # Panics
     /// When a lab cannot be set up (not root, no `ip` or `iptables`).
-    pub fn new(target: &Target) -> Result<Labs> {
+    pub fn new(target: &Target, count: usize) -> Result<Labs> {
         let url = target.url();
         let ports = loopback_ports(&url);
         let name = target.name();
@@ -77,18 +79,25 @@ impl Labs {
                  are given; {name} is not one"
             )));
         }
-        let labs = (0..LABS)
+        let labs = (0..count)
             .map(|_| {
                 let netns = Netns::new();
-                let mut through = url.clone();
-                for &port in &ports {
-                    let relay = netns.forward(SocketAddr::from(([127, 0, 0, 1], port)));
-                    through = through.replace(&format!("127.0.0.1:{port}"), &relay.to_string());
-                }
-                Lab {
+                let relays = ports
+                    .iter()
+                    .map(|&port| {
+                        (
+                            port,
+                            netns.forward(SocketAddr::from(([127, 0, 0, 1], port))),
+                        )
+                    })
+                    .collect();
+                let mut lab = Lab {
                     netns,
-                    url: through,
-                }
+                    relays,
+                    url: String::new(),
+                };
+                lab.url = lab.translate(&url);
+                lab
             })
             .collect();
         Ok(Labs { labs })
@@ -104,15 +113,45 @@ impl Labs {
         &self.labs[lab].url
     }
 
+    /// `url` (the store's, with parameters of its own) as seen from inside
+    /// lab `lab`: its loopback addresses replaced by the lab's relays.
+    pub fn translate(&self, lab: usize, url: &str) -> String {
+        self.labs[lab].translate(url)
+    }
+
+    /// The `ip` program and the arguments that run a program inside lab
+    /// `lab` (see [`Netns::exec_prefix`]).
+    pub fn exec_prefix(&self, lab: usize) -> (&std::path::Path, [&str; 3]) {
+        self.labs[lab].netns.exec_prefix()
+    }
+
     /// `program`, to run inside lab `lab`.
     pub fn command(&self, lab: usize, program: &std::path::Path) -> Command {
         self.labs[lab].netns.command(program)
+    }
+
+    /// The address of lab `lab` that the root namespace reaches it at (a
+    /// server inside listens there).
+    pub fn address(&self, lab: usize) -> std::net::Ipv4Addr {
+        self.labs[lab].netns.namespace_address()
     }
 
     /// Applies a network fault to a lab picked at random, for a while
     /// scaled by `ttl`, and heals it.
     pub fn apply(&self, fault: Fault, rng: &mut StdRng, ttl: Duration) -> (Applied, Heal) {
         let lab = rng.random_range(0..self.labs.len());
+        self.apply_on(lab, fault, rng, ttl)
+    }
+
+    /// Applies a network fault to lab `lab` for a while scaled by `ttl`,
+    /// and heals it.
+    pub fn apply_on(
+        &self,
+        lab: usize,
+        fault: Fault,
+        rng: &mut StdRng,
+        ttl: Duration,
+    ) -> (Applied, Heal) {
         let netns = &self.labs[lab].netns;
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
         let mut lasting = |low: u64, high: u64| {
@@ -171,6 +210,16 @@ impl Labs {
             ended: at,
         };
         (applied, Heal { fault, lab, at })
+    }
+}
+
+impl Lab {
+    fn translate(&self, url: &str) -> String {
+        let mut through = url.to_string();
+        for (port, relay) in &self.relays {
+            through = through.replace(&format!("127.0.0.1:{port}"), &relay.to_string());
+        }
+        through
     }
 }
 

@@ -48,6 +48,18 @@ pub enum ServiceFault {
     RestartStore,
     /// SIGSTOP the store for 1.5 to 2.5 ttls, then SIGCONT.
     PauseStore,
+    /// A network run: cut one server from the store, both ways, for 0.5
+    /// to 3 ttls, while its HTTP clients still reach it.
+    CutServerFromStore,
+    /// A network run: the store's replies to one server lost for 0.5 to 3
+    /// ttls (its requests are applied).
+    DropStoreReplies,
+    /// A network run: 5 to 30 % of one server's packets to and from the
+    /// store lost, for 1 to 3 ttls.
+    LossyStoreLink,
+    /// A network run: one server's connections to the store half-open
+    /// (forgotten at the store's end during a short cut).
+    HalfOpenStoreLink,
 }
 
 impl ServiceFault {
@@ -57,6 +69,26 @@ impl ServiceFault {
         ServiceFault::PauseServer,
         ServiceFault::TermServer,
     ];
+
+    /// The faults on the network between one server and the store (a
+    /// network run, [`ServiceConfig::network`]).
+    pub const NETWORK: [ServiceFault; 4] = [
+        ServiceFault::CutServerFromStore,
+        ServiceFault::DropStoreReplies,
+        ServiceFault::LossyStoreLink,
+        ServiceFault::HalfOpenStoreLink,
+    ];
+
+    /// The network fault of the lease suite this one applies.
+    fn network(self) -> Option<Fault> {
+        match self {
+            ServiceFault::CutServerFromStore => Some(Fault::PartitionClients),
+            ServiceFault::DropStoreReplies => Some(Fault::DropReplies),
+            ServiceFault::LossyStoreLink => Some(Fault::LossyLink),
+            ServiceFault::HalfOpenStoreLink => Some(Fault::HalfOpen),
+            _ => None,
+        }
+    }
 
     /// Every fault `target` can take.
     pub fn all_for(target: &Target) -> Vec<ServiceFault> {
@@ -114,6 +146,11 @@ pub struct ServiceConfig {
     /// go-id-alloc or Leaf servers (modelled) on the same segment table,
     /// which is then created as they create it (SQL stores only).
     pub peers: Option<Peers>,
+    /// Each server runs in a network namespace of its own, reaching the
+    /// store over a link that [`ServiceFault::NETWORK`] faults break while
+    /// its HTTP clients still reach it (needs root; see
+    /// [`network`](crate::network)).
+    pub network: bool,
     /// Where the history and logs go (kept); a temporary directory if `None`.
     pub dir: Option<PathBuf>,
 }
@@ -139,6 +176,7 @@ impl ServiceConfig {
             request_pause: Duration::from_millis(2),
             unsafe_shared_worker_id: false,
             peers: None,
+            network: false,
             dir: None,
         }
     }
@@ -231,7 +269,14 @@ impl ServiceOutcome {
 /// [`FaultsError::Config`] for a fault the target cannot take or a bad
 /// setting; [`FaultsError::Io`] for the run's directory.
 pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOutcome> {
-    let possible = ServiceFault::all_for(target);
+    let mut possible = ServiceFault::all_for(target);
+    let labs = config
+        .network
+        .then(|| crate::network::Labs::new(target, config.servers))
+        .transpose()?;
+    if labs.is_some() {
+        possible.extend(ServiceFault::NETWORK);
+    }
     if let Some(f) = config.faults.iter().find(|f| !possible.contains(f)) {
         return Err(FaultsError::Config(format!(
             "{} cannot take {f:?}",
@@ -266,17 +311,17 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
         None => url.clone(),
     };
     let mut servers = Vec::new();
-    let mut ports = Vec::new();
+    let mut addresses = Vec::new();
     for i in 0..config.servers {
-        let (server, port) = launch(config, &dir, i, &server_url)?;
+        let (server, address) = launch(config, &dir, i, &server_url, labs.as_ref())?;
         servers.push(server);
-        ports.push(port);
+        addresses.push(address);
     }
     let shared = Arc::new(Shared::new(config.servers));
     let migration = config.peers.map_or(Migration::Alongside, |p| p.migration);
     let third = nanos(config.duration) / 3;
     let mut threads = Vec::new();
-    for (i, &port) in ports.iter().enumerate() {
+    for (i, &address) in addresses.iter().enumerate() {
         for c in 0..config.clients_per_server {
             let (shared, tags) = (shared.clone(), config.tags.clone());
             let pause = config.request_pause;
@@ -285,7 +330,7 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
                     // The servers take traffic from the second third on.
                     std::thread::sleep(Duration::from_nanos(third));
                 }
-                serve_requests(&shared, i, port, &tags, c, pause);
+                serve_requests(&shared, i, address, &tags, c, pause);
             }));
         }
     }
@@ -325,6 +370,7 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
         target,
         config,
         servers: &servers,
+        labs: labs.as_ref(),
         shared: &shared,
         rng: StdRng::seed_from_u64(config.seed),
         events: Vec::new(),
@@ -422,6 +468,7 @@ struct Nemesis<'a> {
     target: &'a Target,
     config: &'a ServiceConfig,
     servers: &'a [Server],
+    labs: Option<&'a crate::network::Labs>,
     shared: &'a Shared,
     rng: StdRng,
     events: Vec<NemesisEvent>,
@@ -541,6 +588,13 @@ impl Nemesis<'_> {
                     .apply(store_fault, &mut self.rng, self.config.ttl);
                 (applied.what, mono_ns())
             }
+            network => match (self.labs, network.network()) {
+                (Some(labs), Some(fault)) => {
+                    let (applied, _) = labs.apply_on(i, fault, &mut self.rng, self.config.ttl);
+                    (format!("s{i}: {}", applied.what), applied.ended)
+                }
+                _ => (format!("{network:?} needs a network run"), mono_ns()),
+            },
         }
     }
 }

@@ -55,19 +55,19 @@ impl Shared {
     }
 }
 
-/// One client of server `server` (on `port`) until told to stop: cycles
+/// One client of server `server` (at `address`) until told to stop: cycles
 /// through the endpoints, half of its requests for snowflake IDs (what the
 /// recovery figures are measured on), the rest for the tags' segment IDs on
 /// both APIs. Client `n` starts at another point of the cycle.
 pub(crate) fn serve_requests(
     shared: &Shared,
     server: usize,
-    port: u16,
+    address: std::net::SocketAddr,
     tags: &[String],
     n: usize,
     pause: Duration,
 ) {
-    let mut client = HttpClient::new(port, REQUEST_TIMEOUT);
+    let mut client = HttpClient::at(address, REQUEST_TIMEOUT);
     let mut cycle: Vec<(Endpoint, String, String)> = Vec::new();
     for tag in tags {
         cycle.push((

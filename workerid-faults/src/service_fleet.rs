@@ -2,12 +2,14 @@
 //! server as a [`ServerProcess`] (its own process group, so a kill or a
 //! freeze reaches all of it; started again on the same port and config).
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use workerid_testkit::{free_port, ServerProcess, ServerSpec};
 
 use crate::http::HttpClient;
+use crate::network::Labs;
 use crate::service::ServiceConfig;
 use crate::{io_error, FaultsError, Result};
 
@@ -91,14 +93,24 @@ pub(crate) struct Server {
     pub process: ServerProcess,
 }
 
-/// Starts server `i` on `store_url` and waits until it answers `/livez`.
+/// Starts server `i` on `store_url` and waits until it answers `/livez`;
+/// returns it and the address it serves at. In a network run (`labs`) it
+/// runs in lab `i`, reaching the store at that lab's URL.
 pub(crate) fn launch(
     config: &ServiceConfig,
     dir: &std::path::Path,
     i: usize,
     url: &str,
-) -> Result<(Server, u16)> {
+    labs: Option<&Labs>,
+) -> Result<(Server, SocketAddr)> {
     let port = free_port();
+    let (address, url) = match labs {
+        Some(labs) => (
+            SocketAddr::from((labs.address(i), port)),
+            labs.translate(i, url),
+        ),
+        None => (SocketAddr::from(([127, 0, 0, 1], port)), url.to_string()),
+    };
     let mut toml = String::new();
     for tag in &config.tags {
         toml.push_str(&format!(
@@ -117,8 +129,8 @@ pub(crate) fn launch(
     // the environment the suite runs in.
     let pairs = [
         ("--config", path.display().to_string()),
-        ("--store", url.to_string()),
-        ("--listen", format!("127.0.0.1:{port}")),
+        ("--store", url),
+        ("--listen", address.to_string()),
         ("--workers", "2".to_string()),
         ("--store-timeout-ms", "1000".to_string()),
         ("--tags-refresh-ms", "1000".to_string()),
@@ -127,15 +139,26 @@ pub(crate) fn launch(
         ("--snowflake-max-worker-id", max_worker_id.to_string()),
     ];
     let bin = config.server_bin.clone();
+    // `ip netns exec` runs the server itself in the namespace (no process
+    // of its own in between), so signals reach the server.
+    let inside = labs.map(|labs| {
+        let (ip, args) = labs.exec_prefix(i);
+        (ip.to_path_buf(), args.map(String::from))
+    });
     let process = ServerProcess::launch(&format!("server-s{i}"), move |_| {
-        ServerSpec::new(bin)
-            .arg_pairs(&pairs)
+        let spec = match &inside {
+            Some((ip, args)) => ServerSpec::new(ip)
+                .args(args.iter().map(String::as_str))
+                .args([bin.as_os_str()]),
+            None => ServerSpec::new(bin),
+        };
+        spec.arg_pairs(&pairs)
             .ready(move || {
-                HttpClient::new(port, Duration::from_millis(500))
+                HttpClient::at(address, Duration::from_millis(500))
                     .get("/livez")
                     .is_ok_and(|a| a.status == 200)
             })
             .ready_timeout(Duration::from_secs(60))
     });
-    Ok((Server { process }, port))
+    Ok((Server { process }, address))
 }

@@ -1,6 +1,7 @@
 //! Three `workerid-server` processes on Redis with `appendfsync always`
-//! under the service nemesis (server faults; Redis killed and frozen too):
-//! every rule of `service_check` holds.
+//! under the service nemesis (server faults; Redis killed and frozen too),
+//! and each in a network namespace of its own under network faults between
+//! it and Redis: every rule of `service_check` holds.
 
 mod support;
 
@@ -12,4 +13,10 @@ use workerid_faults::targets::{StoreKind, Target};
 fn the_service_on_redis_keeps_every_rule_under_faults() {
     let target = Target::start(StoreKind::RedisDurable).unwrap();
     support::service_survives_every_fault(&target, Duration::from_secs(20));
+}
+
+#[test]
+fn the_service_on_redis_keeps_every_rule_across_network_faults() {
+    let target = Target::start(StoreKind::RedisDurable).unwrap();
+    support::service_survives_network_faults(&target, Duration::from_secs(20));
 }

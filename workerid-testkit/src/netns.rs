@@ -364,9 +364,17 @@ impl Netns {
     /// SIGKILL) reach the program. The program also gets a mount namespace
     /// of its own, with the namespace's `/sys`.
     pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
-        let mut command = Command::new(&self.ip);
-        command.args(["netns", "exec"]).arg(&self.name).arg(program);
+        let (ip, args) = self.exec_prefix();
+        let mut command = Command::new(ip);
+        command.args(args).arg(program);
         command
+    }
+
+    /// What [`command`](Self::command) puts before the program: the `ip`
+    /// program and its arguments (`netns exec <name>`), for a launcher that
+    /// builds its command itself.
+    pub fn exec_prefix(&self) -> (&Path, [&str; 3]) {
+        (&self.ip, ["netns", "exec", &self.name])
     }
 
     /// Moves the calling thread into the namespace (`setns(2)` with

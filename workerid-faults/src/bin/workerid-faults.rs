@@ -65,9 +65,9 @@ struct Args {
     /// Only faults on clients (no store restarts).
     #[arg(long)]
     client_faults_only: bool,
-    /// Clients in network namespaces of their own, and the network faults
-    /// (partitions, one-way loss, lossy, half-open and stalled links) among
-    /// the faults (needs root).
+    /// Clients (with --service: servers) in network namespaces of their
+    /// own, and the network faults (partitions, one-way loss, lossy,
+    /// half-open and stalled links) among the faults (needs root).
     #[arg(long)]
     network: bool,
     /// Only these faults (comma-separated), instead of every fault the
@@ -216,8 +216,13 @@ fn run_service(args: &Args, seed: u64) -> i32 {
             migration: args.migration,
         });
     }
+    config.network = args.network;
     config.faults = if args.service_faults.is_empty() {
-        ServiceFault::all_for(&target)
+        let mut faults = ServiceFault::all_for(&target);
+        if args.network {
+            faults.extend(ServiceFault::NETWORK);
+        }
+        faults
     } else {
         args.service_faults.clone()
     };

@@ -6,7 +6,7 @@ use std::time::Duration;
 pub mod mixed;
 
 use workerid_faults::nemesis::{self, seed_from_env, Fault, RunConfig, RunOutcome};
-use workerid_faults::service::{self, ServiceConfig, ServiceOutcome};
+use workerid_faults::service::{self, ServiceConfig, ServiceFault, ServiceOutcome};
 use workerid_faults::targets::Target;
 
 /// A short run's settings: the seed from `WORKERID_FAULTS_SEED` or random,
@@ -135,7 +135,22 @@ pub fn service_config(target: &Target, duration: Duration) -> ServiceConfig {
 /// Runs the fleet on `target` for `duration` of every fault it can take
 /// and asserts that it did real work and broke no rule; prints the figures.
 pub fn service_survives_every_fault(target: &Target, duration: Duration) -> ServiceOutcome {
-    let config = service_config(target, duration);
+    service_survives(target, service_config(target, duration))
+}
+
+/// The fleet with each server in a network namespace of its own, for
+/// `duration` of every network fault between a server and the store (its
+/// HTTP clients still reach it): asserted as
+/// [`service_survives_every_fault`] does, every server serving again
+/// within ttl + 2 s of each heal.
+pub fn service_survives_network_faults(target: &Target, duration: Duration) -> ServiceOutcome {
+    let mut config = service_config(target, duration);
+    config.network = true;
+    config.faults = ServiceFault::NETWORK.to_vec();
+    service_survives(target, config)
+}
+
+fn service_survives(target: &Target, config: ServiceConfig) -> ServiceOutcome {
     let outcome = service::run_service(target, &config).unwrap();
     println!("{}", outcome.summary());
     for e in &outcome.events {
