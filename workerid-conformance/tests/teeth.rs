@@ -207,15 +207,17 @@ impl ReferenceStore {
         {
             return None;
         }
-        let id = (0..=max).find(|&id| {
-            state
-                .slots
-                .get(&self.key(namespace, id))
-                .is_some_and(|slot| {
-                    slot.holder == Some(*token)
-                        && (self.is_live(slot) || self.has(Flaw::ResentAcquireFindsExpired))
-                })
-        })?;
+        // The granted slots of the namespace, not its whole pool (up to 2^22).
+        let shared = self.key(namespace, 0).0;
+        let id = state
+            .slots
+            .iter()
+            .filter(|((ns, id), _)| *ns == shared && *id <= max)
+            .find(|(_, slot)| {
+                slot.holder == Some(*token)
+                    && (self.is_live(slot) || self.has(Flaw::ResentAcquireFindsExpired))
+            })
+            .map(|((_, id), _)| *id)?;
         let expires_at = self.expires_at(ttl);
         let slot = state.slots.get_mut(&self.key(namespace, id))?;
         if !self.has(Flaw::ResentAcquireNotExtended) {
@@ -413,7 +415,17 @@ impl LeaseStore for ReferenceStore {
             return Ok(Listing::unknown());
         };
         let now = self.clock.now();
-        let leases = (0..=max)
+        // The granted IDs of the namespace, in order (not its whole pool).
+        let shared = self.key(namespace, 0).0;
+        let mut ids: Vec<u32> = state
+            .slots
+            .keys()
+            .filter(|(ns, id)| *ns == shared && *id <= max)
+            .map(|(_, id)| *id)
+            .collect();
+        ids.sort_unstable();
+        let leases = ids
+            .into_iter()
             .filter_map(|id| {
                 let slot = state.slots.get(&self.key(namespace, id))?;
                 let state = match LeaseState::judge(slot.holder.is_some(), slot.expires_at, now) {
