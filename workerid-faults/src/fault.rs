@@ -47,7 +47,7 @@ impl Fault {
     /// The faults on clients, which every store can take.
     pub const CLIENT: [Fault; 3] = [Fault::KillClient, Fault::PauseClient, Fault::StepClock];
     /// The faults on the network between clients and the store, for a
-    /// network run ([`RunConfig::network`]).
+    /// network run ([`RunConfig::network`](crate::nemesis::RunConfig::network)).
     pub const NETWORK: [Fault; 6] = [
         Fault::PartitionClients,
         Fault::DropReplies,

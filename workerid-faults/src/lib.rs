@@ -14,6 +14,11 @@
 //!   clients (SIGKILL), freezes them for longer than the ttl (SIGSTOP, then
 //!   SIGCONT), steps their wall clocks, kills the store server and starts it
 //!   again on the same data, and kills etcd leaders and followers.
+//! - [`network`]: real network faults: clients (or servers) in network
+//!   namespaces of their own whose links to the store are cut, lossy,
+//!   one-way, half-open or stalled ([`fault::Fault::NETWORK`]), with the
+//!   time each takes to issue again after a heal and the grants no client
+//!   knew of (orphans).
 //! - [`checker`]: a pure function over the histories that proves, or
 //!   refutes, the safety properties: no two holders of one worker ID issuing
 //!   at overlapping times, no ID issued twice, no ID after its lease's local
