@@ -6,32 +6,24 @@
 
 mod support;
 
+use workerid_faults::nemesis::RunOutcome;
 use workerid_faults::targets::{StoreKind, Target};
 
 #[test]
 fn an_unsafe_client_that_ignores_its_deadline_is_caught() {
     let target = Target::start(StoreKind::Sqlite).unwrap();
-    let outcome = support::an_unsafe_client_frozen(&target, false);
-    let report = &outcome.report;
-    assert!(!report.is_safe(), "the checker missed an unsafe client");
-    // Frozen past its deadline and then issuing again: always caught.
-    assert!(
-        report.count("after-deadline") >= 1,
-        "no after-deadline violation: {report}"
-    );
-    // Every violation names the unsafe client (c000): the safe ones are clean.
-    for v in &report.violations {
-        assert!(
-            v.to_string().contains("c000#"),
-            "a violation without the unsafe client: {v}"
-        );
-    }
+    assert_caught(&support::an_unsafe_client_frozen(&target, false));
 }
 
 #[test]
 fn an_unsafe_client_cut_off_from_the_store_is_caught() {
     let target = Target::start(StoreKind::RedisDurable).unwrap();
-    let outcome = support::an_unsafe_client_cut_off(&target);
+    assert_caught(&support::an_unsafe_client_cut_off(&target));
+}
+
+/// Issuing past its deadline once thawed or healed: always caught, and
+/// every violation names the unsafe client (c000), the safe ones clean.
+fn assert_caught(outcome: &RunOutcome) {
     let report = &outcome.report;
     assert!(!report.is_safe(), "the checker missed an unsafe client");
     assert!(

@@ -89,6 +89,21 @@ fn inside<T: Send>(lab: &Netns, scenario: impl FnOnce() -> T + Send) -> T {
     })
 }
 
+/// An echo server, a lab with a relay to it, and a client inside that has
+/// made one round trip (`one`): where most faults start. Runs `scenario` on
+/// the client's thread, inside the lab.
+fn after_one_round_trip(scenario: impl FnOnce(&Echo, &Netns, SocketAddr, &mut TcpStream) + Send) {
+    let echo = Echo::start();
+    let lab = Netns::new();
+    let through = lab.forward(echo.address);
+    inside(&lab, || {
+        let mut client = connect(through);
+        client.write_all(b"one").unwrap();
+        answer(&mut client, b"one", ANSWER);
+        scenario(&echo, &lab, through, &mut client);
+    });
+}
+
 /// A command for a tool of /usr/sbin, whatever the test's PATH.
 fn sbin(command: &mut Command) -> &mut Command {
     let path = std::env::var("PATH").unwrap_or_default();
@@ -169,17 +184,10 @@ fn a_thread_inside_reaches_the_server_through_the_link() {
 
 #[test]
 fn cut_drops_both_ways_and_heal_delivers_on_the_same_connection() {
-    let echo = Echo::start();
-    let lab = Netns::new();
-    let through = lab.forward(echo.address);
-    inside(&lab, || {
-        let mut client = connect(through);
-        client.write_all(b"one").unwrap();
-        answer(&mut client, b"one", ANSWER);
-
+    after_one_round_trip(|echo, lab, through, client| {
         lab.cut();
         client.write_all(b"two").unwrap();
-        no_answer(&mut client, SILENCE);
+        no_answer(client, SILENCE);
         let refused = TcpStream::connect_timeout(&through, SILENCE).unwrap_err();
         assert!(
             matches!(refused.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock),
@@ -191,7 +199,7 @@ fn cut_drops_both_ways_and_heal_delivers_on_the_same_connection() {
         lab.heal();
         // The same connection: TCP's retransmission delivers the request,
         // then the answer. Packets were dropped, the connection never closed.
-        answer(&mut client, b"two", RETRANSMITTED);
+        answer(client, b"two", RETRANSMITTED);
         assert_eq!(echo.received(), 6);
         assert_eq!(lab.dropped_packets(), 0, "a heal starts a clean count");
     });
@@ -199,44 +207,30 @@ fn cut_drops_both_ways_and_heal_delivers_on_the_same_connection() {
 
 #[test]
 fn drop_replies_applies_the_request_and_loses_the_answer() {
-    let echo = Echo::start();
-    let lab = Netns::new();
-    let through = lab.forward(echo.address);
-    inside(&lab, || {
-        let mut client = connect(through);
-        client.write_all(b"one").unwrap();
-        answer(&mut client, b"one", ANSWER);
-
+    after_one_round_trip(|echo, lab, _, client| {
         lab.drop_replies();
         client.write_all(b"two").unwrap();
         wait_until("the request's arrival", ANSWER, || echo.received() == 6);
-        no_answer(&mut client, SILENCE);
+        no_answer(client, SILENCE);
 
         lab.heal();
-        answer(&mut client, b"two", RETRANSMITTED);
+        answer(client, b"two", RETRANSMITTED);
         assert_eq!(echo.received(), 6, "the request arrived once");
     });
 }
 
 #[test]
 fn drop_requests_loses_the_request() {
-    let echo = Echo::start();
-    let lab = Netns::new();
-    let through = lab.forward(echo.address);
-    inside(&lab, || {
-        let mut client = connect(through);
-        client.write_all(b"one").unwrap();
-        answer(&mut client, b"one", ANSWER);
-
+    after_one_round_trip(|echo, lab, _, client| {
         lab.drop_requests();
         // Written without an error: the local drop stays inside the kernel.
         client.write_all(b"two").unwrap();
-        no_answer(&mut client, SILENCE);
+        no_answer(client, SILENCE);
         assert_eq!(echo.received(), 3, "the request did not get through");
         assert!(lab.dropped_packets() > 0);
 
         lab.heal();
-        answer(&mut client, b"two", RETRANSMITTED);
+        answer(client, b"two", RETRANSMITTED);
         assert_eq!(echo.received(), 6);
     });
 }
@@ -300,20 +294,13 @@ fn lose_drops_packets_each_way_and_tcp_delivers_every_byte_in_order() {
 
 #[test]
 fn cut_reset_heal_leaves_a_half_open_connection() {
-    let echo = Echo::start();
-    let lab = Netns::new();
-    let through = lab.forward(echo.address);
-    inside(&lab, || {
-        let mut client = connect(through);
-        client.write_all(b"one").unwrap();
-        answer(&mut client, b"one", ANSWER);
-
+    after_one_round_trip(|echo, lab, _, client| {
         lab.cut();
         lab.reset_connections();
         wait_until("the server seeing the close", ANSWER, || echo.closed() == 1);
         lab.heal();
         // The RST was dropped: the client still believes in its connection.
-        no_answer(&mut client, Duration::from_millis(300));
+        no_answer(client, Duration::from_millis(300));
         // Its next write reaches a host that knows no such connection.
         client.write_all(b"two").unwrap();
         client.set_read_timeout(Some(RETRANSMITTED)).unwrap();
@@ -325,13 +312,7 @@ fn cut_reset_heal_leaves_a_half_open_connection() {
 
 #[test]
 fn reset_connections_alone_resets_the_client() {
-    let echo = Echo::start();
-    let lab = Netns::new();
-    let through = lab.forward(echo.address);
-    inside(&lab, || {
-        let mut client = connect(through);
-        client.write_all(b"one").unwrap();
-        answer(&mut client, b"one", ANSWER);
+    after_one_round_trip(|echo, lab, through, client| {
         lab.reset_connections();
         client.set_read_timeout(Some(ANSWER)).unwrap();
         let error = client.read(&mut [0u8; 8]).unwrap_err();
