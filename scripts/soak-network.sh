@@ -17,6 +17,8 @@ stores=(redis-durable postgres mariadb etcd)
 cargo build -q --release -p workerid-faults --bins
 cargo build -q --release -p workerid-server
 export WORKERID_SERVER_BIN=target/release/workerid-server
+# The summaries only (stdout), not the nemesis's log lines.
+export RUST_LOG=error
 body=$(mktemp)
 trap 'rm -f "$body"' EXIT
 status=0

@@ -192,6 +192,21 @@ impl Allocator {
         Ok(grant)
     }
 
+    /// Keeps `lease` for the next acquire, when its holder could neither use
+    /// it nor release it (the store did not answer): the next acquire of
+    /// this allocator or a clone sends its token, and while the lease is
+    /// live the store answers with it rather than granting another ID, so
+    /// the ID is not held by no one until its ttl runs out. A lease of
+    /// another namespace is ignored.
+    pub fn keep_for_next_acquire(&self, lease: &Lease) {
+        if lease.namespace == self.namespace {
+            *self
+                .unanswered
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(lease.token);
+        }
+    }
+
     /// Renews `lease` for its ttl and moves its local deadline.
     ///
     /// Returns the new deadline. On error the deadline is left as it was.
@@ -578,6 +593,27 @@ mod tests {
         assert_ne!(
             next.token, lease.token,
             "a token answered is never sent again"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_lease_kept_for_the_next_acquire_is_asked_for_again() {
+        let (store, _) = Scripted::new(Duration::ZERO, 3, 1);
+        let tokens = store.tokens.clone();
+        let allocator = allocator(store);
+        let lease = allocator.acquire().await.unwrap();
+        allocator.clone().keep_for_next_acquire(&lease);
+        let again = allocator.acquire().await.unwrap();
+        assert_eq!(again.token, lease.token);
+        let mut foreign = lease.clone();
+        foreign.namespace = Namespace::new("other").unwrap();
+        allocator.keep_for_next_acquire(&foreign);
+        allocator.acquire().await.unwrap();
+        let sent = tokens.lock().unwrap().clone();
+        assert_eq!(sent.len(), 3);
+        assert_ne!(
+            sent[2], lease.token,
+            "a lease of another namespace is ignored"
         );
     }
 

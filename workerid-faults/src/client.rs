@@ -82,6 +82,7 @@ pub async fn run(
     history: &HistoryWriter,
     kill: Option<Arc<AtomicBool>>,
 ) -> Result<ClientEnd> {
+    let (store, answered) = crate::answered::Answered::wrap(store);
     let allocator = Allocator::from_arc(store, &config.namespace, config.lease_options())?;
     let layout = Layout::classic();
     let mut rng = StdRng::seed_from_u64(config.seed);
@@ -101,7 +102,11 @@ pub async fn run(
         }
         let sent = mono_ns();
         let options = WorkerOptions::new().layout(layout).clock(clock.clone());
-        let worker = match Worker::join(allocator.clone(), options).await {
+        let joined = Worker::join(allocator.clone(), options).await;
+        for event in crate::answered::take(&answered) {
+            history.record(&event)?;
+        }
+        let worker = match joined {
             Ok(worker) => worker,
             Err(e) => {
                 history.record(&Event::JoinFailed {

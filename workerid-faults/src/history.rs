@@ -60,6 +60,17 @@ pub enum Event {
         /// The largest timestamp (layout units) the worker reserved then.
         window_end: u64,
     },
+    /// An acquire was answered with this grant (written after the join
+    /// that sent it, whether the join used it or failed later): what the
+    /// orphan check counts as received.
+    Acquired {
+        /// The worker ID granted.
+        worker_id: u32,
+        /// The grant's fence.
+        fence: u64,
+        /// When the answer came.
+        at: u64,
+    },
     /// IDs issued under a lease, in the order they were issued.
     Ids {
         /// The lease.

@@ -36,6 +36,7 @@
 //! processes compare.
 #![deny(missing_docs)]
 
+mod answered;
 pub mod checker;
 pub mod client;
 pub mod clock;

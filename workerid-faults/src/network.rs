@@ -11,7 +11,7 @@
 //! After each fault heals, [`liveness`] measures how long every client of
 //! that lab takes to issue IDs again.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -250,7 +250,7 @@ fn loopback_ports(url: &str) -> Vec<u16> {
 #[derive(Debug)]
 pub struct GrantWatcher {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<BTreeSet<(u32, u64)>>,
+    thread: JoinHandle<BTreeMap<(u32, u64), u64>>,
 }
 
 impl GrantWatcher {
@@ -261,7 +261,8 @@ impl GrantWatcher {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
-            let mut seen = BTreeSet::new();
+            // (worker ID, fence) -> when first seen live.
+            let mut seen = BTreeMap::new();
             let Some(runtime) = crate::service_clients::thread_runtime("the grant watcher") else {
                 return seen;
             };
@@ -275,7 +276,10 @@ impl GrantWatcher {
                         continue;
                     };
                     if let Ok(listing) = a.list().await {
-                        seen.extend(listing.live().map(|l| (l.id.get(), l.fence)));
+                        let now = mono_ns();
+                        for lease in listing.live() {
+                            seen.entry((lease.id.get(), lease.fence)).or_insert(now);
+                        }
                     }
                 }
             });
@@ -295,11 +299,24 @@ impl GrantWatcher {
             .filter_map(|event| match event {
                 Event::Grant {
                     worker_id, fence, ..
+                }
+                | Event::Acquired {
+                    worker_id, fence, ..
                 } => Some((*worker_id, *fence)),
                 _ => None,
             })
             .collect();
-        seen.difference(&known).copied().collect()
+        seen.into_iter()
+            .filter(|(grant, _)| !known.contains(grant))
+            .map(|(grant, at)| {
+                tracing::warn!(
+                    "orphan grant: worker ID {}, fence {}, first seen live at {at}",
+                    grant.0,
+                    grant.1
+                );
+                grant
+            })
+            .collect()
     }
 }
 
@@ -370,7 +387,8 @@ fn instant(event: &Event) -> u64 {
         | Event::Stopped { at, .. }
         | Event::JoinFailed { at, .. }
         | Event::Clock { at, .. }
-        | Event::Crash { at, .. } => *at,
+        | Event::Crash { at, .. }
+        | Event::Acquired { at, .. } => *at,
         Event::Grant { granted, .. } => *granted,
         Event::Ids { t1, .. } => *t1,
     }

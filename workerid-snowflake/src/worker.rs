@@ -35,6 +35,7 @@ impl Drop for AbandonedJoin {
                             "could not release worker ID {} of an abandoned join: {e}",
                             lease.id()
                         );
+                        allocator.keep_for_next_acquire(&lease);
                     }
                 });
             }
@@ -296,6 +297,8 @@ impl Worker {
                         "could not release worker ID {} after a failed join: {release}",
                         lease.id()
                     );
+                    // The next join's acquire takes it again while it is live.
+                    allocator.keep_for_next_acquire(&lease);
                 }
                 return Err(e);
             }
