@@ -6,7 +6,6 @@ mod support;
 
 use std::time::Duration;
 
-use support::Orphans;
 use workerid_faults::targets::{StoreKind, Target};
 
 #[test]
@@ -18,5 +17,5 @@ fn etcd_keeps_every_rule_under_client_faults_and_crashes() {
 #[test]
 fn etcd_keeps_every_rule_across_network_faults() {
     let target = Target::start(StoreKind::Etcd).unwrap();
-    support::survives_network_faults(&target, Duration::from_secs(30), Orphans::Reported);
+    support::survives_network_faults(&target, Duration::from_secs(30));
 }

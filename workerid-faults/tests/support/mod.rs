@@ -76,25 +76,12 @@ pub fn assert_worked(outcome: &RunOutcome, faults: &[Fault]) {
     );
 }
 
-/// Whether a network run may end with orphan grants (printed either way).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Orphans {
-    /// None may be found.
-    Forbidden,
-    /// Found ones are printed: on the SQL stores and etcd a grant is still
-    /// left unused now and then (see docs/guarantees.md).
-    Reported,
-}
-
 /// Runs `duration` of every network fault on clients in network namespaces
 /// (4 clients on a pool of 8, so that none waits for a free ID), asserts
-/// the run safe and every client issuing again after each heal, and, as
-/// `orphans` says, no orphan grant; returns it.
-pub fn survives_network_faults(
-    target: &Target,
-    duration: Duration,
-    orphans: Orphans,
-) -> RunOutcome {
+/// the run safe and every client issuing again after each heal, prints the
+/// orphan grants (a grant no client received still happens now and then:
+/// see docs/guarantees.md), and returns it.
+pub fn survives_network_faults(target: &Target, duration: Duration) -> RunOutcome {
     let faults = Fault::NETWORK.to_vec();
     let mut config = config(duration, &faults);
     config.network = true;
@@ -102,12 +89,6 @@ pub fn survives_network_faults(
     config.worker_bits = 3;
     let outcome = nemesis::run(target, &config).unwrap();
     assert_safe(&outcome, &faults);
-    assert!(
-        orphans == Orphans::Reported || outcome.orphans.is_empty(),
-        "grants no client received (worker ID, fence), seed {}: {:?}",
-        outcome.seed,
-        outcome.orphans
-    );
     assert!(
         !outcome.liveness.is_empty(),
         "no heal was judged (seed {})",
