@@ -5,7 +5,7 @@
 //!
 //! | rule | violation |
 //! | --- | --- |
-//! | two holders of one worker ID never issue at overlapping times: the issuing interval of a lease runs from the instant its join returned (the grant happened before) to the instant just before its last recorded ID was asked for (that ID was issued after) | [`Violation::Overlap`] |
+//! | two holders of one worker ID never issue at overlapping times: the issuing interval of a lease runs from the instant its join returned (the grant happened before) to the instant just before its last recorded ID was asked for (that ID was issued after); an earlier holder on a ticking clock is held to the timestamp rules instead (its IDs below the next holder's) | [`Violation::Overlap`] |
 //! | no ID is issued twice, by anyone | [`Violation::DuplicateId`] |
 //! | no ID is issued at or after the lease's local deadline (the deadline read after its batch: deadlines only move forward while a lease is held): fail closed by real time, the rule of the default clock; a client on a ticking clock keeps the next rule instead (fail closed by timestamp) | [`Violation::AfterDeadline`] |
 //! | no ID's timestamp exceeds the largest window the holder had reserved in the store as its watermark | [`Violation::BeyondWindow`] |
@@ -516,7 +516,13 @@ fn between_holders(group: &[&Held], found: &mut Vec<Violation>) {
     intervals.sort_by_key(|(start, _, _)| *start);
     for (i, (_, end_a, a)) in intervals.iter().enumerate() {
         for (start_b, end_b, b) in &intervals[i + 1..] {
-            if start_b < end_a {
+            // A holder on a ticking clock that was frozen issues, once
+            // thawed and until its ticker runs, on the time stored before
+            // the freeze: after its lease lapsed in real time, but with
+            // timestamps below its reserved window, hence below the next
+            // holder's. Its rule is by timestamp (went-back, duplicate,
+            // beyond-window), not by real time.
+            if start_b < end_a && !a.ticking {
                 found.push(Violation::Overlap {
                     first: a.at.clone(),
                     second: b.at.clone(),

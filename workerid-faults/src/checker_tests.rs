@@ -109,6 +109,37 @@ fn overlapping_holders_are_caught() {
     assert!(report.to_string().contains("overlap"));
 }
 
+/// `history`, of a client on a ticking clock.
+fn ticking(client: &str, leases: Vec<Lease>) -> ClientHistory {
+    let mut h = history(client, leases);
+    h.events.insert(
+        0,
+        Event::Start {
+            client: client.into(),
+            pid: 1,
+            unsafe_mode: false,
+            ticking: true,
+            at: 0,
+            offset_ms: 0,
+        },
+    );
+    h
+}
+
+#[test]
+fn a_thawed_ticking_holder_is_judged_by_timestamp_not_by_overlap() {
+    // a, on a ticking clock, issues after b's join returned, with older
+    // timestamps: no overlap. Its IDs above b's are caught as went-back.
+    let a = ticking("a", vec![lease(1, 1, 0, vec![id(TS, 1, 0)])]);
+    let b = history("b", vec![lease(1, 2, 5, vec![id(TS + 1, 1, 0)])]);
+    let report = run(vec![a, b]);
+    assert!(kinds(&report).is_empty(), "{report}");
+    let a = ticking("a", vec![lease(1, 1, 0, vec![id(TS + 2, 1, 0)])]);
+    let b = history("b", vec![lease(1, 2, 5, vec![id(TS + 1, 1, 0)])]);
+    let report = run(vec![a, b]);
+    assert_eq!(kinds(&report), vec!["went-back"], "{report}");
+}
+
 #[test]
 fn duplicate_ids_are_caught_across_worker_ids_too() {
     let a = history("a", vec![lease(1, 1, 0, vec![id(TS, 1, 0)])]);
