@@ -10,15 +10,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use workerid::{
-    Capabilities, Grant, Holder, LeaseStore, Listing, Namespace, NamespaceInfo, Result, Token,
-    WorkerId,
-};
+use workerid::{Capabilities, Grant, Holder, LeaseStore, Namespace, Result, Token, WorkerId};
 
 use crate::clock::mono_ns;
 use crate::history::Event;
 
-/// Forwards every call to the store it wraps; notes each grant answered.
+/// Forwards acquire, renew and release to the store it wraps; notes each
+/// grant answered. A client never lists, so the operator's methods are left
+/// out (and not declared).
 #[derive(Debug)]
 pub(crate) struct Answered {
     inner: Arc<dyn LeaseStore>,
@@ -48,7 +47,10 @@ pub(crate) fn take(noted: &Mutex<Vec<Event>>) -> Vec<Event> {
 #[async_trait]
 impl LeaseStore for Answered {
     fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
+        Capabilities {
+            list: false,
+            ..self.inner.capabilities()
+        }
     }
     async fn acquire(
         &self,
@@ -90,17 +92,5 @@ impl LeaseStore for Answered {
         watermark: u64,
     ) -> Result<()> {
         self.inner.release(namespace, id, token, watermark).await
-    }
-    async fn list(&self, namespace: &Namespace) -> Result<Listing> {
-        self.inner.list(namespace).await
-    }
-    async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
-        self.inner.force_release(namespace, id).await
-    }
-    async fn list_namespaces(&self) -> Result<Vec<NamespaceInfo>> {
-        self.inner.list_namespaces().await
-    }
-    async fn remove_namespace(&self, namespace: &Namespace) -> Result<bool> {
-        self.inner.remove_namespace(namespace).await
     }
 }

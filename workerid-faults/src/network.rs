@@ -26,6 +26,7 @@ use workerid_testkit::netns::Netns;
 use crate::clock::mono_ns;
 use crate::history::{ClientHistory, Event};
 use crate::nemesis::Fault;
+use crate::service_clients::poll_listings;
 use crate::targets::{Applied, Target};
 use crate::{FaultsError, Result};
 
@@ -263,24 +264,10 @@ impl GrantWatcher {
         let thread = std::thread::spawn(move || {
             // (worker ID, fence) -> when first seen live.
             let mut seen = BTreeMap::new();
-            let Some(runtime) = crate::service_clients::thread_runtime("the grant watcher") else {
-                return seen;
-            };
-            runtime.block_on(async {
-                let mut allocator = None;
-                while !stopped.load(Ordering::Relaxed) {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    let Some(a) = allocator.as_ref() else {
-                        allocator =
-                            crate::service_clients::open(&url, &namespace, max_worker_id).await;
-                        continue;
-                    };
-                    if let Ok(listing) = a.list().await {
-                        let now = mono_ns();
-                        for lease in listing.live() {
-                            seen.entry((lease.id.get(), lease.fence)).or_insert(now);
-                        }
-                    }
+            let watched = (url.as_str(), namespace.as_str(), max_worker_id);
+            poll_listings("the grant watcher", watched, &stopped, |_, at, listing| {
+                for lease in listing.live() {
+                    seen.entry((lease.id.get(), lease.fence)).or_insert(at);
                 }
             });
             seen

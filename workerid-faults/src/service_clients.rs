@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use workerid::{Allocator, LeaseOptions};
+use workerid::{Allocator, LeaseOptions, Listing};
 
 use crate::clock::mono_ns;
 use crate::http::HttpClient;
@@ -155,33 +155,49 @@ pub(crate) fn thread_runtime(who: &str) -> Option<tokio::runtime::Runtime> {
 /// Lists the leases of `namespace` every [`POLL_EVERY`] until told to
 /// stop, recording each listing that succeeded with the instants around it.
 pub(crate) fn poll_leases(shared: &Shared, url: &str, namespace: &str, max_worker_id: u32) {
-    let Some(runtime) = thread_runtime("the lease poller") else {
+    let watched = (url, namespace, max_worker_id);
+    poll_listings(
+        "the lease poller",
+        watched,
+        &shared.stop,
+        |sent, received, listing| {
+            let live = listing.live().map(|l| l.id.get()).collect();
+            shared.lock_polls().push(LeasePoll {
+                sent,
+                received,
+                live,
+            });
+        },
+    );
+}
+
+/// Lists the leases of `(url, namespace, max_worker_id)` every
+/// [`POLL_EVERY`], on this thread, until `stop`; hands each listing that
+/// succeeded to `seen` with the instants just before and after it. `who`
+/// names the observer in its log.
+pub(crate) fn poll_listings(
+    who: &str,
+    (url, namespace, max_worker_id): (&str, &str, u32),
+    stop: &AtomicBool,
+    mut seen: impl FnMut(u64, u64, Listing),
+) {
+    let Some(runtime) = thread_runtime(who) else {
         return;
     };
     runtime.block_on(async {
         let mut allocator = None;
-        while !shared.stop.load(Ordering::Relaxed) {
+        while !stop.load(Ordering::Relaxed) {
             tokio::time::sleep(POLL_EVERY).await;
-            if allocator.is_none() {
-                allocator = open(url, namespace, max_worker_id).await;
-                continue;
-            }
             let Some(a) = allocator.as_ref() else {
+                allocator = open(url, namespace, max_worker_id).await;
                 continue;
             };
             let sent = mono_ns();
             let listed = a.list().await;
             let received = mono_ns();
             match listed {
-                Ok(listing) => {
-                    let live = listing.live().map(|l| l.id.get()).collect();
-                    shared.lock_polls().push(LeasePoll {
-                        sent,
-                        received,
-                        live,
-                    });
-                }
-                Err(e) => tracing::debug!("lease listing failed: {e}"),
+                Ok(listing) => seen(sent, received, listing),
+                Err(e) => tracing::debug!("{who}: lease listing failed: {e}"),
             }
         }
     });

@@ -86,28 +86,15 @@ pub(crate) async fn database_addresses(url: &str) -> Vec<SocketAddr> {
 /// The host and port of a `postgres://` or `mysql://` URL (the default port
 /// when none is given).
 fn host_and_port(url: &str) -> Option<(String, u16)> {
-    let (scheme, rest) = url.split_once("://")?;
-    let default_port = match scheme {
+    let url = url::Url::parse(url).ok()?;
+    let default_port = match url.scheme() {
         "postgres" | "postgresql" => 5432,
         "mysql" | "mariadb" => 3306,
         _ => return None,
     };
-    let authority = rest.split(['/', '?']).next()?;
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    if host_port.is_empty() {
-        return None;
-    }
-    if let Some(v6) = host_port.strip_prefix('[') {
-        let (host, after) = v6.split_once(']')?;
-        let port = after
-            .strip_prefix(':')
-            .map_or(Some(default_port), |p| p.parse().ok())?;
-        return Some((host.to_string(), port));
-    }
-    match host_port.rsplit_once(':') {
-        Some((host, port)) => Some((host.to_string(), port.parse().ok()?)),
-        None => Some((host_port.to_string(), default_port)),
-    }
+    let host = url.host_str().filter(|h| !h.is_empty())?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    Some((host.to_string(), url.port().unwrap_or(default_port)))
 }
 
 #[cfg(test)]
