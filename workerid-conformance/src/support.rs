@@ -6,7 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
-use workerid_core::{Allocator, Capabilities, Error, Lease, LeaseOptions, LeaseStore, Namespace};
+use workerid_core::{
+    Allocator, Capabilities, Error, Lease, LeaseInfo, LeaseOptions, LeaseState, LeaseStore,
+    Namespace,
+};
 
 use crate::StoreFactory;
 
@@ -174,6 +177,63 @@ impl<'a> Ctx<'a> {
              (the machine is too loaded for a {:?} ttl)",
             self.short
         );
+    }
+
+    /// What the store holds for `namespace`, to compare before and after a
+    /// call that must change nothing ([`assert_unchanged`]); `None` when the
+    /// store cannot list.
+    pub async fn snapshot(&self, namespace: &str) -> Option<Vec<LeaseInfo>> {
+        if !self.caps.list {
+            return None;
+        }
+        let listing = self
+            .store()
+            .await
+            .list(&ns(namespace))
+            .await
+            .expect("list a namespace");
+        Some(listing.leases)
+    }
+
+    /// Panics unless `namespace` holds what `before` saw: the same IDs in
+    /// the same states, fences, watermarks and holder labels, and no live
+    /// lease extended. `what` names the call that must have changed nothing.
+    /// Nothing is checked when the store cannot list.
+    #[track_caller]
+    pub fn assert_unchanged(
+        &self,
+        before: &Option<Vec<LeaseInfo>>,
+        after: Option<Vec<LeaseInfo>>,
+        what: &str,
+    ) {
+        let (Some(before), Some(after)) = (before, after) else {
+            return;
+        };
+        let ids = |l: &[LeaseInfo]| l.iter().map(|i| i.id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(before),
+            ids(&after),
+            "{what} changed which IDs are listed"
+        );
+        for (was, is) in before.iter().zip(&after) {
+            let id = was.id;
+            assert_eq!(
+                (was.fence, was.watermark, &was.holder),
+                (is.fence, is.watermark, &is.holder),
+                "{what} changed ID {id}'s fence, watermark or holder label"
+            );
+            match (was.state, is.state) {
+                (LeaseState::Live { remaining: then }, LeaseState::Live { remaining: now }) => {
+                    assert!(
+                        now <= then,
+                        "{what} extended the lease on ID {id}: {then:?} left, then {now:?}"
+                    );
+                }
+                // Time may pass between the two reads: a live lease may end.
+                (LeaseState::Live { .. }, LeaseState::Expired) => {}
+                (then, now) => assert_eq!(then, now, "{what} changed the state of ID {id}"),
+            }
+        }
     }
 
     /// Lets `fraction` of `short` pass.

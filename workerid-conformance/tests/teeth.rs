@@ -90,6 +90,22 @@ enum Flaw {
     ResentAcquireNotExtended,
     /// An acquire sent again answers its token's expired lease as its grant.
     ResentAcquireFindsExpired,
+    /// A renew refused for another token still raises the watermark.
+    MismatchedRenewRaisesWatermark,
+    /// A renew refused for another token still extends the lease.
+    MismatchedRenewExtends,
+    /// A release refused for another token still sets the watermark.
+    MismatchedReleaseSetsWatermark,
+    /// A renew answered `TokenExpired` still raises the watermark.
+    ExpiredRenewRaisesWatermark,
+    /// A release answered `TokenExpired` still sets the watermark.
+    ExpiredReleaseSetsWatermark,
+    /// A renew of a released ID, answered `NotAssigned`, still raises the watermark.
+    ReleasedRenewRaisesWatermark,
+    /// Namespaces with no live lease are left out of the namespace list.
+    NamespacesWithoutLiveLeasesUnlisted,
+    /// The namespace list counts expired leases as live.
+    NamespacesCountExpired,
 }
 
 #[derive(Debug)]
@@ -360,12 +376,29 @@ impl LeaseStore for ReferenceStore {
         let revive = self.has(Flaw::RenewRevivesExpired)
             && slot.as_ref().is_some_and(|s| s.holder == Some(*token));
         if !revive {
-            self.check(
+            let checked = self.check(
                 slot.as_deref(),
                 id,
                 token,
                 self.has(Flaw::RenewIgnoresToken),
-            )?;
+            );
+            if let (Err(refusal), Some(slot)) = (&checked, state.slots.get_mut(&key)) {
+                let leaks = match refusal {
+                    Error::TokenMismatch { .. } => {
+                        if self.has(Flaw::MismatchedRenewExtends) {
+                            slot.expires_at = self.expires_at(ttl);
+                        }
+                        self.has(Flaw::MismatchedRenewRaisesWatermark)
+                    }
+                    Error::TokenExpired { .. } => self.has(Flaw::ExpiredRenewRaisesWatermark),
+                    Error::NotAssigned { .. } => self.has(Flaw::ReleasedRenewRaisesWatermark),
+                    _ => false,
+                };
+                if leaks {
+                    self.raise(slot, watermark);
+                }
+            }
+            checked?;
         }
         let slot = state.slots.get_mut(&key).ok_or(Error::NotAssigned { id })?;
         slot.expires_at = self.expires_at(ttl);
@@ -390,7 +423,18 @@ impl LeaseStore for ReferenceStore {
             self.has(Flaw::ReleaseIgnoresToken),
         ) {
             Err(Error::TokenExpired { .. }) if self.has(Flaw::ExpiredReleaseIsOk) => {}
-            other => other?,
+            Err(refusal) => {
+                let leaks = match refusal {
+                    Error::TokenMismatch { .. } => self.has(Flaw::MismatchedReleaseSetsWatermark),
+                    Error::TokenExpired { .. } => self.has(Flaw::ExpiredReleaseSetsWatermark),
+                    _ => false,
+                };
+                if let Some(slot) = state.slots.get_mut(&key).filter(|_| leaks) {
+                    slot.watermark = watermark;
+                }
+                return Err(refusal);
+            }
+            Ok(()) => {}
         }
         let slot = state.slots.get_mut(&key).ok_or(Error::NotAssigned { id })?;
         let sets = if watermark == 0 {
@@ -467,10 +511,15 @@ impl LeaseStore for ReferenceStore {
             let counted = |l: &&LeaseInfo| {
                 l.state.is_live()
                     || (self.has(Flaw::NamespacesCountReleased) && l.state == LeaseState::Free)
+                    || (self.has(Flaw::NamespacesCountExpired) && l.state == LeaseState::Expired)
             };
+            let live = listing.leases.iter().filter(counted).count() as u32;
+            if live == 0 && self.has(Flaw::NamespacesWithoutLiveLeasesUnlisted) {
+                continue;
+            }
             all.push(NamespaceInfo {
                 max_worker_id: listing.max_worker_id.unwrap(),
-                live: listing.leases.iter().filter(counted).count() as u32,
+                live,
                 namespace,
             });
         }
@@ -619,4 +668,12 @@ caught! {
     catches_a_second_grant_to_an_acquire_sent_again: ResentAcquireGrantsAgain by an_acquire_sent_again_finds_its_grant;
     catches_an_acquire_sent_again_not_extended: ResentAcquireNotExtended by an_acquire_sent_again_finds_its_grant;
     catches_an_expired_lease_answered_again: ResentAcquireFindsExpired by an_acquire_sent_again_finds_its_grant;
+    catches_a_mismatched_renew_that_raises_the_watermark: MismatchedRenewRaisesWatermark by wrong_token_changes_nothing;
+    catches_a_mismatched_renew_that_extends: MismatchedRenewExtends by wrong_token_changes_nothing;
+    catches_a_mismatched_release_that_sets_the_watermark: MismatchedReleaseSetsWatermark by wrong_token_changes_nothing;
+    catches_an_expired_renew_that_raises_the_watermark: ExpiredRenewRaisesWatermark by expired_lease_is_token_expired;
+    catches_an_expired_release_that_sets_the_watermark: ExpiredReleaseSetsWatermark by expired_lease_is_token_expired;
+    catches_a_released_renew_that_raises_the_watermark: ReleasedRenewRaisesWatermark by unassigned_ids_are_not_assigned;
+    catches_namespaces_without_live_leases_left_out: NamespacesWithoutLiveLeasesUnlisted by namespaces_are_listed;
+    catches_expired_leases_counted_live: NamespacesCountExpired by namespaces_are_listed;
 }

@@ -1,6 +1,6 @@
 //! Renew and release: what each answers in each state of an ID, and expiry.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use workerid_core::compat::LibxCompat;
 use workerid_core::Token;
@@ -51,76 +51,106 @@ pub async fn renew_extends_the_lease(f: &dyn StoreFactory) -> Outcome {
 }
 
 /// Renew and release with another token answer `TokenMismatch` and change
-/// nothing: the lease stays live and its watermark is not raised.
+/// nothing: the lease stays live, is not extended, and its watermark is
+/// neither raised nor set. Checked right after each refused call (where the
+/// store can list), and at the end through the watermark the next holder
+/// reads (where it cannot).
 pub async fn wrong_token_changes_nothing(f: &dyn StoreFactory) -> Outcome {
     let ctx = Ctx::new(f, "wrong_token_changes_nothing").await;
     let name = ctx.namespace();
     let a = ctx.allocator(&name, 0, ctx.long).await;
     let b = ctx.allocator(&name, 0, ctx.long).await;
     let mut lease = a.acquire().await.expect("acquire in an empty pool");
+    a.renew_with_watermark(&mut lease, 3)
+        .await
+        .expect("the holder's renew with a watermark");
+    // Time passes before the refused calls, so an extension shows in the
+    // time left (etcd counts it in whole seconds).
+    ctx.f
+        .advance(ctx.caps.ttl_granularity.max(Duration::from_millis(20)))
+        .await;
     let id = u64::from(lease.id());
     let wrong = Token::generate();
-    expect_err(
-        a.renew_id(id, &wrong.to_string()).await,
-        is::token_mismatch,
-        "renew with another token",
-    );
-    expect_err(
-        a.release_id(id, &wrong.to_string()).await,
-        is::token_mismatch,
-        "release with another token",
-    );
-    // Tokens compare byte for byte: the holder's token in another case is another token.
+    // Tokens compare byte for byte: the holder's token in another case is
+    // another token. One letter of the first 21 characters changes case
+    // (the last one carries padding bits, so it must stay as it is).
     let text = lease.token().to_string();
-    // One letter of the first 21 characters in the other case (the last one
-    // carries padding bits, so it must stay as it is).
     let recased: String = match text[..21].find(|c: char| c.is_ascii_alphabetic()) {
         Some(at) => text
             .char_indices()
             .map(|(i, c)| {
-                if i == at {
-                    if c.is_ascii_uppercase() {
-                        c.to_ascii_lowercase()
-                    } else {
-                        c.to_ascii_uppercase()
-                    }
-                } else {
+                if i != at {
                     c
+                } else if c.is_ascii_uppercase() {
+                    c.to_ascii_lowercase()
+                } else {
+                    c.to_ascii_uppercase()
                 }
             })
             .collect(),
         None => text.clone(),
     };
-    if recased != text {
-        expect_err(
-            a.renew_id(id, &recased).await,
-            is::token_mismatch,
-            "renew with the token in another case",
-        );
-    }
     let store = ctx.store().await;
     let space = ns(&name);
-    expect_err(
-        store
-            .renew(&space, lease.id(), &wrong, ctx.long, u64::MAX)
-            .await,
-        is::token_mismatch,
-        "renew with another token and a watermark",
-    );
-    expect_err(
-        store.release(&space, lease.id(), &wrong, u64::MAX).await,
-        is::token_mismatch,
-        "release with another token and a watermark",
-    );
-    expect_err(
-        b.acquire().await,
-        is::no_available_id,
-        "a release with another token must not free the ID",
-    );
+    let before = ctx.snapshot(&name).await;
+    for other in [wrong.to_string(), recased].iter().filter(|t| **t != text) {
+        let other_token: Token = other.parse().expect("a well-formed token");
+        expect_err(
+            a.renew_id(id, other).await,
+            is::token_mismatch,
+            "renew with another token",
+        );
+        ctx.assert_unchanged(
+            &before,
+            ctx.snapshot(&name).await,
+            "a renew with another token",
+        );
+        expect_err(
+            store
+                .renew(&space, lease.id(), &other_token, ctx.long, u64::MAX)
+                .await,
+            is::token_mismatch,
+            "renew with another token and a watermark",
+        );
+        ctx.assert_unchanged(
+            &before,
+            ctx.snapshot(&name).await,
+            "a renew with another token and a watermark",
+        );
+        expect_err(
+            store
+                .release(&space, lease.id(), &other_token, u64::MAX)
+                .await,
+            is::token_mismatch,
+            "release with another token and a watermark",
+        );
+        ctx.assert_unchanged(
+            &before,
+            ctx.snapshot(&name).await,
+            "a release with another token and a watermark",
+        );
+        expect_err(
+            a.release_id(id, other).await,
+            is::token_mismatch,
+            "release with another token",
+        );
+        ctx.assert_unchanged(
+            &before,
+            ctx.snapshot(&name).await,
+            "a release with another token",
+        );
+        expect_err(
+            b.acquire().await,
+            is::no_available_id,
+            "a release with another token must not free the ID",
+        );
+    }
     a.renew(&mut lease)
         .await
         .expect("the holder's renew after wrong-token calls");
-    a.release_with_watermark(&lease, 5)
+    // A release of watermark 0 keeps the stored one: what the refused calls
+    // left is what the next holder reads.
+    a.release_with_watermark(&lease, 0)
         .await
         .expect("the holder's release");
     let next = b
@@ -129,8 +159,8 @@ pub async fn wrong_token_changes_nothing(f: &dyn StoreFactory) -> Outcome {
         .expect("acquire after the holder released");
     assert_eq!(
         next.previous_watermark(),
-        5,
-        "a renew or release with another token must not raise the watermark"
+        3,
+        "a renew or release with another token must not raise or set the watermark"
     );
     Outcome::Passed
 }
@@ -167,13 +197,33 @@ pub async fn unassigned_ids_are_not_assigned(f: &dyn StoreFactory) -> Outcome {
         is::not_assigned,
         "release of an ID never granted",
     );
-    a.release(&lease).await.expect("release of a live lease");
+    a.release_with_watermark(&lease, 3)
+        .await
+        .expect("release of a live lease");
+    let space = ns(&name);
+    let before = ctx.snapshot(&name).await;
     expect_err(
         a.renew(&mut lease).await,
         is::not_assigned,
         "renew after release",
     );
+    expect_err(
+        store
+            .renew(&space, lease.id(), lease.token(), ctx.long, u64::MAX)
+            .await,
+        is::not_assigned,
+        "renew with a watermark after release",
+    );
+    ctx.assert_unchanged(&before, ctx.snapshot(&name).await, "a renew after release");
     expect_err(a.release(&lease).await, is::not_assigned, "second release");
+    expect_err(
+        store
+            .release(&space, lease.id(), lease.token(), u64::MAX)
+            .await,
+        is::not_assigned,
+        "second release with a watermark",
+    );
+    ctx.assert_unchanged(&before, ctx.snapshot(&name).await, "a second release");
     let stranger = Token::generate().to_string();
     let id = u64::from(lease.id());
     expect_err(
@@ -218,11 +268,30 @@ pub async fn expired_lease_is_token_expired(f: &dyn StoreFactory) -> Outcome {
             "a forced release leaves an expired ID as it is (false)"
         );
     }
+    let before = ctx.snapshot(&ns).await;
+    let store = ctx.store().await;
+    let space = crate::support::ns(&ns);
+    expect_err(
+        store
+            .renew(&space, lease.id(), lease.token(), ctx.long, u64::MAX)
+            .await,
+        is::token_expired,
+        "renew with a watermark after expiry",
+    );
+    ctx.assert_unchanged(&before, ctx.snapshot(&ns).await, "a renew after expiry");
     expect_err(
         a.renew(&mut lease).await,
         is::token_expired,
         "renew after expiry",
     );
+    expect_err(
+        store
+            .release(&space, lease.id(), lease.token(), u64::MAX)
+            .await,
+        is::token_expired,
+        "release with a watermark after expiry",
+    );
+    ctx.assert_unchanged(&before, ctx.snapshot(&ns).await, "a release after expiry");
     expect_err(
         a.release(&lease).await,
         is::token_expired,
@@ -235,6 +304,11 @@ pub async fn expired_lease_is_token_expired(f: &dyn StoreFactory) -> Outcome {
     assert!(
         next.fence() > lease.fence(),
         "the fence must rise on a new grant"
+    );
+    assert_eq!(
+        next.previous_watermark(),
+        0,
+        "a renew or release answered TokenExpired must not change the watermark"
     );
     expect_err(
         a.renew(&mut lease).await,

@@ -1,7 +1,9 @@
 //! The operator's optional methods: listing a namespace and forcing a
 //! release. Skipped, saying so, for a store that declares `list = false`.
 
-use workerid_core::{Holder, LeaseInfo, LeaseState, Listing, WorkerId, MAX_HOLDER_LEN};
+use workerid_core::{
+    Holder, LeaseInfo, LeaseState, Listing, NamespaceInfo, WorkerId, MAX_HOLDER_LEN,
+};
 
 use crate::support::{expect_err, is, ns, Ctx};
 use crate::{Outcome, StoreFactory};
@@ -304,13 +306,16 @@ pub async fn force_release_frees_a_live_id(f: &dyn StoreFactory) -> Outcome {
 
 /// Listing the namespaces shows each one in which an ID was granted, in
 /// name order, with the pool size it was created with and how many of its
-/// IDs a live lease holds; a released ID is not live.
+/// IDs a live lease holds; a released ID is not live. A namespace whose
+/// every lease was released or has expired is still listed, with no live
+/// lease, expiry judged on the store's clock.
 pub async fn namespaces_are_listed(f: &dyn StoreFactory) -> Outcome {
     let ctx = Ctx::new(f, "namespaces_are_listed").await;
     if let Some(skipped) = skip(&ctx) {
         return skipped;
     }
     let (first, second) = (ctx.namespace(), ctx.namespace());
+    let (idle, lapsed) = (ctx.namespace(), ctx.namespace());
     let a = ctx.allocator(&first, 7, ctx.long).await;
     let b = ctx.allocator(&second, 15, ctx.long).await;
     let _held = a.acquire().await.expect("acquire");
@@ -318,22 +323,45 @@ pub async fn namespaces_are_listed(f: &dyn StoreFactory) -> Outcome {
     a.release(&freed).await.expect("release");
     let _held_b = b.acquire().await.expect("acquire");
     let _held_b2 = b.acquire().await.expect("acquire");
+    // A namespace whose every lease was released, and one whose only lease
+    // expired: still listed (their IDs were granted), with none live, the
+    // expiry judged on the store's clock when it is listed.
+    let c = ctx.allocator(&idle, 3, ctx.long).await;
+    let released = c.acquire().await.expect("acquire");
+    c.release(&released).await.expect("release");
+    let d = ctx.allocator(&lapsed, 1, ctx.short).await;
+    let _expiring = d.acquire().await.expect("acquire");
     let store = ctx.store().await;
+    let listed = |all: &[NamespaceInfo], name: &str| {
+        let names: Vec<&str> = all.iter().map(|n| n.namespace.as_str()).collect();
+        all.iter()
+            .find(|n| n.namespace.as_str() == name)
+            .map(|n| (n.max_worker_id, n.live))
+            .unwrap_or_else(|| panic!("namespace {name} is not listed: {names:?}"))
+    };
+    let all = store.list_namespaces().await.expect("list namespaces");
+    assert_eq!(
+        listed(&all, &lapsed),
+        (1, 1),
+        "{lapsed}: a live lease, before it expires"
+    );
+    ctx.let_short_expire().await;
     let all = store.list_namespaces().await.expect("list namespaces");
     let names: Vec<&str> = all.iter().map(|n| n.namespace.as_str()).collect();
     let mut sorted = names.clone();
     sorted.sort_unstable();
     assert_eq!(names, sorted, "namespaces are listed in name order");
-    for (name, max, live) in [(&first, 7, 1), (&second, 15, 2)] {
-        let info = all
-            .iter()
-            .find(|n| n.namespace.as_str() == name.as_str())
-            .unwrap_or_else(|| panic!("namespace {name} is not listed: {names:?}"));
+    for (name, max, live) in [
+        (&first, 7, 1),
+        (&second, 15, 2),
+        (&idle, 3, 0),
+        (&lapsed, 1, 0),
+    ] {
         assert_eq!(
-            info.max_worker_id, max,
-            "{name}: the pool size it was created with"
+            listed(&all, name),
+            (max, live),
+            "{name}: the pool size it was created with, and its live leases"
         );
-        assert_eq!(info.live, live, "{name}: live leases");
     }
     Outcome::Passed
 }
