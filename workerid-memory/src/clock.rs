@@ -75,3 +75,17 @@ impl MonotonicClock for ManualClock {
         Duration::from_nanos(self.nanos.load(Ordering::SeqCst))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_system_clock_moves_with_real_time() {
+        let clock = SystemClock::new();
+        let start = clock.now();
+        std::thread::sleep(Duration::from_millis(20));
+        let elapsed = clock.now() - start;
+        assert!(elapsed >= Duration::from_millis(20), "{elapsed:?}");
+    }
+}

@@ -222,11 +222,9 @@ impl MemoryStore {
 /// Segment counters in this process: not durable.
 #[async_trait]
 impl SegmentStore for MemoryStore {
+    /// Every default capability: gapless, listed, give-backs, not durable.
     fn segment_capabilities(&self) -> workerid_segment::SegmentCapabilities {
-        workerid_segment::SegmentCapabilities {
-            durable: false,
-            ..Default::default()
-        }
+        workerid_segment::SegmentCapabilities::default()
     }
 
     async fn create_tag(

@@ -354,6 +354,22 @@ mod tests {
     }
 
     #[test]
+    fn the_id_free_longest_goes_first_whether_expired_or_released() {
+        let mut pool = Pool::new(1);
+        let (a, b) = (token(), token());
+        pool.acquire(Duration::ZERO, &a, 10 * SEC, &holder())
+            .unwrap(); // ID 0, ends at 10 s
+        pool.acquire(Duration::ZERO, &b, 100 * SEC, &holder())
+            .unwrap(); // ID 1, ends at 100 s
+        pool.release(15 * SEC, WorkerId::from(1), &b, 0).unwrap();
+        // At 20 s: ID 0 has been free since 10 s, ID 1 since 15 s.
+        let first = pool.acquire(20 * SEC, &token(), SEC, &holder()).unwrap();
+        assert_eq!(first.id.get(), 0, "the expired lease ended first");
+        let second = pool.acquire(20 * SEC, &token(), SEC, &holder()).unwrap();
+        assert_eq!(second.id.get(), 1);
+    }
+
+    #[test]
     fn released_and_renewed_ids_are_never_reclaimed_through_a_stale_entry() {
         let mut pool = Pool::new(2);
         let (a, b, c) = (token(), token(), token());
