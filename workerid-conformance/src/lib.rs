@@ -38,7 +38,9 @@
 
 /// Defines a `static` list of scenarios from the names of their `pub async
 /// fn`s, each taking `&$factory`.
-macro_rules! registry {
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __registry {
     ($(#[$doc:meta])* $list:ident: $factory:ty; $($name:ident),+ $(,)?) => {
         $(#[$doc])*
         pub static $list: &[$crate::Scenario<$factory>] = &[$(
@@ -258,19 +260,9 @@ fn in_runtime(name: &str, scenario: impl Future<Output = Outcome>) {
 #[macro_export]
 macro_rules! segment_store_tests {
     ($factory:expr) => {
-        $crate::segment_store_tests!(@tests ($factory)
-            consecutive_ranges_without_holes
-            max_id_is_the_first_id_not_handed_out
-            ranges_never_overlap_under_contention
-            unknown_tags_and_listing
-            bad_input_is_refused
-            give_back_only_when_untouched
-            replayed_give_back_is_refused
-            allocator_hands_out_and_gives_back
-            ranges_survive_a_restart
-        );
+        $crate::__segment_scenarios!(segment_store_tests! { @tests ($factory) });
     };
-    (@tests ($factory:expr) $($name:ident)+) => {
+    (@tests ($factory:expr) $($name:ident),+ $(,)?) => {
         #[allow(missing_docs)]
         mod segment_conformance {
             #[allow(unused_imports)]
@@ -313,37 +305,9 @@ macro_rules! segment_store_tests {
 #[macro_export]
 macro_rules! lease_store_tests {
     ($factory:expr) => {
-        $crate::lease_store_tests!(@tests ($factory)
-            grants_distinct_ids_until_exhausted
-            an_acquire_sent_again_finds_its_grant
-            tokens_are_22_url_safe_characters
-            smallest_and_largest_pools
-            renew_extends_the_lease
-            wrong_token_changes_nothing
-            unassigned_ids_are_not_assigned
-            expired_lease_is_token_expired
-            release_frees_at_once
-            expired_id_is_reclaimed
-            expiry_has_millisecond_precision
-            expired_ids_are_quarantined
-            invalid_input_changes_nothing
-            namespaces_are_isolated
-            pool_size_mismatch_is_refused
-            fence_rises_on_every_grant
-            watermark_is_handed_over
-            contention_gives_distinct_grants
-            one_winner_on_an_expired_id
-            concurrent_renewals_all_succeed
-            release_races_renew_and_acquire
-            survives_restart
-            listing_shows_every_granted_id
-            listing_names_each_holder
-            force_release_frees_a_live_id
-            namespaces_are_listed
-            remove_namespace_only_when_nothing_is_live
-        );
+        $crate::__lease_scenarios!(lease_store_tests! { @tests ($factory) });
     };
-    (@tests ($factory:expr) $($name:ident)+) => {
+    (@tests ($factory:expr) $($name:ident),+ $(,)?) => {
         #[allow(missing_docs)]
         mod conformance {
             #[allow(unused_imports)]

@@ -303,6 +303,76 @@ pub async fn give_back_only_when_untouched(f: &dyn SegmentFactory) -> Outcome {
     );
     let e = store.reserve(&tag, Some(1)).await.expect("reserve");
     assert_eq!(e.first, d.end(), "a refused raise changes nothing");
+    versions_never_repeat(&[a, b, c, d, e]);
+    Outcome::Passed
+}
+
+/// Panics unless the reservations of one tag carry pairwise distinct
+/// versions: the give-back compare depends on a version the tag never had
+/// before, not on one that differs from the last only.
+#[track_caller]
+fn versions_never_repeat(ranges: &[Range]) {
+    let mut seen = BTreeSet::new();
+    for range in ranges {
+        assert!(
+            seen.insert(range.version),
+            "version {} came again for the range {}..={}: every reservation changes the \
+             version to a value the tag never had ({ranges:?})",
+            range.version,
+            range.first,
+            range.last
+        );
+    }
+}
+
+/// A reservation whose new `max_id` would pass 2^63 − 1 is `TagExhausted`
+/// and changes nothing: a smaller one still fits, right where the refused
+/// one would have started, and so does the last ID below the limit.
+pub async fn a_tag_at_its_end_is_exhausted(f: &dyn SegmentFactory) -> Outcome {
+    const END: u64 = workerid_segment::MAX_SEGMENT_ID;
+    let store = f.connect().await;
+    let tag = fresh_tag();
+    store
+        .create_tag(&tag, END - 20, 10)
+        .await
+        .expect("create near the end");
+    let a = store.reserve(&tag, None).await.expect("reserve");
+    assert_eq!(
+        (a.first, a.last),
+        (END - 20, END - 11),
+        "IDs near 2^63 are kept exactly"
+    );
+    let answer = store.reserve(&tag, Some(12)).await;
+    assert!(
+        matches!(answer, Err(Error::TagExhausted { .. })),
+        "a range whose max_id would pass 2^63 - 1: {answer:?}"
+    );
+    if store.segment_capabilities().list {
+        let listed = store.list_tags().await.expect("list");
+        let info = listed.iter().find(|t| t.tag == tag).expect("listed");
+        assert_eq!(
+            info.max_id,
+            END - 10,
+            "a refused reservation changes nothing"
+        );
+    }
+    let b = store
+        .reserve(&tag, None)
+        .await
+        .expect("a range that ends at the limit");
+    assert_eq!(
+        (b.first, b.last),
+        (END - 10, END - 1),
+        "the refused reservation changed nothing; max_id may reach 2^63 - 1"
+    );
+    for step in [None, Some(1), Some(1 << 40)] {
+        let answer = store.reserve(&tag, step).await;
+        assert!(
+            matches!(answer, Err(Error::TagExhausted { .. })),
+            "a tag whose max_id is 2^63 - 1, step {step:?}: {answer:?}"
+        );
+    }
+    versions_never_repeat(&[a, b]);
     Outcome::Passed
 }
 
@@ -346,6 +416,7 @@ pub async fn replayed_give_back_is_refused(f: &dyn SegmentFactory) -> Outcome {
         a.last + 1,
         "the refused replay changed nothing: no ID is handed out twice"
     );
+    versions_never_repeat(&[a, b, c]);
     Outcome::Passed
 }
 
@@ -428,16 +499,30 @@ pub async fn ranges_survive_a_restart(f: &dyn SegmentFactory) -> Outcome {
     Outcome::Passed
 }
 
-registry!(
+/// Calls `$then!` (a macro of this crate) with its arguments followed by
+/// the name of every segment scenario, in run order: the one list that
+/// [`SEGMENT_SCENARIOS`] and
+/// [`segment_store_tests!`](crate::segment_store_tests) are made from.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __segment_scenarios {
+    ($then:ident! { $($args:tt)* }) => {
+        $crate::$then! { $($args)*
+            consecutive_ranges_without_holes,
+            max_id_is_the_first_id_not_handed_out,
+            ranges_never_overlap_under_contention,
+            unknown_tags_and_listing,
+            bad_input_is_refused,
+            give_back_only_when_untouched,
+            replayed_give_back_is_refused,
+            a_tag_at_its_end_is_exhausted,
+            allocator_hands_out_and_gives_back,
+            ranges_survive_a_restart,
+        }
+    };
+}
+
+crate::__segment_scenarios!(__registry! {
     /// Every segment scenario, in run order.
     SEGMENT_SCENARIOS: dyn SegmentFactory;
-    consecutive_ranges_without_holes,
-    max_id_is_the_first_id_not_handed_out,
-    ranges_never_overlap_under_contention,
-    unknown_tags_and_listing,
-    bad_input_is_refused,
-    give_back_only_when_untouched,
-    replayed_give_back_is_refused,
-    allocator_hands_out_and_gives_back,
-    ranges_survive_a_restart,
-);
+});

@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use workerid_conformance::{run_all_segments, SegmentFactory};
 
-use workerid_segment::{Error, Range, Result, SegmentStore, Tag, TagInfo};
+use workerid_segment::{Error, Range, Result, SegmentStore, Tag, TagInfo, MAX_SEGMENT_ID};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Flaw {
@@ -21,6 +21,14 @@ enum Flaw {
     LastHandedOutRule,
     /// Declares no give-backs, and gives back all the same.
     GivesBackWithoutDeclaringIt,
+    /// The version is the new `max_id`: after a give-back a later
+    /// reservation repeats a version the tag had before.
+    VersionIsTheMax,
+    /// No end: ranges go past 2^63 - 1.
+    NeverExhausted,
+    /// Counts with a float (as a naive Lua script would): IDs near 2^63 are
+    /// rounded.
+    CountsWithFloats,
 }
 
 /// Per tag: max (the first ID not handed out), default step, version.
@@ -70,6 +78,15 @@ impl SegmentStore for Counters {
         let last = max + step.unwrap_or(default);
         let mut tags = self.tags.lock().unwrap();
         let entry = tags.get_mut(tag.as_str()).ok_or_else(unknown)?;
+        let end = entry.0.checked_add(step.unwrap_or(default));
+        if end.is_none_or(|end| end > MAX_SEGMENT_ID) && self.flaw != Some(Flaw::NeverExhausted) {
+            return Err(Error::TagExhausted {
+                tag: tag.to_string(),
+            });
+        }
+        if self.flaw == Some(Flaw::CountsWithFloats) {
+            entry.0 = entry.0 as f64 as u64;
+        }
         let (first, last) = match self.flaw {
             Some(Flaw::RacyReserve) => (max, last - 1),
             Some(Flaw::LastHandedOutRule) => (entry.0 + 1, entry.0 + step.unwrap_or(default)),
@@ -80,7 +97,11 @@ impl SegmentStore for Counters {
         } else {
             last + 1
         };
-        entry.2 += 1;
+        entry.2 = if self.flaw == Some(Flaw::VersionIsTheMax) {
+            entry.0
+        } else {
+            entry.2 + 1
+        };
         Ok(Range {
             first,
             last,
@@ -177,6 +198,33 @@ async fn catches_a_give_back_the_store_does_not_declare() {
     let failed = failed(Some(Flaw::GivesBackWithoutDeclaringIt)).await;
     assert!(
         failed.contains(&"give_back_only_when_untouched"),
+        "{failed:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn catches_a_version_that_comes_again() {
+    let failed = failed(Some(Flaw::VersionIsTheMax)).await;
+    assert!(
+        failed.contains(&"replayed_give_back_is_refused"),
+        "{failed:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn catches_a_tag_that_never_ends() {
+    let failed = failed(Some(Flaw::NeverExhausted)).await;
+    assert!(
+        failed.contains(&"a_tag_at_its_end_is_exhausted"),
+        "{failed:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn catches_ids_counted_with_floats() {
+    let failed = failed(Some(Flaw::CountsWithFloats)).await;
+    assert!(
+        failed.contains(&"a_tag_at_its_end_is_exhausted"),
         "{failed:?}"
     );
 }

@@ -218,8 +218,14 @@ impl TagHandle {
     /// mode and starts the probe.
     async fn load_or_probe(&self, previous_loaded_at: Instant) -> Result<Segment> {
         let loaded = self.load(previous_loaded_at).await;
-        if let Err(Error::Unavailable { store, source }) = &loaded {
-            self.store_failed(store, source.to_string());
+        match &loaded {
+            Err(Error::Unavailable { store, source }) => {
+                self.store_failed(store, source.to_string())
+            }
+            // The store answers: the outage is over even if the probe is
+            // still asleep (it stops at its next turn).
+            Ok(_) => self.lock_outage().failing = None,
+            Err(_) => {}
         }
         loaded
     }
@@ -255,6 +261,9 @@ impl TagHandle {
             }
             match self.load(b.current.loaded_at()).await {
                 Ok(segment) => {
+                    // The outage ends before the segment is seen: a caller
+                    // served from it never reads the store as failing.
+                    self.lock_outage().failing = None;
                     *self.lock_prefetched() = Some(segment);
                     tracing::info!(tag = %b.tag, "the segment store answers again");
                     break;
