@@ -56,4 +56,13 @@ pub trait StoreFactory: Send + Sync {
     async fn restart(&self) {
         panic!("this StoreFactory does not support restart");
     }
+
+    /// A handle that connected to the store under test and then lost its
+    /// server for good (a relay between them stopped: connections reset,
+    /// the port refused). Every call on it must answer `Unavailable` and
+    /// change nothing. `None`, the default, for a store without a server to
+    /// lose (in-process, a file): the scenario that needs it is skipped.
+    async fn unreachable(&self) -> Option<Arc<dyn LeaseStore>> {
+        None
+    }
 }

@@ -57,8 +57,12 @@ async fn whole_suite_on_the_real_clock() {
     report.assert_passed();
     assert_eq!(
         report.skipped(),
-        ["expired_ids_are_quarantined", "survives_restart"],
-        "only durability (and a quarantine the store has no need of) are excused"
+        [
+            "expired_ids_are_quarantined",
+            "an_unreachable_store_is_unavailable",
+            "survives_restart"
+        ],
+        "only durability, a server to lose (and a quarantine the store has no need of) are excused"
     );
 }
 

@@ -19,6 +19,15 @@ impl StoreFactory for SharedServer {
             .unwrap_or_else(|e| panic!("connect to Redis at {}: {e}", self.0));
         Arc::new(store)
     }
+
+    async fn unreachable(&self) -> Option<Arc<dyn LeaseStore>> {
+        let (relay, url) = workerid_testkit::relay::Relay::in_front_of(&self.0);
+        let store = RedisStore::connect(&url)
+            .await
+            .unwrap_or_else(|e| panic!("connect to Redis through a relay: {e}"));
+        relay.stop();
+        Some(Arc::new(store))
+    }
 }
 
 workerid_conformance::lease_store_tests!(SharedServer(workerid_testkit::redis::shared_url()));

@@ -57,6 +57,7 @@ pub mod postgres;
 mod process;
 pub mod proxy;
 pub mod redis;
+pub mod relay;
 mod stores;
 pub mod tls;
 

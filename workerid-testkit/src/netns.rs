@@ -50,8 +50,6 @@
 //! lab.heal();
 //! ```
 
-mod relay;
-
 use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -62,7 +60,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Once};
 
-use relay::Relay;
+use crate::relay::Relay;
 
 /// The chain in the namespace's filter table that holds the fault's rules,
 /// jumped to from INPUT and OUTPUT.

@@ -14,6 +14,7 @@ mod lifecycle;
 mod listing;
 mod removal;
 mod resent;
+mod unreachable;
 
 pub use contention::*;
 pub use durability::*;
@@ -24,6 +25,7 @@ pub use lifecycle::*;
 pub use listing::*;
 pub use removal::*;
 pub use resent::*;
+pub use unreachable::*;
 
 use crate::StoreFactory;
 
@@ -56,6 +58,7 @@ macro_rules! __lease_scenarios {
             one_winner_on_an_expired_id,
             concurrent_renewals_all_succeed,
             release_races_renew_and_acquire,
+            an_unreachable_store_is_unavailable,
             survives_restart,
             listing_shows_every_granted_id,
             listing_names_each_holder,

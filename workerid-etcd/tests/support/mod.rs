@@ -26,6 +26,25 @@ impl StoreFactory for Endpoints {
     async fn connect(&self) -> Arc<dyn LeaseStore> {
         Arc::new(self.store().await)
     }
+
+    async fn unreachable(&self) -> Option<Arc<dyn LeaseStore>> {
+        let (relays, through): (Vec<_>, Vec<_>) = self
+            .0
+            .iter()
+            .map(|endpoint| workerid_testkit::relay::Relay::in_front_of(endpoint))
+            .unzip();
+        // A short operation timeout: each call ends in half a second.
+        let store = EtcdStore::builder()
+            .request_timeout(std::time::Duration::from_millis(250))
+            .operation_timeout(std::time::Duration::from_millis(500))
+            .connect(&through)
+            .await
+            .unwrap_or_else(|e| panic!("connect to etcd through relays: {e}"));
+        for relay in relays {
+            relay.stop();
+        }
+        Some(Arc::new(store))
+    }
 }
 
 #[async_trait]

@@ -35,6 +35,22 @@ impl StoreFactory for Database {
     async fn connect(&self) -> Arc<dyn LeaseStore> {
         Arc::new(self.open().await)
     }
+
+    async fn unreachable(&self) -> Option<Arc<dyn LeaseStore>> {
+        if self.url.starts_with("sqlite:") {
+            return None; // a file: no server to lose
+        }
+        let (relay, url) = workerid_testkit::relay::Relay::in_front_of(&self.url);
+        // A short wait for a pool connection: each call ends in half a second.
+        let store = SqlStore::builder()
+            .max_connections(2)
+            .acquire_timeout(std::time::Duration::from_millis(500))
+            .connect(&url)
+            .await
+            .unwrap_or_else(|e| panic!("connect through a relay: {e}"));
+        relay.stop();
+        Some(Arc::new(store))
+    }
 }
 
 /// 64 clients, each with its own lease in one namespace, renew as fast as

@@ -1,6 +1,8 @@
-//! The relays of a [`Netns`](super::Netns): TCP forwarders in the root
-//! namespace, from the link's host end to the servers, that copy bytes
-//! unchanged and can be stalled or made to forget their connections.
+//! TCP relays that copy bytes unchanged and can be stalled, made to forget
+//! their connections, or stopped: a [`Netns`](crate::netns::Netns) forwards
+//! its link's host end to the servers through one, and a test can put one
+//! on loopback in front of a server to take the server away from a client
+//! it already connected ([`Relay::in_front_of`]).
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -29,9 +31,17 @@ fn linger_zero(socket: &TcpStream) {
     }
 }
 
-/// What the relays of one [`Netns`](super::Netns) share.
+/// Relays that share their faults: every listening address forwards to its
+/// own target, and a stall, reset or stop applies to all of them.
+///
+/// ```no_run
+/// use workerid_testkit::relay::Relay;
+/// let (relay, url) = Relay::in_front_of("redis://127.0.0.1:6390/");
+/// // ... a client connects to `url` ...
+/// relay.stop(); // the server is gone for that client: refused and reset
+/// ```
 #[derive(Debug, Default)]
-pub(super) struct Relay {
+pub struct Relay {
     stalled: Mutex<bool>,
     /// Signalled when `stalled` turns false, and on resets and stop.
     wake: Condvar,
@@ -55,10 +65,36 @@ struct Connection {
 }
 
 impl Relay {
+    /// A relay on loopback to the server of `url` (whose authority is
+    /// `127.0.0.1:<port>`, as the test kit's servers' are), and `url` with
+    /// the relay's address in its place.
+    ///
+    /// # Panics
+    /// When `url` names no `127.0.0.1:<port>`.
+    pub fn in_front_of(url: &str) -> (Arc<Relay>, String) {
+        const HOST: &str = "127.0.0.1:";
+        let at = url
+            .find(HOST)
+            .unwrap_or_else(|| panic!("{url:?} names no 127.0.0.1:<port>"));
+        let digits = url[at + HOST.len()..]
+            .find(|c: char| !c.is_ascii_digit())
+            .map_or(url.len(), |n| at + HOST.len() + n);
+        let target: SocketAddr = url[at..digits]
+            .parse()
+            .unwrap_or_else(|e| panic!("{url:?}: {e}"));
+        let relay = Arc::new(Relay::default());
+        let address = relay.forward(Ipv4Addr::LOCALHOST, target);
+        let through = format!("{}{address}{}", &url[..at], &url[digits..]);
+        (relay, through)
+    }
+
     /// Listens on an OS-picked port of `host` and forwards every connection
     /// to `target`; returns the listening address. See
-    /// [`Netns::forward`](super::Netns::forward).
-    pub(super) fn forward(self: &Arc<Self>, host: Ipv4Addr, target: SocketAddr) -> SocketAddr {
+    /// [`Netns::forward`](crate::netns::Netns::forward).
+    ///
+    /// # Panics
+    /// When the port cannot be bound or the relay's thread not started.
+    pub fn forward(self: &Arc<Self>, host: Ipv4Addr, target: SocketAddr) -> SocketAddr {
         let listener = TcpListener::bind((host, 0)).expect("bind the relay on the link's host end");
         let address = listener.local_addr().expect("the relay's address");
         self.listeners
@@ -67,7 +103,7 @@ impl Relay {
             .push(address);
         let relay = Arc::clone(self);
         thread::Builder::new()
-            .name("workerid-netns-relay".into())
+            .name("workerid-relay".into())
             .spawn(move || {
                 for client in listener.incoming() {
                     if relay.stopped.load(Ordering::SeqCst) {
@@ -76,7 +112,7 @@ impl Relay {
                     let Ok(client) = client else { continue };
                     let relay = Arc::clone(&relay);
                     let _ = thread::Builder::new()
-                        .name("workerid-netns-relay".into())
+                        .name("workerid-relay".into())
                         .spawn(move || relay.serve(client, target));
                 }
             })
@@ -84,21 +120,25 @@ impl Relay {
         address
     }
 
-    /// See [`Netns::stall`](super::Netns::stall).
     /// The ports the relays listen on.
-    pub(super) fn ports(&self) -> Vec<u16> {
+    pub fn ports(&self) -> Vec<u16> {
         let listeners = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
         listeners.iter().map(SocketAddr::port).collect()
     }
 
-    pub(super) fn stall(&self, stalled: bool) {
+    /// While `true`, no bytes move: see [`Netns::stall`](crate::netns::Netns::stall).
+    pub fn stall(&self, stalled: bool) {
         *self.stalled.lock().unwrap_or_else(|e| e.into_inner()) = stalled;
         self.wake.notify_all();
     }
 
-    /// See [`Netns::reset_connections`](super::Netns::reset_connections);
-    /// `lab` names the namespace in the panic message.
-    pub(super) fn reset_connections(&self, lab: &str) {
+    /// Aborts every connection: see
+    /// [`Netns::reset_connections`](crate::netns::Netns::reset_connections);
+    /// `lab` names the relays in the panic message.
+    ///
+    /// # Panics
+    /// When a relay thread does not let go of its connection within 5 s.
+    pub fn reset_connections(&self, lab: &str) {
         let taken =
             std::mem::take(&mut *self.connections.lock().unwrap_or_else(|e| e.into_inner()));
         for connection in &taken {
@@ -160,7 +200,7 @@ impl Relay {
                 }
                 let (relay, other) = (Arc::clone(self), Arc::clone(&connection));
                 let back = thread::Builder::new()
-                    .name("workerid-netns-relay".into())
+                    .name("workerid-relay".into())
                     .spawn(move || {
                         if let Some(upstream) = other.upstream.get() {
                             relay.pump(upstream, &other.client, &other);
@@ -213,8 +253,9 @@ impl Relay {
         self.wake.notify_all();
     }
 
-    /// Stops accepting and closes every connection.
-    pub(super) fn stop(&self) {
+    /// Stops accepting (the ports then refuse connections) and closes
+    /// every connection.
+    pub fn stop(&self) {
         self.stopped.store(true, Ordering::SeqCst);
         self.wake_all();
         let listeners = self.listeners.lock().unwrap_or_else(|e| e.into_inner());

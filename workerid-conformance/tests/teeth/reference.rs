@@ -1,0 +1,613 @@
+//! The reference store of the teeth tests: a deliberately simple store (a
+//! scan per acquire) that is correct unless one flaw is set.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use workerid_core::{
+    Capabilities, Error, Grant, Holder, LeaseInfo, LeaseState, LeaseStore, Listing, Namespace,
+    NamespaceInfo, Result, Token, WorkerId,
+};
+use workerid_memory::{ManualClock, MonotonicClock};
+
+/// One way to break the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flaw {
+    /// Renew extends whatever token is given.
+    RenewIgnoresToken,
+    /// Release frees the ID whatever token is given.
+    ReleaseIgnoresToken,
+    /// Acquire reads a free ID, awaits, then writes: racers share IDs.
+    RacyAcquire,
+    /// Every grant gets fence 1.
+    FenceNeverRises,
+    /// Renew overwrites the watermark instead of keeping the maximum.
+    WatermarkOverwritten,
+    /// Release keeps the maximum instead of setting its holder's final word.
+    ReleaseRaisesOnly,
+    /// A release of watermark 0 sets it to 0 instead of keeping it.
+    ReleaseOfZeroClearsWatermark,
+    /// Acquire always reports a previous watermark of 0.
+    WatermarkNotHandedOver,
+    /// The watermark is kept as an f64 (as a naive Lua script would).
+    WatermarkAsFloat,
+    /// Leases never expire.
+    NeverExpires,
+    /// Renew revives an expired lease.
+    RenewRevivesExpired,
+    /// An expired lease answers `TokenExpired` to any token, not
+    /// `TokenMismatch` to another's.
+    ExpiredIsExpiredForAnyToken,
+    /// Lease lengths are rounded up to whole seconds.
+    TtlRoundedUpToSeconds,
+    /// All namespaces share one pool.
+    NamespacesShared,
+    /// A namespace does not remember its pool size.
+    PoolSizeForgotten,
+    /// Release answers Ok but leaves the ID held.
+    ReleaseKeepsTheId,
+    /// Release of an expired lease answers Ok instead of TokenExpired.
+    ExpiredReleaseIsOk,
+    /// A released ID still accepts its old token.
+    ReleasedStillRenewable,
+    /// Namespaces that differ only in case share a pool (a case-insensitive collation).
+    NamespacesIgnoreCase,
+    /// Tokens are compared without regard to case.
+    TokensIgnoreCase,
+    /// A released ID answers TokenMismatch to a token other than its last holder's.
+    ReleasedIdIsMismatch,
+    /// Acquire grants an ID one past the end of the pool.
+    GrantsOutsideThePool,
+    /// A listing shows an expired lease as live (a stale entry).
+    ListsExpiredAsLive,
+    /// A listing leaves released IDs out.
+    ListOmitsReleased,
+    /// An ID keeps the holder label of its first grant.
+    HolderLabelNeverReplaced,
+    /// Holder labels are cut to 64 bytes (a column too narrow).
+    HolderLabelTruncated,
+    /// A forced release resets the watermark to 0.
+    ForceReleaseLowersWatermark,
+    /// A forced release answers true but leaves the holder's lease in place.
+    ForceReleaseKeepsTheHolder,
+    /// A forced release of an expired ID marks it released and answers true.
+    ForceReleaseTakesExpired,
+    /// Removes a namespace even while a lease in it is live.
+    RemoveIgnoresLiveLeases,
+    /// Removing a namespace forgets its pool size but keeps its IDs' state.
+    RemoveKeepsTheIds,
+    /// Counts released IDs as live when listing namespaces.
+    NamespacesCountReleased,
+    /// Declares a quarantine of expired IDs but grants them at once.
+    QuarantineNotKept,
+    /// An acquire sent again with its token makes a second grant.
+    ResentAcquireGrantsAgain,
+    /// An acquire sent again answers its grant without extending the lease.
+    ResentAcquireNotExtended,
+    /// An acquire sent again answers its token's expired lease as its grant.
+    ResentAcquireFindsExpired,
+    /// A renew refused for another token still raises the watermark.
+    MismatchedRenewRaisesWatermark,
+    /// A renew refused for another token still extends the lease.
+    MismatchedRenewExtends,
+    /// A release refused for another token still sets the watermark.
+    MismatchedReleaseSetsWatermark,
+    /// A renew answered `TokenExpired` still raises the watermark.
+    ExpiredRenewRaisesWatermark,
+    /// A release answered `TokenExpired` still sets the watermark.
+    ExpiredReleaseSetsWatermark,
+    /// A renew of a released ID, answered `NotAssigned`, still raises the watermark.
+    ReleasedRenewRaisesWatermark,
+    /// Namespaces with no live lease are left out of the namespace list.
+    NamespacesWithoutLiveLeasesUnlisted,
+    /// The namespace list counts expired leases as live.
+    NamespacesCountExpired,
+    /// Cut off from its server, acquire answers `NoAvailableId` (a failed
+    /// script read as a full pool).
+    CutAcquireIsNoAvailableId,
+    /// Cut off from its server, renew answers Ok (the error swallowed).
+    CutRenewIsOk,
+    /// Cut off from its server, a listing answers "never used".
+    CutListIsEmpty,
+}
+
+#[derive(Debug)]
+struct Slot {
+    holder: Option<Token>,
+    last_holder: Option<Token>,
+    label: Holder,
+    expires_at: Duration,
+    ttl: Duration,
+    fence: u64,
+    watermark: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct State {
+    pool_sizes: HashMap<String, u32>,
+    slots: HashMap<(String, u32), Slot>,
+}
+
+/// A deliberately simple store (a scan per acquire): correct unless `flaw` is set.
+#[derive(Debug, Clone)]
+pub struct ReferenceStore {
+    pub flaw: Option<Flaw>,
+    /// A handle cut off from its (imaginary) server: every call fails.
+    pub cut: bool,
+    /// Keeps an expired (not released) ID from acquirers for one more ttl.
+    pub quarantine: bool,
+    pub clock: Arc<ManualClock>,
+    pub state: Arc<Mutex<State>>,
+}
+
+impl ReferenceStore {
+    fn has(&self, flaw: Flaw) -> bool {
+        self.flaw == Some(flaw)
+    }
+
+    /// On a handle cut off from its server: `Unavailable`, or what `flaw`
+    /// answers instead. `None` on a working handle.
+    fn when_cut<T>(&self, flaw: Flaw, instead: impl FnOnce() -> Result<T>) -> Option<Result<T>> {
+        if !self.cut {
+            None
+        } else if self.has(flaw) {
+            Some(instead())
+        } else {
+            Some(Err(Error::unavailable("reference", "cut off")))
+        }
+    }
+
+    fn key(&self, namespace: &Namespace, id: u32) -> (String, u32) {
+        let ns = if self.has(Flaw::NamespacesShared) {
+            String::new()
+        } else if self.has(Flaw::NamespacesIgnoreCase) {
+            namespace.as_str().to_lowercase()
+        } else {
+            namespace.to_string()
+        };
+        (ns, id)
+    }
+
+    fn expires_at(&self, ttl: Duration) -> Duration {
+        let ttl = if self.has(Flaw::TtlRoundedUpToSeconds) {
+            Duration::from_secs(ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0))
+        } else {
+            ttl
+        };
+        self.clock.now() + ttl
+    }
+
+    fn is_live(&self, slot: &Slot) -> bool {
+        slot.holder.is_some()
+            && (self.has(Flaw::NeverExpires) || self.clock.now() < slot.expires_at)
+    }
+
+    /// An expired lease not released, within one ttl after its end.
+    fn in_quarantine(&self, slot: &Slot) -> bool {
+        self.quarantine && slot.holder.is_some() && self.clock.now() < slot.expires_at + slot.ttl
+    }
+
+    fn raise(&self, slot: &mut Slot, watermark: u64) {
+        slot.watermark = if self.has(Flaw::WatermarkOverwritten) {
+            watermark
+        } else if self.has(Flaw::WatermarkAsFloat) {
+            (slot.watermark as f64).max(watermark as f64) as u64
+        } else {
+            slot.watermark.max(watermark)
+        };
+    }
+
+    fn find_free(&self, state: &State, namespace: &Namespace, max: u32) -> Option<u32> {
+        let end = if self.has(Flaw::GrantsOutsideThePool) {
+            max + 1
+        } else {
+            max
+        };
+        (0..=end).find(|&id| {
+            state
+                .slots
+                .get(&self.key(namespace, id))
+                .is_none_or(|slot| !self.is_live(slot) && !self.in_quarantine(slot))
+        })
+    }
+
+    /// Checks the pool size and finds a free ID.
+    fn pick(&self, state: &mut State, namespace: &Namespace, max: u32) -> Result<u32> {
+        let stored = *state.pool_sizes.entry(namespace.to_string()).or_insert(max);
+        if stored != max && !self.has(Flaw::PoolSizeForgotten) {
+            return Err(Error::ConfigMismatch {
+                namespace: namespace.to_string(),
+                stored,
+                requested: max,
+            });
+        }
+        self.find_free(state, namespace, max)
+            .ok_or(Error::NoAvailableId { max_worker_id: max })
+    }
+
+    /// The live lease `token` holds in `namespace`, extended: the answer to
+    /// an acquire sent again.
+    fn sent_again(
+        &self,
+        state: &mut State,
+        namespace: &Namespace,
+        max: u32,
+        token: &Token,
+        ttl: Duration,
+    ) -> Option<Grant> {
+        if self.has(Flaw::ResentAcquireGrantsAgain)
+            || state.pool_sizes.get(namespace.as_str()) != Some(&max)
+        {
+            return None;
+        }
+        // The granted slots of the namespace, not its whole pool (up to 2^22).
+        let shared = self.key(namespace, 0).0;
+        let id = state
+            .slots
+            .iter()
+            .filter(|((ns, id), _)| *ns == shared && *id <= max)
+            .find(|(_, slot)| {
+                slot.holder == Some(*token)
+                    && (self.is_live(slot) || self.has(Flaw::ResentAcquireFindsExpired))
+            })
+            .map(|((_, id), _)| *id)?;
+        let expires_at = self.expires_at(ttl);
+        let slot = state.slots.get_mut(&self.key(namespace, id))?;
+        if !self.has(Flaw::ResentAcquireNotExtended) {
+            slot.expires_at = expires_at;
+        }
+        Some(Grant {
+            id: WorkerId::from(id),
+            fence: slot.fence,
+            previous_watermark: slot.watermark,
+        })
+    }
+
+    /// Grants `id` to `token`.
+    fn grant(
+        &self,
+        state: &mut State,
+        namespace: &Namespace,
+        id: u32,
+        token: &Token,
+        ttl: Duration,
+        label: &Holder,
+    ) -> Grant {
+        let slot = state.slots.entry(self.key(namespace, id)).or_insert(Slot {
+            holder: None,
+            last_holder: None,
+            label: label.clone(),
+            expires_at: Duration::ZERO,
+            ttl: Duration::ZERO,
+            fence: 0,
+            watermark: 0,
+        });
+        slot.holder = Some(*token);
+        slot.last_holder = Some(*token);
+        if !self.has(Flaw::HolderLabelNeverReplaced) {
+            slot.label = label.clone();
+        }
+        if self.has(Flaw::HolderLabelTruncated) {
+            slot.label = Holder::new(&slot.label.as_str()[..slot.label.as_str().len().min(64)])
+                .expect("a prefix of a label is a label");
+        }
+        slot.expires_at = self.expires_at(ttl);
+        slot.ttl = ttl;
+        slot.fence = if self.has(Flaw::FenceNeverRises) {
+            1
+        } else {
+            slot.fence + 1
+        };
+        let previous_watermark = if self.has(Flaw::WatermarkNotHandedOver) {
+            0
+        } else {
+            slot.watermark
+        };
+        Grant {
+            id: WorkerId::from(id),
+            fence: slot.fence,
+            previous_watermark,
+        }
+    }
+
+    fn same_token(&self, a: &Token, b: &Token) -> bool {
+        if self.has(Flaw::TokensIgnoreCase) {
+            a.to_string().eq_ignore_ascii_case(&b.to_string())
+        } else {
+            a == b
+        }
+    }
+
+    /// Checks the token as the contract says, except where a flaw skips a check.
+    fn check(
+        &self,
+        slot: Option<&Slot>,
+        id: WorkerId,
+        token: &Token,
+        ignore_token: bool,
+    ) -> Result<()> {
+        let slot = slot.ok_or(Error::NotAssigned { id })?;
+        match slot.holder {
+            None if self.has(Flaw::ReleasedStillRenewable) => Ok(()),
+            None if self.has(Flaw::ReleasedIdIsMismatch) && slot.last_holder != Some(*token) => {
+                Err(Error::TokenMismatch { id })
+            }
+            None => Err(Error::NotAssigned { id }),
+            Some(_) if self.has(Flaw::ExpiredIsExpiredForAnyToken) && !self.is_live(slot) => {
+                Err(Error::TokenExpired { id })
+            }
+            Some(holder) if !self.same_token(&holder, token) && !ignore_token => {
+                Err(Error::TokenMismatch { id })
+            }
+            Some(_) if !self.is_live(slot) => Err(Error::TokenExpired { id }),
+            Some(_) => Ok(()),
+        }
+    }
+}
+
+#[async_trait]
+impl LeaseStore for ReferenceStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            list: true,
+            quarantine: self.quarantine || self.has(Flaw::QuarantineNotKept),
+            ..Capabilities::default()
+        }
+    }
+
+    async fn acquire(
+        &self,
+        namespace: &Namespace,
+        max: u32,
+        token: &Token,
+        ttl: Duration,
+        label: &Holder,
+    ) -> Result<Grant> {
+        if let Some(answer) = self.when_cut(Flaw::CutAcquireIsNoAvailableId, || {
+            Err(Error::NoAvailableId { max_worker_id: max })
+        }) {
+            return answer;
+        }
+        if self.has(Flaw::RacyAcquire) {
+            // Check, then act in a second critical section: racers in
+            // between see the same free ID.
+            let id = self.pick(&mut self.state.lock().unwrap(), namespace, max)?;
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            let mut state = self.state.lock().unwrap();
+            return Ok(self.grant(&mut state, namespace, id, token, ttl, label));
+        }
+        let mut state = self.state.lock().unwrap();
+        if let Some(grant) = self.sent_again(&mut state, namespace, max, token, ttl) {
+            return Ok(grant);
+        }
+        let id = self.pick(&mut state, namespace, max)?;
+        Ok(self.grant(&mut state, namespace, id, token, ttl, label))
+    }
+
+    async fn renew(
+        &self,
+        namespace: &Namespace,
+        id: WorkerId,
+        token: &Token,
+        ttl: Duration,
+        watermark: u64,
+    ) -> Result<()> {
+        if let Some(answer) = self.when_cut(Flaw::CutRenewIsOk, || Ok(())) {
+            return answer;
+        }
+        let mut state = self.state.lock().unwrap();
+        let key = self.key(namespace, id.get());
+        let slot = state.slots.get_mut(&key);
+        let revive = self.has(Flaw::RenewRevivesExpired)
+            && slot.as_ref().is_some_and(|s| s.holder == Some(*token));
+        if !revive {
+            let checked = self.check(
+                slot.as_deref(),
+                id,
+                token,
+                self.has(Flaw::RenewIgnoresToken),
+            );
+            if let (Err(refusal), Some(slot)) = (&checked, state.slots.get_mut(&key)) {
+                let leaks = match refusal {
+                    Error::TokenMismatch { .. } => {
+                        if self.has(Flaw::MismatchedRenewExtends) {
+                            slot.expires_at = self.expires_at(ttl);
+                        }
+                        self.has(Flaw::MismatchedRenewRaisesWatermark)
+                    }
+                    Error::TokenExpired { .. } => self.has(Flaw::ExpiredRenewRaisesWatermark),
+                    Error::NotAssigned { .. } => self.has(Flaw::ReleasedRenewRaisesWatermark),
+                    _ => false,
+                };
+                if leaks {
+                    self.raise(slot, watermark);
+                }
+            }
+            checked?;
+        }
+        let slot = state.slots.get_mut(&key).ok_or(Error::NotAssigned { id })?;
+        slot.expires_at = self.expires_at(ttl);
+        self.raise(slot, watermark);
+        Ok(())
+    }
+
+    async fn release(
+        &self,
+        namespace: &Namespace,
+        id: WorkerId,
+        token: &Token,
+        watermark: u64,
+    ) -> Result<()> {
+        if self.cut {
+            return Err(Error::unavailable("reference", "cut off"));
+        }
+        let mut state = self.state.lock().unwrap();
+        let key = self.key(namespace, id.get());
+        let slot = state.slots.get_mut(&key);
+        match self.check(
+            slot.as_deref(),
+            id,
+            token,
+            self.has(Flaw::ReleaseIgnoresToken),
+        ) {
+            Err(Error::TokenExpired { .. }) if self.has(Flaw::ExpiredReleaseIsOk) => {}
+            Err(refusal) => {
+                let leaks = match refusal {
+                    Error::TokenMismatch { .. } => self.has(Flaw::MismatchedReleaseSetsWatermark),
+                    Error::TokenExpired { .. } => self.has(Flaw::ExpiredReleaseSetsWatermark),
+                    _ => false,
+                };
+                if let Some(slot) = state.slots.get_mut(&key).filter(|_| leaks) {
+                    slot.watermark = watermark;
+                }
+                return Err(refusal);
+            }
+            Ok(()) => {}
+        }
+        let slot = state.slots.get_mut(&key).ok_or(Error::NotAssigned { id })?;
+        let sets = if watermark == 0 {
+            self.has(Flaw::ReleaseOfZeroClearsWatermark)
+        } else {
+            !self.has(Flaw::ReleaseRaisesOnly)
+        };
+        if sets {
+            slot.watermark = watermark;
+        } else {
+            self.raise(slot, watermark);
+        }
+        if !self.has(Flaw::ReleaseKeepsTheId) {
+            slot.holder = None;
+        }
+        Ok(())
+    }
+
+    async fn list(&self, namespace: &Namespace) -> Result<Listing> {
+        if let Some(answer) = self.when_cut(Flaw::CutListIsEmpty, || Ok(Listing::unknown())) {
+            return answer;
+        }
+        let state = self.state.lock().unwrap();
+        let Some(&max) = state.pool_sizes.get(namespace.as_str()) else {
+            return Ok(Listing::unknown());
+        };
+        let now = self.clock.now();
+        // The granted IDs of the namespace, in order (not its whole pool).
+        let shared = self.key(namespace, 0).0;
+        let mut ids: Vec<u32> = state
+            .slots
+            .keys()
+            .filter(|(ns, id)| *ns == shared && *id <= max)
+            .map(|(_, id)| *id)
+            .collect();
+        ids.sort_unstable();
+        let leases = ids
+            .into_iter()
+            .filter_map(|id| {
+                let slot = state.slots.get(&self.key(namespace, id))?;
+                let state = match LeaseState::judge(slot.holder.is_some(), slot.expires_at, now) {
+                    LeaseState::Expired if self.has(Flaw::ListsExpiredAsLive) => LeaseState::Live {
+                        remaining: Duration::from_secs(1),
+                    },
+                    LeaseState::Free if self.has(Flaw::ListOmitsReleased) => return None,
+                    state => state,
+                };
+                Some(LeaseInfo {
+                    id: WorkerId::from(id),
+                    state,
+                    fence: slot.fence,
+                    watermark: slot.watermark,
+                    holder: slot.label.clone(),
+                })
+            })
+            .collect();
+        Ok(Listing {
+            max_worker_id: Some(max),
+            leases,
+        })
+    }
+
+    async fn list_namespaces(&self) -> Result<Vec<NamespaceInfo>> {
+        if self.cut {
+            return Err(Error::unavailable("reference", "cut off"));
+        }
+        let mut names: Vec<String> = self
+            .state
+            .lock()
+            .unwrap()
+            .pool_sizes
+            .keys()
+            .cloned()
+            .collect();
+        names.sort_unstable();
+        let mut all = Vec::new();
+        for name in names {
+            let namespace = Namespace::new(name.as_str()).unwrap();
+            let listing = self.list(&namespace).await?;
+            let counted = |l: &&LeaseInfo| {
+                l.state.is_live()
+                    || (self.has(Flaw::NamespacesCountReleased) && l.state == LeaseState::Free)
+                    || (self.has(Flaw::NamespacesCountExpired) && l.state == LeaseState::Expired)
+            };
+            let live = listing.leases.iter().filter(counted).count() as u32;
+            if live == 0 && self.has(Flaw::NamespacesWithoutLiveLeasesUnlisted) {
+                continue;
+            }
+            all.push(NamespaceInfo {
+                max_worker_id: listing.max_worker_id.unwrap(),
+                live,
+                namespace,
+            });
+        }
+        Ok(all)
+    }
+
+    async fn remove_namespace(&self, namespace: &Namespace) -> Result<bool> {
+        if self.cut {
+            return Err(Error::unavailable("reference", "cut off"));
+        }
+        let mut state = self.state.lock().unwrap();
+        if !state.pool_sizes.contains_key(namespace.as_str()) {
+            return Ok(false);
+        }
+        let shared = self.key(namespace, 0).0;
+        let live = state
+            .slots
+            .iter()
+            .filter(|(key, slot)| key.0 == shared && self.is_live(slot))
+            .count() as u32;
+        if live > 0 && !self.has(Flaw::RemoveIgnoresLiveLeases) {
+            return Err(Error::NamespaceInUse {
+                namespace: namespace.to_string(),
+                live,
+            });
+        }
+        state.pool_sizes.remove(namespace.as_str());
+        if !self.has(Flaw::RemoveKeepsTheIds) {
+            state.slots.retain(|key, _| key.0 != shared);
+        }
+        Ok(true)
+    }
+
+    async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
+        if self.cut {
+            return Err(Error::unavailable("reference", "cut off"));
+        }
+        let mut state = self.state.lock().unwrap();
+        let key = self.key(namespace, id.get());
+        let live = state.slots.get(&key).is_some_and(|s| {
+            self.is_live(s) || self.has(Flaw::ForceReleaseTakesExpired) && s.holder.is_some()
+        });
+        let Some(slot) = state.slots.get_mut(&key).filter(|_| live) else {
+            return Ok(false);
+        };
+        if self.has(Flaw::ForceReleaseLowersWatermark) {
+            slot.watermark = 0;
+        }
+        if !self.has(Flaw::ForceReleaseKeepsTheHolder) {
+            slot.holder = None;
+        }
+        Ok(true)
+    }
+}
+
