@@ -65,4 +65,13 @@ pub trait StoreFactory: Send + Sync {
     async fn unreachable(&self) -> Option<Arc<dyn LeaseStore>> {
         None
     }
+
+    /// Environment variables with which this test binary, run again as a
+    /// child process, makes its factory on the same store (the test kit's
+    /// servers are reused when `WORKERID_REDIS_URL` and the like are set).
+    /// `None`, the default, for a store other processes cannot reach: the
+    /// scenarios that contend from several processes are skipped.
+    fn share_with_children(&self) -> Option<Vec<(String, String)>> {
+        None
+    }
 }

@@ -59,10 +59,12 @@ async fn whole_suite_on_the_real_clock() {
         report.skipped(),
         [
             "expired_ids_are_quarantined",
+            "contention_across_processes",
             "an_unreachable_store_is_unavailable",
             "survives_restart"
         ],
-        "only durability, a server to lose (and a quarantine the store has no need of) are excused"
+        "only what an in-process store cannot have are excused: durability, other processes, \
+         a server to lose (and a quarantine it has no need of)"
     );
 }
 

@@ -19,6 +19,11 @@ impl StoreFactory for SharedCluster {
             .unwrap_or_else(|e| panic!("connect to the Redis Cluster at {:?}: {e}", self.0));
         Arc::new(store)
     }
+
+    fn share_with_children(&self) -> Option<Vec<(String, String)>> {
+        let env = workerid_testkit::redis::CLUSTER_URLS_ENV;
+        Some(vec![(env.to_string(), self.0.join(","))])
+    }
 }
 
 workerid_conformance::lease_store_tests!(SharedCluster(

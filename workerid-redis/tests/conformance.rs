@@ -28,6 +28,11 @@ impl StoreFactory for SharedServer {
         relay.stop();
         Some(Arc::new(store))
     }
+
+    fn share_with_children(&self) -> Option<Vec<(String, String)>> {
+        let env = workerid_testkit::redis::URL_ENV;
+        Some(vec![(env.to_string(), self.0.clone())])
+    }
 }
 
 workerid_conformance::lease_store_tests!(SharedServer(workerid_testkit::redis::shared_url()));

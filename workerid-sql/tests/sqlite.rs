@@ -6,6 +6,9 @@ use std::sync::OnceLock;
 mod support;
 
 fn url() -> String {
+    if let Ok(url) = std::env::var(support::SQLITE_URL_ENV) {
+        return url;
+    }
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     let dir = DIR.get_or_init(|| tempfile::tempdir().expect("a temporary directory"));
     format!(

@@ -12,6 +12,7 @@ mod history;
 mod input;
 mod lifecycle;
 mod listing;
+mod processes;
 mod removal;
 mod resent;
 mod unreachable;
@@ -23,6 +24,8 @@ pub use history::*;
 pub use input::*;
 pub use lifecycle::*;
 pub use listing::*;
+pub(crate) use processes::CONTENDER_ENV;
+pub use processes::*;
 pub use removal::*;
 pub use resent::*;
 pub use unreachable::*;
@@ -56,6 +59,7 @@ macro_rules! __lease_scenarios {
             watermark_is_handed_over,
             contention_gives_distinct_grants,
             one_winner_on_an_expired_id,
+            contention_across_processes,
             concurrent_renewals_all_succeed,
             release_races_renew_and_acquire,
             an_unreachable_store_is_unavailable,

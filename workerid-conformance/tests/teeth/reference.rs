@@ -610,4 +610,3 @@ impl LeaseStore for ReferenceStore {
         Ok(true)
     }
 }
-

@@ -45,6 +45,22 @@ impl StoreFactory for Endpoints {
         }
         Some(Arc::new(store))
     }
+
+    /// The same endpoints whichever of the test kit's shared etcds (one
+    /// member or three) the child's factory asks for.
+    fn share_with_children(&self) -> Option<Vec<(String, String)>> {
+        let endpoints = self.0.join(",");
+        Some(vec![
+            (
+                workerid_testkit::etcd::URL_ENV.to_string(),
+                endpoints.clone(),
+            ),
+            (
+                workerid_testkit::etcd::CLUSTER_URL_ENV.to_string(),
+                endpoints,
+            ),
+        ])
+    }
 }
 
 #[async_trait]

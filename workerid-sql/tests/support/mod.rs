@@ -51,7 +51,23 @@ impl StoreFactory for Database {
         relay.stop();
         Some(Arc::new(store))
     }
+
+    fn share_with_children(&self) -> Option<Vec<(String, String)>> {
+        let env = if self.url.starts_with("sqlite:") {
+            SQLITE_URL_ENV
+        } else if self.url.starts_with("postgres") {
+            workerid_testkit::postgres::URL_ENV
+        } else {
+            workerid_testkit::mariadb::URL_ENV
+        };
+        Some(vec![(env.to_string(), self.url.clone())])
+    }
 }
+
+/// The SQLite URL a test binary uses instead of a file of its own when set:
+/// how a child process finds its parent's database.
+#[allow(dead_code)] // not every test binary that shares this module uses SQLite
+pub const SQLITE_URL_ENV: &str = "WORKERID_SQLITE_URL";
 
 /// 64 clients, each with its own lease in one namespace, renew as fast as
 /// they can for a second: every renewal must succeed (MySQL's REPEATABLE READ
