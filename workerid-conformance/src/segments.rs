@@ -373,6 +373,28 @@ pub async fn a_tag_at_its_end_is_exhausted(f: &dyn SegmentFactory) -> Outcome {
         );
     }
     versions_never_repeat(&[a, b]);
+    // The last first ID a tag may have is 2^63 - 1: created, and exhausted.
+    let allocator = SegmentAllocator::new(store.clone(), SegmentOptions::default());
+    let last = fresh_tag();
+    assert!(
+        matches!(
+            allocator.create_tag(last.as_str(), END + 1, 1).await,
+            Err(Error::InvalidConfig { .. })
+        ),
+        "a first ID above 2^63 - 1 is refused"
+    );
+    assert!(
+        allocator
+            .create_tag(last.as_str(), END, 1)
+            .await
+            .expect("create at 2^63 - 1"),
+        "a tag may start at 2^63 - 1"
+    );
+    let answer = store.reserve(&last, None).await;
+    assert!(
+        matches!(answer, Err(Error::TagExhausted { .. })),
+        "a tag at 2^63 - 1 has no range left: {answer:?}"
+    );
     Outcome::Passed
 }
 

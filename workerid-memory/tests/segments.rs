@@ -41,9 +41,20 @@ struct Outage {
     down: AtomicBool,
     /// Calls made while down.
     refused: AtomicU64,
+    /// The step of every reservation asked for.
+    steps: std::sync::Mutex<Vec<Option<u64>>>,
 }
 
 impl Outage {
+    fn new() -> Self {
+        Outage {
+            inner: MemoryStore::new(),
+            down: AtomicBool::new(false),
+            refused: AtomicU64::new(0),
+            steps: Default::default(),
+        }
+    }
+
     fn check(&self) -> Result<()> {
         if self.down.load(Ordering::SeqCst) {
             self.refused.fetch_add(1, Ordering::SeqCst);
@@ -68,6 +79,7 @@ impl SegmentStore for Outage {
     }
     async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
         self.check()?;
+        self.steps.lock().unwrap().push(step);
         self.inner.reserve(tag, step).await
     }
     async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
@@ -82,11 +94,7 @@ impl SegmentStore for Outage {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn buffers_keep_serving_through_an_outage_then_say_unavailable() {
-    let store = Arc::new(Outage {
-        inner: MemoryStore::new(),
-        down: AtomicBool::new(false),
-        refused: AtomicU64::new(0),
-    });
+    let store = Arc::new(Outage::new());
     let options = SegmentOptions {
         min_step: 100,
         max_step: 100,
@@ -219,6 +227,35 @@ async fn the_step_doubles_when_segments_go_fast() {
     assert!(
         (500..500 + 2 * 80).contains(&reserved),
         "reserved up to {reserved}"
+    );
+}
+
+/// The step follows how long each segment lasted, measured from when that
+/// segment was loaded, not from when the tag was first used: a tag idle for
+/// a while and then used fast still grows its step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_step_follows_each_segment_not_the_tags_age() {
+    let store = Arc::new(Outage::new());
+    let options = SegmentOptions {
+        min_step: 10,
+        max_step: 80,
+        grow_below: Duration::from_millis(150),
+        shrink_above: Duration::from_secs(3600),
+        ..SegmentOptions::default()
+    };
+    let ids = SegmentAllocator::new(store.clone(), options);
+    assert_eq!(ids.stalls(), 0, "no call yet, no stall");
+    ids.create_tag("idle", 1, 10).await.unwrap();
+    ids.next_id("idle").await.unwrap();
+    assert_eq!(ids.stalls(), 1, "the first call waits for the store");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    for _ in 0..500 {
+        ids.next_id("idle").await.unwrap();
+    }
+    let steps = store.steps.lock().unwrap().clone();
+    assert!(
+        steps.contains(&Some(80)),
+        "segments used in microseconds double the step up to its largest: {steps:?}"
     );
 }
 
