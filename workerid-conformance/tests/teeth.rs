@@ -131,4 +131,6 @@ caught! {
     catches_a_full_pool_answered_when_cut_off: CutAcquireIsNoAvailableId by an_unreachable_store_is_unavailable;
     catches_a_renewal_that_swallows_the_error: CutRenewIsOk by an_unreachable_store_is_unavailable;
     catches_an_empty_listing_when_cut_off: CutListIsEmpty by an_unreachable_store_is_unavailable;
+    catches_a_renewal_that_does_not_extend: RenewDoesNotExtend by renew_extends_the_lease;
+    catches_renewals_that_conflict: RenewalsConflict by concurrent_renewals_all_succeed;
 }

@@ -111,6 +111,12 @@ pub enum Flaw {
     CutRenewIsOk,
     /// Cut off from its server, a listing answers "never used".
     CutListIsEmpty,
+    /// Renew answers Ok without extending the lease.
+    RenewDoesNotExtend,
+    /// Renewals of one lease conflict (an optimistic transaction that
+    /// fails when another renewal committed meanwhile, as MySQL's
+    /// REPEATABLE READ deadlocks did): the loser answers `Unavailable`.
+    RenewalsConflict,
 }
 
 #[derive(Debug)]
@@ -122,6 +128,8 @@ struct Slot {
     ttl: Duration,
     fence: u64,
     watermark: u64,
+    /// Renewals so far (what [`Flaw::RenewalsConflict`] compares).
+    renewals: u64,
 }
 
 #[derive(Debug, Default)]
@@ -283,6 +291,7 @@ impl ReferenceStore {
             ttl: Duration::ZERO,
             fence: 0,
             watermark: 0,
+            renewals: 0,
         });
         slot.holder = Some(*token);
         slot.last_holder = Some(*token);
@@ -397,6 +406,25 @@ impl LeaseStore for ReferenceStore {
         if let Some(answer) = self.when_cut(Flaw::CutRenewIsOk, || Ok(())) {
             return answer;
         }
+        if self.has(Flaw::RenewalsConflict) {
+            let key = self.key(namespace, id.get());
+            let seen = self
+                .state
+                .lock()
+                .unwrap()
+                .slots
+                .get(&key)
+                .map(|s| s.renewals);
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            let mut state = self.state.lock().unwrap();
+            let slot = state.slots.get_mut(&key);
+            if slot.as_ref().map(|s| s.renewals) != seen {
+                return Err(Error::unavailable("reference", "serialization failure"));
+            }
+            if let Some(slot) = slot {
+                slot.renewals += 1;
+            }
+        }
         let mut state = self.state.lock().unwrap();
         let key = self.key(namespace, id.get());
         let slot = state.slots.get_mut(&key);
@@ -428,7 +456,9 @@ impl LeaseStore for ReferenceStore {
             checked?;
         }
         let slot = state.slots.get_mut(&key).ok_or(Error::NotAssigned { id })?;
-        slot.expires_at = self.expires_at(ttl);
+        if !self.has(Flaw::RenewDoesNotExtend) {
+            slot.expires_at = self.expires_at(ttl);
+        }
         self.raise(slot, watermark);
         Ok(())
     }
