@@ -29,6 +29,8 @@ enum Flaw {
     /// Counts with a float (as a naive Lua script would): IDs near 2^63 are
     /// rounded.
     CountsWithFloats,
+    /// Declares itself durable, and forgets every tag on a restart.
+    ForgetsOnRestart,
 }
 
 /// Per tag: max (the first ID not handed out), default step, version.
@@ -44,7 +46,8 @@ struct Counters {
 impl SegmentStore for Counters {
     fn segment_capabilities(&self) -> workerid_segment::SegmentCapabilities {
         workerid_segment::SegmentCapabilities {
-            durable: false,
+            // A restart (of the factory) keeps the counters: durable.
+            durable: true,
             give_back: self.flaw != Some(Flaw::GivesBackWithoutDeclaringIt),
             ..Default::default()
         }
@@ -149,6 +152,14 @@ impl SegmentFactory for Factory {
     async fn connect(&self) -> Arc<dyn SegmentStore> {
         Arc::new(self.0.clone())
     }
+    fn supports_restart(&self) -> bool {
+        true
+    }
+    async fn restart(&self) {
+        if self.0.flaw == Some(Flaw::ForgetsOnRestart) {
+            self.0.tags.lock().unwrap().clear();
+        }
+    }
 }
 
 async fn failed(flaw: Option<Flaw>) -> Vec<&'static str> {
@@ -161,7 +172,19 @@ async fn failed(flaw: Option<Flaw>) -> Vec<&'static str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_flawless_counters_pass() {
-    assert_eq!(failed(None).await, Vec::<&str>::new());
+    let store = Counters {
+        flaw: None,
+        tags: Arc::default(),
+    };
+    let report = run_all_segments(&Factory(store)).await;
+    report.assert_passed();
+    assert!(report.skipped().is_empty(), "{:?}", report.skipped());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn catches_a_durable_store_that_forgets() {
+    let failed = failed(Some(Flaw::ForgetsOnRestart)).await;
+    assert!(failed.contains(&"ranges_survive_a_restart"), "{failed:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

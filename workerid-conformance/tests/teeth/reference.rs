@@ -113,6 +113,8 @@ pub enum Flaw {
     CutListIsEmpty,
     /// Renew answers Ok without extending the lease.
     RenewDoesNotExtend,
+    /// Declares itself durable, and forgets everything on a restart.
+    ForgetsOnRestart,
     /// Renewals of one lease conflict (an optimistic transaction that
     /// fails when another renewal committed meanwhile, as MySQL's
     /// REPEATABLE READ deadlocks did): the loser answers `Unavailable`.
@@ -362,6 +364,8 @@ impl LeaseStore for ReferenceStore {
         Capabilities {
             list: true,
             quarantine: self.quarantine || self.has(Flaw::QuarantineNotKept),
+            // A restart (of the factory) keeps the state: durable.
+            durable: true,
             ..Capabilities::default()
         }
     }
