@@ -397,6 +397,33 @@ async fn a_store_outage_longer_than_the_ttl_stops_ids_before_the_deadline() {
     assert!(matches!(state, WorkerState::Lost { .. }), "{state:?}");
 }
 
+/// An outage shorter than the lease's deadline is ridden out: the failed
+/// renewals are retried, the worker stays ready and renews again after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_outage_shorter_than_the_deadline_is_ridden_out() {
+    let ttl = Duration::from_secs(3);
+    let flaky = Flaky::new(false);
+    let allocator = Allocator::from_arc(flaky.clone(), "short", lease_options(ttl)).unwrap();
+    let worker = Worker::join(allocator, WorkerOptions::new()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1_200)).await; // one renewal
+    flaky.down.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    flaky.down.store(false, Ordering::SeqCst);
+    let back = Instant::now();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        matches!(worker.state(), WorkerState::Ready { .. }),
+        "{:?}",
+        worker.state()
+    );
+    worker.next_id().expect("still issuing after the outage");
+    assert!(
+        flaky.renewed.lock().unwrap().iter().any(|at| *at >= back),
+        "a renewal went through after the outage"
+    );
+    worker.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewals_keep_a_worker_issuing_and_dropping_it_releases() {
     let store = MemoryStore::with_clock(Arc::new(ManualClock::new()));

@@ -84,11 +84,14 @@ async fn each_option_takes_effect() {
     // The layout: 16 worker bits take a pool the classic layout cannot.
     let sonyflake = Layout::sonyflake();
     let wide = allocator(&store, LeaseOptions::new().worker_bits(16));
+    // Two IDs held first: the worker's is neither 0 nor 1.
+    let _held = (wide.acquire().await.unwrap(), wide.acquire().await.unwrap());
     let worker = Worker::join(wide, at(&clock).layout(sonyflake))
         .await
         .expect("a 16-bit pool on a 16-bit layout");
     let id = worker.next_id().unwrap();
-    assert_eq!(sonyflake.decompose(id).worker_id, worker.worker_id());
+    assert_eq!(worker.worker_id(), 2);
+    assert_eq!(sonyflake.decompose(id).worker_id, 2);
     worker.stop().await;
 
     // The window: reserved that far ahead of the clock, not the default.
@@ -134,4 +137,25 @@ async fn each_option_takes_effect() {
         .await
         .expect("the default waits");
     waited.stop().await;
+}
+
+/// The next holder starts strictly after the watermark it was handed: a
+/// clock at exactly that millisecond waits one more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clock_at_the_watermark_waits_past_it() {
+    let store = MemoryStore::new();
+    let one = allocator(&store, LeaseOptions::new().max_worker_id(0));
+    let watermark = u64::try_from(T0.as_millis()).unwrap();
+    let first = one.acquire().await.unwrap();
+    one.release_with_watermark(&first, watermark).await.unwrap();
+    let clock = Arc::new(FakeClock::at(T0));
+    let worker = Worker::join(one, at(&clock)).await.unwrap();
+    assert!(
+        clock.now().wall > T0,
+        "started at {:?}, on the watermark's millisecond",
+        clock.now().wall
+    );
+    let issued = Layout::classic().decompose(worker.next_id().unwrap());
+    assert!(Layout::classic().time_of(issued.timestamp) > T0);
+    worker.stop().await;
 }
