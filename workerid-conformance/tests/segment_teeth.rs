@@ -182,72 +182,37 @@ async fn the_flawless_counters_pass() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn catches_a_durable_store_that_forgets() {
-    let failed = failed(Some(Flaw::ForgetsOnRestart)).await;
-    assert!(failed.contains(&"ranges_survive_a_restart"), "{failed:?}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn catches_a_racy_reserve() {
-    assert!(failed(Some(Flaw::RacyReserve))
-        .await
-        .contains(&"ranges_never_overlap_under_contention"));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn catches_a_give_back_that_ignores_the_expected_max() {
-    assert!(failed(Some(Flaw::GiveBackIgnoresExpected))
-        .await
-        .contains(&"give_back_only_when_untouched"));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn catches_a_give_back_that_compares_the_value_only() {
+async fn a_give_back_comparing_the_value_only_fails_nothing_else() {
     assert_eq!(
         failed(Some(Flaw::GiveBackComparesTheValueOnly)).await,
         vec!["replayed_give_back_is_refused"]
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn catches_the_last_handed_out_rule() {
-    assert!(failed(Some(Flaw::LastHandedOutRule))
-        .await
-        .contains(&"max_id_is_the_first_id_not_handed_out"));
+/// One test per flaw: the suite must fail, and in the scenario named.
+macro_rules! caught {
+    ($($test:ident: $flaw:ident by $scenario:ident;)+) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $test() {
+            let failed = failed(Some(Flaw::$flaw)).await;
+            assert!(
+                failed.contains(&stringify!($scenario)),
+                "the suite must catch {:?} in {}; failed: {failed:?}",
+                Flaw::$flaw,
+                stringify!($scenario),
+            );
+        }
+    )+};
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn catches_a_give_back_the_store_does_not_declare() {
-    let failed = failed(Some(Flaw::GivesBackWithoutDeclaringIt)).await;
-    assert!(
-        failed.contains(&"give_back_only_when_untouched"),
-        "{failed:?}"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn catches_a_version_that_comes_again() {
-    let failed = failed(Some(Flaw::VersionIsTheMax)).await;
-    assert!(
-        failed.contains(&"replayed_give_back_is_refused"),
-        "{failed:?}"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn catches_a_tag_that_never_ends() {
-    let failed = failed(Some(Flaw::NeverExhausted)).await;
-    assert!(
-        failed.contains(&"a_tag_at_its_end_is_exhausted"),
-        "{failed:?}"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn catches_ids_counted_with_floats() {
-    let failed = failed(Some(Flaw::CountsWithFloats)).await;
-    assert!(
-        failed.contains(&"a_tag_at_its_end_is_exhausted"),
-        "{failed:?}"
-    );
+caught! {
+    catches_a_durable_store_that_forgets: ForgetsOnRestart by ranges_survive_a_restart;
+    catches_a_racy_reserve: RacyReserve by ranges_never_overlap_under_contention;
+    catches_a_give_back_that_ignores_the_expected_max: GiveBackIgnoresExpected by give_back_only_when_untouched;
+    catches_a_give_back_that_compares_the_value_only: GiveBackComparesTheValueOnly by replayed_give_back_is_refused;
+    catches_the_last_handed_out_rule: LastHandedOutRule by max_id_is_the_first_id_not_handed_out;
+    catches_a_give_back_the_store_does_not_declare: GivesBackWithoutDeclaringIt by give_back_only_when_untouched;
+    catches_a_version_that_comes_again: VersionIsTheMax by replayed_give_back_is_refused;
+    catches_a_tag_that_never_ends: NeverExhausted by a_tag_at_its_end_is_exhausted;
+    catches_ids_counted_with_floats: CountsWithFloats by a_tag_at_its_end_is_exhausted;
 }
