@@ -314,3 +314,49 @@ async fn batchers_on_many_tasks_never_share_an_id() {
     }
     assert_eq!(all.len(), 8_000);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_what_as_many_single_calls_would_get() {
+    let store = MemoryStore::new();
+    let options = SegmentOptions {
+        min_step: 100,
+        max_step: 100,
+        ..SegmentOptions::default()
+    };
+    let ids = SegmentAllocator::new(store.clone(), options);
+    // At 0, as go-id-alloc's rows are.
+    store
+        .create_tag(&Tag::new("batch").unwrap(), 0, 100)
+        .await
+        .unwrap();
+    let first = ids.next_id("batch").await.unwrap();
+    assert_eq!(first, 1, "ID 0 is never handed out");
+    let runs = ids.next_ids("batch", 450).await.unwrap();
+    let got: Vec<u64> = runs.iter().flat_map(|r| r.clone()).collect();
+    assert_eq!(
+        got,
+        (2..452).collect::<Vec<_>>(),
+        "consecutive across segments"
+    );
+    assert_eq!(runs.len(), 1, "adjacent runs are merged: {runs:?}");
+    assert_eq!(ids.next_id("batch").await.unwrap(), 452);
+    for bad in [0, (1 << 32) + 1] {
+        assert!(matches!(
+            ids.next_ids("batch", bad).await,
+            Err(Error::InvalidConfig { .. })
+        ));
+    }
+    assert_eq!(
+        ids.next_id("batch").await.unwrap(),
+        453,
+        "a refused batch takes nothing"
+    );
+    assert!(matches!(
+        ids.next_ids("nope", 3).await,
+        Err(Error::UnknownTag { .. })
+    ));
+    assert!(
+        ids.existing("nope").unwrap().is_none(),
+        "no handle kept for an unknown tag"
+    );
+}

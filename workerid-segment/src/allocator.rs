@@ -145,7 +145,7 @@ impl SegmentAllocator {
     /// [`tag`](Self::tag), a request in flight), the entry too. Under the
     /// write lock, so of several requests for one unknown tag the last to
     /// finish removes it.
-    fn forget(&self, handle: TagHandle) {
+    pub(crate) fn forget(&self, handle: TagHandle) {
         let mut tags = self.tags.write().unwrap_or_else(|e| e.into_inner());
         let key = handle.0.tag.clone();
         let ours = tags

@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 mod allocator;
+mod batch;
 mod cursor;
 mod error;
 mod gapless;
