@@ -62,6 +62,9 @@ pub struct Cli {
     /// The most bytes buffered per connection.
     #[arg(long, env = "WORKERID_MAX_BUFFER_BYTES")]
     pub max_buffer_bytes: Option<usize>,
+    /// The most IDs one request may ask for with `count`.
+    #[arg(long, env = "WORKERID_MAX_BATCH")]
+    pub max_batch: Option<u64>,
     /// Serve snowflake IDs (true/false).
     #[arg(long, env = "WORKERID_SNOWFLAKE_ENABLED")]
     pub snowflake_enabled: Option<bool>,
@@ -125,6 +128,7 @@ impl Cli {
         set(&mut config.idle_timeout_ms, &self.idle_timeout_ms);
         set(&mut config.max_open_connections, &self.max_open_connections);
         set(&mut config.max_buffer_bytes, &self.max_buffer_bytes);
+        set(&mut config.max_batch, &self.max_batch);
         let s = &mut config.snowflake;
         set(&mut s.enabled, &self.snowflake_enabled);
         set(&mut s.namespace, &self.snowflake_namespace);

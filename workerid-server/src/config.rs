@@ -55,6 +55,10 @@ pub struct Config {
     /// A bearer token every request must carry (none: no check).
     #[serde(default)]
     pub auth_token: Option<String>,
+    /// The most IDs one request may ask for with `count` (default 10 000,
+    /// at most 1 000 000).
+    #[serde(default = "default_max_batch")]
+    pub max_batch: u64,
     /// Tags created on start when missing. A tag that exists with another
     /// step is refused: the server does not start (change the config, or
     /// the stored tag). With no tags and the zero-configuration store (the
@@ -266,6 +270,13 @@ impl Config {
                 "max_buffer_bytes must be at least {MIN_BUFFER_BYTES}"
             ));
         }
+        if !(1..=crate::batch::LARGEST_MAX_BATCH).contains(&self.max_batch) {
+            return Err(format!(
+                "max_batch must be 1 to {}, not {}",
+                crate::batch::LARGEST_MAX_BATCH,
+                self.max_batch
+            ));
+        }
         if self.tags_refresh_ms < 100 {
             return Err("tags_refresh_ms must be at least 100".into());
         }
@@ -312,6 +323,7 @@ impl std::fmt::Debug for Config {
             .field("idle_timeout_ms", &self.idle_timeout_ms)
             .field("max_open_connections", &self.max_open_connections)
             .field("max_buffer_bytes", &self.max_buffer_bytes)
+            .field("max_batch", &self.max_batch)
             .field("auth_token", &self.auth_token.as_ref().map(|_| "***"))
             .field("allow_volatile_segments", &self.allow_volatile_segments)
             .field("tags", &self.tags)
@@ -348,11 +360,16 @@ impl Default for Config {
             idle_timeout_ms: default_idle_timeout(),
             max_open_connections: default_max_open_connections(),
             max_buffer_bytes: default_max_buffer_bytes(),
+            max_batch: default_max_batch(),
             tags: Vec::new(),
             snowflake: SnowflakeConfig::default(),
             workers: None,
         }
     }
+}
+
+fn default_max_batch() -> u64 {
+    crate::batch::DEFAULT_MAX_BATCH
 }
 
 fn default_store() -> String {

@@ -43,6 +43,7 @@
 //! live. Error bodies carry a stable code and message; store details go
 //! to the log only.
 
+mod batch;
 mod cli;
 mod config;
 mod fast_path;
@@ -274,6 +275,7 @@ async fn run(config: Config) -> Result<(), Failure> {
         metrics,
         tags,
         auth_token: config.auth_token.clone(),
+        max_batch: config.max_batch,
     });
     tracing::info!("listening on {}", config.listen);
     let shutdown = async move {

@@ -14,6 +14,7 @@ use serde::Serialize;
 use workerid::segment::{self, SegmentAllocator};
 use workerid::snowflake;
 
+use crate::batch::{self, BadBatch, Batch};
 use crate::metrics::Metrics;
 use crate::supervisor::Snowflake;
 use crate::tags::Tags;
@@ -28,6 +29,8 @@ pub struct App {
     pub tags: Arc<Tags>,
     /// The bearer token every request must carry, if any.
     pub auth_token: Option<String>,
+    /// The most IDs one request may ask for (`count`).
+    pub max_batch: u64,
 }
 
 /// What a request fails with: the segment allocator's or the snowflake
@@ -72,6 +75,43 @@ impl App {
             self.tags.found_missing(tag);
         }
         answer
+    }
+
+    /// `count` IDs of `tag`, as runs of consecutive IDs; like
+    /// [`next_segment_id`](Self::next_segment_id).
+    pub async fn next_segment_ids(
+        &self,
+        tag: &str,
+        count: u64,
+    ) -> Result<Vec<std::ops::Range<u64>>, segment::Error> {
+        if !self.tags.known(tag) {
+            return Err(segment::Error::UnknownTag { tag: tag.into() });
+        }
+        let answer = self.segments.next_ids(tag, count).await;
+        if let Err(segment::Error::UnknownTag { .. }) = &answer {
+            self.tags.found_missing(tag);
+        }
+        if let Ok(runs) = &answer {
+            let ids: u64 = runs.iter().map(|r| r.end - r.start).sum();
+            self.metrics.segment_ids.fetch_add(ids, Ordering::Relaxed);
+        }
+        answer
+    }
+
+    /// `count` snowflake IDs, as runs of consecutive IDs.
+    fn next_snowflakes(&self, count: u64) -> Result<Vec<std::ops::Range<u64>>, Failure> {
+        let Some(snowflake) = &self.snowflake else {
+            return Err(Failure::Snowflake(snowflake::Error::NotReady {
+                reason: "the snowflake worker is disabled".into(),
+            }));
+        };
+        let ids = (0..count)
+            .map(|_| snowflake.next_id())
+            .collect::<Result<Vec<u64>, _>>()?;
+        self.metrics
+            .snowflake_ids
+            .fetch_add(count, Ordering::Relaxed);
+        Ok(batch::runs(ids))
     }
 }
 
@@ -140,6 +180,8 @@ impl IntoResponse for Failed {
 /// go-id-alloc's error numbers.
 const MISSING_TAG: i32 = 1;
 const FAILED: i32 = 2;
+/// A `count` or `format` this server refuses (go-id-alloc has neither).
+const BAD_BATCH: i32 = 3;
 
 pub fn router(app: Arc<App>) -> Router {
     let routes = Router::new()
@@ -225,9 +267,32 @@ pub static JSON: HeaderValue = HeaderValue::from_static("application/json");
 /// query is scanned for `biz_tag` without building a map, and the success
 /// body is written without a serializer.
 pub async fn alloc(app: &App, query: Option<&str>) -> (StatusCode, String) {
-    let failed = match biz_tag(query) {
-        None => missing_tag(app, Endpoint::Alloc),
-        Some(tag) => match app.next_segment_id(&tag).await {
+    let batch = match batch::parse(query, app.max_batch) {
+        Ok(batch) => batch,
+        Err(BadBatch { code, msg }) => {
+            let refused = failure(app, Endpoint::Alloc, BAD_BATCH, code, msg);
+            return (StatusCode::BAD_REQUEST, refused.body());
+        }
+    };
+    let failed = match (biz_tag(query), batch) {
+        (None, _) => missing_tag(app, Endpoint::Alloc),
+        (Some(tag), Some(Batch { count, format })) => {
+            match app.next_segment_ids(&tag, count).await {
+                Ok(runs) => {
+                    let field = match format {
+                        batch::Format::Array => "ids",
+                        batch::Format::Ranges => "ranges",
+                    };
+                    let ids = batch::json(&runs, format);
+                    return (
+                        StatusCode::OK,
+                        format!(r#"{{"errno":0,"msg":"success","{field}":{ids}}}"#),
+                    );
+                }
+                Err(e) => failed(app, Endpoint::Alloc, &Failure::Segment(e)),
+            }
+        }
+        (Some(tag), None) => match app.next_segment_id(&tag).await {
             Ok(id) => {
                 app.metrics.segment_ids.fetch_add(1, Ordering::Relaxed);
                 return (
@@ -326,8 +391,35 @@ fn plain_error(app: &App, e: &Failure) -> Response {
     (StatusCode::INTERNAL_SERVER_ERROR, format!("{code}: {msg}")).into_response()
 }
 
-/// Leaf's `GET /api/segment/get/{key}`: the ID as plain text.
-async fn leaf_segment(State(app): State<Arc<App>>, Path(key): Path<String>) -> Response {
+/// A refused `count` or `format` on Leaf's endpoints: HTTP 400, `code:
+/// message` as plain text.
+fn bad_batch(app: &App, BadBatch { code, msg }: BadBatch) -> Response {
+    app.metrics.request_errors.fetch_add(1, Ordering::Relaxed);
+    (StatusCode::BAD_REQUEST, format!("{code}: {msg}")).into_response()
+}
+
+/// A batch's IDs as JSON.
+fn batch_reply(runs: &[std::ops::Range<u64>], format: batch::Format) -> Response {
+    ([(CONTENT_TYPE, JSON.clone())], batch::json(runs, format)).into_response()
+}
+
+/// Leaf's `GET /api/segment/get/{key}`: the ID as plain text; with
+/// `count`, that many as JSON.
+async fn leaf_segment(
+    State(app): State<Arc<App>>,
+    Path(key): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    match batch::parse(query.as_deref(), app.max_batch) {
+        Err(bad) => return bad_batch(&app, bad),
+        Ok(Some(Batch { count, format })) => {
+            return match app.next_segment_ids(&key, count).await {
+                Ok(runs) => batch_reply(&runs, format),
+                Err(e) => plain_error(&app, &e.into()),
+            }
+        }
+        Ok(None) => {}
+    }
     match app.next_segment_id(&key).await {
         Ok(id) => {
             app.metrics.segment_ids.fetch_add(1, Ordering::Relaxed);
@@ -338,8 +430,22 @@ async fn leaf_segment(State(app): State<Arc<App>>, Path(key): Path<String>) -> R
 }
 
 /// Leaf's `GET /api/snowflake/get/{key}`: a snowflake ID as plain text (the
-/// key is ignored, as in Leaf).
-async fn leaf_snowflake(State(app): State<Arc<App>>, Path(_key): Path<String>) -> Response {
+/// key is ignored, as in Leaf); with `count`, that many as JSON.
+async fn leaf_snowflake(
+    State(app): State<Arc<App>>,
+    Path(_key): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    match batch::parse(query.as_deref(), app.max_batch) {
+        Err(bad) => return bad_batch(&app, bad),
+        Ok(Some(Batch { count, format })) => {
+            return match app.next_snowflakes(count) {
+                Ok(runs) => batch_reply(&runs, format),
+                Err(e) => plain_error(&app, &e),
+            }
+        }
+        Ok(None) => {}
+    }
     let Some(snowflake) = &app.snowflake else {
         let e = snowflake::Error::NotReady {
             reason: "the snowflake worker is disabled".into(),

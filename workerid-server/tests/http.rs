@@ -114,6 +114,8 @@ fn bad_arguments_and_configs_exit_with_a_message() {
         vec!["--config"],
         vec!["--workers", "0"],
         vec!["--workers", "many"],
+        vec!["--max-batch", "0"],
+        vec!["--max-batch", "1000001"],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_workerid-server"))
             .args(&args)
