@@ -370,6 +370,15 @@ mod tests {
     }
 
     #[test]
+    fn a_lease_is_live_until_its_end_not_at_it() {
+        let mut pool = Pool::new(0);
+        pool.acquire(Duration::ZERO, &token(), 10 * SEC, &holder())
+            .unwrap();
+        assert_eq!(pool.live(10 * SEC - Duration::from_nanos(1)), 1);
+        assert_eq!(pool.live(10 * SEC), 0);
+    }
+
+    #[test]
     fn released_and_renewed_ids_are_never_reclaimed_through_a_stale_entry() {
         let mut pool = Pool::new(2);
         let (a, b, c) = (token(), token(), token());

@@ -360,3 +360,13 @@ async fn a_batch_is_what_as_many_single_calls_would_get() {
         "no handle kept for an unknown tag"
     );
 }
+
+#[tokio::test]
+async fn a_give_back_of_nothing_is_accepted_and_changes_nothing() {
+    let store = MemoryStore::new();
+    let tag = Tag::new("tail").unwrap();
+    store.create_tag(&tag, 1, 10).await.unwrap();
+    let range = store.reserve(&tag, None).await.unwrap();
+    assert!(store.give_back(&tag, range, range.end()).await.unwrap());
+    assert_eq!(store.reserve(&tag, None).await.unwrap().first, range.end());
+}
