@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Load benchmark of the HTTP service's /alloc with wrk (installed from Debian
 # when missing): the release build of workerid-server on a SQLite file in a
-# temporary directory, one request per round trip and 16 pipelined, ROUNDS
-# rounds each (default 6), then the median and range of requests per second.
+# temporary directory, one request per round trip and 16 pipelined, then
+# batches of 100 and 10 000 IDs per request (count=), ROUNDS rounds each
+# (default 6), then the median and range of requests and IDs per second.
 #   bash benches/http/run.sh            # this build
 #   bash benches/http/run.sh OTHER_BIN  # ...taking turns with another build
 set -euo pipefail
@@ -16,14 +17,14 @@ cargo build --release -q -p workerid-server -p benches --bin workerid-server --b
 builds=("$PWD/target/release/workerid-server" "$@")
 pipeline="$PWD/benches/http/pipeline.lua"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-url="http://127.0.0.1:$port/alloc?biz_tag=test"
+base="http://127.0.0.1:$port/alloc?biz_tag=test"
 
-one_run() { # binary, extra wrk arguments... -> requests per second
-  local bin=$1 dir pid rate; shift
+one_run() { # binary, query suffix, extra wrk arguments... -> requests per second
+  local bin=$1 url="$base$2" dir pid rate; shift 2
   dir=$(mktemp -d)
   (cd "$dir" && exec "$bin" --workers 1 --listen "127.0.0.1:$port" >/dev/null 2>&1) &
   pid=$!
-  for _ in $(seq 100); do curl -sf "$url" >/dev/null && break; sleep 0.1; done
+  for _ in $(seq 100); do curl -sf "$base" >/dev/null && break; sleep 0.1; done
   rate=$(wrk -t1 -c32 -d4s "$@" "$url" | awk '/Requests\/sec/ {print $2}')
   kill "$pid"; wait "$pid" 2>/dev/null || true
   rm -rf "$dir"
@@ -33,23 +34,29 @@ one_run() { # binary, extra wrk arguments... -> requests per second
 declare -A results
 for ((round = 1; round <= rounds; round++)); do
   for bin in "${builds[@]}"; do
-    results["$bin plain"]+="$(one_run "$bin") "
-    results["$bin pipelined"]+="$(one_run "$bin" -s "$pipeline") "
+    results["$bin plain"]+="$(one_run "$bin" "") "
+    results["$bin pipelined"]+="$(one_run "$bin" "" -s "$pipeline") "
+    results["$bin 100"]+="$(one_run "$bin" "&count=100") "
+    results["$bin 10000"]+="$(one_run "$bin" "&count=10000") "
   done
 done
 table=$(
-  echo "| build | requests | median req/s | range |"
-  echo "| --- | --- | --- | --- |"
+  echo "| build | requests | median req/s | range | median IDs/s |"
+  echo "| --- | --- | --- | --- | --- |"
   for bin in "${builds[@]}"; do
-    for kind in plain pipelined; do
+    for kind in plain pipelined 100 10000; do
       echo "${results["$bin $kind"]}" | tr ' ' '\n' | grep . | sort -n | awk -v b="${bin#"$PWD"/}" -v k="$kind" '
         { v[NR] = $1 }
         END {
           m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-          printf "| %s | %s | %.0f | %.0f to %.0f |\n", b, (k == "plain" ? "one per round trip" : "16 pipelined"), m, v[1], v[NR]
+          n = (k == "plain" || k == "pipelined") ? 1 : k
+          what = (k == "plain") ? "one ID per round trip" : (k == "pipelined") ? "one ID, 16 pipelined" : "count=" k " per round trip"
+          printf "| %s | %s | %.0f | %.0f to %.0f | %.0f |\n", b, what, m, v[1], v[NR], m * n
         }'
     done
   done
+  echo
+  echo "Goal: count=10000 as a JSON array serves at least 20 000 000 IDs/s; the one-ID rates do not fall."
 )
 echo "$table"
 echo "$table" | cargo run -q --release -p benches --bin record -- \
