@@ -58,7 +58,8 @@ impl Shared {
 /// One client of server `server` (at `address`) until told to stop: cycles
 /// through the endpoints, half of its requests for snowflake IDs (what the
 /// recovery figures are measured on), the rest for the tags' segment IDs on
-/// both APIs. Client `n` starts at another point of the cycle.
+/// both APIs, one request in four a batch (`count=`). Client `n` starts at
+/// another point of the cycle.
 pub(crate) fn serve_requests(
     shared: &Shared,
     server: usize,
@@ -70,55 +71,77 @@ pub(crate) fn serve_requests(
     let mut client = HttpClient::at(address, REQUEST_TIMEOUT);
     let mut cycle: Vec<(Endpoint, String, String)> = Vec::new();
     for tag in tags {
-        cycle.push((
-            Endpoint::Alloc,
-            tag.clone(),
-            format!("/alloc?biz_tag={tag}"),
-        ));
-        cycle.push((
-            Endpoint::LeafSnowflake,
-            String::new(),
-            "/api/snowflake/get/k".into(),
-        ));
-        cycle.push((
-            Endpoint::LeafSegment,
-            tag.clone(),
-            format!("/api/segment/get/{tag}"),
-        ));
-        cycle.push((
-            Endpoint::LeafSnowflake,
-            String::new(),
-            "/api/snowflake/get/k".into(),
-        ));
+        for (endpoint, tag, path) in [
+            (
+                Endpoint::Alloc,
+                tag.clone(),
+                format!("/alloc?biz_tag={tag}"),
+            ),
+            (
+                Endpoint::LeafSnowflake,
+                String::new(),
+                "/api/snowflake/get/k".into(),
+            ),
+            (
+                Endpoint::LeafSegment,
+                tag.clone(),
+                format!("/api/segment/get/{tag}"),
+            ),
+            (
+                Endpoint::LeafSnowflake,
+                String::new(),
+                "/api/snowflake/get/k?count=5".into(),
+            ),
+            (
+                Endpoint::Alloc,
+                tag.clone(),
+                format!("/alloc?biz_tag={tag}&count=5"),
+            ),
+            (
+                Endpoint::LeafSnowflake,
+                String::new(),
+                "/api/snowflake/get/k".into(),
+            ),
+            (
+                Endpoint::LeafSegment,
+                tag.clone(),
+                format!("/api/segment/get/{tag}?count=5"),
+            ),
+            (
+                Endpoint::LeafSnowflake,
+                String::new(),
+                "/api/snowflake/get/k".into(),
+            ),
+        ] {
+            cycle.push((endpoint, tag, path));
+        }
     }
     let mut i = n * 3;
     while !shared.stop.load(Ordering::Relaxed) {
         let (endpoint, tag, path) = &cycle[i % cycle.len()];
         i += 1;
         let sent = mono_ns();
-        let id = client.get(path).ok().and_then(|answer| {
-            if answer.status != 200 {
-                return None;
-            }
-            match endpoint {
-                Endpoint::Alloc => alloc_id(&answer.body),
-                _ => answer.body.trim().parse().ok(),
-            }
-        });
+        let ids = client
+            .get(path)
+            .ok()
+            .filter(|answer| answer.status == 200)
+            .and_then(|answer| served_ids(*endpoint, path, &answer.body));
         let received = mono_ns();
-        match id {
-            Some(id) => {
+        match ids {
+            Some(ids) => {
                 // Recorded first, then acknowledged: the checker sees
                 // every ID a client could have handed on.
-                shared.lock_ids().push(Received {
+                shared.lock_ids().extend(ids.iter().map(|&id| Received {
                     server,
                     endpoint: *endpoint,
                     tag: tag.clone(),
                     id,
                     sent,
                     received,
-                });
-                shared.acknowledged.fetch_add(1, Ordering::Relaxed);
+                }));
+                shared
+                    .acknowledged
+                    .fetch_add(ids.len() as u64, Ordering::Relaxed);
                 if *endpoint == Endpoint::LeafSnowflake {
                     shared.last_snowflake_sent[server].fetch_max(sent, Ordering::Relaxed);
                 }
@@ -133,13 +156,33 @@ pub(crate) fn serve_requests(
     }
 }
 
-/// The ID of go-id-alloc's answer `{"errno":0,"msg":"success","id":N}`.
-fn alloc_id(body: &str) -> Option<u64> {
-    let value: serde_json::Value = serde_json::from_str(body).ok()?;
-    if value.get("errno")?.as_i64()? != 0 {
-        return None;
+/// The IDs of a successful answer to `path`: go-id-alloc's
+/// `{"errno":0,"msg":"success","id":N}` (or `"ids":[...]` for a batch),
+/// Leaf's `N` as text (or a JSON array for a batch).
+fn served_ids(endpoint: Endpoint, path: &str, body: &str) -> Option<Vec<u64>> {
+    let batch = path.contains("count=");
+    let array = |value: &serde_json::Value| -> Option<Vec<u64>> {
+        value
+            .as_array()?
+            .iter()
+            .map(serde_json::Value::as_u64)
+            .collect()
+    };
+    match (endpoint, batch) {
+        (Endpoint::Alloc, _) => {
+            let value: serde_json::Value = serde_json::from_str(body).ok()?;
+            if value.get("errno")?.as_i64()? != 0 {
+                return None;
+            }
+            if batch {
+                array(value.get("ids")?)
+            } else {
+                Some(vec![value.get("id")?.as_u64()?])
+            }
+        }
+        (_, true) => array(&serde_json::from_str(body).ok()?),
+        (_, false) => Some(vec![body.trim().parse().ok()?]),
     }
-    value.get("id")?.as_u64()
 }
 
 /// A current-thread runtime for an observer's thread (`who`, in the error
