@@ -433,6 +433,25 @@ mod tests {
     }
 
     #[test]
+    fn a_claim_that_read_the_generation_before_a_switch_gets_the_new_segment() {
+        let cursor = Cursor::new();
+        cursor.install(segment(1, 100));
+        // A claimer read the generation installed, then a switch came
+        // before its add: its add landed on the new segment.
+        let installed = cursor.installed.load(Ordering::Acquire);
+        cursor.install(segment(1_001, 1_100));
+        let word = cursor.word.fetch_add(1, Ordering::Acquire);
+        let Some(Claim::Ids { first, end, .. }) = cursor.resolve(installed, word, 1) else {
+            panic!("the claim resolves")
+        };
+        assert_eq!(
+            (first, end),
+            (1_001, 1_002),
+            "not the old segment's first ID"
+        );
+    }
+
+    #[test]
     fn threads_racing_switches_never_share_an_id() {
         let cursor = Arc::new(Cursor::new());
         let switches = 2_000u64;
