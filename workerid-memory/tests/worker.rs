@@ -243,6 +243,8 @@ struct Flaky {
     /// error (a lost answer).
     lose_raises: AtomicBool,
     renewed: Mutex<Vec<Instant>>,
+    /// Renewals refused while down.
+    refused: std::sync::atomic::AtomicU64,
     quarantine: bool,
 }
 
@@ -253,6 +255,7 @@ impl Flaky {
             down: AtomicBool::new(false),
             lose_raises: AtomicBool::new(false),
             renewed: Mutex::new(Vec::new()),
+            refused: Default::default(),
             quarantine,
         })
     }
@@ -286,6 +289,7 @@ impl LeaseStore for Flaky {
     ) -> Result<()> {
         let sent = Instant::now();
         if self.down.load(Ordering::SeqCst) {
+            self.refused.fetch_add(1, Ordering::SeqCst);
             return Err(Error::unavailable("flaky", "cut off"));
         }
         self.inner.renew(ns, id, token, ttl, watermark).await?;
@@ -398,16 +402,20 @@ async fn a_store_outage_longer_than_the_ttl_stops_ids_before_the_deadline() {
 }
 
 /// An outage shorter than the lease's deadline is ridden out: the failed
-/// renewals are retried, the worker stays ready and renews again after it.
+/// renewals are retried (every 50 ms, as set), the worker stays ready and
+/// renews again after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_outage_shorter_than_the_deadline_is_ridden_out() {
     let ttl = Duration::from_secs(3);
     let flaky = Flaky::new(false);
     let allocator = Allocator::from_arc(flaky.clone(), "short", lease_options(ttl)).unwrap();
-    let worker = Worker::join(allocator, WorkerOptions::new()).await.unwrap();
+    let options = WorkerOptions::new().retry_every(Duration::from_millis(50));
+    let worker = Worker::join(allocator, options).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1_200)).await; // one renewal
+    // Down from 1.2 s to 2.8 s: the renewal due at 2.2 s fails, and is
+    // retried until the store is back, well before the deadline (4 s).
     flaky.down.store(true, Ordering::SeqCst);
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    tokio::time::sleep(Duration::from_millis(1_600)).await;
     flaky.down.store(false, Ordering::SeqCst);
     let back = Instant::now();
     tokio::time::sleep(Duration::from_millis(600)).await;
@@ -417,6 +425,9 @@ async fn a_store_outage_shorter_than_the_deadline_is_ridden_out() {
         worker.state()
     );
     worker.next_id().expect("still issuing after the outage");
+    let refused = flaky.refused.load(Ordering::SeqCst);
+    // About 600 ms of retries, one per 50 ms; the default (200 ms) makes 3 or 4.
+    assert!(refused >= 7, "{refused} renewals tried during the outage");
     assert!(
         flaky.renewed.lock().unwrap().iter().any(|at| *at >= back),
         "a renewal went through after the outage"

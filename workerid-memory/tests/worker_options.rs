@@ -128,10 +128,16 @@ async fn each_option_takes_effect() {
     // watermark left; it may wait 1 s only, so it gives up (the default
     // would wait it out).
     let behind = Arc::new(FakeClock::at(clock.now().wall - Duration::from_secs(5)));
-    let options = at(&behind).max_start_wait(Duration::from_secs(1));
+    // The clock is set last: an option that dropped the others would be
+    // seen here.
+    let options = WorkerOptions::new()
+        .max_start_wait(Duration::from_secs(1))
+        .clock(behind.clone());
+    let joined = Worker::join(one(), options).await;
     assert!(
-        Worker::join(one(), options).await.is_err(),
-        "a start wait of 5 s is past the 1 s allowed"
+        matches!(joined, Err(SnowflakeError::ClockDriftTooLarge { .. })),
+        "a start wait of 5 s is past the 1 s allowed: {:?}",
+        joined.map(|w| w.worker_id())
     );
     let waited = Worker::join(one(), at(&behind))
         .await
