@@ -412,8 +412,8 @@ async fn a_store_outage_shorter_than_the_deadline_is_ridden_out() {
     let options = WorkerOptions::new().retry_every(Duration::from_millis(50));
     let worker = Worker::join(allocator, options).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1_200)).await; // one renewal
-    // Down from 1.2 s to 2.8 s: the renewal due at 2.2 s fails, and is
-    // retried until the store is back, well before the deadline (4 s).
+                                                            // Down from 1.2 s to 2.8 s: the renewal due at 2.2 s fails, and is
+                                                            // retried until the store is back, well before the deadline (4 s).
     flaky.down.store(true, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(1_600)).await;
     flaky.down.store(false, Ordering::SeqCst);

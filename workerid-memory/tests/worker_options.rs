@@ -165,3 +165,23 @@ async fn a_clock_at_the_watermark_waits_past_it() {
     assert!(Layout::classic().time_of(issued.timestamp) > T0);
     worker.stop().await;
 }
+
+/// A start wait exactly as long as allowed is waited out, not given up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_wait_of_exactly_the_allowance_is_waited_out() {
+    let store = MemoryStore::new();
+    let one = allocator(&store, LeaseOptions::new().max_worker_id(0));
+    let watermark = u64::try_from(T0.as_millis()).unwrap();
+    let first = one.acquire().await.unwrap();
+    one.release_with_watermark(&first, watermark).await.unwrap();
+    // One second to the watermark's millisecond, and one more to pass it.
+    let clock = Arc::new(FakeClock::at(T0 - Duration::from_millis(999)));
+    let options = WorkerOptions::new()
+        .max_start_wait(Duration::from_secs(1))
+        .clock(clock.clone());
+    let worker = Worker::join(one, options)
+        .await
+        .expect("a wait within the allowance");
+    assert!(clock.now().wall > T0);
+    worker.stop().await;
+}
