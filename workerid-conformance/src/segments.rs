@@ -372,7 +372,9 @@ pub async fn a_tag_at_its_end_is_exhausted(f: &dyn SegmentFactory) -> Outcome {
             "a tag whose max_id is 2^63 - 1, step {step:?}: {answer:?}"
         );
     }
-    versions_never_repeat(&[a, b]);
+    if store.segment_capabilities().give_back {
+        versions_never_repeat(&[a, b]);
+    }
     // The last first ID a tag may have is 2^63 - 1: created, and exhausted.
     let allocator = SegmentAllocator::new(store.clone(), SegmentOptions::default());
     let last = fresh_tag();
