@@ -22,7 +22,7 @@ fi
 areas=(
   "memory|workerid-memory/src/*.rs|workerid-memory"
   "allocator|workerid-core/src/allocator.rs|workerid-core workerid-memory"
-  "segments|workerid-segment/src/allocator.rs workerid-segment/src/cursor.rs|workerid-segment workerid-memory"
+  "segments|workerid-segment/src/allocator.rs workerid-segment/src/batch.rs workerid-segment/src/cursor.rs|workerid-segment workerid-memory"
   "snowflake|workerid-snowflake/src/worker.rs|workerid-snowflake workerid-memory"
 )
 
