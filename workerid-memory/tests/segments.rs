@@ -370,3 +370,20 @@ async fn a_give_back_of_nothing_is_accepted_and_changes_nothing() {
     assert!(store.give_back(&tag, range, range.end()).await.unwrap());
     assert_eq!(store.reserve(&tag, None).await.unwrap().first, range.end());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_across_segments_another_allocator_took_between_has_two_runs() {
+    let store = MemoryStore::new();
+    let options = SegmentOptions {
+        min_step: 100,
+        max_step: 100,
+        ..SegmentOptions::default()
+    };
+    let a = SegmentAllocator::new(store.clone(), options.clone());
+    let b = SegmentAllocator::new(store.clone(), options);
+    a.create_tag("shared", 1, 100).await.unwrap();
+    assert_eq!(a.next_id("shared").await.unwrap(), 1);
+    assert_eq!(b.next_id("shared").await.unwrap(), 101);
+    let runs = a.next_ids("shared", 150).await.unwrap();
+    assert_eq!(runs, vec![2..101, 201..252], "B's segment lies between");
+}
