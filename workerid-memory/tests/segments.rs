@@ -379,7 +379,7 @@ async fn a_batch_across_segments_another_allocator_took_between_has_two_runs() {
         max_step: 100,
         ..SegmentOptions::default()
     };
-    let a = SegmentAllocator::new(store.clone(), options.clone());
+    let a = SegmentAllocator::new(store.clone(), options);
     let b = SegmentAllocator::new(store.clone(), options);
     a.create_tag("shared", 1, 100).await.unwrap();
     assert_eq!(a.next_id("shared").await.unwrap(), 1);
