@@ -11,6 +11,8 @@ use workerid_core::{
 };
 use workerid_segment::{self as segment, Range, SegmentStore, Tag, TagInfo};
 
+use workerid_core::observe::{Instrumented, StoreLabels};
+
 use crate::StoreKind;
 
 /// A store that keeps both leases and segment counters (every built-in one).
@@ -43,24 +45,29 @@ pub struct AnyStore {
 
 impl AnyStore {
     /// Wraps a store that was opened some other way; `url` is how to name it
-    /// in messages (its password is hidden here).
+    /// in messages (its password is hidden here). Its calls are recorded as
+    /// [`open`](crate::open)'s are (see [`Instrumented`]), named by `kind`.
     pub fn new<S: LeaseStore + SegmentStore>(kind: StoreKind, url: &str, store: S) -> AnyStore {
+        let labels = StoreLabels::new(kind.system_name());
         AnyStore {
             kind,
             url: workerid_core::redact_url(url).into(),
-            inner: Arc::new(store),
+            inner: Arc::new(Instrumented::new(store, labels)),
         }
     }
 
     pub(crate) fn from_opened(
         kind: StoreKind,
         redacted_url: &str,
+        address: Option<String>,
         inner: Arc<dyn BothStores>,
     ) -> AnyStore {
+        let mut labels = StoreLabels::new(kind.system_name());
+        labels.address = address;
         AnyStore {
             kind,
             url: redacted_url.into(),
-            inner,
+            inner: Arc::new(Instrumented::new(inner, labels)),
         }
     }
 

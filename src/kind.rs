@@ -74,6 +74,24 @@ impl StoreKind {
         }
     }
 
+    /// The name of the kind in spans and metrics: OpenTelemetry's
+    /// `db.system.name` where it has one (`"postgresql"`, `"redis"`, ...),
+    /// the `store` label of the store metrics.
+    ///
+    /// ```
+    /// assert_eq!(workerid::StoreKind::Postgres.system_name(), "postgresql");
+    /// ```
+    pub fn system_name(self) -> &'static str {
+        match self {
+            StoreKind::Memory => "memory",
+            StoreKind::Redis | StoreKind::RedisCluster => "redis",
+            StoreKind::Etcd => "etcd",
+            StoreKind::Postgres => "postgresql",
+            StoreKind::MySql => "mysql",
+            StoreKind::Sqlite => "sqlite",
+        }
+    }
+
     /// Whether this build of `workerid` can open this kind.
     pub fn is_compiled_in(self) -> bool {
         match self {

@@ -26,6 +26,23 @@ pub(crate) struct StoreUrl {
 }
 
 impl StoreUrl {
+    /// The first server's `host:port` (no user, no password), for spans:
+    /// OpenTelemetry's `server.address`. None for memory and SQLite.
+    pub fn server_address(&self) -> Option<String> {
+        if matches!(self.kind, StoreKind::Memory | StoreKind::Sqlite) {
+            return None;
+        }
+        if let Some(first) = self.hosts.first() {
+            return Some(first.clone());
+        }
+        let parsed = url::Url::parse(&self.raw).ok()?;
+        let host = parsed.host_str().filter(|h| !h.is_empty())?;
+        Some(match parsed.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        })
+    }
+
     /// Reads `url`.
     ///
     /// # Errors
@@ -276,6 +293,19 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    #[cfg(all(feature = "postgres", feature = "sqlite", feature = "redis"))]
+    fn the_server_address_names_host_and_port_only() {
+        let address = |url: &str| StoreUrl::parse(url).unwrap().server_address();
+        assert_eq!(
+            address("postgres://u:secret@db.example:5433/ids").as_deref(),
+            Some("db.example:5433")
+        );
+        assert_eq!(address("redis+cluster://:secret@r1:6380,r2:6381/").as_deref(), Some("r1:6380"));
+        assert_eq!(address("sqlite://ids.db"), None);
+        assert_eq!(address("memory://"), None);
     }
 
     #[test]

@@ -164,7 +164,8 @@ impl OpenOptions {
                 feature: url.kind.feature(),
             }),
         };
-        opened.map(|store| AnyStore::from_opened(url.kind, &url.redacted, store))
+        let address = url.server_address();
+        opened.map(|store| AnyStore::from_opened(url.kind, &url.redacted, address, store))
     }
 }
 

@@ -4,10 +4,14 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use meters::Meters;
+
 use crate::{
     Capabilities, Error, Grant, Holder, Lease, LeaseOptions, LeaseStore, Listing, Namespace,
     Result, Token, WorkerId,
 };
+
+mod meters;
 
 /// Leases worker IDs of one namespace from a [`LeaseStore`] (libx.net/workerid's `Generator`).
 ///
@@ -48,6 +52,7 @@ pub struct Allocator {
     /// The token of an acquire that ended in `Unavailable`, sent again by
     /// the next acquire.
     unanswered: Arc<Mutex<Option<Token>>>,
+    meters: Arc<Meters>,
 }
 
 impl Allocator {
@@ -81,6 +86,7 @@ impl Allocator {
             None => Holder::from_env()?,
         };
         Ok(Allocator {
+            meters: Arc::new(Meters::new(&namespace)),
             holder,
             max_worker_id: options.pool_max_worker_id()?,
             store,
@@ -153,6 +159,9 @@ impl Allocator {
         let grant = match answer {
             Ok(grant) => grant,
             Err(err) => {
+                if matches!(err, Error::NoAvailableId { .. }) {
+                    self.meters.pool_full();
+                }
                 if err.is_retryable() {
                     *self
                         .unanswered
@@ -167,6 +176,7 @@ impl Allocator {
                 "an acquire whose answer was lost is answered by its own grant");
         }
         tracing::debug!(namespace = %self.namespace, id = %grant.id, fence = grant.fence, "acquired");
+        self.meters.granted();
         Ok(Lease {
             namespace: self.namespace.clone(),
             id: grant.id,
@@ -227,14 +237,17 @@ impl Allocator {
     pub async fn renew_with_watermark(&self, lease: &mut Lease, watermark: u64) -> Result<Instant> {
         self.check_own(lease)?;
         let sent = Instant::now();
-        self.call(self.store.renew(
-            &self.namespace,
-            lease.id,
-            &lease.token,
-            lease.ttl,
-            watermark,
-        ))
-        .await?;
+        let answer = self
+            .call(self.store.renew(
+                &self.namespace,
+                lease.id,
+                &lease.token,
+                lease.ttl,
+                watermark,
+            ))
+            .await;
+        self.meters.renewed(sent, answer.is_ok());
+        answer?;
         lease.deadline = self.deadline(sent, lease.ttl);
         Ok(lease.deadline)
     }
@@ -268,6 +281,7 @@ impl Allocator {
         )
         .await?;
         tracing::debug!(namespace = %self.namespace, id = %lease.id, "released");
+        self.meters.released();
         Ok(())
     }
 
@@ -305,7 +319,12 @@ impl Allocator {
     /// answer.
     pub async fn list(&self) -> Result<Listing> {
         self.check_listing("list")?;
-        self.call(self.store.list(&self.namespace)).await
+        let listing = self.call(self.store.list(&self.namespace)).await?;
+        if listing.is_known() {
+            self.meters
+                .listed(&listing, u64::from(self.max_worker_id) + 1);
+        }
+        Ok(listing)
     }
 
     /// An operator's forced release of worker ID `id`, whatever token holds

@@ -28,6 +28,7 @@ mod holder;
 mod lease;
 mod listing;
 mod namespace;
+pub mod observe;
 mod options;
 mod redact;
 mod store;

@@ -108,6 +108,19 @@ impl From<workerid_core::Error> for Error {
     }
 }
 
+impl workerid_core::observe::ErrorType for Error {
+    fn error_type(&self) -> &'static str {
+        match self {
+            Error::UnknownTag { .. } => "unknown_tag",
+            Error::TagExhausted { .. } => "tag_exhausted",
+            Error::InvalidConfig { .. } => "invalid_config",
+            Error::Stopped { .. } => "stopped",
+            Error::Unsupported { .. } => "unsupported",
+            Error::Unavailable { .. } => "unavailable",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,8 @@ mod batch;
 mod cursor;
 mod error;
 mod gapless;
+mod instrumented;
+mod meters;
 mod local;
 mod options;
 mod store;

@@ -9,6 +9,10 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use crate::cursor::{Claim, Cursor, Segment, MAX_CLAIM};
+use tracing::Instrument;
+use workerid_core::observe::ErrorType;
+
+use crate::meters::TagMeters;
 use crate::{Error, LocalIds, Range, Result, SegmentOptions, SegmentStore, Tag};
 
 /// The buffers of one tag.
@@ -34,6 +38,7 @@ pub(crate) struct Buffers {
     closed: AtomicBool,
     /// Whether the store is failing, and whether a probe runs.
     outage: Mutex<Outage>,
+    meters: TagMeters,
 }
 
 /// A store outage as one tag sees it.
@@ -62,6 +67,7 @@ impl TagHandle {
         all_stalls: Arc<AtomicU64>,
     ) -> TagHandle {
         TagHandle(Arc::new(Buffers {
+            meters: TagMeters::new(&tag),
             tag,
             store,
             options,
@@ -338,7 +344,25 @@ impl TagHandle {
     async fn load(&self, previous_loaded_at: Instant) -> Result<Segment> {
         let b = &self.0;
         let step = b.step.load(Ordering::Relaxed);
-        let range = b.store.reserve(&b.tag, (step > 0).then_some(step)).await?;
+        let span = tracing::info_span!(
+            "workerid.segment.refill",
+            "workerid.tag" = b.tag.as_str(),
+            "workerid.step" = step,
+            "error.type" = tracing::field::Empty,
+        );
+        let range = match b
+            .store
+            .reserve(&b.tag, (step > 0).then_some(step))
+            .instrument(span.clone())
+            .await
+        {
+            Ok(range) => range,
+            Err(e) => {
+                span.record("error.type", e.error_type());
+                return Err(e);
+            }
+        };
+        b.meters.loaded();
         let used = range.len();
         let lasted = previous_loaded_at.elapsed();
         let next = if step == 0 {
@@ -357,8 +381,10 @@ impl TagHandle {
             ),
             Ordering::Relaxed,
         );
-        tracing::debug!(tag = %b.tag, first = range.first, last = range.last, "segment loaded");
-        Ok(Segment::new(range, b.options.refill_at))
+        tracing::debug!(parent: &span, tag = %b.tag, first = range.first, last = range.last, "segment loaded");
+        let segment = Segment::new(range, b.options.refill_at);
+        b.meters.buffered(self.left() + segment.len());
+        Ok(segment)
     }
 
     pub(crate) async fn switch_and_take(&self) -> Result<u64> {
@@ -394,8 +420,13 @@ impl TagHandle {
             if waited {
                 b.stalls.fetch_add(1, Ordering::Relaxed);
                 b.all_stalls.fetch_add(1, Ordering::Relaxed);
+                b.meters.stalled();
             }
-            b.current.install(segment);
+            let replaced = b.current.install(segment);
+            b.meters.switched(
+                replaced.unclaimed_from.saturating_sub(replaced.first),
+                self.left(),
+            );
             if let Some(id) = self.take() {
                 return Ok(id);
             }
@@ -412,6 +443,8 @@ impl TagHandle {
         // Claims every ID not handed out yet, atomically with the fast path.
         let current = b.current.install(Segment::empty());
         let unused_from = current.unclaimed_from;
+        b.meters
+            .switched(unused_from.saturating_sub(current.first), 0);
         let has_tail = current.first <= current.last && unused_from <= current.last;
         let current_range = Range {
             first: current.first,

@@ -78,3 +78,15 @@ impl Error {
         }
     }
 }
+
+impl workerid_core::observe::ErrorType for Error {
+    fn error_type(&self) -> &'static str {
+        match self {
+            Error::InvalidConfig { .. } => "invalid_config",
+            Error::NotReady { .. } => "not_ready",
+            Error::ClockDriftTryLater { .. } => "clock_drift_try_later",
+            Error::ClockDriftTooLarge { .. } => "clock_drift_too_large",
+            Error::Lease(e) => e.error_type(),
+        }
+    }
+}

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use super::{Clock, CoarseNanos, Layout, SystemClock, TickingClock};
+use crate::meters::GeneratorMeters;
 use crate::{Error, Result};
 
 /// What to do when the wall clock is behind the last timestamp used, in
@@ -91,6 +92,7 @@ pub struct Generator {
     max_seq: u64,
     worker_bits: u32,
     worker_field: u64,
+    meters: GeneratorMeters,
 }
 
 /// The value of `last` once sealed: above every real value (a timestamp
@@ -176,6 +178,7 @@ impl Generator {
             max_seq: layout.max_sequence(),
             worker_bits: u32::from(layout.worker_bits()),
             worker_field: u64::from(worker_id) << layout.sequence_bits(),
+            meters: GeneratorMeters::new(),
         })
     }
 
@@ -344,6 +347,7 @@ impl Generator {
                 // Sequence exhausted (or carried by a racing increment into
                 // the next unit): wait for the next unit, never wrap.
                 let next = self.layout.time_of(now_ts + 1);
+                self.meters.sequence_wait();
                 self.clock.sleep(
                     next.saturating_sub(Duration::from_nanos(now.wall))
                         .max(Duration::from_micros(1)),
@@ -358,8 +362,10 @@ impl Generator {
                     return Err(self.too_large(drift));
                 }
                 if drift >= self.drift.block_below {
+                    self.meters.drift_try_later();
                     return Err(Error::ClockDriftTryLater { drift });
                 }
+                self.meters.drift_waited();
                 self.clock.sleep(drift);
                 continue;
             };
@@ -376,6 +382,10 @@ impl Generator {
                 .compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
+                if ts != last_ts {
+                    self.meters
+                        .new_unit(current, (ts << seq_bits) | next_seq, seq_bits);
+                }
                 return Ok((ts, next_seq, count));
             }
         }
@@ -415,6 +425,7 @@ impl Generator {
     }
 
     fn too_large(&self, drift: Duration) -> Error {
+        self.meters.drift_too_large();
         if let Some(leave) = &self.leave {
             if !self.left.swap(true, Ordering::AcqRel) {
                 leave.notify_one();
@@ -443,6 +454,7 @@ impl Generator {
             last => last,
         };
         self.sealed_last.store(last, Ordering::Release);
+        self.meters.count_unit(last, self.seq_bits);
         last >> self.seq_bits
     }
 

@@ -25,6 +25,7 @@ mod error;
 mod generator;
 mod layout;
 mod local;
+mod meters;
 mod reservation;
 mod ticking;
 mod worker;

@@ -5,10 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
+use tracing::Instrument;
+use workerid_core::observe::ErrorType;
 
 use super::{Clock, DriftPolicy, Generator, Layout, LocalGenerator, SystemClock};
 use workerid_core::{Allocator, Lease};
 
+use crate::meters::WorkerMeters;
 use crate::reservation::{default_window, Reservation};
 use crate::{Error, Result};
 
@@ -166,6 +169,7 @@ struct Keeper {
     state: watch::Sender<WorkerState>,
     /// The lease deadline on the clock's monotonic time.
     deadline: Duration,
+    meters: WorkerMeters,
 }
 
 /// A snowflake worker on a leased worker ID, over any [`LeaseStore`](workerid_core::LeaseStore)
@@ -313,7 +317,11 @@ impl Worker {
             fence = lease.fence(),
             "snowflake worker ready"
         );
+        let meters = WorkerMeters::new(allocator.namespace());
+        let now = clock.now();
+        meters.renewal(deadline, now.mono, now.wall, &layout);
         let keeper = Keeper {
+            meters,
             allocator,
             lease,
             generator: generator.clone(),
@@ -505,6 +513,7 @@ impl Keeper {
                 WorkerState::Stopped
             }
             Err(reason) => {
+                self.meters.lost();
                 tracing::error!(worker_id = self.lease.id().get(), "lease lost: {reason}");
                 WorkerState::Lost { reason }
             }
@@ -525,21 +534,34 @@ impl Keeper {
                 _ = tokio::time::sleep(self.renew_every) => {}
             }
             loop {
-                match reserve(
+                let span = tracing::info_span!(
+                    "workerid.worker.renew",
+                    "workerid.namespace" = self.allocator.namespace().as_str(),
+                    "workerid.worker_id" = self.lease.id().get(),
+                    "error.type" = tracing::field::Empty,
+                );
+                let renewed = reserve(
                     &self.allocator,
                     &mut self.lease,
                     &self.generator,
                     &self.clock,
                     &mut self.reservation,
                 )
-                .await
-                {
-                    Ok(deadline) => {
-                        self.deadline = deadline;
-                        break;
-                    }
+                .instrument(span.clone())
+                .await;
+                if let Err(e) = &renewed {
+                    span.record("error.type", e.error_type());
+                }
+                let now = self.clock.now();
+                if let Ok(deadline) = renewed {
+                    self.deadline = deadline;
+                }
+                self.meters
+                    .renewal(self.deadline, now.mono, now.wall, self.generator.layout());
+                match renewed {
+                    Ok(_) => break,
                     Err(e) if e.is_retryable() => {
-                        let mono = self.clock.now().mono;
+                        let mono = now.mono;
                         let deadline = self.deadline;
                         if mono >= deadline {
                             return Err(format!(
@@ -547,6 +569,7 @@ impl Keeper {
                             ));
                         }
                         tracing::warn!("renewal failed, retrying: {e}");
+                        self.meters.retried();
                         tokio::select! {
                             _ = self.stop.notified() => return Ok(()),
                             _ = tokio::time::sleep(self.retry_every.min(deadline - mono)) => {}
