@@ -303,7 +303,10 @@ mod tests {
             address("postgres://u:secret@db.example:5433/ids").as_deref(),
             Some("db.example:5433")
         );
-        assert_eq!(address("redis+cluster://:secret@r1:6380,r2:6381/").as_deref(), Some("r1:6380"));
+        assert_eq!(
+            address("redis+cluster://:secret@r1:6380,r2:6381/").as_deref(),
+            Some("r1:6380")
+        );
         assert_eq!(address("sqlite://ids.db"), None);
         assert_eq!(address("memory://"), None);
     }

@@ -36,7 +36,8 @@ impl fmt::Debug for GeneratorMeters {
 
 impl GeneratorMeters {
     pub(crate) fn new() -> GeneratorMeters {
-        let drift = |bucket: &'static str| metrics::counter!(SNOWFLAKE_CLOCK_DRIFT, "bucket" => bucket);
+        let drift =
+            |bucket: &'static str| metrics::counter!(SNOWFLAKE_CLOCK_DRIFT, "bucket" => bucket);
         GeneratorMeters {
             ids: metrics::counter!(SNOWFLAKE_IDS),
             drift_waited: drift("waited"),
@@ -117,7 +118,13 @@ impl WorkerMeters {
 
     /// The lease deadline and the clock, both on the clock's monotonic
     /// time, and the clock's wall time.
-    pub(crate) fn renewal(&self, deadline: Duration, mono: Duration, wall: Duration, layout: &Layout) {
+    pub(crate) fn renewal(
+        &self,
+        deadline: Duration,
+        mono: Duration,
+        wall: Duration,
+        layout: &Layout,
+    ) {
         self.remaining
             .set(deadline.saturating_sub(mono).as_secs_f64());
         let end = layout.time_of(layout.max_timestamp());

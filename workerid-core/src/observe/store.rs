@@ -117,7 +117,14 @@ impl<S: LeaseStore> LeaseStore for Instrumented<S> {
         watermark: u64,
     ) -> Result<()> {
         let call = self.inner.renew(namespace, id, token, ttl, watermark);
-        observe_store_call(&self.labels, "renew", namespace.as_str(), Some(id.get()), call).await
+        observe_store_call(
+            &self.labels,
+            "renew",
+            namespace.as_str(),
+            Some(id.get()),
+            call,
+        )
+        .await
     }
 
     async fn release(
@@ -128,7 +135,14 @@ impl<S: LeaseStore> LeaseStore for Instrumented<S> {
         watermark: u64,
     ) -> Result<()> {
         let call = self.inner.release(namespace, id, token, watermark);
-        observe_store_call(&self.labels, "release", namespace.as_str(), Some(id.get()), call).await
+        observe_store_call(
+            &self.labels,
+            "release",
+            namespace.as_str(),
+            Some(id.get()),
+            call,
+        )
+        .await
     }
 
     async fn list(&self, namespace: &Namespace) -> Result<Listing> {
@@ -138,7 +152,14 @@ impl<S: LeaseStore> LeaseStore for Instrumented<S> {
 
     async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
         let call = self.inner.force_release(namespace, id);
-        observe_store_call(&self.labels, "force_release", namespace.as_str(), Some(id.get()), call).await
+        observe_store_call(
+            &self.labels,
+            "force_release",
+            namespace.as_str(),
+            Some(id.get()),
+            call,
+        )
+        .await
     }
 
     async fn list_namespaces(&self) -> Result<Vec<NamespaceInfo>> {
@@ -148,6 +169,13 @@ impl<S: LeaseStore> LeaseStore for Instrumented<S> {
 
     async fn remove_namespace(&self, namespace: &Namespace) -> Result<bool> {
         let call = self.inner.remove_namespace(namespace);
-        observe_store_call(&self.labels, "remove_namespace", namespace.as_str(), None, call).await
+        observe_store_call(
+            &self.labels,
+            "remove_namespace",
+            namespace.as_str(),
+            None,
+            call,
+        )
+        .await
     }
 }
