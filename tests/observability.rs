@@ -153,8 +153,11 @@ fn observed() -> &'static Observed {
     })
 }
 
-/// Every sample: name, labels, value.
-fn samples() -> Vec<(String, Vec<(String, String)>, Value)> {
+/// A sample: name, labels, value.
+type Sample = (String, Vec<(String, String)>, Value);
+
+/// Every sample.
+fn samples() -> Vec<Sample> {
     use std::sync::atomic::Ordering::Relaxed;
     let registry = &observed().recorder.0;
     let counters = registry
