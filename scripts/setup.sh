@@ -23,6 +23,7 @@ declare -A needs=(
   [mariadb-server]=mariadbd
   [protobuf-compiler]=protoc
   [iptables]=iptables
+  [prometheus]=promtool
 )
 missing=()
 for pkg in "${!needs[@]}"; do

@@ -202,7 +202,9 @@ pub async fn serve(
                     app.metrics
                         .fast_path_requests
                         .fetch_add(1, Ordering::Relaxed);
+                    let started = std::time::Instant::now();
                     let (status, body) = routes::alloc(app, target.query()).await;
+                    crate::telemetry::record_request("/alloc", status.as_u16(), started);
                     close = asked || *shutdown.borrow();
                     write_response(&mut out, status, &body, close, &mut date);
                     buf.advance(len);

@@ -47,12 +47,12 @@ mod batch;
 mod cli;
 mod config;
 mod fast_path;
-mod metrics;
 mod rewind;
 mod routes;
 mod serve;
 mod supervisor;
 mod tags;
+mod telemetry;
 
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -61,10 +61,10 @@ use std::time::Duration;
 use clap::Parser;
 use cli::LogFormat;
 use config::Config;
-use metrics::{Counted, Metrics};
 use routes::App;
 use supervisor::Snowflake;
 use tags::Tags;
+use telemetry::{Counted, Metrics};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 use workerid::segment::{SegmentAllocator, SegmentOptions};
@@ -163,6 +163,9 @@ async fn create_tags(
 }
 
 async fn run(config: Config) -> Result<(), Failure> {
+    // Before anything takes a metric handle.
+    let metrics = Arc::new(Metrics::install().map_err(Failure::Other)?);
+    metrics.spawn_upkeep();
     // Signals first: a SIGTERM while the store is opened or a worker ID is
     // joined still releases what was taken.
     let mut terminate =
@@ -199,7 +202,6 @@ async fn run(config: Config) -> Result<(), Failure> {
              after a restart of the store, IDs already handed out will be handed out again"
         );
     }
-    let metrics = Arc::new(Metrics::default());
     let counted = Counted {
         inner: segment_store,
         metrics: metrics.clone(),
@@ -250,6 +252,7 @@ async fn run(config: Config) -> Result<(), Failure> {
         let options = WorkerOptions::new()
             .drift(drift)
             .renew_every(s.renew_every());
+        telemetry::spawn_pool_watch(allocator.clone(), snowflake_stopped.clone());
         let snowflake = Arc::new(Snowflake::new(allocator.namespace().clone(), holder));
         let supervisor = supervisor::spawn(
             snowflake.clone(),

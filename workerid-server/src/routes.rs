@@ -15,9 +15,9 @@ use workerid::segment::{self, SegmentAllocator};
 use workerid::snowflake;
 
 use crate::batch::{self, BadBatch, Batch};
-use crate::metrics::Metrics;
 use crate::supervisor::Snowflake;
 use crate::tags::Tags;
+use crate::telemetry::Metrics;
 
 /// What the handlers share.
 pub struct App {
@@ -192,7 +192,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/metrics", get(metrics))
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
-        .with_state(app.clone());
+        .with_state(app.clone())
+        .layer(axum::middleware::from_fn(record_request));
     if app.auth_token.is_some() {
         routes.layer(axum::middleware::from_fn_with_state(app, require_token))
     } else {
@@ -213,6 +214,35 @@ pub fn authorized(token: &str, header: Option<&[u8]>) -> bool {
         diff |= e ^ given.get(i).copied().unwrap_or(0);
     }
     std::hint::black_box(diff) == 0
+}
+
+/// Counts and times every request by its route (the `/alloc` fast path
+/// records its own).
+async fn record_request(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let endpoint = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or("other", |p| endpoint_name(p.as_str()));
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    crate::telemetry::record_request(endpoint, response.status().as_u16(), started);
+    response
+}
+
+/// The route's name as a label: one of a fixed set.
+fn endpoint_name(route: &str) -> &'static str {
+    [
+        "/alloc",
+        "/health",
+        "/api/segment/get/{key}",
+        "/api/snowflake/get/{key}",
+        "/metrics",
+        "/livez",
+        "/readyz",
+    ]
+    .into_iter()
+    .find(|r| *r == route)
+    .unwrap_or("other")
 }
 
 /// Answers 401 to a request without the bearer token.
@@ -463,8 +493,7 @@ async fn leaf_snowflake(
 
 async fn metrics(State(app): State<Arc<App>>) -> String {
     let (known, missing) = app.tags.sizes();
-    let gauges = crate::metrics::Gauges {
-        stalls: app.segments.stalls(),
+    let gauges = crate::telemetry::Gauges {
         tags_known: known,
         tags_missing: missing,
         tags_in_memory: app.segments.tags_in_memory().len(),

@@ -77,11 +77,7 @@ fn go_id_alloc_and_leaf_apis_and_a_graceful_restart() {
     ] {
         assert!(metrics.contains(line), "metrics lack {line:?}:\n{metrics}");
     }
-    let stalls: u64 = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("workerid_segment_stalls_total "))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no stall counter:\n{metrics}"));
+    let stalls = server.metric("workerid_segment_stalls_total");
     assert!(
         stalls >= 1,
         "the first call of a tag waits for its first segment"

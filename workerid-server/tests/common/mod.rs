@@ -178,14 +178,22 @@ impl Server {
         Ok((status, body))
     }
 
-    /// The value of the metric line that starts with `name `.
+    /// The value of metric `name`, summed over its labels.
     pub fn metric(&self, name: &str) -> u64 {
         let (_, metrics) = self.get("/metrics");
-        metrics
+        let values: Vec<u64> = metrics
             .lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no {name}:\n{metrics}"))
+            .filter_map(|l| {
+                let rest = l.strip_prefix(name)?;
+                let value = match rest.strip_prefix('{') {
+                    Some(labelled) => labelled.split_once("} ")?.1,
+                    None => rest.strip_prefix(' ')?,
+                };
+                value.parse().ok()
+            })
+            .collect();
+        assert!(!values.is_empty(), "no {name}:\n{metrics}");
+        values.into_iter().sum()
     }
 
     /// Sends SIGTERM.

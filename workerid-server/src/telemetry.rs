@@ -1,0 +1,285 @@
+//! `GET /metrics`: the Prometheus exporter, fed by the libraries'
+//! metrics (recorded through the `metrics` facade), the server's own
+//! counters and a latency histogram per endpoint.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use workerid::segment::{Error, Range, Result, SegmentStore, Tag, TagInfo};
+
+use crate::supervisor::Snowflake;
+
+/// Buckets of every `_seconds` histogram: 0.5 ms to 10 s.
+const SECONDS_BUCKETS: &[f64] = &[
+    0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Requests answered, by `endpoint` (the route) and `status`.
+pub const HTTP_REQUESTS: &str = "workerid_http_requests_total";
+/// Time to answer a request, by `endpoint`.
+pub const HTTP_REQUEST_SECONDS: &str = "workerid_http_request_duration_seconds";
+
+/// The server's metrics: the exporter's handle and the counters the
+/// request paths add to (plain atomics, published at each scrape).
+#[derive(Debug)]
+pub struct Metrics {
+    handle: PrometheusHandle,
+    pub segment_ids: AtomicU64,
+    pub snowflake_ids: AtomicU64,
+    pub request_errors: AtomicU64,
+    pub store_errors: AtomicU64,
+    pub tag_lists: AtomicU64,
+    pub fast_path_requests: AtomicU64,
+    /// The `workerid_lease_info` labels last shown with 1.
+    lease_info: Mutex<Option<[String; 3]>>,
+}
+
+/// Values read at render time.
+#[derive(Debug, Default)]
+pub struct Gauges {
+    pub tags_known: usize,
+    pub tags_missing: usize,
+    pub tags_in_memory: usize,
+}
+
+impl Metrics {
+    /// Installs the Prometheus recorder for the process, before anything
+    /// takes metric handles.
+    ///
+    /// # Errors
+    /// When a recorder is installed already or the buckets are refused.
+    pub fn install() -> std::result::Result<Metrics, String> {
+        let handle = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
+            .and_then(|b| b.install_recorder())
+            .map_err(|e| format!("metrics: {e}"))?;
+        workerid::observe::describe();
+        describe_server_metrics();
+        Ok(Metrics {
+            handle,
+            segment_ids: AtomicU64::new(0),
+            snowflake_ids: AtomicU64::new(0),
+            request_errors: AtomicU64::new(0),
+            store_errors: AtomicU64::new(0),
+            tag_lists: AtomicU64::new(0),
+            fast_path_requests: AtomicU64::new(0),
+            lease_info: Mutex::new(None),
+        })
+    }
+
+    /// Keeps the exporter's memory bounded between scrapes.
+    pub fn spawn_upkeep(self: &Arc<Self>) {
+        let metrics = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                match metrics.upgrade() {
+                    Some(metrics) => metrics.handle.run_upkeep(),
+                    None => return,
+                }
+            }
+        });
+    }
+
+    /// The Prometheus text.
+    pub fn render(&self, snowflake: Option<&Snowflake>, gauges: &Gauges) -> String {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        metrics::counter!("workerid_ids_served_total", "kind" => "segment")
+            .absolute(get(&self.segment_ids));
+        metrics::counter!("workerid_ids_served_total", "kind" => "snowflake")
+            .absolute(get(&self.snowflake_ids));
+        metrics::counter!("workerid_request_errors_total").absolute(get(&self.request_errors));
+        metrics::counter!("workerid_store_errors_total").absolute(get(&self.store_errors));
+        metrics::counter!("workerid_tag_lists_total").absolute(get(&self.tag_lists));
+        metrics::counter!("workerid_fast_path_requests_total")
+            .absolute(get(&self.fast_path_requests));
+        metrics::gauge!("workerid_tags_known").set(gauges.tags_known as f64);
+        metrics::gauge!("workerid_tags_found_missing").set(gauges.tags_missing as f64);
+        metrics::gauge!("workerid_tags_in_memory").set(gauges.tags_in_memory as f64);
+        if let Some(snowflake) = snowflake {
+            self.lease_metrics(snowflake);
+        }
+        self.handle.render()
+    }
+
+    /// The snowflake worker's metrics: only when snowflake IDs are served,
+    /// so that an alert on `workerid_lease_ready == 0` never fires for a
+    /// server that has no lease to hold. `workerid_lease_info` is 1 for the
+    /// worker ID held now, 0 for one held before.
+    fn lease_metrics(&self, s: &Snowflake) {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let id = s.worker_id();
+        metrics::gauge!("workerid_lease_ready").set(if id.is_some() { 1.0 } else { 0.0 });
+        metrics::counter!("workerid_lease_joins_total").absolute(get(&s.joins));
+        metrics::counter!("workerid_lease_losses_total").absolute(get(&s.losses));
+        metrics::counter!("workerid_lease_join_failures_total").absolute(get(&s.join_failures));
+        let now = id.map(|id| {
+            [
+                s.namespace().to_string(),
+                s.holder().to_string(),
+                id.to_string(),
+            ]
+        });
+        let mut shown = self
+            .lease_info
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *shown != now {
+            if let Some([namespace, holder, worker_id]) = shown.take() {
+                metrics::gauge!("workerid_lease_info", "namespace" => namespace,
+                    "holder" => holder, "worker_id" => worker_id)
+                .set(0.0);
+            }
+            if let Some([namespace, holder, worker_id]) = now.clone() {
+                metrics::gauge!("workerid_lease_info", "namespace" => namespace,
+                    "holder" => holder, "worker_id" => worker_id)
+                .set(1.0);
+            }
+            *shown = now;
+        }
+    }
+}
+
+/// How often the namespace is listed for `workerid_pool_usage_ratio`.
+const POOL_WATCH_EVERY: Duration = Duration::from_secs(15);
+
+/// Lists the snowflake namespace every [`POOL_WATCH_EVERY`] (when the store
+/// can list), which sets `workerid_pool_usage_ratio`, until `stopped`.
+pub fn spawn_pool_watch(
+    allocator: workerid::Allocator,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    if !allocator.store().capabilities().list {
+        return;
+    }
+    tokio::spawn(async move {
+        loop {
+            if let Err(e) = allocator.list().await {
+                tracing::debug!("listing the namespace for its pool usage: {e}");
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(POOL_WATCH_EVERY) => {}
+                _ = stopped.wait_for(|&s| s) => return,
+            }
+        }
+    });
+}
+
+/// Records one answered request.
+pub fn record_request(endpoint: &'static str, status: u16, started: Instant) {
+    metrics::counter!(HTTP_REQUESTS, "endpoint" => endpoint, "status" => status.to_string())
+        .increment(1);
+    metrics::histogram!(HTTP_REQUEST_SECONDS, "endpoint" => endpoint)
+        .record(started.elapsed().as_secs_f64());
+}
+
+fn describe_server_metrics() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!("workerid_ids_served_total", "IDs served, by kind.");
+    describe_counter!(
+        "workerid_request_errors_total",
+        "Requests answered with an error."
+    );
+    describe_counter!(
+        "workerid_store_errors_total",
+        "Segment store calls that failed to answer (not unknown tags), timeouts included."
+    );
+    describe_counter!(
+        "workerid_tag_lists_total",
+        "Reads of the whole tag list from the store."
+    );
+    describe_counter!(
+        "workerid_fast_path_requests_total",
+        "Requests answered on the /alloc fast path."
+    );
+    describe_gauge!(
+        "workerid_tags_known",
+        "Tags in the server's view of the store."
+    );
+    describe_gauge!(
+        "workerid_tags_found_missing",
+        "Tags of the view the store no longer knows."
+    );
+    describe_gauge!(
+        "workerid_tags_in_memory",
+        "Tags with allocator state in memory."
+    );
+    describe_gauge!(
+        "workerid_lease_ready",
+        "Whether the snowflake worker holds a live lease."
+    );
+    describe_gauge!(
+        "workerid_lease_info",
+        "The worker ID held (1), or held before (0), with its namespace and holder label."
+    );
+    describe_counter!(
+        "workerid_lease_joins_total",
+        "Snowflake workers that joined (a first start and every rejoin)."
+    );
+    describe_counter!(
+        "workerid_lease_losses_total",
+        "Snowflake workers that lost their lease."
+    );
+    describe_counter!(
+        "workerid_lease_join_failures_total",
+        "Snowflake join attempts that failed."
+    );
+    describe_counter!(HTTP_REQUESTS, "Requests answered, by endpoint and status.");
+    describe_histogram!(
+        HTTP_REQUEST_SECONDS,
+        Unit::Seconds,
+        "Time to answer a request, by endpoint."
+    );
+}
+
+/// A segment store that bounds every call by a timeout and counts
+/// reservations and errors: a hung store fails a call with `Unavailable`
+/// rather than holding a tag's lock (and shutdown) for good.
+#[derive(Debug)]
+pub struct Counted {
+    pub inner: Arc<dyn SegmentStore>,
+    pub metrics: Arc<Metrics>,
+    pub timeout: Duration,
+}
+
+impl Counted {
+    async fn call<T>(&self, request: impl Future<Output = Result<T>>) -> Result<T> {
+        let result = match tokio::time::timeout(self.timeout, request).await {
+            Ok(answer) => answer,
+            Err(_) => Err(Error::unavailable(
+                "segment store",
+                format!("no answer within {:?}", self.timeout),
+            )),
+        };
+        // An unknown tag or an exhausted one is the caller's mistake, not
+        // the store's: only failures to answer count.
+        if matches!(result, Err(Error::Unavailable { .. })) {
+            self.metrics.store_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        result
+    }
+}
+
+#[async_trait::async_trait]
+impl SegmentStore for Counted {
+    fn segment_capabilities(&self) -> workerid::segment::SegmentCapabilities {
+        self.inner.segment_capabilities()
+    }
+    async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
+        self.call(self.inner.create_tag(tag, first_id, step)).await
+    }
+    async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
+        self.call(self.inner.reserve(tag, step)).await
+    }
+    async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
+        self.call(self.inner.give_back(tag, reserved, new_max))
+            .await
+    }
+    async fn list_tags(&self) -> Result<Vec<TagInfo>> {
+        self.metrics.tag_lists.fetch_add(1, Ordering::Relaxed);
+        self.call(self.inner.list_tags()).await
+    }
+}
