@@ -252,7 +252,7 @@ async fn run(config: Config) -> Result<(), Failure> {
         let options = WorkerOptions::new()
             .drift(drift)
             .renew_every(s.renew_every());
-        telemetry::spawn_pool_watch(allocator.clone(), snowflake_stopped.clone());
+        let pool_watch = (allocator.clone(), snowflake_stopped.clone());
         let snowflake = Arc::new(Snowflake::new(allocator.namespace().clone(), holder));
         let supervisor = supervisor::spawn(
             snowflake.clone(),
@@ -268,6 +268,7 @@ async fn run(config: Config) -> Result<(), Failure> {
             () = snowflake.first_join(s.ttl()) => {}
             _ = signalled.wait_for(|&s| s) => {}
         }
+        telemetry::spawn_pool_watch(pool_watch.0, pool_watch.1);
         (Some(snowflake), Some(supervisor))
     } else {
         (None, None)
