@@ -23,4 +23,5 @@ doctests! {
     Etcd => "../docs/stores/etcd.md",
     Sql => "../docs/stores/sql.md",
     Memory => "../docs/stores/memory.md",
+    Observability => "../docs/observability.md",
 }

@@ -116,3 +116,38 @@ where
     }
     answer
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_metric_is_documented_and_named_once() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/observability.md");
+        let page = std::fs::read_to_string(path).expect("docs/observability.md");
+        let mut seen = std::collections::HashSet::new();
+        for metric in ALL_METRICS {
+            assert!(seen.insert(metric.name), "{} twice", metric.name);
+            assert!(
+                page.contains(&format!("`{}`", metric.name)),
+                "docs/observability.md does not list {}",
+                metric.name
+            );
+            assert!(metric.name.starts_with("workerid_"));
+            assert_eq!(
+                metric.kind == MetricKind::Counter,
+                metric.name.ends_with("_total"),
+                "{}: counters and only counters end in _total",
+                metric.name
+            );
+        }
+    }
+
+    #[test]
+    fn error_types_are_snake_case() {
+        let e = crate::Error::unavailable("redis", "refused");
+        assert_eq!(e.error_type(), "unavailable");
+        let e = crate::Error::NoAvailableId { max_worker_id: 3 };
+        assert_eq!(e.error_type(), "no_available_id");
+    }
+}
