@@ -22,9 +22,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use benches::rounds::{allowed_cpus, interleaved, median, pin, ratio, Contender};
 use criterion::{criterion_group, Criterion};
 use ferroid::generator::AtomicSnowflakeGenerator;
 use ferroid::time::MonotonicClock;
+use workerid::memory::MemoryStore;
+use workerid::segment::{SegmentAllocator, SegmentOptions};
 use workerid::snowflake::{Clock, Generator, Layout, SystemClock, TickingClock, CLASSIC_EPOCH};
 
 ferroid::define_snowflake_id!(
@@ -94,86 +97,6 @@ fn throughput(threads: usize, per_thread: usize) -> f64 {
     (threads * per_thread) as f64 / started.elapsed().as_secs_f64()
 }
 
-/// The CPUs this process may run on.
-#[cfg(target_os = "linux")]
-fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set, which
-    // sched_getaffinity fills in.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Vec::new();
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&cpu| libc::CPU_ISSET(cpu, &set))
-            .collect()
-    }
-}
-
-/// Keeps the calling thread on `cpu`, so that a round is never split
-/// between two CPUs (and two threads never share one).
-#[cfg(target_os = "linux")]
-fn pin(cpu: usize) -> bool {
-    // SAFETY: as in `allowed_cpus`; the set outlives the call.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn allowed_cpus() -> Vec<usize> {
-    Vec::new()
-}
-
-#[cfg(not(target_os = "linux"))]
-fn pin(_cpu: usize) -> bool {
-    false
-}
-
-/// ns per call over `n` calls of `f`.
-fn ns_per_call(n: u32, f: &mut dyn FnMut()) -> f64 {
-    let started = Instant::now();
-    for _ in 0..n {
-        f();
-    }
-    started.elapsed().as_nanos() as f64 / f64::from(n)
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted[sorted.len() / 2]
-}
-
-/// One row of the interleaved table.
-struct Contender<'a> {
-    name: &'static str,
-    /// Calls per round (about a millisecond's worth).
-    calls: u32,
-    call: Box<dyn FnMut() + 'a>,
-}
-
-/// ns per call of each contender in each of `rounds` rounds that take
-/// turns, so that a slow stretch of the machine (this VM has them) hits
-/// them all alike; the rounds are short, so a slow stretch spoils a few
-/// rounds rather than a whole contender, and the median skips them.
-fn interleaved(rounds: usize, contenders: &mut [Contender]) -> Vec<Vec<f64>> {
-    let mut samples = vec![Vec::with_capacity(rounds); contenders.len()];
-    for _ in 0..rounds {
-        for (slot, c) in samples.iter_mut().zip(contenders.iter_mut()) {
-            slot.push(ns_per_call(c.calls, &mut *c.call));
-        }
-    }
-    samples
-}
-
-/// The median over the rounds of `a`'s time over `b`'s in the same round.
-fn ratio(a: &[f64], b: &[f64]) -> f64 {
-    median(&a.iter().zip(b).map(|(a, b)| a / b).collect::<Vec<_>>())
-}
-
 fn main() {
     benches();
     Criterion::default().configure_from_args().final_summary();
@@ -196,6 +119,8 @@ fn main() {
 
     two_threads();
     one_thread();
+    // Last: it installs a recorder for the rest of the process.
+    recorder_cost();
     benches::record::record_transcript("snowflake", "cargo bench -p benches --bench snowflake");
 }
 
@@ -437,5 +362,106 @@ fn two_threads() {
     benches::record::say(format!(
         "| goal: on `TickingClock` ≤ 1.0x ferroid | {goal:.3}x | {} |",
         if goal <= 1.0 { "met" } else { "MISSED" }
+    ));
+}
+
+/// One ID with and without a metrics recorder (metrics-exporter-prometheus,
+/// as the server installs it) beside ferroid, in interleaved rounds: the
+/// generators and the segment tag built before the recorder is installed
+/// hold no-op handles, those built after record.
+fn recorder_cost() {
+    const ROUNDS: usize = 201;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let tag_on = |segments: &SegmentAllocator| {
+        runtime.block_on(async {
+            segments.create_tag("bench", 1, 1 << 40).await.expect("tag");
+            let tag = segments.tag("bench").expect("tag");
+            tag.fill().await.expect("a segment");
+            tag
+        })
+    };
+    let ferroid = AtomicSnowflakeGenerator::<WideId, _>::new(1, MonotonicClock::default());
+    let plain = Generator::with_system_clock(wide_layout(), 1).expect("generator");
+    let plain_segments = SegmentAllocator::new(MemoryStore::new(), SegmentOptions::default());
+    let plain_tag = tag_on(&plain_segments);
+    let exporter = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .expect("the only recorder");
+    workerid::observe::describe();
+    let recorded = Generator::with_system_clock(wide_layout(), 2).expect("generator");
+    let recorded_segments = SegmentAllocator::new(MemoryStore::new(), SegmentOptions::default());
+    let recorded_tag = tag_on(&recorded_segments);
+    let mut contenders = [
+        Contender {
+            name: "workerid `Generator::next_id`, no recorder",
+            calls: 100_000,
+            call: Box::new(|| {
+                black_box(plain.next_id().expect("id"));
+            }),
+        },
+        Contender {
+            name: "workerid `Generator::next_id`, Prometheus recorder",
+            calls: 100_000,
+            call: Box::new(|| {
+                black_box(recorded.next_id().expect("id"));
+            }),
+        },
+        Contender {
+            name: "ferroid `AtomicSnowflakeGenerator`",
+            calls: 100_000,
+            call: Box::new(|| {
+                black_box(ferroid.next_id(|_| std::hint::spin_loop()));
+            }),
+        },
+        Contender {
+            name: "workerid segment `TagHandle::try_next_id`, no recorder",
+            calls: 100_000,
+            call: Box::new(|| {
+                black_box(plain_tag.try_next_id().expect("id"));
+            }),
+        },
+        Contender {
+            name: "workerid segment `TagHandle::try_next_id`, Prometheus recorder",
+            calls: 100_000,
+            call: Box::new(|| {
+                black_box(recorded_tag.try_next_id().expect("id"));
+            }),
+        },
+    ];
+    let warm = Instant::now();
+    while warm.elapsed() < Duration::from_secs(1) {
+        interleaved(1, &mut contenders);
+    }
+    let samples = interleaved(ROUNDS, &mut contenders);
+    benches::record::say(format!(
+        "\n| one ID with and without a metrics recorder ({ROUNDS} interleaved rounds) \
+         | ns per ID, median | × ferroid | × the same without a recorder |"
+    ));
+    benches::record::say("| --- | --- | --- | --- |");
+    let without = [0, 0, 2, 3, 3];
+    for ((c, s), &base) in contenders.iter().zip(&samples).zip(&without) {
+        benches::record::say(format!(
+            "| {} | {:.2} | {:.2}x | {:.3}x |",
+            c.name,
+            median(s),
+            ratio(s, &samples[2]),
+            ratio(s, &samples[base])
+        ));
+    }
+    let goal = ratio(&samples[1], &samples[0]).max(ratio(&samples[4], &samples[3]));
+    benches::record::say(format!(
+        "\n| goal: with the recorder within 5 % of without (the slower of the two) | {goal:.3}x | {} |",
+        if goal <= 1.05 { "met" } else { "MISSED" }
+    ));
+    let text = exporter.render();
+    let issued = text
+        .lines()
+        .find_map(|l| l.strip_prefix("workerid_snowflake_ids_total "))
+        .unwrap_or("none");
+    benches::record::say(format!(
+        "\nThe recorder saw `workerid_snowflake_ids_total` {issued} (IDs of the recorded generator's finished time units)."
     ));
 }

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use workerid::{Allocator, Lease, LeaseOptions, LeaseStore};
 
 pub mod record;
+pub mod rounds;
 
 /// One operation to time: an async closure called once per round.
 pub type Op<'a> = Box<dyn FnMut() -> Pin<Box<dyn Future<Output = ()> + 'a>> + 'a>;

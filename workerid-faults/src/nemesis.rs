@@ -140,6 +140,8 @@ struct Client {
     name: String,
     child: Child,
     unsafe_mode: bool,
+    /// The network lab it runs in, in a run with labs.
+    lab: Option<usize>,
     paused_until: Option<u64>,
     offset_ms: i64,
 }
@@ -332,6 +334,7 @@ impl Controller<'_> {
         let seed = client_seed(self.config.seed, n);
         let log = std::fs::File::create(self.dir.join(format!("{name}.log")))
             .map_err(io_error(self.dir.join(format!("{name}.log"))))?;
+        let lab = self.labs.as_ref().map(|_| Labs::of_client(n));
         let (mut command, url) = match &self.labs {
             Some(labs) => {
                 let lab = Labs::of_client(n);
@@ -402,6 +405,7 @@ impl Controller<'_> {
             name,
             child,
             unsafe_mode,
+            lab,
             paused_until: None,
             offset_ms,
         });
@@ -529,10 +533,19 @@ impl Controller<'_> {
                 self.log(format!("step the clock of {name} to {new:+} ms"));
             }
             network if Fault::NETWORK.contains(&network) => {
+                // The lab of an unsafe client that holds its worker ID, as
+                // for a pause, so that a run with one is sure to cut it off.
+                let dir = self.dir.clone();
+                let unsafe_lab = self
+                    .pick(|c| c.unsafe_mode && has_grant(&dir, &c.name))
+                    .and_then(|i| self.clients[i].lab);
                 let Some(labs) = &self.labs else {
                     return false;
                 };
-                let (applied, heal) = labs.apply(network, &mut self.rng, self.config.ttl);
+                let (applied, heal) = match unsafe_lab {
+                    Some(lab) => labs.apply_on(lab, network, &mut self.rng, self.config.ttl),
+                    None => labs.apply(network, &mut self.rng, self.config.ttl),
+                };
                 self.heals.push(heal);
                 self.log(applied.what);
             }
