@@ -426,3 +426,65 @@ async fn no_token_is_a_field_or_a_label() {
         }
     }
 }
+
+/// A store that never answers.
+#[derive(Debug)]
+struct Hanging;
+
+#[async_trait::async_trait]
+impl workerid::LeaseStore for Hanging {
+    fn capabilities(&self) -> workerid::Capabilities {
+        workerid::Capabilities::default()
+    }
+    async fn acquire(
+        &self,
+        _: &workerid::Namespace,
+        _: u32,
+        _: &workerid::Token,
+        _: Duration,
+        _: &workerid::Holder,
+    ) -> workerid::Result<workerid::Grant> {
+        std::future::pending().await
+    }
+    async fn renew(
+        &self,
+        _: &workerid::Namespace,
+        _: workerid::WorkerId,
+        _: &workerid::Token,
+        _: Duration,
+        _: u64,
+    ) -> workerid::Result<()> {
+        std::future::pending().await
+    }
+    async fn release(
+        &self,
+        _: &workerid::Namespace,
+        _: workerid::WorkerId,
+        _: &workerid::Token,
+        _: u64,
+    ) -> workerid::Result<()> {
+        std::future::pending().await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_the_caller_stopped_waiting_for_is_recorded_as_cancelled() {
+    observed();
+    let labels = observe::StoreLabels::new("hanging").with_address("10.0.0.9:1");
+    let store = observe::Instrumented::new(Hanging, labels);
+    let options = lease_options(Duration::from_secs(5)).request_timeout(Duration::from_millis(50));
+    let allocator = Allocator::new(store, "observe-hanging", options).unwrap();
+    let err = allocator.acquire().await.unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    let errors = [
+        ("store", "hanging"),
+        ("operation", "acquire"),
+        ("error_type", "cancelled"),
+    ];
+    assert_eq!(counter(observe::STORE_ERRORS, &errors), 1);
+    let timed = [("store", "hanging"), ("operation", "acquire")];
+    assert_eq!(histogram_len(observe::STORE_OPERATION_SECONDS, &timed), 1);
+    let spans = spans("workerid.store", "server.address", "10.0.0.9:1");
+    assert_eq!(spans.len(), 1);
+    assert_eq!(spans[0].field("error.type"), Some("cancelled"));
+}

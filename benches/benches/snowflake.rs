@@ -375,6 +375,12 @@ fn recorder_cost() {
         .enable_all()
         .build()
         .expect("runtime");
+    // One segment of 2^40 IDs: the rounds never switch segments.
+    let options = SegmentOptions {
+        min_step: 1 << 40,
+        max_step: 1 << 40,
+        ..SegmentOptions::default()
+    };
     let tag_on = |segments: &SegmentAllocator| {
         runtime.block_on(async {
             segments.create_tag("bench", 1, 1 << 40).await.expect("tag");
@@ -385,14 +391,14 @@ fn recorder_cost() {
     };
     let ferroid = AtomicSnowflakeGenerator::<WideId, _>::new(1, MonotonicClock::default());
     let plain = Generator::with_system_clock(wide_layout(), 1).expect("generator");
-    let plain_segments = SegmentAllocator::new(MemoryStore::new(), SegmentOptions::default());
+    let plain_segments = SegmentAllocator::new(MemoryStore::new(), options);
     let plain_tag = tag_on(&plain_segments);
     let exporter = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()
         .expect("the only recorder");
     workerid::observe::describe();
     let recorded = Generator::with_system_clock(wide_layout(), 2).expect("generator");
-    let recorded_segments = SegmentAllocator::new(MemoryStore::new(), SegmentOptions::default());
+    let recorded_segments = SegmentAllocator::new(MemoryStore::new(), options);
     let recorded_tag = tag_on(&recorded_segments);
     let mut contenders = [
         Contender {

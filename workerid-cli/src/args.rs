@@ -129,6 +129,15 @@ pub enum Command {
         "Exit codes: 0 ok, 2 bad usage, 3 store unreachable."
     ))]
     Bench(BenchArgs),
+
+    /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell).
+    #[command(after_help = "Example:\n  \
+         workerid completions bash > /etc/bash_completion.d/workerid\n\n\
+         Exit codes: 0 ok, 2 an unknown shell.")]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Where the store is. Its `Debug` hides the URL's password.
@@ -260,4 +269,11 @@ impl std::fmt::Debug for SegmentsArgs {
             .field("action", &self.action)
             .finish()
     }
+}
+
+/// The completion script of `shell` for `workerid`.
+pub fn completions(shell: clap_complete::Shell) -> String {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "workerid", &mut script);
+    String::from_utf8_lossy(&script).into_owned()
 }

@@ -119,7 +119,18 @@ async fn cycles(allocator: &Allocator, rounds: usize) -> Result<[Vec<Duration>; 
         Vec::with_capacity(rounds),
         Vec::with_capacity(rounds),
     ];
+    // On stderr, and only when it is a terminal: piped output stays clean.
+    // Cleared when dropped, on an error too.
+    let progress = indicatif::ProgressBar::new(rounds as u64 + 1)
+        .with_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:30} {pos}/{len} cycles, {per_sec}, {eta} left",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        )
+        .with_finish(indicatif::ProgressFinish::AndClear);
     for round in 0..=rounds {
+        progress.inc(1);
         let start = Instant::now();
         let mut lease = allocator.acquire().await?;
         let acquired = Instant::now();

@@ -25,6 +25,7 @@ async fn run(cli: &Cli) -> Result<String, CliError> {
         Command::Decode(args) => decode::decode(args, cli.json),
         Command::Segments(args) => segments::segments(args, cli.json).await,
         Command::Bench(args) => bench::bench(args, cli.json).await,
+        Command::Completions { shell } => Ok(args::completions(*shell)),
     }
 }
 

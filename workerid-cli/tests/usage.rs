@@ -17,6 +17,7 @@ fn every_command_has_help_with_examples_and_exit_codes() {
         vec!["segments"],
         vec!["segments", "create"],
         vec!["bench"],
+        vec!["completions"],
     ] {
         let mut args = command.clone();
         args.push("--help");
@@ -24,6 +25,24 @@ fn every_command_has_help_with_examples_and_exit_codes() {
         assert!(run.stdout.contains("Example"), "{command:?}: {run:#?}");
         assert!(run.stdout.contains("Exit codes"), "{command:?}: {run:#?}");
     }
+}
+
+#[test]
+fn completions_name_every_command_for_each_shell() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let run = workerid(&["completions", shell]).expect(0);
+        for command in [
+            "leases",
+            "namespaces",
+            "release",
+            "decode",
+            "segments",
+            "bench",
+        ] {
+            assert!(run.stdout.contains(command), "{shell}: no {command}");
+        }
+    }
+    workerid(&["completions", "tcsh"]).expect(2);
 }
 
 #[test]

@@ -74,7 +74,9 @@ pub fn describe() {
 
 /// Runs one call into a store under a span named `workerid.store` and
 /// records its duration ([`STORE_OPERATION_SECONDS`]) and, when it fails,
-/// its error ([`STORE_ERRORS`]). `target` is the namespace or the tag the
+/// its error ([`STORE_ERRORS`]); a call whose future is dropped before it
+/// answers (a caller's timeout) is recorded with the error type
+/// `cancelled`. `target` is the namespace or the tag the
 /// call is about; `worker_id` the worker ID, when the call names one.
 ///
 /// For wrappers of other store traits; [`Instrumented`] uses it for
@@ -102,19 +104,50 @@ where
         "workerid.worker_id" = worker_id,
         "error.type" = tracing::field::Empty,
     );
-    let started = Instant::now();
-    let answer = call.instrument(span.clone()).await;
-    let store = labels.system;
-    metrics::histogram!(STORE_OPERATION_SECONDS, "store" => store, "operation" => operation)
-        .record(started.elapsed().as_secs_f64());
-    if let Err(e) = &answer {
-        let error_type = e.error_type();
-        span.record("error.type", error_type);
-        metrics::counter!(STORE_ERRORS, "store" => store, "operation" => operation,
-            "error_type" => error_type)
-        .increment(1);
-    }
+    let mut pending = Pending {
+        store: labels.system,
+        operation,
+        started: Instant::now(),
+        span: span.clone(),
+        done: false,
+    };
+    let answer = call.instrument(span).await;
+    pending.done(answer.as_ref().err().map(ErrorType::error_type));
     answer
+}
+
+/// One store call being observed: recorded when it answers, or as
+/// `cancelled` when its future is dropped first (a caller's timeout), so
+/// that a store that hangs shows in the latency and the errors.
+struct Pending {
+    store: &'static str,
+    operation: &'static str,
+    started: Instant,
+    span: tracing::Span,
+    done: bool,
+}
+
+impl Pending {
+    fn done(&mut self, error_type: Option<&'static str>) {
+        self.done = true;
+        let (store, operation) = (self.store, self.operation);
+        metrics::histogram!(STORE_OPERATION_SECONDS, "store" => store, "operation" => operation)
+            .record(self.started.elapsed().as_secs_f64());
+        if let Some(error_type) = error_type {
+            self.span.record("error.type", error_type);
+            metrics::counter!(STORE_ERRORS, "store" => store, "operation" => operation,
+                "error_type" => error_type)
+            .increment(1);
+        }
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.done {
+            self.done(Some("cancelled"));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -23,6 +23,9 @@ pub enum LogFormat {
 #[derive(Parser)]
 #[command(name = "workerid-server", version, about)]
 pub struct Cli {
+    /// Print the shell completion script for SHELL and exit.
+    #[arg(long, value_name = "SHELL")]
+    pub completions: Option<clap_complete::Shell>,
     /// A TOML config file (tags are set there only).
     #[arg(long, env = "WORKERID_CONFIG")]
     pub config: Option<PathBuf>,

@@ -328,6 +328,17 @@ fn runtime(workers: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
 
 fn main() {
     let cli = cli::Cli::parse();
+    if let Some(shell) = cli.completions {
+        use clap::CommandFactory;
+        let mut command = cli::Cli::command();
+        clap_complete::generate(
+            shell,
+            &mut command,
+            "workerid-server",
+            &mut std::io::stdout(),
+        );
+        std::process::exit(exit::OK);
+    }
     let config = match cli.config() {
         Ok(config) => config,
         Err(e) => {

@@ -245,3 +245,18 @@ async fn a_sigterm_during_the_start_up_wait_releases_what_was_taken() {
     let listing = store.list(&ns).await.expect("list");
     assert_eq!(listing.live().count(), 0, "{listing:?}");
 }
+
+#[test]
+fn completions_name_the_flags() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_workerid-server"))
+            .args(["--completions", shell])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{shell}");
+        let script = String::from_utf8_lossy(&out.stdout);
+        for flag in ["store", "listen", "max-batch", "auth-token"] {
+            assert!(script.contains(flag), "{shell}: no {flag}");
+        }
+    }
+}

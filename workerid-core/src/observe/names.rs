@@ -66,7 +66,9 @@ metric_names! {
     STORE_OPERATION_SECONDS = "workerid_store_operation_seconds", Histogram,
         Some(metrics::Unit::Seconds), ["store", "operation"],
         "Time a call into the store took.";
-    /// Counter, by `store`, `operation` and `error_type`.
+    /// Counter, by `store`, `operation` and `error_type` (the error's
+    /// [`ErrorType`](super::ErrorType), or `cancelled` for a call dropped
+    /// before it answered).
     STORE_ERRORS = "workerid_store_operation_errors_total", Counter, None,
         ["store", "operation", "error_type"],
         "Calls into the store that returned an error.";
