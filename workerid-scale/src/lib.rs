@@ -4,8 +4,8 @@
 //! a real [`Worker`](workerid::snowflake::Worker) with its own keeper
 //! task and lease) on one real store started by the harness, all sharing one
 //! store handle. It measures the renewals per second the store sustains, the
-//! store's CPU and memory, the renew latency (through [`TimedStore`], a
-//! wrapper that times every call into the store), the client's memory per
+//! store's CPU and memory, the renew latency (the store-call metrics the
+//! libraries record, kept by a recorder of the tool's own: [`recorded`]), the client's memory per
 //! idle worker, the disk syncs the store counts, and counts lapses (workers whose lease was lost); then churn:
 //! a share of the workers stop and join again every few seconds, with the
 //! same checks. A ramp of worker counts finds the largest count a store holds.
@@ -22,16 +22,15 @@
 pub mod fleet;
 pub mod histogram;
 pub mod procfs;
+pub mod recorded;
 pub mod report;
 pub mod run;
 pub mod stores;
 pub mod syncs;
-pub mod timed;
 
 pub use fleet::{Fleet, FleetConfig};
 pub use run::{ramp, Settings, Step, Window};
 pub use stores::{Connect, StoreKind, Target};
-pub use timed::TimedStore;
 
 /// What can go wrong in a scale run.
 #[derive(Debug, thiserror::Error)]

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use crate::fleet::{Fleet, FleetConfig};
 use crate::procfs::{self, Reading};
+use crate::recorded::Counters;
 use crate::stores::Target;
-use crate::timed::Counters;
 use crate::Error;
 
 /// How a scale run goes. [`Settings::default`] is the full run of the README.
@@ -192,7 +192,7 @@ impl Mark {
     async fn take(target: &Target, fleet: &Fleet) -> Mark {
         let syncs = target.disk_syncs().await;
         Mark {
-            counters: target.store.stats().counters(),
+            counters: target.stats().counters(),
             server: target.server_pids().map(|pids| procfs::read(&pids)),
             syncs,
             client: procfs::read_self(),

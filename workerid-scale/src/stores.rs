@@ -8,7 +8,7 @@ use workerid::LeaseStore;
 use workerid_testkit::RunningStore;
 pub use workerid_testkit::StoreKind;
 
-use crate::timed::TimedStore;
+use crate::recorded::{self, Stats};
 use crate::Error;
 
 /// How to connect.
@@ -19,21 +19,28 @@ pub struct Connect {
     pub max_connections: Option<u32>,
 }
 
-/// A store under test: the shared, timed store handle and the store the
-/// harness runs for it (stopped when this is dropped).
+/// A store under test: the shared store handle (its calls recorded, see
+/// [`recorded`]) and the store the harness runs for it (stopped when this
+/// is dropped).
 #[derive(Debug)]
 pub struct Target {
     /// Which store.
     pub kind: StoreKind,
-    /// The one store handle every worker shares, timed.
-    pub store: TimedStore,
+    /// The one store handle every worker shares.
+    pub store: Arc<dyn LeaseStore>,
+    stats: Arc<Stats>,
     running: RunningStore,
 }
 
 impl Target {
     /// The shared handle, as the fleet takes it.
     pub fn shared(&self) -> Arc<dyn LeaseStore> {
-        Arc::new(self.store.clone())
+        self.store.clone()
+    }
+
+    /// What the calls into this kind of store have counted so far.
+    pub fn stats(&self) -> &Arc<Stats> {
+        &self.stats
     }
 
     /// The server's root pids (their descendants count too), if it has any.
@@ -66,7 +73,8 @@ impl Target {
         let store = options.open(&running.url()).await?;
         Ok(Target {
             kind,
-            store: TimedStore::new(store.lease_store()),
+            stats: recorded::stats_for(store.kind().system_name()),
+            store: store.lease_store(),
             running,
         })
     }

@@ -44,7 +44,7 @@ async fn runs_without_lapses(kind: StoreKind) {
     assert_eq!(churn.window.lapses, 0, "{churn:?}");
     assert_eq!(churn.join_failures, 0, "{churn:?}");
     // Every worker released its ID at the end: the store counted the releases.
-    assert!(target.store.stats().counters().releases >= 20 + churn.stopped as u64);
+    assert!(target.stats().counters().releases >= 20 + churn.stopped as u64);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
