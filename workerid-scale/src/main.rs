@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use workerid_scale::{report, run, Connect, Settings, StoreKind, Target};
+use workerid_testkit::progress::Progress;
 
 /// Keeps thousands of snowflake workers alive at once on one real store
 /// (started on free loopback ports) and measures what that costs. Without
@@ -167,7 +168,11 @@ async fn main() -> std::process::ExitCode {
     };
     let mut rows = Vec::new();
     let mut failed = false;
-    for kind in kinds {
+    let steps = counts.len() as u64;
+    let progress = Progress::steps(kinds.len() as u64 * steps, "scale run");
+    for (done, kind) in kinds.into_iter().enumerate() {
+        progress.set_step(done as u64 * steps);
+        progress.message(format!("{kind}: starting"));
         let target = match Target::start(kind, connect).await {
             Ok(target) => target,
             Err(e) => {
@@ -177,11 +182,14 @@ async fn main() -> std::process::ExitCode {
             }
         };
         if let Some(version) = target.server_version() {
-            println!("- {}: the server says `{version}`", kind.title());
+            progress.println(format!("- {}: the server says `{version}`", kind.title()));
         }
+        let most = counts.last().copied().unwrap_or_default();
+        progress.message(format!("{kind}: a ramp up to {most} workers"));
         let steps = run::ramp(&target, &counts, &settings, |step| {
             // A markdown list item, so that a recorded run reads as a list.
-            println!("- {}", report::step_line(kind, step));
+            progress.println(format!("- {}", report::step_line(kind, step)));
+            progress.step();
         })
         .await;
         match steps {
@@ -193,6 +201,7 @@ async fn main() -> std::process::ExitCode {
         }
         drop(target);
     }
+    drop(progress);
     println!("\n{}", report::summary_header(&settings));
     for row in rows {
         println!("{row}");

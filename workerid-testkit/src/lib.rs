@@ -55,6 +55,7 @@ pub mod netns;
 mod ports;
 pub mod postgres;
 mod process;
+pub mod progress;
 pub mod proxy;
 pub mod redis;
 pub mod relay;

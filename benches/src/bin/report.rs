@@ -335,11 +335,13 @@ fn main() {
     let started = Instant::now();
     let rows = rt.block_on(async {
         let mut rows = Vec::new();
-        for kind in REPORTED {
-            if wanted(kind.title()) {
-                let running = kind.start();
-                rows.push(row(&running).await);
-            }
+        let kinds: Vec<_> = REPORTED.iter().filter(|k| wanted(k.title())).collect();
+        let progress = workerid_testkit::progress::Progress::steps(kinds.len() as u64, "report");
+        for kind in kinds {
+            progress.message(kind.title());
+            let running = kind.start();
+            rows.push(row(&running).await);
+            progress.step();
         }
         rows
     });

@@ -32,6 +32,7 @@ use workerid_faults::nemesis::{self, seed_from_env, Fault, RunConfig};
 use workerid_faults::peers::{Migration, PeerRule, PeerTable, Peers};
 use workerid_faults::service::{self, ServiceConfig, ServiceFault};
 use workerid_faults::targets::{StoreKind, Target};
+use workerid_testkit::progress::Progress;
 
 #[derive(Parser, Debug)]
 #[command(about = "Fault-injection safety run of workerid on one store")]
@@ -138,6 +139,8 @@ fn main() {
     config.worker_bits = args.worker_bits;
     config.fault_every = Duration::from_millis(args.fault_every_ms);
     config.dir = args.dir;
+    let progress = Progress::timed(config.duration, "fault run");
+    progress.message(format!("{:?}", args.store));
     let outcome = if args.store == StoreKind::Memory {
         config.faults = vec![Fault::KillClient, Fault::StepClock];
         workerid_faults::inprocess::run(&config)
@@ -159,6 +162,7 @@ fn main() {
             Err(e) => Err(e),
         }
     };
+    drop(progress);
     match outcome {
         Ok(outcome) => {
             println!("{}", outcome.summary());
@@ -226,7 +230,10 @@ fn run_service(args: &Args, seed: u64) -> i32 {
     } else {
         args.service_faults.clone()
     };
-    match service::run_service(&target, &config) {
+    let progress = Progress::timed(config.duration, "service fault run");
+    let outcome = service::run_service(&target, &config);
+    drop(progress);
+    match outcome {
         Ok(outcome) => {
             println!("{}", outcome.summary());
             let applied: usize = outcome.faults.values().sum();
