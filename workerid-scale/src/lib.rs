@@ -21,6 +21,7 @@
 
 pub mod fleet;
 pub mod histogram;
+pub mod plot;
 pub mod procfs;
 pub mod recorded;
 pub mod report;

@@ -70,6 +70,10 @@ struct Args {
     /// on Redis, SQLite and PostgreSQL unless --store says otherwise.
     #[arg(long)]
     quick: bool,
+    /// Also draw the run as an SVG (renewals held and renew p99 against
+    /// live workers) into this file.
+    #[arg(long)]
+    plot: Option<std::path::PathBuf>,
 }
 
 fn secs(s: f64) -> Result<Duration, String> {
@@ -167,6 +171,7 @@ async fn main() -> std::process::ExitCode {
         max_connections: args.max_connections,
     };
     let mut rows = Vec::new();
+    let mut ramps = Vec::new();
     let mut failed = false;
     let steps = counts.len() as u64;
     let progress = Progress::steps(kinds.len() as u64 * steps, "scale run");
@@ -193,7 +198,10 @@ async fn main() -> std::process::ExitCode {
         })
         .await;
         match steps {
-            Ok(steps) => rows.push(report::summary_row(kind, &steps)),
+            Ok(steps) => {
+                rows.push(report::summary_row(kind, &steps));
+                ramps.push((kind, steps));
+            }
             Err(e) => {
                 eprintln!("{kind}: {e}");
                 failed = true;
@@ -207,6 +215,17 @@ async fn main() -> std::process::ExitCode {
         println!("{row}");
     }
     println!("\n(ran in {:.0} s)", started.elapsed().as_secs_f64());
+    if let Some(path) = &args.plot {
+        let written = workerid_scale::plot::svg(&ramps)
+            .and_then(|svg| std::fs::write(path, svg).map_err(Into::into));
+        match written {
+            Ok(()) => println!("(the plot: {})", path.display()),
+            Err(e) => {
+                eprintln!("{}: {e}", path.display());
+                failed = true;
+            }
+        }
+    }
     if failed {
         std::process::ExitCode::FAILURE
     } else {

@@ -45,6 +45,20 @@ async fn runs_without_lapses(kind: StoreKind) {
     assert_eq!(churn.join_failures, 0, "{churn:?}");
     // Every worker released its ID at the end: the store counted the releases.
     assert!(target.stats().counters().releases >= 20 + churn.stopped as u64);
+    let svg = workerid_scale::plot::svg(&[(target.kind, steps.clone())]).expect("a plot");
+    assert!(svg.starts_with("<svg"), "{svg:.200}");
+    for text in [
+        "Renewals per second held",
+        "Renew p99",
+        "live workers",
+        target.kind.title(),
+    ] {
+        assert!(svg.contains(text), "the plot lacks {text:?}");
+    }
+    assert!(
+        svg.contains("<polyline") || svg.contains("<path"),
+        "no line drawn"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
