@@ -43,8 +43,8 @@ fn launch(dir: &std::path::Path, fast_path: bool) -> Server {
 }
 
 /// Writes `chunks` to a new connection to `port`, a moment apart, then
-/// reads until the server closes or goes quiet.
-fn exchange(port: u16, chunks: &[Vec<u8>]) -> Vec<u8> {
+/// reads until the server closes or stays silent for `quiet`.
+fn exchange(port: u16, chunks: &[Vec<u8>], quiet: Duration) -> Vec<u8> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     stream.set_nodelay(true).expect("nodelay");
     for chunk in chunks {
@@ -54,7 +54,7 @@ fn exchange(port: u16, chunks: &[Vec<u8>]) -> Vec<u8> {
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    stream.set_read_timeout(Some(QUIET)).expect("read timeout");
+    stream.set_read_timeout(Some(quiet)).expect("read timeout");
     let mut answer = Vec::new();
     let mut buf = [0u8; 65536];
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -273,13 +273,23 @@ fn the_fast_path_answers_as_hyper_does() {
         ..Config::default()
     });
     let started = Instant::now();
-    let outcome = runner.run(&chunked(), |chunks| {
+    let both = |chunks: &Vec<Vec<u8>>, quiet: Duration| {
         let to_fast = {
             let chunks = chunks.clone();
-            std::thread::spawn(move || exchange(fast_port, &chunks))
+            std::thread::spawn(move || exchange(fast_port, &chunks, quiet))
         };
-        let through_hyper = responses(&exchange(hyper_port, &chunks));
+        let through_hyper = responses(&exchange(hyper_port, chunks, quiet));
         let on_fast = responses(&to_fast.join().expect("the fast-path client"));
+        (on_fast, through_hyper)
+    };
+    let outcome = runner.run(&chunked(), |chunks| {
+        let (mut on_fast, mut through_hyper) = both(&chunks, QUIET);
+        if on_fast != through_hyper {
+            // A server that took longer than QUIET on a loaded machine
+            // looks like one that did not answer: the same stream again,
+            // with time to spare. A real difference stays.
+            (on_fast, through_hyper) = both(&chunks, QUIET * 10);
+        }
         if std::env::var_os("FAST_PATH_SHOW").is_some() {
             println!(
                 "{:?}\n  -> {on_fast:?}",
