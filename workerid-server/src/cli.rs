@@ -68,6 +68,9 @@ pub struct Cli {
     /// The most IDs one request may ask for with `count`.
     #[arg(long, env = "WORKERID_MAX_BATCH")]
     pub max_batch: Option<u64>,
+    /// Export traces over OTLP/gRPC to this endpoint (`http://host:4317`).
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
     /// Serve snowflake IDs (true/false).
     #[arg(long, env = "WORKERID_SNOWFLAKE_ENABLED")]
     pub snowflake_enabled: Option<bool>,
@@ -132,6 +135,7 @@ impl Cli {
         set(&mut config.max_open_connections, &self.max_open_connections);
         set(&mut config.max_buffer_bytes, &self.max_buffer_bytes);
         set(&mut config.max_batch, &self.max_batch);
+        set_some(&mut config.otlp_endpoint, &self.otlp_endpoint);
         let s = &mut config.snowflake;
         set(&mut s.enabled, &self.snowflake_enabled);
         set(&mut s.namespace, &self.snowflake_namespace);

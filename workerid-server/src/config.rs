@@ -59,6 +59,10 @@ pub struct Config {
     /// at most 1 000 000).
     #[serde(default = "default_max_batch")]
     pub max_batch: u64,
+    /// Where to send traces over OTLP/gRPC (`http://collector:4317`); none:
+    /// traces are not exported.
+    #[serde(default)]
+    pub otlp_endpoint: Option<String>,
     /// Tags created on start when missing. A tag that exists with another
     /// step is refused: the server does not start (change the config, or
     /// the stored tag). With no tags and the zero-configuration store (the
@@ -277,6 +281,9 @@ impl Config {
                 self.max_batch
             ));
         }
+        if let Some(endpoint) = &self.otlp_endpoint {
+            crate::traces::check_endpoint(endpoint)?;
+        }
         if self.tags_refresh_ms < 100 {
             return Err("tags_refresh_ms must be at least 100".into());
         }
@@ -324,6 +331,7 @@ impl std::fmt::Debug for Config {
             .field("max_open_connections", &self.max_open_connections)
             .field("max_buffer_bytes", &self.max_buffer_bytes)
             .field("max_batch", &self.max_batch)
+            .field("otlp_endpoint", &self.otlp_endpoint)
             .field("auth_token", &self.auth_token.as_ref().map(|_| "***"))
             .field("allow_volatile_segments", &self.allow_volatile_segments)
             .field("tags", &self.tags)
@@ -361,6 +369,7 @@ impl Default for Config {
             max_open_connections: default_max_open_connections(),
             max_buffer_bytes: default_max_buffer_bytes(),
             max_batch: default_max_batch(),
+            otlp_endpoint: None,
             tags: Vec::new(),
             snowflake: SnowflakeConfig::default(),
             workers: None,

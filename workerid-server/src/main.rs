@@ -53,6 +53,7 @@ mod serve;
 mod supervisor;
 mod tags;
 mod telemetry;
+mod traces;
 
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -346,7 +347,6 @@ fn main() {
             std::process::exit(exit::CONFIG);
         }
     };
-    init_logging(cli.log_format);
     let runtime = match runtime(config.workers) {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -354,7 +354,28 @@ fn main() {
             std::process::exit(exit::FAILED);
         }
     };
+    let traces = {
+        // The trace exporter's channel runs on the runtime.
+        let _runtime = runtime.enter();
+        match init_logging(cli.log_format, config.otlp_endpoint.as_deref()) {
+            Ok(traces) => traces,
+            Err(e) => {
+                eprintln!("workerid-server: {e}");
+                std::process::exit(exit::CONFIG);
+            }
+        }
+    };
     let result = runtime.block_on(run(config));
+    #[cfg(not(feature = "otlp"))]
+    let _ = traces;
+    #[cfg(feature = "otlp")]
+    if let Some(traces) = traces {
+        // Flushed while the runtime still drives the exporter's channel.
+        runtime.block_on(async {
+            let flush = tokio::task::spawn_blocking(move || traces.shutdown());
+            let _ = tokio::time::timeout(Duration::from_secs(5), flush).await;
+        });
+    }
     // Tasks still blocked on a hung store are not waited for.
     runtime.shutdown_timeout(Duration::from_secs(1));
     if let Err(e) = result {
@@ -364,13 +385,37 @@ fn main() {
     std::process::exit(exit::OK);
 }
 
-/// Text or JSON lines on stdout; colour only when stdout is a terminal.
-fn init_logging(format: LogFormat) {
+#[cfg(feature = "otlp")]
+type Traces = traces::Traces;
+#[cfg(not(feature = "otlp"))]
+type Traces = std::convert::Infallible;
+
+/// Text or JSON lines on stdout (colour only when stdout is a terminal),
+/// and the spans to `otlp_endpoint` when it is set.
+fn init_logging(format: LogFormat, otlp_endpoint: Option<&str>) -> Result<Option<Traces>, String> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match format {
-        LogFormat::Json => builder.json().with_ansi(false).init(),
-        LogFormat::Text => builder.with_ansi(std::io::stdout().is_terminal()).init(),
+    let lines = match format {
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .with_ansi(false)
+            .boxed(),
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_ansi(std::io::stdout().is_terminal())
+            .boxed(),
+    };
+    let registry = tracing_subscriber::registry().with(filter).with(lines);
+    #[cfg(feature = "otlp")]
+    if let Some(endpoint) = otlp_endpoint {
+        let (traces, layer) = traces::layer(endpoint)?;
+        registry.with(layer).init();
+        return Ok(Some(traces));
     }
+    #[cfg(not(feature = "otlp"))]
+    let _ = otlp_endpoint;
+    registry.init();
+    Ok(None)
 }

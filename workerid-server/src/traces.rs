@@ -1,0 +1,78 @@
+//! Traces over OTLP/gRPC (the `otlp` feature, on by default; off unless
+//! `otlp_endpoint` is set): the spans of the libraries and the server,
+//! batched and sent to a collector with OpenTelemetry's exporter.
+
+/// Checks an `otlp_endpoint` setting.
+///
+/// # Errors
+/// A message naming what is wrong: not `http://host:port`, or a build
+/// without the `otlp` feature.
+pub fn check_endpoint(endpoint: &str) -> Result<(), String> {
+    if !cfg!(feature = "otlp") {
+        return Err("otlp_endpoint: this build has no `otlp` feature".into());
+    }
+    match endpoint.strip_prefix("http://") {
+        Some(rest) if !rest.is_empty() && !rest.contains(char::is_whitespace) => Ok(()),
+        _ => Err(format!(
+            "otlp_endpoint must be http://host:port (OTLP over gRPC, without TLS), not {endpoint:?}"
+        )),
+    }
+}
+
+#[cfg(feature = "otlp")]
+mod export {
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry_otlp::WithExportConfig;
+    use opentelemetry_sdk::trace::SdkTracerProvider;
+    use opentelemetry_sdk::Resource;
+    use tracing_subscriber::registry::LookupSpan;
+    use tracing_subscriber::Layer;
+
+    /// The exporter, flushed by [`Traces::shutdown`].
+    pub struct Traces {
+        provider: SdkTracerProvider,
+    }
+
+    impl Traces {
+        /// Sends what is still batched; blocks until it is sent or fails.
+        pub fn shutdown(self) {
+            if let Err(e) = self.provider.shutdown() {
+                tracing::warn!("traces: {e}");
+            }
+        }
+    }
+
+    /// A subscriber layer that exports every span to `endpoint`, and the
+    /// handle that flushes it. Call it inside the runtime (the gRPC channel
+    /// runs on it).
+    ///
+    /// # Errors
+    /// When the exporter cannot be built.
+    pub fn layer<S>(endpoint: &str) -> Result<(Traces, Box<dyn Layer<S> + Send + Sync>), String>
+    where
+        S: tracing::Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+    {
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_tonic()
+            .with_endpoint(endpoint)
+            .build()
+            .map_err(|e| format!("otlp_endpoint {endpoint}: {e}"))?;
+        let resource = Resource::builder()
+            .with_service_name("workerid-server")
+            .with_attribute(opentelemetry::KeyValue::new(
+                "service.version",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .build();
+        let provider = SdkTracerProvider::builder()
+            .with_batch_exporter(exporter)
+            .with_resource(resource)
+            .build();
+        let tracer = provider.tracer("workerid-server");
+        let layer = tracing_opentelemetry::layer().with_tracer(tracer).boxed();
+        Ok((Traces { provider }, layer))
+    }
+}
+
+#[cfg(feature = "otlp")]
+pub use export::{layer, Traces};

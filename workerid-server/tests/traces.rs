@@ -1,0 +1,141 @@
+//! Traces over OTLP: a real server with `--otlp-endpoint` sends its spans
+//! to a collector (here OpenTelemetry's own gRPC trace service, served by
+//! the test), with the store's fields and no secret in any attribute; a
+//! bad endpoint is a configuration error.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::{sqlite, Launch, Server};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+
+/// Every export request the collector received.
+#[derive(Clone, Default)]
+struct Collector(Arc<Mutex<Vec<ExportTraceServiceRequest>>>);
+
+#[tonic::async_trait]
+impl TraceService for Collector {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        self.0.lock().unwrap().push(request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+/// A span as the collector got it: its name and attributes as text.
+#[derive(Debug)]
+struct Got {
+    name: String,
+    attributes: Vec<(String, String)>,
+}
+
+fn spans(requests: &[ExportTraceServiceRequest]) -> (Vec<Got>, Vec<(String, String)>) {
+    let text = |kv: &opentelemetry_proto::tonic::common::v1::KeyValue| {
+        let value = kv.value.as_ref().and_then(|v| v.value.as_ref());
+        (kv.key.clone(), format!("{value:?}"))
+    };
+    let mut got = Vec::new();
+    let mut resource = Vec::new();
+    for request in requests {
+        for rs in &request.resource_spans {
+            if let Some(r) = &rs.resource {
+                resource.extend(r.attributes.iter().map(text));
+            }
+            for ss in &rs.scope_spans {
+                for span in &ss.spans {
+                    got.push(Got {
+                        name: span.name.clone(),
+                        attributes: span.attributes.iter().map(text).collect(),
+                    });
+                }
+            }
+        }
+    }
+    (got, resource)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_reach_an_otlp_collector_without_secrets() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let collector = Collector::default();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(TraceServiceServer::new(collector.clone()))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let token = "tr4ces-must-not-show-this";
+    let server = tokio::task::spawn_blocking({
+        let dir = dir.path().to_path_buf();
+        let endpoint = endpoint.clone();
+        move || {
+            let server = Server::launch(
+                &dir,
+                &sqlite(&dir),
+                &Launch {
+                    args: &["--otlp-endpoint", &endpoint, "--auth-token", token],
+                    env: &[("RUST_LOG", "info")],
+                    ..Launch::default()
+                },
+            );
+            let auth = format!("Authorization: Bearer {token}");
+            for path in ["/alloc?biz_tag=test", "/api/snowflake/get/any"] {
+                assert_eq!(server.try_get(path, &[&auth]).unwrap().0, 200, "{path}");
+            }
+            // SIGTERM: the exporter sends what it batched before the exit.
+            assert!(server.terminate().success());
+        }
+    });
+    server.await.unwrap();
+    let requests = collector.0.lock().unwrap().clone();
+    let (got, resource) = spans(&requests);
+    let named = |name: &'static str| got.iter().filter(move |s| s.name == name);
+    let store_spans: Vec<&Got> = named("workerid.store").collect();
+    assert!(!store_spans.is_empty(), "no store span in {got:#?}");
+    let attribute = |s: &Got, key: &str| {
+        s.attributes
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    };
+    assert!(store_spans.iter().any(|s| attribute(s, "db.system.name")
+        .is_some_and(|v| v.contains("sqlite"))
+        && attribute(s, "db.operation.name").is_some_and(|v| v.contains("reserve"))));
+    assert!(
+        named("workerid.segment.refill").next().is_some(),
+        "{got:#?}"
+    );
+    assert!(resource
+        .iter()
+        .any(|(k, v)| k == "service.name" && v.contains("workerid-server")));
+    for span in &got {
+        for (key, value) in &span.attributes {
+            assert!(
+                !value.contains(token),
+                "{} {key} shows the token",
+                span.name
+            );
+        }
+    }
+}
+
+#[test]
+fn a_bad_otlp_endpoint_is_a_configuration_error() {
+    for bad in ["collector:4317", "https://collector:4317", "http://"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_workerid-server"))
+            .args(["--otlp-endpoint", bad, "--listen", "127.0.0.1:1"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("otlp_endpoint"));
+    }
+}
