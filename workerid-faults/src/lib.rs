@@ -53,6 +53,7 @@ pub mod service_check;
 mod service_clients;
 mod service_fleet;
 pub mod targets;
+pub mod timeline;
 
 use std::path::PathBuf;
 

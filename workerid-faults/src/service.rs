@@ -31,6 +31,7 @@ use crate::service_clients::{poll_leases, serve_requests, Shared};
 pub use crate::service_fleet::server_binary;
 use crate::service_fleet::{launch, Server};
 use crate::targets::Target;
+use crate::timeline::{FaultWindow, Request, Timeline};
 use crate::{FaultsError, Result};
 
 /// A fault the service nemesis can inject.
@@ -235,6 +236,9 @@ pub struct ServiceOutcome {
     pub polls: usize,
     /// How long the run took.
     pub elapsed: Duration,
+    /// The faults and the answered requests over time (see
+    /// [`Timeline::svg`]).
+    pub timeline: Timeline,
     /// Where the history and logs are.
     pub dir: PathBuf,
 }
@@ -375,6 +379,7 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
         rng: StdRng::seed_from_u64(config.seed),
         events: Vec::new(),
         ends: Vec::new(),
+        windows: Vec::new(),
         counts: BTreeMap::new(),
         dir: dir.clone(),
     };
@@ -406,6 +411,16 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
         acknowledged: shared.acknowledged.load(Ordering::Relaxed),
     };
     let report = check_service(&ids, &polls, &nemesis.ends, &options);
+    let mut requests: Vec<Request> = ids
+        .iter()
+        .map(|r| Request {
+            sent: r.sent,
+            received: r.received,
+        })
+        .collect();
+    // A batch's IDs share their request.
+    requests.sort_unstable();
+    requests.dedup();
     write_history(&dir, &ids);
     let path = dir.join("report.txt");
     if let Err(e) = std::fs::write(&path, report.to_string()) {
@@ -432,6 +447,12 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
         failed_requests: shared.failed.load(Ordering::Relaxed),
         polls: polls.len(),
         elapsed: Duration::from_nanos(mono_ns() - began),
+        timeline: Timeline {
+            began,
+            ended: mono_ns(),
+            faults: nemesis.windows,
+            requests,
+        },
         dir,
     })
 }
@@ -473,6 +494,7 @@ struct Nemesis<'a> {
     rng: StdRng,
     events: Vec<NemesisEvent>,
     ends: Vec<FaultEnd>,
+    windows: Vec<FaultWindow>,
     counts: BTreeMap<ServiceFault, usize>,
     dir: PathBuf,
 }
@@ -513,6 +535,11 @@ impl Nemesis<'_> {
             }
             let (what, ended) = self.inject(fault);
             self.log(what);
+            self.windows.push(FaultWindow {
+                kind: format!("{fault:?}"),
+                began: started,
+                ended,
+            });
             *self.counts.entry(fault).or_default() += 1;
             self.ends.push(FaultEnd {
                 kind: format!("{fault:?}"),

@@ -32,6 +32,7 @@ use workerid_faults::nemesis::{self, seed_from_env, Fault, RunConfig};
 use workerid_faults::peers::{Migration, PeerRule, PeerTable, Peers};
 use workerid_faults::service::{self, ServiceConfig, ServiceFault};
 use workerid_faults::targets::{StoreKind, Target};
+use workerid_faults::FaultsError;
 use workerid_testkit::progress::Progress;
 
 #[derive(Parser, Debug)]
@@ -109,6 +110,10 @@ struct Args {
     /// only when a violation is found).
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// With --service: also draw the run as an SVG into this file (request
+    /// latency and rate over time, the fault windows shaded).
+    #[arg(long)]
+    plot: Option<PathBuf>,
 }
 
 fn main() {
@@ -119,6 +124,10 @@ fn main() {
         )
         .init();
     let args = Args::parse();
+    if args.plot.is_some() && !args.service {
+        eprintln!("--plot draws a --service run");
+        std::process::exit(2);
+    }
     let seed = args.seed.unwrap_or_else(seed_from_env);
     println!("seed {seed} (replay with --seed {seed})");
     if args.service {
@@ -244,7 +253,23 @@ fn run_service(args: &Args, seed: u64) -> i32 {
                 report.segment_ids,
                 report.snowflake_ids
             );
-            i32::from(!report.is_safe())
+            let mut failed = !report.is_safe();
+            if let Some(path) = &args.plot {
+                let written = outcome.timeline.svg().and_then(|svg| {
+                    std::fs::write(path, svg).map_err(|source| FaultsError::Io {
+                        path: path.clone(),
+                        source,
+                    })
+                });
+                match written {
+                    Ok(()) => println!("(the plot: {})", path.display()),
+                    Err(e) => {
+                        eprintln!("{e}");
+                        failed = true;
+                    }
+                }
+            }
+            i32::from(failed)
         }
         Err(e) => {
             eprintln!("the run failed: {e}");

@@ -170,6 +170,25 @@ fn service_survives(target: &Target, config: ServiceConfig) -> ServiceOutcome {
         outcome.seed,
         outcome.dir.display()
     );
+    // The run's picture: every fault window named, requests drawn.
+    let timeline = &outcome.timeline;
+    assert_eq!(
+        timeline.faults.len(),
+        outcome.faults.values().sum::<usize>()
+    );
+    assert!(
+        timeline.requests.len() >= 1_000,
+        "{} requests",
+        timeline.requests.len()
+    );
+    let svg = timeline.svg().expect("the plot");
+    for fault in &config.faults {
+        assert!(
+            svg.contains(&format!("{fault:?}")),
+            "the plot does not name {fault:?}"
+        );
+    }
+    assert!(svg.contains("Request latency") && svg.contains("Requests answered per second"));
     outcome
 }
 
