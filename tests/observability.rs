@@ -1,7 +1,7 @@
 //! What the libraries record, seen by a test recorder and a test
 //! subscriber: a renewal, a segment refill, a lost lease and clock drift
-//! each move their metrics and leave their spans, and no token appears in
-//! any span field, log field, metric or label.
+//! each move their metrics and leave their spans, and no token or
+//! password appears in any span field, log field, metric or label.
 
 #[cfg(not(feature = "all"))]
 compile_error!(
@@ -397,32 +397,52 @@ fn clock_drift_is_counted_by_bucket() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_token_is_a_field_or_a_label() {
+async fn no_token_or_password_is_a_field_or_a_label() {
     observed();
     let ns = "observe-secrets";
-    let store = workerid::open("memory://").await.unwrap();
+    let redis = tokio::task::spawn_blocking(|| {
+        workerid_testkit::redis::RedisServer::start_with_password(Default::default())
+    })
+    .await
+    .unwrap();
+    let url = redis.url_with_password(workerid_testkit::PASSWORD);
+    let store = workerid::open(&url).await.unwrap();
     let allocator = Allocator::new(store, ns, lease_options(Duration::from_secs(5))).unwrap();
     let mut lease = allocator.acquire().await.unwrap();
     allocator.renew(&mut lease).await.unwrap();
     allocator.release(&lease).await.unwrap();
+    // A refused call too: its error travels through the span.
+    assert!(allocator.renew(&mut lease).await.is_err());
     let token = lease.token().to_string();
+    let secrets = [
+        token.as_str(),
+        workerid_testkit::PASSWORD,
+        workerid_testkit::PASSWORD_IN_URL,
+    ];
     let captured = observed().captured.lock().unwrap();
+    let redis_spans = captured
+        .spans
+        .iter()
+        .filter(|s| s.field("db.system.name") == Some("redis"))
+        .count();
+    assert!(redis_spans >= 4, "{redis_spans} store spans of Redis");
     for seen in captured.spans.iter().chain(&captured.events) {
         for (field, value) in &seen.fields {
-            assert!(
-                !value.contains(&token),
-                "{} field {field} shows the token",
-                seen.name
-            );
+            for secret in secrets {
+                assert!(
+                    !value.contains(secret),
+                    "{} field {field} shows {secret}",
+                    seen.name
+                );
+            }
         }
     }
     drop(captured);
     for (name, labels, _) in samples() {
         for (key, value) in labels {
-            assert!(
-                !value.contains(&token),
-                "{name} label {key} shows the token"
-            );
+            for secret in secrets {
+                assert!(!value.contains(secret), "{name} label {key} shows {secret}");
+            }
         }
     }
 }
