@@ -24,6 +24,7 @@ use crate::client::{self, ClientConfig, ClientEnd};
 use crate::clock::{mono_ns, FaultClock};
 use crate::history::{read_dir, Event, HistoryWriter};
 use crate::nemesis::{client_seed, nanos, run_dir, Fault, NemesisEvent, RunConfig, RunOutcome};
+use crate::timeline::{FaultWindow, Timeline};
 use crate::{FaultsError, Result};
 
 struct Client {
@@ -55,6 +56,7 @@ pub fn run(config: &RunConfig) -> Result<RunOutcome> {
     let mut rng = StdRng::seed_from_u64(config.seed);
     let start = mono_ns();
     let until = start + nanos(config.duration);
+    let mut windows = Vec::new();
     let mut events = Vec::new();
     let mut log = |what: String| {
         tracing::info!("nemesis: {what}");
@@ -161,6 +163,12 @@ pub fn run(config: &RunConfig) -> Result<RunOutcome> {
                 }
             }
             *counts.entry(fault).or_default() += 1;
+            // Both are instantaneous.
+            windows.push(FaultWindow {
+                kind: format!("{fault:?}"),
+                began: now,
+                ended: now,
+            });
             next_fault = mono_ns() + rng.random_range(mean / 2..=mean + mean / 2);
         }
     }
@@ -179,6 +187,7 @@ pub fn run(config: &RunConfig) -> Result<RunOutcome> {
         client_errors,
         liveness: Vec::new(),
         orphans: Vec::new(),
+        timeline: Timeline::of_histories(start, mono_ns(), windows, &histories),
         dir,
     })
 }

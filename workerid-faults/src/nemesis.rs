@@ -25,6 +25,7 @@ use crate::history::read_dir;
 use crate::network::{GrantWatcher, Heal, Labs};
 pub use crate::outcome::RunOutcome;
 use crate::targets::Target;
+use crate::timeline::{FaultWindow, Timeline};
 use crate::{io_error, FaultsError, Result};
 
 /// How a run goes.
@@ -159,6 +160,8 @@ struct Controller<'a> {
     restarts: Vec<u64>,
     labs: Option<Labs>,
     heals: Vec<Heal>,
+    /// Every fault injected, from its start to its end.
+    windows: Vec<FaultWindow>,
 }
 
 /// Runs clients against `target` with faults, then checks their histories.
@@ -201,6 +204,7 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
         restarts: Vec::new(),
         labs,
         heals: Vec::new(),
+        windows: Vec::new(),
     };
     tracing::info!(
         seed = config.seed,
@@ -234,8 +238,14 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
                 Some(f) => f,
                 None => config.faults[c.rng.random_range(0..config.faults.len())],
             };
-            if c.inject(fault) {
+            let began = mono_ns();
+            if let Some(ended) = c.inject(fault) {
                 *counts.entry(fault).or_default() += 1;
+                c.windows.push(FaultWindow {
+                    kind: format!("{fault:?}"),
+                    began,
+                    ended,
+                });
             }
             // The first round (every fault once) goes twice as fast.
             let gap = c.gap();
@@ -271,6 +281,7 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
         client_errors: c.client_errors,
         liveness,
         orphans: watcher.map(|w| w.finish(&histories)).unwrap_or_default(),
+        timeline: Timeline::of_histories(start, mono_ns(), c.windows, &histories),
         dir,
     })
 }
@@ -482,13 +493,12 @@ impl Controller<'_> {
         Some(candidates[self.rng.random_range(0..candidates.len())])
     }
 
-    /// Injects one fault; false if there was no one to inject it on.
-    fn inject(&mut self, fault: Fault) -> bool {
+    /// Injects one fault; when it ends (it may still go on: a pause), or
+    /// None if there was no one to inject it on.
+    fn inject(&mut self, fault: Fault) -> Option<u64> {
         match fault {
             Fault::KillClient => {
-                let Some(i) = self.pick(|c| !c.unsafe_mode) else {
-                    return false;
-                };
+                let i = self.pick(|c| !c.unsafe_mode)?;
                 Self::signal(&self.clients[i], libc::SIGKILL);
                 let name = self.clients[i].name.clone();
                 self.log(format!("SIGKILL {name}"));
@@ -498,20 +508,17 @@ impl Controller<'_> {
                 // holds it for the whole run), else anyone.
                 let dir = self.dir.clone();
                 let unsafe_ones = self.pick(|c| c.unsafe_mode && has_grant(&dir, &c.name));
-                let Some(i) = unsafe_ones.or_else(|| self.pick(|_| true)) else {
-                    return false;
-                };
+                let i = unsafe_ones.or_else(|| self.pick(|_| true))?;
                 let ttl = nanos(self.config.ttl);
                 let pause = self.rng.random_range(ttl + ttl / 2..=ttl * 5 / 2);
                 Self::signal(&self.clients[i], libc::SIGSTOP);
                 self.clients[i].paused_until = Some(mono_ns() + pause);
                 let name = self.clients[i].name.clone();
                 self.log(format!("SIGSTOP {name} for {:.1} s", pause as f64 / 1e9));
+                return Some(mono_ns() + pause);
             }
             Fault::StepClock => {
-                let Some(i) = self.pick(|_| true) else {
-                    return false;
-                };
+                let i = self.pick(|_| true)?;
                 let step = self.config.clock_step_ms;
                 let max = self.config.max_offset_ms;
                 let offset = self.clients[i].offset_ms;
@@ -539,9 +546,7 @@ impl Controller<'_> {
                 let unsafe_lab = self
                     .pick(|c| c.unsafe_mode && has_grant(&dir, &c.name))
                     .and_then(|i| self.clients[i].lab);
-                let Some(labs) = &self.labs else {
-                    return false;
-                };
+                let labs = self.labs.as_ref()?;
                 let (applied, heal) = match unsafe_lab {
                     Some(lab) => labs.apply_on(lab, network, &mut self.rng, self.config.ttl),
                     None => labs.apply(network, &mut self.rng, self.config.ttl),
@@ -557,7 +562,7 @@ impl Controller<'_> {
                 self.log(applied.what);
             }
         }
-        true
+        Some(mono_ns())
     }
 
     /// Waits for every client to stop by itself (they stop at the end

@@ -1,5 +1,6 @@
 //! What a run produced.
 
+use crate::timeline::Timeline;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -27,6 +28,8 @@ pub struct RunOutcome {
     /// A network run: the (worker ID, fence) of every live lease seen in
     /// the store that no client knew of (an orphan grant).
     pub orphans: Vec<(u32, u64)>,
+    /// The faults and the IDs issued over time (see [`Timeline::svg`]).
+    pub timeline: Timeline,
     /// Where the histories are.
     pub dir: PathBuf,
 }

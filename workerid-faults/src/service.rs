@@ -452,6 +452,7 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
             ended: mono_ns(),
             faults: nemesis.windows,
             requests,
+            issued: Vec::new(),
         },
         dir,
     })

@@ -1,10 +1,11 @@
-//! A service run over time: when each fault began and ended, and every
-//! answered request's send and answer instants, drawn as an SVG (the
-//! requests' latency and rate, with the fault windows shaded).
+//! A fault run over time: when each fault began and ended, and every
+//! answered request (a service run) or batch of IDs (a library run), drawn
+//! as an SVG with the fault windows shaded.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use crate::history::{ClientHistory, Event};
 use crate::{FaultsError, Result};
 
 /// One fault, from its start to its end (`CLOCK_MONOTONIC` ns).
@@ -27,7 +28,8 @@ pub struct Request {
     pub received: u64,
 }
 
-/// A run's faults and answered requests, from `began`.
+/// A run's faults, and its answered requests (a service run) or the IDs
+/// its clients issued (a library run), from `began`.
 #[derive(Debug, Clone, Default)]
 pub struct Timeline {
     /// When the run began.
@@ -36,8 +38,11 @@ pub struct Timeline {
     pub ended: u64,
     /// Its faults, in order.
     pub faults: Vec<FaultWindow>,
-    /// Its answered requests, by send time.
+    /// A service run's answered requests, by send time.
     pub requests: Vec<Request>,
+    /// A library run's batches of IDs: when each batch ended, and how many
+    /// IDs it had.
+    pub issued: Vec<(u64, u64)>,
 }
 
 /// One line of a chart: its name, colour and points.
@@ -54,15 +59,56 @@ fn plot_error(e: impl std::fmt::Display) -> FaultsError {
 }
 
 impl Timeline {
+    /// A library run's timeline: its faults, and the IDs of the clients'
+    /// histories.
+    pub fn of_histories(
+        began: u64,
+        ended: u64,
+        faults: Vec<FaultWindow>,
+        histories: &[ClientHistory],
+    ) -> Timeline {
+        let issued = histories
+            .iter()
+            .flat_map(|h| &h.events)
+            .filter_map(|e| match e {
+                Event::Ids { t1, ids, .. } => Some((*t1, ids.len() as u64)),
+                _ => None,
+            })
+            .collect();
+        Timeline {
+            began,
+            ended,
+            faults,
+            requests: Vec::new(),
+            issued,
+        }
+    }
+
     fn seconds(&self, at: u64) -> f64 {
         at.saturating_sub(self.began) as f64 / 1e9
+    }
+
+    fn bucket_count(&self) -> usize {
+        (self.seconds(self.ended).max(BUCKET) / BUCKET).ceil() as usize
+    }
+
+    /// IDs issued per second, per bucket of [`BUCKET`] seconds.
+    fn issued_per_second(&self) -> Vec<(f64, f64)> {
+        let count = self.bucket_count();
+        let mut ids = vec![0u64; count];
+        for &(at, n) in &self.issued {
+            ids[((self.seconds(at) / BUCKET) as usize).min(count - 1)] += n;
+        }
+        ids.into_iter()
+            .enumerate()
+            .map(|(i, n)| (i as f64 * BUCKET, n as f64 / BUCKET))
+            .collect()
     }
 
     /// Per bucket of [`BUCKET`] seconds: its start, its requests per
     /// second, and the worst and median latency (ms) of its requests.
     fn buckets(&self) -> Vec<(f64, f64, f64, f64)> {
-        let length = self.seconds(self.ended).max(BUCKET);
-        let count = (length / BUCKET).ceil() as usize;
+        let count = self.bucket_count();
         let mut latencies: Vec<Vec<f64>> = vec![Vec::new(); count];
         for r in &self.requests {
             let i = ((self.seconds(r.sent) / BUCKET) as usize).min(count - 1);
@@ -87,9 +133,25 @@ impl Timeline {
     /// # Errors
     /// [`FaultsError::Io`] when the drawing fails.
     pub fn svg(&self) -> Result<String> {
-        let buckets = self.buckets();
         let end = self.seconds(self.ended).max(BUCKET);
         let mut svg = String::new();
+        if self.requests.is_empty() {
+            let root = SVGBackend::with_string(&mut svg, (1100, 330)).into_drawing_area();
+            root.fill(&WHITE).map_err(plot_error)?;
+            let issued = self.issued_per_second();
+            let most = issued.iter().map(|b| b.1).fold(1.0, f64::max);
+            self.chart(
+                &root,
+                "IDs issued per second, all clients (per 0.5 s)",
+                end,
+                most * 1.15,
+                vec![("issued", BLACK, issued)],
+            )?;
+            root.present().map_err(plot_error)?;
+            drop(root);
+            return Ok(svg);
+        }
+        let buckets = self.buckets();
         {
             let root = SVGBackend::with_string(&mut svg, (1100, 620)).into_drawing_area();
             root.fill(&WHITE).map_err(plot_error)?;

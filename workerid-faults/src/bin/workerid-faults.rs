@@ -32,6 +32,7 @@ use workerid_faults::nemesis::{self, seed_from_env, Fault, RunConfig};
 use workerid_faults::peers::{Migration, PeerRule, PeerTable, Peers};
 use workerid_faults::service::{self, ServiceConfig, ServiceFault};
 use workerid_faults::targets::{StoreKind, Target};
+use workerid_faults::timeline::Timeline;
 use workerid_faults::FaultsError;
 use workerid_testkit::progress::Progress;
 
@@ -110,10 +111,35 @@ struct Args {
     /// only when a violation is found).
     #[arg(long)]
     dir: Option<PathBuf>,
-    /// With --service: also draw the run as an SVG into this file (request
-    /// latency and rate over time, the fault windows shaded).
+    /// Also draw the run as an SVG into this file: IDs issued per second
+    /// (with --service: request latency and rate) over time, the fault
+    /// windows shaded.
     #[arg(long)]
     plot: Option<PathBuf>,
+}
+
+/// Writes the run's picture to `path`, if one is asked for; false if it
+/// could not be written.
+fn plot(path: Option<&PathBuf>, timeline: &Timeline) -> bool {
+    let Some(path) = path else {
+        return true;
+    };
+    let written = timeline.svg().and_then(|svg| {
+        std::fs::write(path, svg).map_err(|source| FaultsError::Io {
+            path: path.clone(),
+            source,
+        })
+    });
+    match written {
+        Ok(()) => {
+            println!("(the plot: {})", path.display());
+            true
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            false
+        }
+    }
 }
 
 fn main() {
@@ -124,10 +150,6 @@ fn main() {
         )
         .init();
     let args = Args::parse();
-    if args.plot.is_some() && !args.service {
-        eprintln!("--plot draws a --service run");
-        std::process::exit(2);
-    }
     let seed = args.seed.unwrap_or_else(seed_from_env);
     println!("seed {seed} (replay with --seed {seed})");
     if args.service {
@@ -178,7 +200,8 @@ fn main() {
             for e in &outcome.client_errors {
                 println!("client error: {e}");
             }
-            if !outcome.report.is_safe() || !outcome.client_errors.is_empty() {
+            let drawn = plot(args.plot.as_ref(), &outcome.timeline);
+            if !outcome.report.is_safe() || !outcome.client_errors.is_empty() || !drawn {
                 std::process::exit(1);
             }
         }
@@ -253,23 +276,8 @@ fn run_service(args: &Args, seed: u64) -> i32 {
                 report.segment_ids,
                 report.snowflake_ids
             );
-            let mut failed = !report.is_safe();
-            if let Some(path) = &args.plot {
-                let written = outcome.timeline.svg().and_then(|svg| {
-                    std::fs::write(path, svg).map_err(|source| FaultsError::Io {
-                        path: path.clone(),
-                        source,
-                    })
-                });
-                match written {
-                    Ok(()) => println!("(the plot: {})", path.display()),
-                    Err(e) => {
-                        eprintln!("{e}");
-                        failed = true;
-                    }
-                }
-            }
-            i32::from(failed)
+            let drawn = plot(args.plot.as_ref(), &outcome.timeline);
+            i32::from(!report.is_safe() || !drawn)
         }
         Err(e) => {
             eprintln!("the run failed: {e}");

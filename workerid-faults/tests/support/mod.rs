@@ -8,6 +8,7 @@ pub mod mixed;
 use workerid_faults::nemesis::{self, seed_from_env, Fault, RunConfig, RunOutcome};
 use workerid_faults::service::{self, ServiceConfig, ServiceFault, ServiceOutcome};
 use workerid_faults::targets::Target;
+use workerid_faults::timeline::Timeline;
 
 /// A short run's settings: the seed from `WORKERID_FAULTS_SEED` or random,
 /// `duration` of faults of `faults`.
@@ -74,6 +75,24 @@ pub fn assert_worked(outcome: &RunOutcome, faults: &[Fault]) {
         "too little happened to judge (seed {}): {report}",
         outcome.seed
     );
+    assert_drawn(&outcome.timeline, &outcome.faults, "IDs issued per second");
+}
+
+/// The run's picture names every fault injected, and its chart.
+pub fn assert_drawn<F: std::fmt::Debug>(
+    timeline: &Timeline,
+    faults: &std::collections::BTreeMap<F, usize>,
+    chart: &str,
+) {
+    assert_eq!(timeline.faults.len(), faults.values().sum::<usize>());
+    let svg = timeline.svg().expect("the plot");
+    for fault in faults.keys() {
+        assert!(
+            svg.contains(&format!("{fault:?}")),
+            "the plot does not name {fault:?}"
+        );
+    }
+    assert!(svg.contains(chart), "the plot has no {chart:?}");
 }
 
 /// Runs `duration` of every network fault on clients in network namespaces
@@ -170,25 +189,9 @@ fn service_survives(target: &Target, config: ServiceConfig) -> ServiceOutcome {
         outcome.seed,
         outcome.dir.display()
     );
-    // The run's picture: every fault window named, requests drawn.
-    let timeline = &outcome.timeline;
-    assert_eq!(
-        timeline.faults.len(),
-        outcome.faults.values().sum::<usize>()
-    );
-    assert!(
-        timeline.requests.len() >= 1_000,
-        "{} requests",
-        timeline.requests.len()
-    );
-    let svg = timeline.svg().expect("the plot");
-    for fault in &config.faults {
-        assert!(
-            svg.contains(&format!("{fault:?}")),
-            "the plot does not name {fault:?}"
-        );
-    }
-    assert!(svg.contains("Request latency") && svg.contains("Requests answered per second"));
+    let requests = outcome.timeline.requests.len();
+    assert!(requests >= 1_000, "{requests} requests");
+    assert_drawn(&outcome.timeline, &outcome.faults, "Request latency");
     outcome
 }
 
