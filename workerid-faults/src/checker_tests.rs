@@ -121,6 +121,7 @@ fn ticking(client: &str, leases: Vec<Lease>) -> ClientHistory {
             ticking: true,
             at: 0,
             offset_ms: 0,
+            rate_ppm: 0,
         },
     );
     h

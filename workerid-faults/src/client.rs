@@ -38,6 +38,9 @@ pub struct ClientConfig {
     pub unsafe_mode: bool,
     /// Its generators read a ticking clock ([`FaultClock::ticking`]).
     pub ticking: bool,
+    /// It keeps its first lease for the whole run (no stop, no crash), as
+    /// an unsafe client does.
+    pub hold: bool,
     /// It stops (gracefully) at this `CLOCK_MONOTONIC` instant.
     pub until: u64,
     /// The chance that a session ends in a crash rather than a stop.
@@ -94,6 +97,7 @@ pub async fn run(
         ticking: clock.is_ticking(),
         at: mono_ns(),
         offset_ms: clock.offset_ms(),
+        rate_ppm: clock.rate_ppm(),
     })?;
     let mut lease = 0u32;
     while mono_ns() < config.until {
@@ -125,10 +129,10 @@ pub async fn run(
             fence: worker.fence(),
             sent,
             granted,
-            deadline: deadline_ns(generator),
+            deadline: deadline_ns(generator, &clock),
             window_end: generator.window_end(),
         })?;
-        let session = if config.unsafe_mode {
+        let session = if config.unsafe_mode || config.hold {
             u64::MAX
         } else {
             let ttl = config.ttl.as_nanos() as u64;
@@ -155,7 +159,7 @@ pub async fn run(
             if rogue.is_none() && mono_ns() >= end {
                 break;
             }
-            issue_batch(&worker, rogue.as_ref(), lease, history)?;
+            issue_batch(&worker, rogue.as_ref(), lease, &clock, history)?;
             if rogue.is_none() {
                 if let WorkerState::Lost { reason } = worker.state() {
                     history.record(&Event::Lost {
@@ -195,10 +199,12 @@ pub async fn run(
     Ok(ClientEnd::Finished)
 }
 
-fn deadline_ns(generator: &Generator) -> u64 {
-    generator
-        .lease_deadline()
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+/// The generator's lease deadline as a `CLOCK_MONOTONIC` instant of the
+/// machine (a clock at the wrong rate computes it in its own time).
+fn deadline_ns(generator: &Generator, clock: &FaultClock) -> u64 {
+    generator.lease_deadline().map_or(0, |d| {
+        clock.real_mono_ns(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+    })
 }
 
 /// Asks for up to [`BATCH`] IDs (from the worker, or from the rogue
@@ -207,6 +213,7 @@ fn issue_batch(
     worker: &Worker,
     rogue: Option<&Generator>,
     lease: u32,
+    clock: &FaultClock,
     history: &HistoryWriter,
 ) -> Result<()> {
     let generator = worker.generator();
@@ -240,7 +247,7 @@ fn issue_batch(
         t0,
         tl,
         t1,
-        deadline: deadline_ns(generator),
+        deadline: deadline_ns(generator, clock),
         window_end: window_before.max(generator.window_end()),
         ids,
     })

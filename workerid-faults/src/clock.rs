@@ -294,7 +294,10 @@ mod tests {
             let elapsed_own = own - clock.rate.mono_ns;
             let elapsed_real = real - clock.rate.mono_ns;
             let ratio = elapsed_own as f64 / elapsed_real as f64;
-            assert!((ratio - (1.0 + ppm as f64 / 1e6)).abs() < 0.002, "{ppm}: {ratio}");
+            assert!(
+                (ratio - (1.0 + ppm as f64 / 1e6)).abs() < 0.002,
+                "{ppm}: {ratio}"
+            );
         }
     }
 

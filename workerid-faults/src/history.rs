@@ -42,6 +42,9 @@ pub enum Event {
         at: u64,
         /// Its wall clock's offset, in milliseconds.
         offset_ms: i64,
+        /// How far off its clock's rate is, in parts per million.
+        #[serde(default)]
+        rate_ppm: i64,
     },
     /// A worker joined: it holds `worker_id`. Written before any ID of it.
     Grant {

@@ -79,6 +79,7 @@ pub fn run(config: &RunConfig) -> Result<RunOutcome> {
             seed: client_seed(config.seed, *n),
             unsafe_mode: *n < config.unsafe_clients,
             ticking: config.ticking,
+            hold: false,
             until,
             crash_chance: config.crash_chance,
         };

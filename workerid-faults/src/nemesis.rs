@@ -62,6 +62,14 @@ pub struct RunConfig {
     /// checker then holds them to the rule that clock keeps, fail closed by
     /// timestamp, instead of by real time.
     pub ticking: bool,
+    /// The clients' clock rates, in parts per million off (negative:
+    /// slow), given to the clients in turn (client n gets entry n modulo
+    /// the length); empty: every clock keeps time. See
+    /// [`FaultClock::with_rate_ppm`](crate::clock::FaultClock::with_rate_ppm).
+    pub clock_rates_ppm: Vec<i64>,
+    /// The shortest a network fault lasts (default zero: from half a ttl
+    /// to three, at random).
+    pub network_faults_at_least: Duration,
     /// Clients live in network namespaces and reach the store over a link
     /// that [`Fault::NETWORK`] faults break (needs root; see
     /// [`network`](crate::network)).
@@ -88,6 +96,8 @@ impl RunConfig {
             max_offset_ms: 3_000,
             client_bin: client_bin.into(),
             ticking: false,
+            clock_rates_ppm: Vec::new(),
+            network_faults_at_least: Duration::ZERO,
             network: false,
             dir: None,
         }
@@ -143,6 +153,8 @@ struct Client {
     unsafe_mode: bool,
     /// The network lab it runs in, in a run with labs.
     lab: Option<usize>,
+    /// Its clock runs at the wrong rate.
+    off_rate: bool,
     paused_until: Option<u64>,
     offset_ms: i64,
 }
@@ -174,7 +186,8 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
     let labs = config
         .network
         .then(|| Labs::new(target, crate::network::LABS))
-        .transpose()?;
+        .transpose()?
+        .map(|labs| labs.lasting_at_least(config.network_faults_at_least));
     let watcher = labs.as_ref().map(|_| {
         let max = (1u32 << config.worker_bits) - 1;
         GrantWatcher::start(target.url(), namespace(config.seed), max)
@@ -211,17 +224,25 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
         store = target.name(),
         "fault run starts"
     );
-    // Unsafe clients first, each holding its worker ID before the others
-    // start (so that the nemesis surely has one to freeze).
-    for _ in 0..config.unsafe_clients.min(config.clients) {
-        c.spawn(true)?;
+    // Unsafe clients first, then those whose clocks run at the wrong rate
+    // (the leading ones), each holding its worker ID before the others
+    // start, so that the nemesis surely has one of them to freeze or cut off.
+    let unsafe_ones = config.unsafe_clients.min(config.clients);
+    let mut leading = unsafe_ones;
+    while leading < config.clients && rate_of(&config.clock_rates_ppm, leading).is_some() {
+        leading += 1;
+    }
+    for n in 0..leading {
+        // The off-rate ones keep their first lease for the run, as the
+        // unsafe ones do.
+        c.spawn(n < unsafe_ones, n >= unsafe_ones)?;
     }
     let wait_until = mono_ns() + 20_000_000_000;
     while mono_ns() < wait_until && !c.clients.iter().all(|cl| has_grant(&dir, &cl.name)) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    for _ in config.unsafe_clients.min(config.clients)..config.clients {
-        c.spawn(false)?;
+    for _ in leading..config.clients {
+        c.spawn(false, false)?;
     }
     let mut counts: BTreeMap<Fault, usize> = BTreeMap::new();
     let mut first_round = config.faults.clone();
@@ -286,6 +307,15 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
     })
 }
 
+/// The clock rate of client `n`: entry `n` of `rates`, in turn; None for
+/// one that keeps time.
+fn rate_of(rates: &[i64], n: usize) -> Option<i64> {
+    rates
+        .get(n % rates.len().max(1))
+        .copied()
+        .filter(|&ppm| ppm != 0)
+}
+
 /// The run's directory: the one given, or a temporary one (returned too,
 /// so it lives as long as the run).
 pub(crate) fn run_dir(dir: Option<&Path>) -> Result<(PathBuf, Option<tempfile::TempDir>)> {
@@ -319,6 +349,20 @@ fn has_grant(dir: &Path, name: &str) -> bool {
         .is_ok_and(|text| text.contains("\"t\":\"grant\""))
 }
 
+/// Whether client `name`'s history says it holds a worker ID now: its last
+/// grant came after its last stop, loss or crash.
+fn holds_now(dir: &Path, name: &str) -> bool {
+    let Ok(text) = std::fs::read_to_string(dir.join(format!("{name}.jsonl"))) else {
+        return false;
+    };
+    let last = |kind: &str| text.rfind(&format!("\"t\":\"{kind}\""));
+    let ended = ["stopped", "lost", "crash"]
+        .into_iter()
+        .filter_map(last)
+        .max();
+    last("grant").is_some_and(|grant| ended.is_none_or(|ended| grant > ended))
+}
+
 /// The seed of client number `n` of a run seeded with `seed`.
 pub(crate) fn client_seed(seed: u64, n: usize) -> u64 {
     seed.wrapping_mul(6_364_136_223_846_793_005)
@@ -336,7 +380,7 @@ impl Controller<'_> {
         self.events.push(NemesisEvent::logged(&self.dir, what));
     }
 
-    fn spawn(&mut self, unsafe_mode: bool) -> Result<()> {
+    fn spawn(&mut self, unsafe_mode: bool, hold: bool) -> Result<()> {
         let n = self.next;
         self.next += 1;
         let name = format!("c{n:03}");
@@ -386,6 +430,12 @@ impl Controller<'_> {
         if self.config.ticking {
             command.arg("--ticking");
         }
+        if hold {
+            command.arg("--hold");
+        }
+        if let Some(ppm) = rate_of(&self.config.clock_rates_ppm, n) {
+            command.arg(format!("--clock-rate-ppm={ppm}"));
+        }
         // SAFETY: prctl, sigprocmask and `clock_signals` are
         // async-signal-safe; the closure touches nothing of the parent. The
         // client dies with the controller's thread, and starts with the
@@ -417,6 +467,7 @@ impl Controller<'_> {
             child,
             unsafe_mode,
             lab,
+            off_rate: rate_of(&self.config.clock_rates_ppm, n).is_some(),
             paused_until: None,
             offset_ms,
         });
@@ -458,7 +509,7 @@ impl Controller<'_> {
         for (name, status, unsafe_mode) in exited {
             self.judge_exit(&name, status);
             if mono_ns() + nanos(self.config.ttl) < self.until {
-                self.spawn(unsafe_mode)?;
+                self.spawn(unsafe_mode, false)?;
             }
         }
         Ok(())
@@ -541,10 +592,15 @@ impl Controller<'_> {
             }
             network if Fault::NETWORK.contains(&network) => {
                 // The lab of an unsafe client that holds its worker ID, as
-                // for a pause, so that a run with one is sure to cut it off.
+                // for a pause, so that a run with one is sure to cut it off;
+                // else of one whose clock runs at the wrong rate and holds
+                // a worker ID now; else of any that holds one (cutting off
+                // only clients that wait for one tests little).
                 let dir = self.dir.clone();
                 let unsafe_lab = self
                     .pick(|c| c.unsafe_mode && has_grant(&dir, &c.name))
+                    .or_else(|| self.pick(|c| c.off_rate && holds_now(&dir, &c.name)))
+                    .or_else(|| self.pick(|c| holds_now(&dir, &c.name)))
                     .and_then(|i| self.clients[i].lab);
                 let labs = self.labs.as_ref()?;
                 let (applied, heal) = match unsafe_lab {

@@ -46,6 +46,8 @@ struct Lab {
 #[derive(Debug)]
 pub struct Labs {
     labs: Vec<Lab>,
+    /// The shortest a fault lasts (see [`Labs::lasting_at_least`]).
+    at_least: Duration,
 }
 
 /// When a network fault on a lab ended.
@@ -104,7 +106,10 @@ impl Labs {
                 lab
             })
             .collect();
-        Ok(Labs { labs })
+        Ok(Labs {
+            labs,
+            at_least: Duration::ZERO,
+        })
     }
 
     /// The lab client number `n` lives in.
@@ -140,6 +145,13 @@ impl Labs {
         self.labs[lab].netns.namespace_address()
     }
 
+    /// The same labs, whose faults last at least `at_least` (by default
+    /// from half a ttl: a fault shorter than a ttl leaves every lease live).
+    pub fn lasting_at_least(mut self, at_least: Duration) -> Labs {
+        self.at_least = at_least;
+        self
+    }
+
     /// Applies a network fault to a lab picked at random, for a while
     /// scaled by `ttl`, and heals it.
     pub fn apply(&self, fault: Fault, rng: &mut StdRng, ttl: Duration) -> (Applied, Heal) {
@@ -158,8 +170,10 @@ impl Labs {
     ) -> (Applied, Heal) {
         let netns = &self.labs[lab].netns;
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        let at_least = self.at_least;
         let mut lasting = |low: u64, high: u64| {
             Duration::from_millis(rng.random_range(ttl_ms * low / 2..=ttl_ms * high / 2))
+                .max(at_least)
         };
         let what = match fault {
             Fault::PartitionClients => {

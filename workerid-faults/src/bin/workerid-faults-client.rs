@@ -63,6 +63,12 @@ struct Args {
     /// millisecond): fail closed by timestamp.
     #[arg(long)]
     ticking: bool,
+    /// Its clock runs this many parts per million fast (negative: slow).
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+    clock_rate_ppm: i64,
+    /// Keep the first lease for the whole run (no stop, no crash).
+    #[arg(long)]
+    hold: bool,
 }
 
 fn main() {
@@ -97,11 +103,12 @@ async fn run(args: Args) -> i32 {
             return 2;
         }
     };
-    let clock = Arc::new(if args.ticking {
+    let clock = if args.ticking {
         FaultClock::ticking(args.offset_ms)
     } else {
         FaultClock::new(args.offset_ms)
-    });
+    };
+    let clock = Arc::new(clock.with_rate_ppm(args.clock_rate_ppm));
     for (kind, step) in [
         (SignalKind::user_defined1(), args.clock_step_ms),
         (SignalKind::user_defined2(), -args.clock_step_ms),
@@ -153,6 +160,7 @@ async fn run(args: Args) -> i32 {
         seed: args.seed,
         unsafe_mode: args.unsafe_mode,
         ticking: args.ticking,
+        hold: args.hold,
         until: args.until_mono,
         crash_chance: args.crash_chance,
     };

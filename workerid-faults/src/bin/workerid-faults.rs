@@ -65,6 +65,14 @@ struct Args {
     /// Run this many deliberately unsafe clients (the checker must fail).
     #[arg(long, default_value_t = 0)]
     unsafe_clients: usize,
+    /// The clients' clock rates in parts per million off (negative: slow),
+    /// comma-separated, given to the clients in turn (e.g. 5000,-5000,0).
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+    clock_rates_ppm: Vec<i64>,
+    /// The shortest a network fault lasts, in milliseconds (default: from
+    /// half a ttl).
+    #[arg(long, default_value_t = 0)]
+    network_faults_at_least_ms: u64,
     /// Only faults on clients (no store restarts).
     #[arg(long)]
     client_faults_only: bool,
@@ -166,6 +174,8 @@ fn main() {
     config.duration = Duration::from_secs(args.duration_secs);
     config.clients = args.clients;
     config.unsafe_clients = args.unsafe_clients;
+    config.clock_rates_ppm = args.clock_rates_ppm.clone();
+    config.network_faults_at_least = Duration::from_millis(args.network_faults_at_least_ms);
     config.ttl = Duration::from_millis(args.ttl_ms);
     config.worker_bits = args.worker_bits;
     config.fault_every = Duration::from_millis(args.fault_every_ms);
