@@ -46,17 +46,13 @@ impl StoreLabels {
 /// that implements them. `workerid::open` wraps every store it opens in it.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> workerid_core::Result<()> {
-/// # use std::sync::Arc;
-/// # use workerid_core::{Allocator, LeaseOptions, LeaseStore};
 /// use workerid_core::observe::{Instrumented, StoreLabels};
-/// # fn my_store() -> Arc<dyn LeaseStore> { unimplemented!() }
-/// # if false {
-/// let store = Instrumented::new(my_store(), StoreLabels::new("mystore").with_address("10.0.0.5:7000"));
-/// let allocator = Allocator::new(store, "cluster", LeaseOptions::new())?;
-/// # }
-/// # Ok(()) }
+/// use workerid_core::{Allocator, LeaseOptions, LeaseStore};
+///
+/// fn allocator_on(my_store: impl LeaseStore) -> workerid_core::Result<Allocator> {
+///     let labels = StoreLabels::new("mystore").with_address("10.0.0.5:7000");
+///     Allocator::new(Instrumented::new(my_store, labels), "cluster", LeaseOptions::new())
+/// }
 /// ```
 #[derive(Clone)]
 pub struct Instrumented<S> {
