@@ -26,6 +26,8 @@ use crate::network::{GrantWatcher, Heal, Labs};
 pub use crate::outcome::RunOutcome;
 use crate::targets::Target;
 use crate::timeline::{FaultWindow, Timeline};
+
+mod inject;
 use crate::{io_error, FaultsError, Result};
 
 /// How a run goes.
@@ -349,20 +351,6 @@ fn has_grant(dir: &Path, name: &str) -> bool {
         .is_ok_and(|text| text.contains("\"t\":\"grant\""))
 }
 
-/// Whether client `name`'s history says it holds a worker ID now: its last
-/// grant came after its last stop, loss or crash.
-fn holds_now(dir: &Path, name: &str) -> bool {
-    let Ok(text) = std::fs::read_to_string(dir.join(format!("{name}.jsonl"))) else {
-        return false;
-    };
-    let last = |kind: &str| text.rfind(&format!("\"t\":\"{kind}\""));
-    let ended = ["stopped", "lost", "crash"]
-        .into_iter()
-        .filter_map(last)
-        .max();
-    last("grant").is_some_and(|grant| ended.is_none_or(|ended| grant > ended))
-}
-
 /// The seed of client number `n` of a run seeded with `seed`.
 pub(crate) fn client_seed(seed: u64, n: usize) -> u64 {
     seed.wrapping_mul(6_364_136_223_846_793_005)
@@ -542,83 +530,6 @@ impl Controller<'_> {
             return None;
         }
         Some(candidates[self.rng.random_range(0..candidates.len())])
-    }
-
-    /// Injects one fault; when it ends (it may still go on: a pause), or
-    /// None if there was no one to inject it on.
-    fn inject(&mut self, fault: Fault) -> Option<u64> {
-        match fault {
-            Fault::KillClient => {
-                let i = self.pick(|c| !c.unsafe_mode)?;
-                Self::signal(&self.clients[i], libc::SIGKILL);
-                let name = self.clients[i].name.clone();
-                self.log(format!("SIGKILL {name}"));
-            }
-            Fault::PauseClient => {
-                // An unsafe client once it holds its worker ID (it then
-                // holds it for the whole run), else anyone.
-                let dir = self.dir.clone();
-                let unsafe_ones = self.pick(|c| c.unsafe_mode && has_grant(&dir, &c.name));
-                let i = unsafe_ones.or_else(|| self.pick(|_| true))?;
-                let ttl = nanos(self.config.ttl);
-                let pause = self.rng.random_range(ttl + ttl / 2..=ttl * 5 / 2);
-                Self::signal(&self.clients[i], libc::SIGSTOP);
-                self.clients[i].paused_until = Some(mono_ns() + pause);
-                let name = self.clients[i].name.clone();
-                self.log(format!("SIGSTOP {name} for {:.1} s", pause as f64 / 1e9));
-                return Some(mono_ns() + pause);
-            }
-            Fault::StepClock => {
-                let i = self.pick(|_| true)?;
-                let step = self.config.clock_step_ms;
-                let max = self.config.max_offset_ms;
-                let offset = self.clients[i].offset_ms;
-                let forward = if offset + step > max {
-                    false
-                } else if offset - step < -max {
-                    true
-                } else {
-                    self.rng.random_bool(0.5)
-                };
-                let (signal, new) = if forward {
-                    (libc::SIGUSR1, offset + step)
-                } else {
-                    (libc::SIGUSR2, offset - step)
-                };
-                Self::signal(&self.clients[i], signal);
-                self.clients[i].offset_ms = new;
-                let name = self.clients[i].name.clone();
-                self.log(format!("step the clock of {name} to {new:+} ms"));
-            }
-            network if Fault::NETWORK.contains(&network) => {
-                // The lab of an unsafe client that holds its worker ID, as
-                // for a pause, so that a run with one is sure to cut it off;
-                // else of one whose clock runs at the wrong rate and holds
-                // a worker ID now; else of any that holds one (cutting off
-                // only clients that wait for one tests little).
-                let dir = self.dir.clone();
-                let unsafe_lab = self
-                    .pick(|c| c.unsafe_mode && has_grant(&dir, &c.name))
-                    .or_else(|| self.pick(|c| c.off_rate && holds_now(&dir, &c.name)))
-                    .or_else(|| self.pick(|c| holds_now(&dir, &c.name)))
-                    .and_then(|i| self.clients[i].lab);
-                let labs = self.labs.as_ref()?;
-                let (applied, heal) = match unsafe_lab {
-                    Some(lab) => labs.apply_on(lab, network, &mut self.rng, self.config.ttl),
-                    None => labs.apply(network, &mut self.rng, self.config.ttl),
-                };
-                self.heals.push(heal);
-                self.log(applied.what);
-            }
-            server => {
-                let applied = self.target.apply(server, &mut self.rng, self.config.ttl);
-                if let Some(at) = applied.killed_at {
-                    self.restarts.push(at);
-                }
-                self.log(applied.what);
-            }
-        }
-        Some(mono_ns())
     }
 
     /// Waits for every client to stop by itself (they stop at the end

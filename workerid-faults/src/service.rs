@@ -17,22 +17,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use workerid::snowflake::Layout;
 
 use crate::clock::mono_ns;
 use crate::nemesis::{nanos, run_dir, Fault, NemesisEvent};
 use crate::peers::{create_table, serve_as_peer, Migration, Peers};
-use crate::service_check::{
-    check_service, Endpoint, FaultEnd, Received, ServiceCheckOptions, ServiceReport,
-};
+use crate::service_check::{check_service, Endpoint, Received, ServiceCheckOptions, ServiceReport};
 use crate::service_clients::{poll_leases, serve_requests, Shared};
+use crate::service_fleet::launch;
 pub use crate::service_fleet::server_binary;
-use crate::service_fleet::{launch, Server};
 use crate::targets::Target;
-use crate::timeline::{FaultWindow, Request, Timeline};
+use crate::timeline::{Request, Timeline};
 use crate::{FaultsError, Result};
+
+mod nemesis;
+use nemesis::Nemesis;
 
 /// A fault the service nemesis can inject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
@@ -483,146 +483,5 @@ fn write_history(dir: &std::path::Path, ids: &[Received]) {
     let path = dir.join("ids.txt");
     if let Err(e) = std::fs::write(&path, text) {
         tracing::warn!("cannot write {}: {e}", path.display());
-    }
-}
-
-struct Nemesis<'a> {
-    target: &'a Target,
-    config: &'a ServiceConfig,
-    servers: &'a [Server],
-    labs: Option<&'a crate::network::Labs>,
-    shared: &'a Shared,
-    rng: StdRng,
-    events: Vec<NemesisEvent>,
-    ends: Vec<FaultEnd>,
-    windows: Vec<FaultWindow>,
-    counts: BTreeMap<ServiceFault, usize>,
-    dir: PathBuf,
-}
-
-impl Nemesis<'_> {
-    fn log(&mut self, what: String) {
-        tracing::info!("service nemesis: {what}");
-        self.events.push(NemesisEvent::logged(&self.dir, what));
-    }
-
-    /// Faults until the duration has passed and every fault was injected
-    /// once; after each, waits until every server served a snowflake ID
-    /// again (or the recovery bound passed), so each recovery is measured
-    /// on its own.
-    fn run(&mut self) {
-        let until = mono_ns() + nanos(self.config.duration);
-        let mut first_round = self.config.faults.clone();
-        first_round.sort();
-        first_round.shuffle(&mut self.rng);
-        // Let every server serve before the first fault.
-        self.wait_recovered(mono_ns());
-        loop {
-            let gap = self.gap();
-            std::thread::sleep(Duration::from_nanos(gap));
-            if mono_ns() >= until && first_round.is_empty() {
-                break;
-            }
-            if self.config.faults.is_empty() {
-                continue;
-            }
-            let fault = match first_round.pop() {
-                Some(f) => f,
-                None => self.config.faults[self.rng.random_range(0..self.config.faults.len())],
-            };
-            let started = mono_ns();
-            if let Some(last) = self.ends.last_mut() {
-                last.next = started;
-            }
-            let (what, ended) = self.inject(fault);
-            self.log(what);
-            self.windows.push(FaultWindow {
-                kind: format!("{fault:?}"),
-                began: started,
-                ended,
-            });
-            *self.counts.entry(fault).or_default() += 1;
-            self.ends.push(FaultEnd {
-                kind: format!("{fault:?}"),
-                at: ended,
-                next: u64::MAX,
-            });
-            self.wait_recovered(ended);
-        }
-        if let Some(last) = self.ends.last_mut() {
-            last.next = mono_ns();
-        }
-    }
-
-    fn gap(&mut self) -> u64 {
-        let mean = nanos(self.config.fault_every);
-        self.rng.random_range(mean / 2..=mean + mean / 2)
-    }
-
-    /// Waits until every server answered a snowflake request sent at or
-    /// after `since`, or the recovery bound (and a second more) passed.
-    fn wait_recovered(&self, since: u64) {
-        let give_up = since + nanos(self.config.recovery_bound) + 1_000_000_000;
-        while mono_ns() < give_up
-            && self
-                .shared
-                .last_snowflake_sent
-                .iter()
-                .any(|s| s.load(Ordering::Relaxed) < since)
-        {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Injects `fault`; returns what it did and when it ended.
-    fn inject(&mut self, fault: ServiceFault) -> (String, u64) {
-        let i = self.rng.random_range(0..self.servers.len());
-        let process = &self.servers[i].process;
-        match fault {
-            ServiceFault::KillServer => {
-                let applied =
-                    crate::targets::crash_and_restart(process, &mut self.rng, &format!("s{i}"));
-                (applied.what, applied.ended)
-            }
-            ServiceFault::PauseServer => {
-                let applied = crate::targets::freeze(
-                    process,
-                    &mut self.rng,
-                    self.config.ttl,
-                    &format!("s{i}"),
-                );
-                (applied.what, applied.ended)
-            }
-            ServiceFault::TermServer => {
-                let at = mono_ns();
-                process.stop();
-                let stopped = (mono_ns() - at) as f64 / 1e9;
-                let ended = mono_ns();
-                process.start();
-                let took = (mono_ns() - ended) as f64 / 1e9;
-                let what = format!(
-                    "SIGTERM s{i}, stopped in {stopped:.1} s, listening again in {took:.1} s"
-                );
-                (what, ended)
-            }
-            ServiceFault::RestartStore | ServiceFault::PauseStore => {
-                let store_fault = if fault == ServiceFault::RestartStore {
-                    Fault::RestartStore
-                } else {
-                    Fault::PauseStore
-                };
-                let applied = self
-                    .target
-                    .apply(store_fault, &mut self.rng, self.config.ttl);
-                (applied.what, mono_ns())
-            }
-            network => match (self.labs, network.network()) {
-                (Some(labs), Some(fault)) => {
-                    let (applied, _) = labs.apply_on(i, fault, &mut self.rng, self.config.ttl);
-                    (format!("s{i}: {}", applied.what), applied.ended)
-                }
-                _ => (format!("{network:?} needs a network run"), mono_ns()),
-            },
-        }
     }
 }
