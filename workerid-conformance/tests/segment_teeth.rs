@@ -1,6 +1,9 @@
 //! The segment suite has teeth: flawless counters pass it, and counters with
 //! one deliberate flaw each fail it, in the scenario that guards the rule.
 
+mod caught;
+use caught::caught;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -189,21 +192,7 @@ async fn a_give_back_comparing_the_value_only_fails_nothing_else() {
     );
 }
 
-/// One test per flaw: the suite must fail, and in the scenario named.
-macro_rules! caught {
-    ($($test:ident: $flaw:ident by $scenario:ident;)+) => {$(
-        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-        async fn $test() {
-            let failed = failed(Some(Flaw::$flaw)).await;
-            assert!(
-                failed.contains(&stringify!($scenario)),
-                "the suite must catch {:?} in {}; failed: {failed:?}",
-                Flaw::$flaw,
-                stringify!($scenario),
-            );
-        }
-    )+};
-}
+// One test per flaw: the suite must fail, and in the scenario named.
 
 caught! {
     catches_a_durable_store_that_forgets: ForgetsOnRestart by ranges_survive_a_restart;
