@@ -192,13 +192,14 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/metrics", get(metrics))
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
-        .with_state(app.clone())
-        .layer(axum::middleware::from_fn(record_request));
-    if app.auth_token.is_some() {
+        .with_state(app.clone());
+    let routes = if app.auth_token.is_some() {
         routes.layer(axum::middleware::from_fn_with_state(app, require_token))
     } else {
         routes
-    }
+    };
+    // Outermost: requests refused for want of the token are counted too.
+    routes.layer(axum::middleware::from_fn(record_request))
 }
 
 /// Whether an `Authorization` header value carries `token` as a bearer

@@ -67,6 +67,15 @@ fn a_bearer_token_guards_every_endpoint_and_health_endpoints_answer() {
         let (status, body) = server.try_get(path, &token).unwrap();
         assert_eq!(status, 200, "{path}: {body}");
     }
+    // The refused requests are counted, by route and status.
+    let (_, metrics) = server.try_get("/metrics", &token).unwrap();
+    for line in [
+        "workerid_http_requests_total{endpoint=\"/alloc\",status=\"401\"} 2",
+        "workerid_http_requests_total{endpoint=\"/api/segment/get/{key}\",status=\"401\"} 2",
+        "workerid_http_requests_total{endpoint=\"/api/segment/get/{key}\",status=\"200\"} 1",
+    ] {
+        assert!(metrics.contains(line), "no {line:?} in:\n{metrics}");
+    }
     // Logs written to a file carry no colour codes.
     assert!(
         !server.log_text().contains('\u{1b}'),
