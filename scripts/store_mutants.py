@@ -18,6 +18,8 @@ import tempfile
 
 REDIS = ("redis", "workerid-redis", "conformance")
 SQL = ("postgres", "workerid-sql", "postgres")
+MARIADB = ("mariadb", "workerid-sql", "mariadb")
+ETCD = ("etcd", "workerid-etcd", "conformance")
 
 # (store, file, text, replacement, the rule it breaks)
 MUTANTS = [
@@ -74,6 +76,31 @@ MUTANTS = [
      "\"DELETE FROM {table} WHERE namespace = ? \\\n                 AND (token IS NULL OR expires_at <= {now})\"",
      "\"DELETE FROM {table} WHERE namespace = ?\"",
      "a namespace with a live lease is not removed"),
+    # MySQL and MariaDB acquire in a stored procedure of their own.
+    (MARIADB, "workerid-sql/src/acquire_routine.rs",
+     "fence = (@workerid_fence := fence + 1)", "fence = (@workerid_fence := fence + 0)",
+     "the fence rises on every grant"),
+    (MARIADB, "workerid-sql/src/acquire_routine.rs",
+     "worker_id = (@workerid_id := worker_id) \\\n             WHERE namespace = p_ns AND expires_at <= v_now \\",
+     "worker_id = (@workerid_id := worker_id) \\\n             WHERE namespace = p_ns \\",
+     "never two live leases on one ID (only a free row is taken)"),
+    (MARIADB, "workerid-sql/src/acquire_routine.rs",
+     "WHERE namespace = p_ns AND token = p_token AND expires_at > v_now",
+     "WHERE namespace = p_ns AND token = p_token",
+     "an acquire sent again finds only a live lease"),
+    # etcd: the compares of its transactions.
+    (ETCD, "workerid-etcd/src/txn.rs",
+     ".when([Compare::value(key.clone(), CompareOp::Less, value.clone())])",
+     ".when([Compare::value(key.clone(), CompareOp::Greater, value.clone())])",
+     "a renewal keeps the larger watermark"),
+    (ETCD, "workerid-etcd/src/txn.rs",
+     "            keys.owner(id),\n            CompareOp::Equal,\n            token.to_string(),",
+     "            keys.owner(id),\n            CompareOp::NotEqual,\n            token.to_string(),",
+     "renew and release with another token: TokenMismatch"),
+    (ETCD, "workerid-etcd/src/txn.rs",
+     "Compare::create_revision(keys.owner(id), CompareOp::Equal, 0),",
+     "Compare::create_revision(keys.owner(id), CompareOp::Greater, -1),",
+     "never two live leases on one ID (only an ID with no owner is taken)"),
 ]
 
 
