@@ -378,7 +378,6 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
         shared: &shared,
         rng: StdRng::seed_from_u64(config.seed),
         events: Vec::new(),
-        ends: Vec::new(),
         windows: Vec::new(),
         counts: BTreeMap::new(),
         dir: dir.clone(),
@@ -396,6 +395,7 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
         }
         nemesis.run();
     });
+    let ends = nemesis.ends(mono_ns());
     shared.stop.store(true, Ordering::Relaxed);
     for t in threads {
         let _ = t.join();
@@ -410,7 +410,7 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
         servers: config.servers,
         acknowledged: shared.acknowledged.load(Ordering::Relaxed),
     };
-    let report = check_service(&ids, &polls, &nemesis.ends, &options);
+    let report = check_service(&ids, &polls, &ends, &options);
     let mut requests: Vec<Request> = ids
         .iter()
         .map(|r| Request {

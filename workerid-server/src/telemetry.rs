@@ -169,11 +169,26 @@ pub fn spawn_pool_watch(
 }
 
 /// Records one answered request.
-pub fn record_request(endpoint: &'static str, status: u16, started: Instant) {
-    metrics::counter!(HTTP_REQUESTS, "endpoint" => endpoint, "status" => status.to_string())
-        .increment(1);
-    metrics::histogram!(HTTP_REQUEST_SECONDS, "endpoint" => endpoint)
+pub fn record_request(endpoint: metrics::SharedString, status: u16, started: Instant) {
+    metrics::histogram!(HTTP_REQUEST_SECONDS, "endpoint" => endpoint.clone())
         .record(started.elapsed().as_secs_f64());
+    metrics::counter!(HTTP_REQUESTS, "endpoint" => endpoint, "status" => status_label(status))
+        .increment(1);
+}
+
+/// A status code as a label, without an allocation for the ones the
+/// server answers.
+fn status_label(status: u16) -> metrics::SharedString {
+    let known = match status {
+        200 => "200",
+        400 => "400",
+        401 => "401",
+        404 => "404",
+        500 => "500",
+        503 => "503",
+        other => return other.to_string().into(),
+    };
+    metrics::SharedString::const_str(known)
 }
 
 fn describe_server_metrics() {

@@ -28,7 +28,6 @@ pub(super) struct Nemesis<'a> {
     pub(super) shared: &'a Shared,
     pub(super) rng: StdRng,
     pub(super) events: Vec<NemesisEvent>,
-    pub(super) ends: Vec<FaultEnd>,
     pub(super) windows: Vec<FaultWindow>,
     pub(super) counts: BTreeMap<ServiceFault, usize>,
     pub(super) dir: PathBuf,
@@ -65,9 +64,6 @@ impl Nemesis<'_> {
                 None => self.config.faults[self.rng.random_range(0..self.config.faults.len())],
             };
             let started = mono_ns();
-            if let Some(last) = self.ends.last_mut() {
-                last.next = started;
-            }
             let (what, ended) = self.inject(fault);
             self.log(what);
             self.windows.push(FaultWindow {
@@ -76,16 +72,23 @@ impl Nemesis<'_> {
                 ended,
             });
             *self.counts.entry(fault).or_default() += 1;
-            self.ends.push(FaultEnd {
-                kind: format!("{fault:?}"),
-                at: ended,
-                next: u64::MAX,
-            });
             self.wait_recovered(ended);
         }
-        if let Some(last) = self.ends.last_mut() {
-            last.next = mono_ns();
-        }
+    }
+
+    /// The checker's view of the faults: when each ended, and when the
+    /// next began (for the last, `run_ended`).
+    pub(super) fn ends(&self, run_ended: u64) -> Vec<FaultEnd> {
+        let nexts = self.windows.iter().skip(1).map(|w| w.began);
+        self.windows
+            .iter()
+            .zip(nexts.chain(std::iter::once(run_ended)))
+            .map(|(w, next)| FaultEnd {
+                kind: w.kind.clone(),
+                at: w.ended,
+                next,
+            })
+            .collect()
     }
 
     fn gap(&mut self) -> u64 {
