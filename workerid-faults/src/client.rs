@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use workerid::snowflake::{Generator, Layout, Worker, WorkerOptions, WorkerState};
+use workerid::snowflake::{
+    Clock, Generator, Layout, TickingClock, Worker, WorkerOptions, WorkerState,
+};
 use workerid::{Allocator, LeaseOptions, LeaseStore};
 
 use crate::clock::{mono_ns, FaultClock};
@@ -36,7 +38,7 @@ pub struct ClientConfig {
     pub seed: u64,
     /// A deliberately unsafe client (see the module docs).
     pub unsafe_mode: bool,
-    /// Its generators read a ticking clock ([`FaultClock::ticking`]).
+    /// Its generators read a [`TickingClock`] over its fault clock.
     pub ticking: bool,
     /// It keeps its first lease for the whole run (no stop, no crash), as
     /// an unsafe client does.
@@ -90,11 +92,20 @@ pub async fn run(
     let layout = Layout::classic();
     let mut rng = StdRng::seed_from_u64(config.seed);
     let killed = || kill.as_ref().is_some_and(|k| k.load(Ordering::SeqCst));
+    // One ticker for the whole run, over the clock the nemesis steps.
+    let ids_clock: Arc<dyn Clock> = if config.ticking {
+        Arc::new(TickingClock::over(
+            clock.clone(),
+            TickingClock::DEFAULT_PERIOD,
+        ))
+    } else {
+        clock.clone()
+    };
     history.record(&Event::Start {
         client: config.name.clone(),
         pid: std::process::id(),
         unsafe_mode: config.unsafe_mode,
-        ticking: clock.is_ticking(),
+        ticking: config.ticking,
         at: mono_ns(),
         offset_ms: clock.offset_ms(),
         rate_ppm: clock.rate_ppm(),
@@ -105,7 +116,7 @@ pub async fn run(
             return Ok(ClientEnd::Finished);
         }
         let sent = mono_ns();
-        let options = WorkerOptions::new().layout(layout).clock(clock.clone());
+        let options = WorkerOptions::new().layout(layout).clock(ids_clock.clone());
         let joined = Worker::join(allocator.clone(), options).await;
         for event in crate::answered::take(&answered) {
             history.record(&event)?;
@@ -141,7 +152,7 @@ pub async fn run(
         let end = session.min(config.until);
         // The unsafe client's own generator: no deadline, no window.
         let rogue = if config.unsafe_mode {
-            let rogue = Generator::new(layout, worker.worker_id(), clock.clone())?;
+            let rogue = Generator::new(layout, worker.worker_id(), ids_clock.clone())?;
             rogue.set_last_used_timestamp(generator.last_used_timestamp());
             Some(rogue)
         } else {

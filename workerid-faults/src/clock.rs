@@ -1,11 +1,10 @@
 //! Time for the fault suite: `CLOCK_MONOTONIC` instants shared by every
 //! process of the machine, and a wall clock the nemesis can step.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use workerid::snowflake::{Clock, CoarseNanos, Reading};
+use workerid::snowflake::{Clock, Reading};
 
 /// The signals that step a client's wall clock: SIGUSR1 forward, SIGUSR2
 /// back. The nemesis starts clients with them blocked (SIGUSR1's default
@@ -54,14 +53,13 @@ pub fn mono_ns() -> u64 {
 /// assert_eq!(clock.offset_ms(), -2_000);
 /// ```
 ///
-/// [`FaultClock::ticking`] makes its cheap reading the one a ticker thread
-/// stored at its last tick, as [`TickingClock`](workerid::snowflake::TickingClock)'s
-/// is: a process frozen and thawed issues IDs on the time stored before the
-/// freeze until the ticker runs again.
+/// Clients that make IDs on a ticking clock wrap it in a
+/// [`TickingClock`](workerid::snowflake::TickingClock): a process frozen and
+/// thawed issues IDs on the time its ticker stored before the freeze until
+/// the ticker runs again.
 #[derive(Debug)]
 pub struct FaultClock {
     offset_ms: AtomicI64,
-    ticked: Option<Arc<Ticked>>,
     rate: Rate,
 }
 
@@ -88,23 +86,11 @@ impl Rate {
     }
 }
 
-/// The time a ticker stored: `CLOCK_MONOTONIC` and the system's wall clock,
-/// in nanoseconds.
-#[derive(Debug, Default)]
-struct Ticked {
-    mono_ns: AtomicU64,
-    wall_ns: AtomicU64,
-}
-
-/// How often a ticking clock's ticker stores the time.
-const TICK: Duration = Duration::from_millis(1);
-
 impl FaultClock {
     /// The system's wall clock shifted by `offset_ms` (negative: behind).
     pub fn new(offset_ms: i64) -> FaultClock {
         FaultClock {
             offset_ms: AtomicI64::new(offset_ms),
-            ticked: None,
             rate: Rate::default(),
         }
     }
@@ -150,33 +136,6 @@ impl FaultClock {
         }
     }
 
-    /// The same, with a ticker thread that stores the time every
-    /// millisecond; the cheap reading is the stored one, declared up to two
-    /// ticks behind (which a freeze makes false, as it would for a real
-    /// ticker).
-    pub fn ticking(offset_ms: i64) -> FaultClock {
-        let ticked = Arc::new(Ticked::default());
-        store_now(&ticked);
-        let weak: Weak<Ticked> = Arc::downgrade(&ticked);
-        std::thread::spawn(move || loop {
-            std::thread::sleep(TICK);
-            match weak.upgrade() {
-                Some(ticked) => store_now(&ticked),
-                None => return,
-            }
-        });
-        FaultClock {
-            offset_ms: AtomicI64::new(offset_ms),
-            ticked: Some(ticked),
-            rate: Rate::default(),
-        }
-    }
-
-    /// Whether the cheap reading is a ticker's.
-    pub fn is_ticking(&self) -> bool {
-        self.ticked.is_some()
-    }
-
     /// Steps the wall clock by `ms` (negative: back); returns the new offset.
     pub fn step(&self, ms: i64) -> i64 {
         self.offset_ms.fetch_add(ms, Ordering::SeqCst) + ms
@@ -192,12 +151,6 @@ fn system_wall() -> Duration {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
-}
-
-fn store_now(ticked: &Ticked) {
-    ticked.mono_ns.store(mono_ns(), Ordering::Release);
-    let wall = u64::try_from(system_wall().as_nanos()).unwrap_or(u64::MAX);
-    ticked.wall_ns.store(wall, Ordering::Release);
 }
 
 impl FaultClock {
@@ -226,24 +179,6 @@ impl FaultClock {
 impl Clock for FaultClock {
     fn now(&self) -> Reading {
         self.shifted(Duration::from_nanos(mono_ns()), system_wall())
-    }
-
-    fn now_coarse(&self) -> (Reading, Duration) {
-        let Some(ticked) = &self.ticked else {
-            return (self.now(), Duration::ZERO);
-        };
-        let mono = Duration::from_nanos(ticked.mono_ns.load(Ordering::Acquire));
-        let wall = Duration::from_nanos(ticked.wall_ns.load(Ordering::Acquire));
-        (self.shifted(mono, wall), 2 * TICK)
-    }
-
-    fn now_coarse_nanos(&self) -> CoarseNanos {
-        let (reading, behind) = self.now_coarse();
-        CoarseNanos {
-            mono: u64::try_from(reading.mono.as_nanos()).unwrap_or(u64::MAX),
-            wall: u64::try_from(reading.wall.as_nanos()).unwrap_or(u64::MAX),
-            behind: u64::try_from(behind.as_nanos()).unwrap_or(u64::MAX),
-        }
     }
 
     fn sleep(&self, duration: Duration) {

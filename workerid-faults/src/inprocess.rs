@@ -84,11 +84,7 @@ pub fn run(config: &RunConfig) -> Result<RunOutcome> {
             crash_chance: config.crash_chance,
         };
         *n += 1;
-        let clock = Arc::new(if config.ticking {
-            FaultClock::ticking(offset)
-        } else {
-            FaultClock::new(offset)
-        });
+        let clock = Arc::new(FaultClock::new(offset));
         let history = Arc::new(HistoryWriter::create(&dir.join(format!("{name}.jsonl")))?);
         let kill = Arc::new(AtomicBool::new(false));
         let (store, c, h, k) = (store.clone(), clock.clone(), history.clone(), kill.clone());

@@ -59,9 +59,9 @@ pub struct RunConfig {
     pub max_offset_ms: i64,
     /// The `workerid-faults-client` program.
     pub client_bin: PathBuf,
-    /// Clients make IDs on a ticking clock (see
-    /// [`FaultClock::ticking`](crate::clock::FaultClock::ticking)): the
-    /// checker then holds them to the rule that clock keeps, fail closed by
+    /// Clients make IDs on a
+    /// [`TickingClock`](workerid::snowflake::TickingClock) over their fault
+    /// clock: the checker then holds them to the rule that clock keeps, fail closed by
     /// timestamp, instead of by real time.
     pub ticking: bool,
     /// The clients' clock rates, in parts per million off (negative:

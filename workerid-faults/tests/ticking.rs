@@ -1,5 +1,6 @@
-//! Clients whose generators read a ticking clock (a thread stores the time
-//! every millisecond, as `TickingClock` does), on a SQLite file under every
+//! Clients whose generators read a `TickingClock` over their fault clock
+//! (its thread stores that clock's time every millisecond; the nemesis
+//! steps, freezes and skews the clock under it), on a SQLite file under every
 //! client fault: a frozen and thawed client issues on the time stored before
 //! the freeze until its ticker runs again, so the checker holds them to the
 //! rule that clock keeps, fail closed by timestamp: no ID past the window

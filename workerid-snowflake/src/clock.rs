@@ -259,13 +259,6 @@ impl Clock for SystemClock {
 }
 
 impl SystemClock {
-    /// The operating system's precise monotonic time, in nanoseconds: what
-    /// a [`TickingClock`](crate::TickingClock)'s ticker stores.
-    #[inline]
-    pub(crate) fn os_precise() -> u64 {
-        os::precise()
-    }
-
     fn mono_ns(&self, os_ns: u64) -> u64 {
         // A coarse reading taken just after creation can be a tick before it.
         os_ns.saturating_sub(self.origin_ns)
@@ -283,7 +276,7 @@ impl SystemClock {
 
     /// Monotonic and wall nanoseconds from one operating-system reading.
     #[inline]
-    pub(crate) fn nanos(&self, os_ns: u64) -> (u64, u64) {
+    fn nanos(&self, os_ns: u64) -> (u64, u64) {
         let mono_ns = self.mono_ns(os_ns);
         let wall = (mono_ns as i64).wrapping_add(self.offset.load(Ordering::Relaxed));
         (mono_ns, wall.max(0) as u64)

@@ -2,17 +2,18 @@
 //! the time.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use crate::clock::whole_nanos;
 use crate::{Clock, CoarseNanos, Reading, SystemClock};
 
-/// A [`SystemClock`] whose cheap reading is the time a ticker thread stored
-/// at its last tick: the generator's hot path reads it with two plain loads
+/// A clock whose cheap reading is the time a ticker thread stored at its
+/// last tick: the generator's hot path reads it with two plain loads
 /// instead of a call into the kernel's clock. Precise readings
-/// ([`now`](Clock::now)), the wall clock's resync and sleeps are the system
-/// clock's.
+/// ([`now`](Clock::now)), the wall clock's resync and sleeps are those of
+/// the clock it ticks over, the [`SystemClock`] unless made with
+/// [`TickingClock::over`].
 ///
 /// What stays true when the ticker is late (descheduled, the machine
 /// overloaded): the cheap reading is older, never newer, so IDs carry older
@@ -34,20 +35,37 @@ use crate::{Clock, CoarseNanos, Reading, SystemClock};
 /// assert!(generator.next_id().unwrap() > a);
 /// ```
 #[derive(Debug)]
-pub struct TickingClock {
-    shared: Arc<Shared>,
+pub struct TickingClock<C: Clock = SystemClock> {
+    shared: Arc<Shared<C>>,
 }
 
 #[derive(Debug)]
-struct Shared {
-    base: SystemClock,
-    /// The operating system's monotonic time at the last tick (ns).
-    os_ns: AtomicU64,
+struct Shared<C> {
+    base: Arc<C>,
+    /// The base clock's reading at the last tick (ns); `NO_TICKER` in
+    /// `mono_ns` when no ticker runs.
+    mono_ns: AtomicU64,
+    wall_ns: AtomicU64,
     /// How far behind the stored time may be when the ticker keeps up: two
     /// periods.
     behind_ns: u64,
     period: Duration,
     ticks: AtomicU64,
+    /// Held while storing a reading, so a resync's reading is never
+    /// overwritten by an older one the ticker took before it.
+    storing: Mutex<()>,
+}
+
+/// `mono_ns` of a clock without a ticker: every reading is precise.
+const NO_TICKER: u64 = u64::MAX;
+
+impl<C: Clock> Shared<C> {
+    fn store_now(&self) {
+        let _storing = self.storing.lock().unwrap_or_else(|e| e.into_inner());
+        let now = CoarseNanos::exact(self.base.now());
+        self.wall_ns.store(now.wall, Ordering::Release);
+        self.mono_ns.store(now.mono, Ordering::Release);
+    }
 }
 
 impl Default for TickingClock {
@@ -60,33 +78,61 @@ impl TickingClock {
     /// The default period: a millisecond, a classic layout's unit.
     pub const DEFAULT_PERIOD: Duration = Duration::from_millis(1);
 
-    /// A clock whose ticker stores the time every millisecond.
+    /// A clock whose ticker stores the system clock's time every millisecond.
     pub fn new() -> Self {
         Self::with_period(Self::DEFAULT_PERIOD)
     }
 
-    /// A clock whose ticker stores the time every `period` (at least 10 µs).
-    /// The ticker is a thread that ends when the clock is dropped.
+    /// A clock whose ticker stores the system clock's time every `period`
+    /// (at least 10 µs).
     pub fn with_period(period: Duration) -> Self {
+        Self::over(Arc::new(SystemClock::new()), period)
+    }
+}
+
+impl<C: Clock> TickingClock<C> {
+    /// A clock whose ticker stores `base`'s time every `period` (at least
+    /// 10 µs): precise readings, resyncs and sleeps are `base`'s. The
+    /// ticker is a thread that ends when the clock is dropped.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use workerid_snowflake::{Clock, FakeClock, TickingClock};
+    /// let base = Arc::new(FakeClock::at(Duration::from_secs(1_800_000_000)));
+    /// let clock = TickingClock::over(base.clone(), Duration::from_millis(1));
+    /// base.advance(Duration::from_secs(5));
+    /// // The stored time moves at the ticker's next tick, never ahead.
+    /// assert!(clock.now_coarse().0.wall <= clock.now().wall);
+    /// ```
+    pub fn over(base: Arc<C>, period: Duration) -> Self {
         let period = period.max(Duration::from_micros(10));
         let shared = Arc::new(Shared {
-            base: SystemClock::new(),
-            os_ns: AtomicU64::new(SystemClock::os_precise()),
+            base,
+            mono_ns: AtomicU64::new(NO_TICKER),
+            wall_ns: AtomicU64::new(0),
             behind_ns: whole_nanos(period).saturating_mul(2),
             period,
             ticks: AtomicU64::new(0),
+            storing: Mutex::new(()),
         });
+        shared.store_now();
         let weak = Arc::downgrade(&shared);
         let spawned = std::thread::Builder::new()
             .name("workerid-ticker".into())
             .spawn(move || tick(&weak, period));
         if let Err(e) = spawned {
             // Without a ticker the stored time would never move: every
-            // reading goes to the precise clock instead (behind = MAX).
-            tracing::warn!("no ticker thread ({e}): the clock reads the system clock");
-            shared.os_ns.store(0, Ordering::Relaxed);
+            // reading goes to the precise clock instead.
+            tracing::warn!("no ticker thread ({e}): the clock reads its base clock");
+            shared.mono_ns.store(NO_TICKER, Ordering::Release);
         }
         TickingClock { shared }
+    }
+
+    /// The clock it ticks over.
+    pub fn base(&self) -> &Arc<C> {
+        &self.shared.base
     }
 
     /// The ticker's period.
@@ -101,20 +147,18 @@ impl TickingClock {
 }
 
 /// The ticker: stores the time every `period` until the clock is gone.
-fn tick(shared: &Weak<Shared>, period: Duration) {
+fn tick<C: Clock>(shared: &Weak<Shared<C>>, period: Duration) {
     loop {
         std::thread::sleep(period);
         let Some(shared) = shared.upgrade() else {
             return;
         };
-        shared
-            .os_ns
-            .store(SystemClock::os_precise(), Ordering::Release);
+        shared.store_now();
         shared.ticks.fetch_add(1, Ordering::Relaxed);
     }
 }
 
-impl Clock for TickingClock {
+impl<C: Clock> Clock for TickingClock<C> {
     fn now(&self) -> Reading {
         self.shared.base.now()
     }
@@ -128,16 +172,20 @@ impl Clock for TickingClock {
         (reading, Duration::from_nanos(n.behind))
     }
 
+    /// The stored reading. Its two halves may come from consecutive ticks;
+    /// each is a reading the base clock gave, no older than two periods
+    /// while the ticker keeps up. A base whose wall clock is set back
+    /// outside [`resync`](Clock::resync) (the system clock's never is) is
+    /// read at its former time until the next tick.
     #[inline]
     fn now_coarse_nanos(&self) -> CoarseNanos {
-        let os_ns = self.shared.os_ns.load(Ordering::Acquire);
-        if os_ns == 0 {
+        let mono = self.shared.mono_ns.load(Ordering::Acquire);
+        if mono == NO_TICKER {
             return CoarseNanos::exact(self.now());
         }
-        let (mono, wall) = self.shared.base.nanos(os_ns);
         CoarseNanos {
             mono,
-            wall,
+            wall: self.shared.wall_ns.load(Ordering::Acquire),
             behind: self.shared.behind_ns,
         }
     }
@@ -146,12 +194,17 @@ impl Clock for TickingClock {
         self.shared.base.sleep(duration)
     }
 
+    /// The base clock's resync, and its new time stored at once: a wall
+    /// clock set back is never read ahead from a reading stored before.
     fn resync(&self) {
-        self.shared.base.resync()
+        self.shared.base.resync();
+        if self.shared.mono_ns.load(Ordering::Acquire) != NO_TICKER {
+            self.shared.store_now();
+        }
     }
 
     fn real_time(&self) -> bool {
-        true
+        self.shared.base.real_time()
     }
 }
 
@@ -180,5 +233,73 @@ mod tests {
         drop(clock);
         std::thread::sleep(Duration::from_millis(20));
         assert!(weak.upgrade().is_none());
+    }
+
+    /// A fake clock whose resync applies a pending step of its wall clock,
+    /// as the system clock's resync picks up a step of the machine's clock.
+    #[derive(Debug)]
+    struct SteppedAtResync {
+        inner: crate::FakeClock,
+        pending_ms: std::sync::atomic::AtomicI64,
+    }
+
+    impl Clock for SteppedAtResync {
+        fn now(&self) -> Reading {
+            self.inner.now()
+        }
+        fn sleep(&self, duration: Duration) {
+            self.inner.sleep(duration)
+        }
+        fn resync(&self) {
+            self.inner
+                .step_wall(self.pending_ms.swap(0, Ordering::SeqCst));
+        }
+    }
+
+    #[test]
+    fn over_any_clock_the_stored_time_follows_at_the_next_tick() {
+        let base = Arc::new(crate::FakeClock::at(Duration::from_secs(1_800_000_000)));
+        let clock = TickingClock::over(base.clone(), Duration::from_micros(100));
+        let before = clock.now_coarse_nanos();
+        assert_eq!(
+            before,
+            CoarseNanos {
+                behind: 200_000,
+                ..CoarseNanos::exact(base.now())
+            }
+        );
+        base.advance(Duration::from_secs(1));
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while clock.now_coarse_nanos().mono == before.mono {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the ticker never ticked"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let after = clock.now_coarse_nanos();
+        assert_eq!(after.mono - before.mono, 1_000_000_000);
+        assert_eq!(after.wall - before.wall, 1_000_000_000);
+        assert_eq!(clock.now(), base.now(), "precise readings are the base's");
+    }
+
+    #[test]
+    fn a_resync_stores_the_base_clocks_new_time_at_once() {
+        let base = Arc::new(SteppedAtResync {
+            inner: crate::FakeClock::at(Duration::from_secs(1_800_000_000)),
+            pending_ms: std::sync::atomic::AtomicI64::new(0),
+        });
+        // A period long enough that no tick comes during the test.
+        let clock = TickingClock::over(base.clone(), Duration::from_secs(3_600));
+        let before = clock.now_coarse_nanos();
+        base.pending_ms.store(-2_000, Ordering::SeqCst);
+        clock.resync();
+        let after = clock.now_coarse_nanos();
+        assert_eq!(
+            before.wall - after.wall,
+            2_000_000_000,
+            "read at once, not ahead"
+        );
+        assert_eq!(after.wall, CoarseNanos::exact(base.now()).wall);
     }
 }

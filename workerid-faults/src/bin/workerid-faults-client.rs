@@ -103,12 +103,7 @@ async fn run(args: Args) -> i32 {
             return 2;
         }
     };
-    let clock = if args.ticking {
-        FaultClock::ticking(args.offset_ms)
-    } else {
-        FaultClock::new(args.offset_ms)
-    };
-    let clock = Arc::new(clock.with_rate_ppm(args.clock_rate_ppm));
+    let clock = Arc::new(FaultClock::new(args.offset_ms).with_rate_ppm(args.clock_rate_ppm));
     for (kind, step) in [
         (SignalKind::user_defined1(), args.clock_step_ms),
         (SignalKind::user_defined2(), -args.clock_step_ms),
