@@ -24,6 +24,9 @@ mod meters;
 /// its answer lost: the next acquire (of this allocator or a clone) sends the
 /// same token, and the store answers with that grant instead of making a
 /// second one, so no worker ID is left held by nobody until its ttl runs out.
+/// The token is sent again until a grant answers it, even after answers such
+/// as [`Error::NoAvailableId`]: the lost sending may be applied later still
+/// (queued behind a partition), and its grant is then the next acquire's.
 ///
 /// With a [`Lease`] handle: [`acquire`](Self::acquire),
 /// [`renew`](Self::renew), [`release`](Self::release). libx.net/workerid's
@@ -49,9 +52,9 @@ pub struct Allocator {
     options: LeaseOptions,
     capabilities: Capabilities,
     holder: Holder,
-    /// The token of an acquire that ended in `Unavailable`, sent again by
-    /// the next acquire.
-    unanswered: Arc<Mutex<Option<Token>>>,
+    /// Tokens of acquires that may still be applied (their answer was
+    /// lost), sent again by the next acquires, the latest first.
+    unanswered: Arc<Mutex<Vec<Token>>>,
     meters: Arc<Meters>,
 }
 
@@ -139,11 +142,7 @@ impl Allocator {
     /// bounds (checked before any I/O).
     pub async fn acquire_with_ttl(&self, ttl: Duration) -> Result<Lease> {
         self.options.check_ttl(ttl, &self.capabilities)?;
-        let unanswered = self
-            .unanswered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let unanswered = self.unanswered().pop();
         let token = unanswered.unwrap_or_else(Token::generate);
         let sent = Instant::now();
         let answer = self
@@ -162,11 +161,12 @@ impl Allocator {
                 if matches!(err, Error::NoAvailableId { .. }) {
                     self.meters.pool_full();
                 }
-                if err.is_retryable() {
-                    *self
-                        .unanswered
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner) = Some(token);
+                // A token sent before may still be applied (a request
+                // queued behind a partition, delivered after this answer):
+                // it stays the next acquire's until a grant answers it, so
+                // that grant is adopted rather than left to expire.
+                if err.is_retryable() || unanswered.is_some() {
+                    self.keep_token(token);
                 }
                 return Err(err);
             }
@@ -210,11 +210,27 @@ impl Allocator {
     /// another namespace is ignored.
     pub fn keep_for_next_acquire(&self, lease: &Lease) {
         if lease.namespace == self.namespace {
-            *self
-                .unanswered
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner) = Some(lease.token);
+            self.keep_token(lease.token);
         }
+    }
+
+    /// The tokens kept for the next acquires.
+    fn unanswered(&self) -> std::sync::MutexGuard<'_, Vec<Token>> {
+        self.unanswered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps `token` for the next acquire. A few are kept (acquires of
+    /// clones may fail side by side); the oldest goes first past that.
+    fn keep_token(&self, token: Token) {
+        const KEPT: usize = 8;
+        let mut kept = self.unanswered();
+        kept.retain(|t| *t != token);
+        if kept.len() == KEPT {
+            kept.remove(0);
+        }
+        kept.push(token);
     }
 
     /// Renews `lease` for its ttl and moves its local deadline.
