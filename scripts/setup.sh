@@ -4,7 +4,9 @@
 # (on free loopback ports, in temporary directories), protoc, which the
 # etcd client's build needs, and iptables, with which the network-fault lab
 # (workerid-testkit's netns module) drops packets inside namespaces of its
-# own. Installs only what is missing.
+# own, and Python's gRPC (its stubs generated from the service's .proto by
+# grpc_tools, which carries its own compiler) for the test of the gRPC API
+# from another language. Installs only what is missing.
 #
 # etcd is Debian 13's (trixie, etcd 3.5), fetched and verified by apt with
 # the machine's Debian archive keys and unpacked into $ETCD_DIR, without
@@ -24,6 +26,8 @@ declare -A needs=(
   [protobuf-compiler]=protoc
   [iptables]=iptables
   [prometheus]=promtool
+  [python3-grpcio]=/usr/lib/python3/dist-packages/grpc
+  [python3-grpc-tools]=/usr/lib/python3/dist-packages/grpc_tools
 )
 missing=()
 for pkg in "${!needs[@]}"; do

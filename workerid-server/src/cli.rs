@@ -65,6 +65,9 @@ pub struct Cli {
     /// The most bytes buffered per connection.
     #[arg(long, env = "WORKERID_MAX_BUFFER_BYTES")]
     pub max_buffer_bytes: Option<usize>,
+    /// Serve the gRPC API on this address (a port of its own).
+    #[arg(long, env = "WORKERID_GRPC_LISTEN")]
+    pub grpc_listen: Option<String>,
     /// The most IDs one request may ask for with `count`.
     #[arg(long, env = "WORKERID_MAX_BATCH")]
     pub max_batch: Option<u64>,
@@ -135,6 +138,7 @@ impl Cli {
         set(&mut config.max_open_connections, &self.max_open_connections);
         set(&mut config.max_buffer_bytes, &self.max_buffer_bytes);
         set(&mut config.max_batch, &self.max_batch);
+        set_some(&mut config.grpc_listen, &self.grpc_listen);
         set_some(&mut config.otlp_endpoint, &self.otlp_endpoint);
         let s = &mut config.snowflake;
         set(&mut s.enabled, &self.snowflake_enabled);

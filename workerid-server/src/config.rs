@@ -20,6 +20,11 @@ pub struct Config {
     /// The address to listen on.
     #[serde(default = "default_listen")]
     pub listen: String,
+    /// The address of the gRPC API (`workerid.v1.Ids`, `workerid.v1.Leases`
+    /// and the health service; see `proto/`), a port of its own; none: no
+    /// gRPC.
+    #[serde(default)]
+    pub grpc_listen: Option<String>,
     /// How long one segment store call may take, in milliseconds (default
     /// 3000): past it the request fails (HTTP 500, `store_unavailable`) and shutdown moves on.
     #[serde(default = "default_store_timeout")]
@@ -324,6 +329,7 @@ impl std::fmt::Debug for Config {
         f.debug_struct("Config")
             .field("store", &workerid::redact_url(&self.store))
             .field("listen", &self.listen)
+            .field("grpc_listen", &self.grpc_listen)
             .field("store_timeout_ms", &self.store_timeout_ms)
             .field("tags_refresh_ms", &self.tags_refresh_ms)
             .field("fast_path", &self.fast_path)
@@ -360,6 +366,7 @@ impl Default for Config {
         Config {
             store: default_store(),
             listen: default_listen(),
+            grpc_listen: None,
             store_timeout_ms: default_store_timeout(),
             tags_refresh_ms: default_tags_refresh(),
             allow_volatile_segments: false,

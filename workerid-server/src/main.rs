@@ -47,6 +47,7 @@ mod batch;
 mod cli;
 mod config;
 mod fast_path;
+mod grpc;
 mod rewind;
 mod routes;
 mod serve;
@@ -185,6 +186,14 @@ async fn run(config: Config) -> Result<(), Failure> {
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .map_err(|e| Failure::Listen(format!("cannot listen on {}: {e}", config.listen)))?;
+    let grpc_listener = match &config.grpc_listen {
+        Some(address) => Some(
+            tokio::net::TcpListener::bind(address)
+                .await
+                .map_err(|e| Failure::Listen(format!("cannot listen on {address}: {e}")))?,
+        ),
+        None => None,
+    };
     let store = workerid::OpenOptions::new()
         .connect_timeout(Duration::from_secs(3))
         .request_timeout(config.store_timeout())
@@ -193,6 +202,7 @@ async fn run(config: Config) -> Result<(), Failure> {
         .await
         .map_err(|e| Failure::Store(format!("store: {e}")))?;
     let segment_store = store.segment_store();
+    let remote_leases = store.lease_store();
     if !config
         .check_segments_durable(store.kind(), segment_store.segment_capabilities().durable)
         .map_err(Failure::Config)?
@@ -283,10 +293,27 @@ async fn run(config: Config) -> Result<(), Failure> {
         max_batch: config.max_batch,
     });
     tracing::info!("listening on {}", config.listen);
+    let grpc = grpc_listener.map(|listener| {
+        if let Some(address) = &config.grpc_listen {
+            tracing::info!("gRPC listening on {address}");
+        }
+        let mut signalled = signalled.clone();
+        let shutdown = async move {
+            let _ = signalled.wait_for(|&s| s).await;
+        };
+        tokio::spawn(grpc::serve(listener, app.clone(), remote_leases, shutdown))
+    });
     let shutdown = async move {
         let _ = signalled.wait_for(|&s| s).await;
     };
     serve::serve(listener, app.clone(), config.limits(), shutdown).await;
+    if let Some(grpc) = grpc {
+        match grpc.await {
+            Ok(Err(e)) => tracing::warn!("{e}"),
+            Err(e) => tracing::warn!("the gRPC server ended badly: {e}"),
+            Ok(Ok(())) => {}
+        }
+    }
     // Both bounded, whatever the store does: each give-back and the release
     // have their own timeout, and the whole give-back pass one more (its
     // calls run one tag after another).

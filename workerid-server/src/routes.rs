@@ -98,8 +98,22 @@ impl App {
         answer
     }
 
+    /// Why the server cannot serve now (empty: ready), what `/readyz` and
+    /// the gRPC health service report: the tag list not read lately, the
+    /// snowflake worker's state.
+    pub fn not_ready(&self) -> Vec<String> {
+        let mut not_ready = Vec::new();
+        if !self.tags.fresh() {
+            not_ready.push("tag list not read from the store lately".to_string());
+        }
+        if let Some(Err(reason)) = self.snowflake.as_ref().map(|s| s.status()) {
+            not_ready.push(format!("snowflake worker: {reason}"));
+        }
+        not_ready
+    }
+
     /// `count` snowflake IDs, as runs of consecutive IDs.
-    fn next_snowflakes(&self, count: u64) -> Result<Vec<std::ops::Range<u64>>, Failure> {
+    pub fn next_snowflakes(&self, count: u64) -> Result<Vec<std::ops::Range<u64>>, Failure> {
         let Some(snowflake) = &self.snowflake else {
             return Err(Failure::Snowflake(snowflake::Error::NotReady {
                 reason: "the snowflake worker is disabled".into(),
@@ -366,7 +380,7 @@ async fn health(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Respo
 
 /// What a client is told of `e`: a stable code and a stable message. Store
 /// details (addresses, driver messages) go to the log only.
-fn public(e: &Failure) -> (&'static str, String) {
+pub fn public(e: &Failure) -> (&'static str, String) {
     use segment::Error as Seg;
     use snowflake::Error as Snow;
     let unavailable = ("store_unavailable", "store unavailable");
@@ -499,13 +513,7 @@ async fn livez() -> &'static str {
 /// and, with snowflake enabled, the worker holds a live lease; 503 and the
 /// reasons otherwise.
 async fn readyz(State(app): State<Arc<App>>) -> Response {
-    let mut not_ready = Vec::new();
-    if !app.tags.fresh() {
-        not_ready.push("tag list not read from the store lately".to_string());
-    }
-    if let Some(Err(reason)) = app.snowflake.as_ref().map(|s| s.status()) {
-        not_ready.push(format!("snowflake worker: {reason}"));
-    }
+    let not_ready = app.not_ready();
     if not_ready.is_empty() {
         "ready\n".into_response()
     } else {

@@ -1,0 +1,137 @@
+//! The `workerid.v1.Leases` service: the lease contract of the server's
+//! store, for programs that make snowflake IDs themselves. Every input is
+//! checked before the store is called, as the library's `Allocator` does.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tonic::{Request, Response, Status};
+use workerid::{Holder, LeaseOptions, LeaseState, LeaseStore, Namespace, Token, WorkerId};
+
+use super::generated::leases_server::Leases;
+use super::generated::{
+    AcquireRequest, Grant, LeaseInfo, ListRequest, Listing, ReleaseRequest, Released, RenewRequest,
+    Renewed,
+};
+use super::{observed, status};
+
+pub struct LeasesService {
+    pub store: Arc<dyn LeaseStore>,
+}
+
+fn namespace(name: String) -> Result<Namespace, Status> {
+    Namespace::new(name).map_err(|e| status::invalid("invalid_namespace", e.to_string()))
+}
+
+fn token(text: &str) -> Result<Token, Status> {
+    Token::parse(text).map_err(|e| status::invalid("invalid_token", e.to_string()))
+}
+
+impl LeasesService {
+    /// `ttl_ms` as a ttl this store keeps and the library allows.
+    fn ttl(&self, ttl_ms: u64) -> Result<Duration, Status> {
+        let ttl = Duration::from_millis(ttl_ms);
+        LeaseOptions::new()
+            .check_ttl(ttl, &self.store.capabilities())
+            .map_err(|e| status::invalid("invalid_ttl", e.to_string()))?;
+        Ok(ttl)
+    }
+}
+
+#[tonic::async_trait]
+impl Leases for LeasesService {
+    async fn acquire(&self, request: Request<AcquireRequest>) -> Result<Response<Grant>, Status> {
+        let started = Instant::now();
+        let answer = async {
+            let r = request.into_inner();
+            let namespace = namespace(r.namespace)?;
+            let token = token(&r.token)?;
+            let holder = Holder::new(r.holder)
+                .map_err(|e| status::invalid("invalid_holder", e.to_string()))?;
+            let ttl = self.ttl(r.ttl_ms)?;
+            let pool = LeaseOptions::new().max_worker_id(r.max_worker_id);
+            pool.validate(&self.store.capabilities())
+                .map_err(|e| status::invalid("invalid_worker_id", e.to_string()))?;
+            let grant = self
+                .store
+                .acquire(&namespace, r.max_worker_id, &token, ttl, &holder)
+                .await
+                .map_err(|e| status::of_lease_error(&e))?;
+            Ok(Grant {
+                worker_id: grant.id.get(),
+                fence: grant.fence,
+                previous_watermark: grant.previous_watermark,
+            })
+        };
+        observed("/workerid.v1.Leases/Acquire", started, answer.await)
+    }
+
+    async fn renew(&self, request: Request<RenewRequest>) -> Result<Response<Renewed>, Status> {
+        let started = Instant::now();
+        let answer = async {
+            let r = request.into_inner();
+            let namespace = namespace(r.namespace)?;
+            let token = token(&r.token)?;
+            let ttl = self.ttl(r.ttl_ms)?;
+            let id = WorkerId::from(r.worker_id);
+            self.store
+                .renew(&namespace, id, &token, ttl, r.watermark)
+                .await
+                .map_err(|e| status::of_lease_error(&e))?;
+            Ok(Renewed {})
+        };
+        observed("/workerid.v1.Leases/Renew", started, answer.await)
+    }
+
+    async fn release(
+        &self,
+        request: Request<ReleaseRequest>,
+    ) -> Result<Response<Released>, Status> {
+        let started = Instant::now();
+        let answer = async {
+            let r = request.into_inner();
+            let namespace = namespace(r.namespace)?;
+            let token = token(&r.token)?;
+            let id = WorkerId::from(r.worker_id);
+            self.store
+                .release(&namespace, id, &token, r.watermark)
+                .await
+                .map_err(|e| status::of_lease_error(&e))?;
+            Ok(Released {})
+        };
+        observed("/workerid.v1.Leases/Release", started, answer.await)
+    }
+
+    async fn list(&self, request: Request<ListRequest>) -> Result<Response<Listing>, Status> {
+        let started = Instant::now();
+        let answer = async {
+            let namespace = namespace(request.into_inner().namespace)?;
+            let listing = self
+                .store
+                .list(&namespace)
+                .await
+                .map_err(|e| status::of_lease_error(&e))?;
+            Ok(Listing {
+                max_worker_id: listing.max_worker_id,
+                leases: listing
+                    .leases
+                    .into_iter()
+                    .map(|l| LeaseInfo {
+                        worker_id: l.id.get(),
+                        state: l.state.name().into(),
+                        remaining_ms: match l.state {
+                            LeaseState::Live { remaining } => {
+                                u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX)
+                            }
+                            _ => 0,
+                        },
+                        fence: l.fence,
+                        watermark: l.watermark,
+                        holder: l.holder.as_str().into(),
+                    })
+                    .collect(),
+            })
+        };
+        observed("/workerid.v1.Leases/List", started, answer.await)
+    }
+}

@@ -1,0 +1,146 @@
+//! The gRPC API (`proto/workerid/v1/workerid.proto`), on a port of its own
+//! (`grpc_listen`): `workerid.v1.Ids` (IDs one at a time, in batches or as
+//! a stream, from the HTTP API's tags and buffers), `workerid.v1.Leases`
+//! (worker-ID leases in the server's store) and the standard
+//! `grpc.health.v1.Health`, serving while `/readyz` would answer 200.
+//!
+//! A port of its own rather than the HTTP port: gRPC needs HTTP/2, while the
+//! HTTP port answers go-id-alloc's and Leaf's HTTP/1.1 clients on a fast
+//! path of its own.
+
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+#[rustfmt::skip] // as generated, which tests/grpc_generated.rs checks
+mod generated;
+mod ids;
+mod leases;
+mod status;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tonic::codegen::tokio_stream::wrappers::TcpListenerStream;
+use tonic::{Request, Response, Status};
+use tonic_health::ServingStatus;
+use workerid::snowflake::Layout;
+use workerid::LeaseStore;
+
+use crate::routes::{self, App};
+use generated::ids_server::IdsServer;
+use generated::leases_server::LeasesServer;
+
+/// How often the health service's answer follows readiness.
+const HEALTH_EVERY: Duration = Duration::from_secs(1);
+
+/// Serves the gRPC API on `listener` until `shutdown` completes: streams
+/// then end with `UNAVAILABLE` (`shutting_down`) and calls in flight finish.
+///
+/// # Errors
+/// The transport's error, as text, when serving fails.
+pub async fn serve(
+    listener: TcpListener,
+    app: Arc<App>,
+    leases: Arc<dyn LeaseStore>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), String> {
+    let (stop_streams, streams_stop) = watch::channel(false);
+    let ids = IdsService {
+        app: app.clone(),
+        layout: Layout::classic(),
+        shutdown: streams_stop,
+    };
+    let (reporter, health) = tonic_health::server::health_reporter();
+    let watch_health = tokio::spawn(follow_readiness(app.clone(), reporter));
+    let auth = app.auth_token.clone();
+    let check = move |request: Request<()>| authorize(auth.as_deref(), request);
+    let shutdown = async move {
+        shutdown.await;
+        stop_streams.send_replace(true);
+    };
+    let served = tonic::transport::Server::builder()
+        .add_service(health)
+        .add_service(IdsServer::with_interceptor(ids, check.clone()))
+        .add_service(LeasesServer::with_interceptor(
+            LeasesService { store: leases },
+            check,
+        ))
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .await;
+    watch_health.abort();
+    served.map_err(|e| format!("gRPC: {e}"))
+}
+
+use ids::IdsService;
+use leases::LeasesService;
+
+/// Refuses a call without the bearer token (when one is set), as the HTTP
+/// API does: `UNAUTHENTICATED`, counted in the request metrics.
+#[allow(clippy::result_large_err)]
+fn authorize(token: Option<&str>, request: Request<()>) -> Result<Request<()>, Status> {
+    let Some(token) = token else {
+        return Ok(request);
+    };
+    let header = request
+        .metadata()
+        .get("authorization")
+        .map(|v| v.as_bytes());
+    if routes::authorized(token, header) {
+        return Ok(request);
+    }
+    crate::telemetry::record_request(
+        metrics::SharedString::const_str("grpc"),
+        401,
+        Instant::now(),
+    );
+    Err(status::status(
+        tonic::Code::Unauthenticated,
+        "unauthorized",
+        "a bearer token is required",
+    ))
+}
+
+/// Counts and times a call under its method, with the HTTP status its gRPC
+/// status stands for.
+#[allow(clippy::result_large_err)]
+fn observed<T>(
+    method: &'static str,
+    started: Instant,
+    answer: Result<T, Status>,
+) -> Result<Response<T>, Status> {
+    let code = answer
+        .as_ref()
+        .map_or_else(Status::code, |_| tonic::Code::Ok);
+    crate::telemetry::record_request(
+        metrics::SharedString::const_str(method),
+        status::http_equivalent(code),
+        started,
+    );
+    answer.map(Response::new)
+}
+
+/// Keeps the health service's answer (the server as a whole, `""`, and each
+/// service) on what `/readyz` would answer.
+async fn follow_readiness(app: Arc<App>, reporter: tonic_health::server::HealthReporter) {
+    let services = [
+        "",
+        <IdsServer<IdsService> as tonic::server::NamedService>::NAME,
+        <LeasesServer<LeasesService> as tonic::server::NamedService>::NAME,
+    ];
+    let mut last = None;
+    loop {
+        let serving = if app.not_ready().is_empty() {
+            ServingStatus::Serving
+        } else {
+            ServingStatus::NotServing
+        };
+        if last != Some(serving) {
+            for service in services {
+                reporter.set_service_status(service, serving).await;
+            }
+            last = Some(serving);
+        }
+        tokio::time::sleep(HEALTH_EVERY).await;
+    }
+}

@@ -1,0 +1,327 @@
+//! The gRPC API of the real server: IDs one at a time, in batches and as a
+//! stream, from the buffers the HTTP API serves too; `Decode`; the health
+//! service; leases with the library's contract (a resent acquire answered
+//! with its own grant, fences, tokens); the bearer token; and bad input
+//! refused with the status that says so, changing nothing.
+
+mod common;
+#[allow(dead_code, missing_docs, clippy::all, clippy::pedantic)]
+#[path = "../src/grpc/generated.rs"]
+#[rustfmt::skip] // as generated, which tests/grpc_generated.rs checks
+mod generated;
+
+use common::{sqlite, Launch, Server};
+use generated::ids_client::IdsClient;
+use generated::leases_client::LeasesClient;
+use generated::{
+    AcquireRequest, DecodeRequest, IdRange, ListRequest, NextIdsRequest, NextSnowflakesRequest,
+    ReleaseRequest, RenewRequest, StreamIdsRequest,
+};
+use tonic::transport::Channel;
+use tonic::{Code, Status};
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::{health_check_response::ServingStatus, HealthCheckRequest};
+use workerid::Token;
+
+fn start(dir: &std::path::Path, top: &str) -> (Server, u16) {
+    let grpc = workerid_testkit::free_port();
+    let top = format!("grpc_listen = \"127.0.0.1:{grpc}\"\n{top}");
+    let server = Server::launch(
+        dir,
+        &sqlite(dir),
+        &Launch {
+            top: &top,
+            ..Launch::default()
+        },
+    );
+    (server, grpc)
+}
+
+async fn channel(port: u16) -> Channel {
+    let endpoint =
+        tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}")).unwrap();
+    for _ in 0..100 {
+        if let Ok(channel) = endpoint.connect().await {
+            return channel;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("the gRPC port never answered");
+}
+
+/// The stable error code of a refusal.
+fn code_of(status: &Status) -> &str {
+    status
+        .metadata()
+        .get("workerid-code")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
+fn refused<T: std::fmt::Debug>(answer: Result<T, Status>, code: Code, workerid_code: &str) {
+    let status = answer.expect_err("refused");
+    assert_eq!(status.code(), code, "{status:?}");
+    assert_eq!(code_of(&status), workerid_code, "{status:?}");
+}
+
+fn range(first: u64, last: u64) -> IdRange {
+    IdRange { first, last }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ids_come_from_the_same_buffers_as_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, port) = start(dir.path(), "");
+    let mut ids = IdsClient::new(channel(port).await);
+    let batch = ids
+        .next_ids(NextIdsRequest {
+            tag: "test".into(),
+            count: 5,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(batch.ranges, vec![range(1, 5)]);
+    assert_eq!(
+        server.get("/alloc?biz_tag=test"),
+        (200, r#"{"errno":0,"msg":"success","id":6}"#.into())
+    );
+    for count in [0, 10_001] {
+        let answer = ids
+            .next_ids(NextIdsRequest {
+                tag: "test".into(),
+                count,
+            })
+            .await;
+        refused(answer, Code::InvalidArgument, "invalid_count");
+    }
+    let unknown = ids
+        .next_ids(NextIdsRequest {
+            tag: "nope".into(),
+            count: 1,
+        })
+        .await;
+    refused(unknown, Code::NotFound, "unknown_tag");
+    let after = ids
+        .next_ids(NextIdsRequest {
+            tag: "test".into(),
+            count: 1,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        after.into_inner().ranges,
+        vec![range(7, 7)],
+        "refusals took no ID"
+    );
+
+    let snowflakes = ids
+        .next_snowflakes(NextSnowflakesRequest { count: 3 })
+        .await
+        .unwrap()
+        .into_inner();
+    let all: Vec<u64> = snowflakes
+        .ranges
+        .iter()
+        .flat_map(|r| r.first..=r.last)
+        .collect();
+    assert_eq!(all.len(), 3);
+    assert!(all.windows(2).all(|w| w[0] < w[1]));
+    let decoded = ids
+        .decode(DecodeRequest { id: all[0] })
+        .await
+        .unwrap()
+        .into_inner();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!(decoded.unix_ms <= now_ms && now_ms - decoded.unix_ms < 60_000);
+
+    let mut stream = ids
+        .stream_ids(StreamIdsRequest {
+            tag: "orders".into(),
+            count: 10,
+            batches: 3,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut batches = Vec::new();
+    while let Some(batch) = stream.message().await.unwrap() {
+        batches.push(batch.ranges);
+    }
+    assert_eq!(
+        batches,
+        vec![
+            vec![range(5000, 5009)],
+            vec![range(5010, 5019)],
+            vec![range(5020, 5029)]
+        ]
+    );
+    // Until the client cancels: two batches, then it goes away.
+    let mut endless = ids
+        .stream_ids(StreamIdsRequest {
+            tag: String::new(),
+            count: 100,
+            batches: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = endless.message().await.unwrap().unwrap();
+    let second = endless.message().await.unwrap().unwrap();
+    assert!(second.ranges[0].first > first.ranges.last().unwrap().last);
+    drop(endless);
+
+    let mut health = HealthClient::new(channel(port).await);
+    for service in ["", "workerid.v1.Ids", "workerid.v1.Leases"] {
+        let answer = health
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.status(), ServingStatus::Serving, "{service:?}");
+    }
+    let metrics = server.get("/metrics").1;
+    assert!(
+        metrics.contains(r#"endpoint="/workerid.v1.Ids/NextIds",status="400""#),
+        "refused calls are counted:\n{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn leases_keep_the_librarys_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, port) = start(dir.path(), "");
+    let mut leases = LeasesClient::new(channel(port).await);
+    let acquire = |token: &Token| AcquireRequest {
+        namespace: "remote".into(),
+        max_worker_id: 1,
+        token: token.to_string(),
+        ttl_ms: 5_000,
+        holder: "grpc-test".into(),
+    };
+    let (a, b, c) = (Token::generate(), Token::generate(), Token::generate());
+    let first = leases.acquire(acquire(&a)).await.unwrap().into_inner();
+    let resent = leases.acquire(acquire(&a)).await.unwrap().into_inner();
+    assert_eq!(first, resent, "an acquire sent again answers its own grant");
+    let second = leases.acquire(acquire(&b)).await.unwrap().into_inner();
+    assert_ne!(second.worker_id, first.worker_id);
+    refused(
+        leases.acquire(acquire(&c)).await,
+        Code::ResourceExhausted,
+        "no_available_id",
+    );
+    let renew = |token: &Token, watermark| RenewRequest {
+        namespace: "remote".into(),
+        worker_id: first.worker_id,
+        token: token.to_string(),
+        ttl_ms: 5_000,
+        watermark,
+    };
+    leases.renew(renew(&a, 42)).await.unwrap();
+    refused(
+        leases.renew(renew(&b, 0)).await,
+        Code::FailedPrecondition,
+        "token_mismatch",
+    );
+    leases
+        .release(ReleaseRequest {
+            namespace: "remote".into(),
+            worker_id: first.worker_id,
+            token: a.to_string(),
+            watermark: 0,
+        })
+        .await
+        .unwrap();
+    let listing = leases
+        .list(ListRequest {
+            namespace: "remote".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listing.max_worker_id, Some(1));
+    let freed = listing
+        .leases
+        .iter()
+        .find(|l| l.worker_id == first.worker_id)
+        .unwrap();
+    assert_eq!((freed.state.as_str(), freed.watermark), ("free", 42));
+    let next = leases.acquire(acquire(&c)).await.unwrap().into_inner();
+    assert_eq!(next.worker_id, first.worker_id);
+    assert!(next.fence > first.fence, "fences rise with every grant");
+    assert_eq!(next.previous_watermark, 42);
+
+    // Bad input: refused before the store, nothing changes.
+    let mut bad = acquire(&Token::generate());
+    bad.token = "short".into();
+    refused(
+        leases.acquire(bad).await,
+        Code::InvalidArgument,
+        "invalid_token",
+    );
+    let mut bad = acquire(&Token::generate());
+    bad.namespace = "no spaces".into();
+    refused(
+        leases.acquire(bad).await,
+        Code::InvalidArgument,
+        "invalid_namespace",
+    );
+    let mut bad = acquire(&Token::generate());
+    bad.ttl_ms = 0;
+    refused(
+        leases.acquire(bad).await,
+        Code::InvalidArgument,
+        "invalid_ttl",
+    );
+    let mut bad = acquire(&Token::generate());
+    bad.max_worker_id = 7;
+    refused(
+        leases.acquire(bad).await,
+        Code::FailedPrecondition,
+        "config_mismatch",
+    );
+    let listing_after = leases
+        .list(ListRequest {
+            namespace: "remote".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listing_after.leases.len(), 2, "{listing_after:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_the_bearer_token_every_call_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, port) = start(dir.path(), "auth_token = \"s3cret\"\n");
+    let mut ids = IdsClient::new(channel(port).await);
+    let ask = || NextIdsRequest {
+        tag: "test".into(),
+        count: 1,
+    };
+    refused(
+        ids.next_ids(ask()).await,
+        Code::Unauthenticated,
+        "unauthorized",
+    );
+    let mut wrong = tonic::Request::new(ask());
+    wrong
+        .metadata_mut()
+        .insert("authorization", "Bearer guess".parse().unwrap());
+    refused(
+        ids.next_ids(wrong).await,
+        Code::Unauthenticated,
+        "unauthorized",
+    );
+    let mut right = tonic::Request::new(ask());
+    right
+        .metadata_mut()
+        .insert("authorization", "Bearer s3cret".parse().unwrap());
+    let batch = ids.next_ids(right).await.unwrap().into_inner();
+    assert_eq!(batch.ranges, vec![range(1, 1)], "refused calls took no ID");
+}
