@@ -7,7 +7,7 @@
 mod common;
 #[allow(dead_code, missing_docs, clippy::all, clippy::pedantic)]
 #[path = "../src/grpc/generated.rs"]
-#[rustfmt::skip] // as generated, which tests/grpc_generated.rs checks
+#[rustfmt::skip] // as generated; tests/grpc_generated.rs checks it
 mod generated;
 
 use common::{sqlite, Launch, Server};
@@ -244,7 +244,7 @@ async fn leases_keep_the_librarys_contract() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(listing.max_worker_id, Some(1));
+    assert_eq!((listing.known, listing.max_worker_id), (true, 1));
     let freed = listing
         .leases
         .iter()

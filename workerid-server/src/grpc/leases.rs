@@ -112,7 +112,8 @@ impl Leases for LeasesService {
                 .await
                 .map_err(|e| status::of_lease_error(&e))?;
             Ok(Listing {
-                max_worker_id: listing.max_worker_id,
+                known: listing.max_worker_id.is_some(),
+                max_worker_id: listing.max_worker_id.unwrap_or(0),
                 leases: listing
                     .leases
                     .into_iter()

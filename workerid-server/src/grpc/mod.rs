@@ -9,7 +9,7 @@
 //! path of its own.
 
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
-#[rustfmt::skip] // as generated, which tests/grpc_generated.rs checks
+#[rustfmt::skip] // as generated; tests/grpc_generated.rs checks it
 mod generated;
 mod ids;
 mod leases;
