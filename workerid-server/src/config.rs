@@ -21,7 +21,7 @@ pub struct Config {
     #[serde(default = "default_listen")]
     pub listen: String,
     /// The address of the gRPC API (`workerid.v1.Ids`, `workerid.v1.Leases`
-    /// and the health service; see `proto/`), a port of its own; none: no
+    /// and the health service; see workerid-proto), a port of its own; none: no
     /// gRPC.
     #[serde(default)]
     pub grpc_listen: Option<String>,

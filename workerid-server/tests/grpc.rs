@@ -5,23 +5,19 @@
 //! refused with the status that says so, changing nothing.
 
 mod common;
-#[allow(dead_code, missing_docs, clippy::all, clippy::pedantic)]
-#[path = "../src/grpc/generated.rs"]
-#[rustfmt::skip] // as generated; tests/grpc_generated.rs checks it
-mod generated;
 
 use common::{sqlite, Launch, Server};
-use generated::ids_client::IdsClient;
-use generated::leases_client::LeasesClient;
-use generated::{
-    AcquireRequest, DecodeRequest, IdRange, ListRequest, NextIdsRequest, NextSnowflakesRequest,
-    ReleaseRequest, RenewRequest, StreamIdsRequest,
-};
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::{health_check_response::ServingStatus, HealthCheckRequest};
 use workerid::Token;
+use workerid_proto::v1::ids_client::IdsClient;
+use workerid_proto::v1::leases_client::LeasesClient;
+use workerid_proto::v1::{
+    AcquireRequest, DecodeRequest, IdRange, ListRequest, NextIdsRequest, NextSnowflakesRequest,
+    ReleaseRequest, RenewRequest, StreamIdsRequest,
+};
 
 fn start(dir: &std::path::Path, top: &str) -> (Server, u16) {
     let grpc = workerid_testkit::free_port();

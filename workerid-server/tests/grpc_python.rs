@@ -42,12 +42,13 @@ fn a_python_client_takes_ids_a_stream_and_a_lease() {
         },
     );
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let proto = root.join("../workerid-proto/proto");
     let stubs = dir.path().join("stubs");
     std::fs::create_dir(&stubs).unwrap();
     run(
         Command::new(PYTHON)
             .args(["-m", "grpc_tools.protoc", "-I"])
-            .arg(root.join("proto"))
+            .arg(&proto)
             .arg(format!("--python_out={}", stubs.display()))
             .arg(format!("--grpc_python_out={}", stubs.display()))
             .arg("workerid/v1/workerid.proto"),

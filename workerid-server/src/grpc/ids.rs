@@ -10,13 +10,13 @@ use tonic::codegen::tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 use workerid::snowflake::Layout;
 
-use super::generated::ids_server::Ids;
-use super::generated::{
+use super::{observed, status};
+use crate::routes::{App, Failure};
+use workerid_proto::v1::ids_server::Ids;
+use workerid_proto::v1::{
     DecodeRequest, DecodedId, IdBatch, IdRange, NextIdsRequest, NextSnowflakesRequest,
     StreamIdsRequest,
 };
-use super::{observed, status};
-use crate::routes::{App, Failure};
 
 /// Batches a stream keeps ready ahead of its client.
 const STREAM_AHEAD: usize = 2;

@@ -8,12 +8,14 @@ use std::time::{Duration, Instant};
 use tonic::{Request, Response, Status};
 use workerid::{Holder, LeaseOptions, LeaseState, LeaseStore, Namespace, Token, WorkerId};
 
-use super::generated::leases_server::Leases;
-use super::generated::{
-    AcquireRequest, Grant, LeaseInfo, ListRequest, Listing, ReleaseRequest, Released, RenewRequest,
-    Renewed,
-};
 use super::{observed, status};
+use workerid_proto::v1::leases_server::Leases;
+use workerid_proto::v1::{
+    AcquireRequest, CapabilitiesRequest, ForceReleaseRequest, ForceReleased, Grant,
+    LeaseCapabilities, LeaseInfo, ListNamespacesRequest, ListRequest, Listing, NamespaceInfo,
+    NamespaceList, NamespaceRemoved, ReleaseRequest, Released, RemoveNamespaceRequest,
+    RenewRequest, Renewed,
+};
 
 pub struct LeasesService {
     pub store: Arc<dyn LeaseStore>,
@@ -134,5 +136,82 @@ impl Leases for LeasesService {
             })
         };
         observed("/workerid.v1.Leases/List", started, answer.await)
+    }
+
+    async fn force_release(
+        &self,
+        request: Request<ForceReleaseRequest>,
+    ) -> Result<Response<ForceReleased>, Status> {
+        let started = Instant::now();
+        let answer = async {
+            let r = request.into_inner();
+            let namespace = namespace(r.namespace)?;
+            let released = self
+                .store
+                .force_release(&namespace, WorkerId::from(r.worker_id))
+                .await
+                .map_err(|e| status::of_lease_error(&e))?;
+            Ok(ForceReleased { released })
+        };
+        observed("/workerid.v1.Leases/ForceRelease", started, answer.await)
+    }
+
+    async fn list_namespaces(
+        &self,
+        _request: Request<ListNamespacesRequest>,
+    ) -> Result<Response<NamespaceList>, Status> {
+        let started = Instant::now();
+        let answer = self
+            .store
+            .list_namespaces()
+            .await
+            .map_err(|e| status::of_lease_error(&e))
+            .map(|namespaces| NamespaceList {
+                namespaces: namespaces
+                    .into_iter()
+                    .map(|n| NamespaceInfo {
+                        namespace: n.namespace.as_str().into(),
+                        max_worker_id: n.max_worker_id,
+                        live: n.live,
+                    })
+                    .collect(),
+            });
+        observed("/workerid.v1.Leases/ListNamespaces", started, answer)
+    }
+
+    async fn remove_namespace(
+        &self,
+        request: Request<RemoveNamespaceRequest>,
+    ) -> Result<Response<NamespaceRemoved>, Status> {
+        let started = Instant::now();
+        let answer = async {
+            let namespace = namespace(request.into_inner().namespace)?;
+            let removed = self
+                .store
+                .remove_namespace(&namespace)
+                .await
+                .map_err(|e| status::of_lease_error(&e))?;
+            Ok(NamespaceRemoved { removed })
+        };
+        observed("/workerid.v1.Leases/RemoveNamespace", started, answer.await)
+    }
+
+    async fn capabilities(
+        &self,
+        _request: Request<CapabilitiesRequest>,
+    ) -> Result<Response<LeaseCapabilities>, Status> {
+        let started = Instant::now();
+        let caps = self.store.capabilities();
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let answer = LeaseCapabilities {
+            min_ttl_ms: ms(caps.min_ttl),
+            ttl_granularity_ms: ms(caps.ttl_granularity),
+            max_worker_bits: u32::from(caps.max_worker_bits),
+            durable: caps.durable,
+            expiry_lag_ms: ms(caps.expiry_lag),
+            quarantine: caps.quarantine,
+            list: caps.list,
+        };
+        observed("/workerid.v1.Leases/Capabilities", started, Ok(answer))
     }
 }

@@ -1,18 +1,17 @@
-//! The gRPC API (`proto/workerid/v1/workerid.proto`), on a port of its own
+//! The gRPC API (`workerid-proto`), on a port of its own
 //! (`grpc_listen`): `workerid.v1.Ids` (IDs one at a time, in batches or as
 //! a stream, from the HTTP API's tags and buffers), `workerid.v1.Leases`
-//! (worker-ID leases in the server's store) and the standard
+//! (worker-ID leases in the server's store), `workerid.v1.Segments` (its
+//! segment counters, for clients with buffers of their own) and the standard
 //! `grpc.health.v1.Health`, serving while `/readyz` would answer 200.
 //!
 //! A port of its own rather than the HTTP port: gRPC needs HTTP/2, while the
 //! HTTP port answers go-id-alloc's and Leaf's HTTP/1.1 clients on a fast
 //! path of its own.
 
-#[allow(missing_docs, clippy::all, clippy::pedantic)]
-#[rustfmt::skip] // as generated; tests/grpc_generated.rs checks it
-mod generated;
 mod ids;
 mod leases;
+mod segments;
 mod status;
 
 use std::future::Future;
@@ -28,8 +27,9 @@ use workerid::snowflake::Layout;
 use workerid::LeaseStore;
 
 use crate::routes::{self, App};
-use generated::ids_server::IdsServer;
-use generated::leases_server::LeasesServer;
+use workerid_proto::v1::ids_server::IdsServer;
+use workerid_proto::v1::leases_server::LeasesServer;
+use workerid_proto::v1::segments_server::SegmentsServer;
 
 /// How often the health service's answer follows readiness.
 const HEALTH_EVERY: Duration = Duration::from_secs(1);
@@ -64,6 +64,12 @@ pub async fn serve(
         .add_service(IdsServer::with_interceptor(ids, check.clone()))
         .add_service(LeasesServer::with_interceptor(
             LeasesService { store: leases },
+            check.clone(),
+        ))
+        .add_service(SegmentsServer::with_interceptor(
+            SegmentsService {
+                store: app.segments.store().clone(),
+            },
             check,
         ))
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
@@ -74,6 +80,7 @@ pub async fn serve(
 
 use ids::IdsService;
 use leases::LeasesService;
+use segments::SegmentsService;
 
 /// Refuses a call without the bearer token (when one is set), as the HTTP
 /// API does: `UNAUTHENTICATED`, counted in the request metrics.
@@ -127,6 +134,7 @@ async fn follow_readiness(app: Arc<App>, reporter: tonic_health::server::HealthR
         "",
         <IdsServer<IdsService> as tonic::server::NamedService>::NAME,
         <LeasesServer<LeasesService> as tonic::server::NamedService>::NAME,
+        <SegmentsServer<SegmentsService> as tonic::server::NamedService>::NAME,
     ];
     let mut last = None;
     loop {

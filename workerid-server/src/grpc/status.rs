@@ -6,8 +6,7 @@ use tonic::{Code, Status};
 
 use crate::routes::{self, Failure};
 
-/// The metadata key of the stable error code.
-pub const CODE_KEY: &str = "workerid-code";
+pub use workerid_proto::CODE_KEY;
 
 /// A status of `code` with the stable error code `workerid_code`.
 pub fn status(code: Code, workerid_code: &'static str, msg: impl Into<String>) -> Status {
@@ -48,7 +47,20 @@ pub fn of_lease_error(e: &workerid::Error) -> Status {
         E::NotAssigned { .. } => (Code::FailedPrecondition, "not_assigned"),
         E::InvalidToken { .. } => (Code::InvalidArgument, "invalid_token"),
         E::InvalidConfig { .. } => (Code::InvalidArgument, "invalid_config"),
-        E::ConfigMismatch { .. } => (Code::FailedPrecondition, "config_mismatch"),
+        E::ConfigMismatch { stored, .. } => {
+            let mut refused = status(Code::FailedPrecondition, "config_mismatch", e.to_string());
+            refused
+                .metadata_mut()
+                .insert(workerid_proto::STORED_KEY, (*stored).into());
+            return refused;
+        }
+        E::NamespaceInUse { live, .. } => {
+            let mut refused = status(Code::FailedPrecondition, "namespace_in_use", e.to_string());
+            refused
+                .metadata_mut()
+                .insert(workerid_proto::LIVE_KEY, (*live).into());
+            return refused;
+        }
         E::Unsupported { .. } => (Code::Unimplemented, "unsupported"),
         E::Unavailable { .. } => {
             tracing::warn!(code = "store_unavailable", "lease call failed: {e}");
@@ -61,6 +73,27 @@ pub fn of_lease_error(e: &workerid::Error) -> Status {
     };
     // The error's own words name only what the caller sent (IDs, pool
     // sizes, the namespace), never the store.
+    status(code, workerid_code, e.to_string())
+}
+
+/// A failure of a segment store call.
+pub fn of_segment_error(e: &workerid::segment::Error) -> Status {
+    use workerid::segment::Error as E;
+    let (code, workerid_code) = match e {
+        E::UnknownTag { .. } => (Code::NotFound, "unknown_tag"),
+        E::TagExhausted { .. } => (Code::ResourceExhausted, "tag_exhausted"),
+        E::InvalidConfig { .. } => (Code::InvalidArgument, "invalid_config"),
+        E::Unsupported { .. } => (Code::Unimplemented, "unsupported"),
+        E::Stopped { .. } => (Code::Unavailable, "shutting_down"),
+        E::Unavailable { .. } => {
+            tracing::warn!(code = "store_unavailable", "segment call failed: {e}");
+            return status(Code::Unavailable, "store_unavailable", "store unavailable");
+        }
+        _ => {
+            tracing::warn!(code = "internal", "segment call failed: {e}");
+            return status(Code::Internal, "internal", "internal error");
+        }
+    };
     status(code, workerid_code, e.to_string())
 }
 

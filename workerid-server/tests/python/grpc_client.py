@@ -1,9 +1,9 @@
 """A client of workerid-server's gRPC API in Python, with stubs generated
-from proto/workerid/v1/workerid.proto by grpc_tools: takes IDs, a batch, a
-stream and a worker-ID lease from a running server, and prints what it got
-as one JSON object.
+from workerid-proto/proto/workerid/v1/workerid.proto by grpc_tools: takes
+IDs, a batch, a stream and a worker-ID lease from a running server, and
+prints what it got as one JSON object.
 
-    python3 -m grpc_tools.protoc -I proto --python_out=OUT \
+    python3 -m grpc_tools.protoc -I workerid-proto/proto --python_out=OUT \
         --grpc_python_out=OUT workerid/v1/workerid.proto
     python3 grpc_client.py OUT 127.0.0.1:PORT
 """

@@ -1,17 +1,23 @@
-//! Writes `src/grpc/generated.rs` from `proto/workerid/v1/workerid.proto`
-//! with a protobuf compiler written in Rust (protox): run it after changing
-//! the .proto, `cargo run -p workerid-server --example grpc_codegen`.
-//! Building the server needs neither this nor protoc; the test
-//! `grpc_generated` checks the file is what the .proto generates.
+//! Generates `workerid-proto/src/generated.rs` from
+//! `workerid-proto/proto/workerid/v1/workerid.proto` with a protobuf
+//! compiler written in Rust (protox): `cargo run -p workerid-proto-codegen`
+//! after changing the .proto. Building workerid-proto needs neither this nor
+//! protoc; this crate's test `generated` checks the checked-in file is what
+//! the .proto generates.
 
 use std::path::{Path, PathBuf};
 
 const HEADER: &str = "// Generated from proto/workerid/v1/workerid.proto by \
-                      examples/grpc_codegen.rs: do not edit.\n\n";
+                      workerid-proto-codegen: do not edit.\n\n";
+
+/// The workerid-proto crate.
+fn proto_crate() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
 
 /// Where the generated code is checked in.
 pub fn checked_in() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src/grpc/generated.rs")
+    proto_crate().join("src/generated.rs")
 }
 
 /// The code the .proto generates, as checked in.
@@ -19,13 +25,14 @@ pub fn checked_in() -> PathBuf {
 /// # Panics
 /// When the .proto does not compile or the code cannot be generated.
 pub fn generate() -> String {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = proto_crate();
     let descriptors = protox::compile(["workerid/v1/workerid.proto"], [root.join("proto")])
         .expect("the .proto compiles");
     let out = tempfile::tempdir().expect("a temporary directory");
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)
+        .build_transport(false)
         .emit_rerun_if_changed(false)
         .out_dir(out.path())
         .compile_fds(descriptors)
@@ -33,9 +40,4 @@ pub fn generate() -> String {
     let generated =
         std::fs::read_to_string(out.path().join("workerid.v1.rs")).expect("the generated file");
     format!("{HEADER}{generated}")
-}
-
-#[allow(dead_code)]
-fn main() {
-    std::fs::write(checked_in(), generate()).expect("writing src/grpc/generated.rs");
 }

@@ -1,0 +1,164 @@
+//! The `workerid.v1.Segments` service: the segment store behind the server,
+//! for clients that serve IDs from buffers of their own. Calls go through
+//! the same store handle as the server's own refills (its timeout, its
+//! metrics).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tonic::{Request, Response, Status};
+use workerid::segment::{self, SegmentStore, Tag};
+use workerid_proto::v1::segments_server::Segments;
+use workerid_proto::v1::{
+    CapabilitiesRequest, CreateTagRequest, GiveBackRequest, GivenBack, ListTagsRequest,
+    ReserveRequest, SegmentCapabilities, SegmentRange, TagCreated, TagInfo, TagList,
+};
+
+use super::{observed, status};
+
+/// The largest step a reservation may ask for (the store contract's bound).
+const MAX_STEP: u64 = 1 << 40;
+
+pub struct SegmentsService {
+    pub store: Arc<dyn SegmentStore>,
+}
+
+fn tag(name: String) -> Result<Tag, Status> {
+    Tag::new(name).map_err(|e| status::invalid("invalid_tag", e.to_string()))
+}
+
+fn step(step: u64) -> Result<u64, Status> {
+    if (1..=MAX_STEP).contains(&step) {
+        Ok(step)
+    } else {
+        Err(status::invalid(
+            "invalid_step",
+            format!("step must be 1 to {MAX_STEP}, not {step}"),
+        ))
+    }
+}
+
+fn failed(e: &segment::Error) -> Status {
+    status::of_segment_error(e)
+}
+
+#[tonic::async_trait]
+impl Segments for SegmentsService {
+    async fn create_tag(
+        &self,
+        request: Request<CreateTagRequest>,
+    ) -> Result<Response<TagCreated>, Status> {
+        let started = Instant::now();
+        let answer = async {
+            let r = request.into_inner();
+            let tag = tag(r.tag)?;
+            let step = step(r.step)?;
+            if r.first_id > segment::MAX_SEGMENT_ID {
+                return Err(status::invalid(
+                    "invalid_first_id",
+                    format!("first_id must be at most {}", segment::MAX_SEGMENT_ID),
+                ));
+            }
+            let created = self
+                .store
+                .create_tag(&tag, r.first_id, step)
+                .await
+                .map_err(|e| failed(&e))?;
+            Ok(TagCreated { created })
+        };
+        observed("/workerid.v1.Segments/CreateTag", started, answer.await)
+    }
+
+    async fn reserve(
+        &self,
+        request: Request<ReserveRequest>,
+    ) -> Result<Response<SegmentRange>, Status> {
+        let started = Instant::now();
+        let answer = async {
+            let r = request.into_inner();
+            let tag = tag(r.tag)?;
+            let step = match r.step {
+                0 => None,
+                n => Some(step(n)?),
+            };
+            let range = self
+                .store
+                .reserve(&tag, step)
+                .await
+                .map_err(|e| failed(&e))?;
+            Ok(SegmentRange {
+                first: range.first,
+                last: range.last,
+                version: range.version,
+            })
+        };
+        observed("/workerid.v1.Segments/Reserve", started, answer.await)
+    }
+
+    async fn give_back(
+        &self,
+        request: Request<GiveBackRequest>,
+    ) -> Result<Response<GivenBack>, Status> {
+        let started = Instant::now();
+        let answer = async {
+            let r = request.into_inner();
+            let tag = tag(r.tag)?;
+            let Some(reserved) = r.reserved.filter(|range| range.first <= range.last) else {
+                return Err(status::invalid(
+                    "invalid_range",
+                    "a give-back needs the range it returns, first <= last",
+                ));
+            };
+            let range = segment::Range {
+                first: reserved.first,
+                last: reserved.last,
+                version: reserved.version,
+            };
+            let taken = self
+                .store
+                .give_back(&tag, range, r.new_max)
+                .await
+                .map_err(|e| failed(&e))?;
+            Ok(GivenBack { taken })
+        };
+        observed("/workerid.v1.Segments/GiveBack", started, answer.await)
+    }
+
+    async fn list_tags(
+        &self,
+        _request: Request<ListTagsRequest>,
+    ) -> Result<Response<TagList>, Status> {
+        let started = Instant::now();
+        let answer = self
+            .store
+            .list_tags()
+            .await
+            .map_err(|e| failed(&e))
+            .map(|tags| TagList {
+                tags: tags
+                    .into_iter()
+                    .map(|t| TagInfo {
+                        tag: t.tag.as_str().into(),
+                        max_id: t.max_id,
+                        step: t.step,
+                    })
+                    .collect(),
+            });
+        observed("/workerid.v1.Segments/ListTags", started, answer)
+    }
+
+    async fn capabilities(
+        &self,
+        _request: Request<CapabilitiesRequest>,
+    ) -> Result<Response<SegmentCapabilities>, Status> {
+        let started = Instant::now();
+        let caps = self.store.segment_capabilities();
+        let answer = SegmentCapabilities {
+            durable: caps.durable,
+            gapless: caps.gapless,
+            list: caps.list,
+            give_back: caps.give_back,
+        };
+        observed("/workerid.v1.Segments/Capabilities", started, Ok(answer))
+    }
+}
