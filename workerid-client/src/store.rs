@@ -1,0 +1,227 @@
+//! The connection to the server, and what it learned at connect time.
+
+use std::time::Duration;
+
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Request, Status};
+use workerid_core::Capabilities;
+use workerid_proto::v1::leases_client::LeasesClient;
+use workerid_proto::v1::segments_client::SegmentsClient;
+use workerid_proto::v1::CapabilitiesRequest;
+use workerid_segment::SegmentCapabilities;
+
+/// Adds the bearer token to every call.
+#[derive(Clone)]
+pub(crate) struct Bearer(Option<MetadataValue<Ascii>>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(token) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", token.clone());
+        }
+        Ok(request)
+    }
+}
+
+pub(crate) type Leases = LeasesClient<InterceptedService<Channel, Bearer>>;
+pub(crate) type Segments = SegmentsClient<InterceptedService<Channel, Bearer>>;
+
+/// Why [`ServerStoreBuilder::connect`] failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// The URL or the token cannot be used.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+    /// The server did not answer (or refused the token).
+    #[error("workerid-server at {url} unavailable: {reason}")]
+    Unavailable {
+        /// The server's URL.
+        url: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+/// A lease and segment store that is a running `workerid-server` (see the
+/// [crate docs](crate)). Cheap to clone: clones share one HTTP/2
+/// connection.
+#[derive(Clone)]
+pub struct ServerStore {
+    pub(crate) leases: Leases,
+    pub(crate) segments: Segments,
+    pub(crate) capabilities: Capabilities,
+    pub(crate) segment_capabilities: SegmentCapabilities,
+    url: String,
+}
+
+impl std::fmt::Debug for ServerStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerStore")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How to reach the server: [`ServerStore::builder`].
+#[derive(Clone)]
+pub struct ServerStoreBuilder {
+    url: String,
+    bearer_token: Option<String>,
+    connect_timeout: Duration,
+    request_timeout: Duration,
+}
+
+impl std::fmt::Debug for ServerStoreBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerStoreBuilder")
+            .field("url", &self.url)
+            .field("bearer_token", &self.bearer_token.as_ref().map(|_| "***"))
+            .field("connect_timeout", &self.connect_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .finish()
+    }
+}
+
+impl ServerStore {
+    /// A builder for the server at `url` (`http://host:port`, the server's
+    /// `grpc_listen`).
+    pub fn builder(url: impl Into<String>) -> ServerStoreBuilder {
+        ServerStoreBuilder {
+            url: url.into(),
+            bearer_token: None,
+            connect_timeout: Duration::from_secs(3),
+            request_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// Connects to the server at `url` with the default timeouts and no
+    /// token.
+    ///
+    /// # Errors
+    /// As [`ServerStoreBuilder::connect`].
+    pub async fn connect(url: impl Into<String>) -> Result<ServerStore, ConnectError> {
+        ServerStore::builder(url).connect().await
+    }
+
+    /// The server's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl ServerStoreBuilder {
+    /// The bearer token the server asks for (its `auth_token`).
+    pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
+        self.bearer_token = Some(token.into());
+        self
+    }
+
+    /// How long connecting may take (default 3 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long one call may take before it is `Unavailable` (default 5 s).
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Connects and reads what the store behind the server can do.
+    ///
+    /// # Errors
+    /// [`ConnectError::InvalidConfig`] for a URL or token that cannot be
+    /// used; [`ConnectError::Unavailable`] when the server does not answer
+    /// or refuses the token.
+    pub async fn connect(self) -> Result<ServerStore, ConnectError> {
+        let endpoint = Endpoint::from_shared(self.url.clone())
+            .map_err(|e| ConnectError::InvalidConfig(format!("{}: {e}", self.url)))?
+            .connect_timeout(self.connect_timeout)
+            .timeout(self.request_timeout);
+        let token = match &self.bearer_token {
+            Some(token) => Some(format!("Bearer {token}").parse().map_err(|_| {
+                ConnectError::InvalidConfig("the bearer token is not ASCII".into())
+            })?),
+            None => None,
+        };
+        let unavailable = |reason: String| ConnectError::Unavailable {
+            url: self.url.clone(),
+            reason,
+        };
+        let channel = endpoint
+            .connect()
+            .await
+            .map_err(|e| unavailable(crate::errors::transport_reason(&e)))?;
+        let bearer = Bearer(token);
+        let mut leases = LeasesClient::with_interceptor(channel.clone(), bearer.clone());
+        let mut segments = SegmentsClient::with_interceptor(channel, bearer);
+        let lease_caps = leases
+            .capabilities(CapabilitiesRequest {})
+            .await
+            .map_err(|s| unavailable(s.message().to_owned()))?
+            .into_inner();
+        let segment_caps = segments
+            .capabilities(CapabilitiesRequest {})
+            .await
+            .map_err(|s| unavailable(s.message().to_owned()))?
+            .into_inner();
+        Ok(ServerStore {
+            leases,
+            segments,
+            capabilities: Capabilities {
+                min_ttl: Duration::from_millis(lease_caps.min_ttl_ms),
+                ttl_granularity: Duration::from_millis(lease_caps.ttl_granularity_ms),
+                max_worker_bits: u8::try_from(lease_caps.max_worker_bits).unwrap_or(22),
+                durable: lease_caps.durable,
+                expiry_lag: Duration::from_millis(lease_caps.expiry_lag_ms),
+                quarantine: lease_caps.quarantine,
+                list: lease_caps.list,
+            },
+            segment_capabilities: SegmentCapabilities {
+                durable: segment_caps.durable,
+                gapless: segment_caps.gapless,
+                list: segment_caps.list,
+                give_back: segment_caps.give_back,
+            },
+            url: self.url,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_never_shows() {
+        let builder = ServerStore::builder("http://127.0.0.1:1").bearer_token("hunter2");
+        assert!(!format!("{builder:?}").contains("hunter2"));
+    }
+
+    #[tokio::test]
+    async fn a_server_that_does_not_answer_is_unavailable() {
+        // A port nothing listens on (bound, then closed).
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let refused = ServerStore::builder(format!("http://127.0.0.1:{port}"))
+            .connect_timeout(Duration::from_millis(500))
+            .connect()
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(refused, ConnectError::Unavailable { .. }),
+            "{refused}"
+        );
+        let bad = ServerStore::connect("not a url").await.unwrap_err();
+        assert!(matches!(bad, ConnectError::InvalidConfig(_)), "{bad}");
+    }
+}
