@@ -74,6 +74,8 @@ pub struct ServerStoreBuilder {
     bearer_token: Option<String>,
     connect_timeout: Duration,
     request_timeout: Duration,
+    tls_ca_pem: Option<Vec<u8>>,
+    tls_identity_pem: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for ServerStoreBuilder {
@@ -83,19 +85,23 @@ impl std::fmt::Debug for ServerStoreBuilder {
             .field("bearer_token", &self.bearer_token.as_ref().map(|_| "***"))
             .field("connect_timeout", &self.connect_timeout)
             .field("request_timeout", &self.request_timeout)
+            .field("tls_ca", &self.tls_ca_pem.is_some())
+            .field("tls_identity", &self.tls_identity_pem.is_some())
             .finish()
     }
 }
 
 impl ServerStore {
     /// A builder for the server at `url` (`http://host:port`, the server's
-    /// `grpc_listen`).
+    /// `grpc_listen`; `https://` when it has `grpc_tls_cert`).
     pub fn builder(url: impl Into<String>) -> ServerStoreBuilder {
         ServerStoreBuilder {
             url: url.into(),
             bearer_token: None,
             connect_timeout: Duration::from_secs(3),
             request_timeout: Duration::from_secs(5),
+            tls_ca_pem: None,
+            tls_identity_pem: None,
         }
     }
 
@@ -121,6 +127,20 @@ impl ServerStoreBuilder {
         self
     }
 
+    /// The CA (PEM) that signed the server's certificate, for an
+    /// `https://` URL; without it the web's public roots are trusted.
+    pub fn tls_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_ca_pem = Some(pem.into());
+        self
+    }
+
+    /// A client certificate chain and its key (PEM), for a server that asks
+    /// for one (`grpc_tls_client_ca`).
+    pub fn tls_identity_pem(mut self, cert: impl Into<Vec<u8>>, key: impl Into<Vec<u8>>) -> Self {
+        self.tls_identity_pem = Some((cert.into(), key.into()));
+        self
+    }
+
     /// How long connecting may take (default 3 s).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
@@ -133,6 +153,19 @@ impl ServerStoreBuilder {
         self
     }
 
+    fn tls_config(&self) -> tonic::transport::ClientTlsConfig {
+        use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+        let mut config = ClientTlsConfig::new();
+        config = match &self.tls_ca_pem {
+            Some(ca) => config.ca_certificate(Certificate::from_pem(ca)),
+            None => config.with_webpki_roots(),
+        };
+        if let Some((cert, key)) = &self.tls_identity_pem {
+            config = config.identity(Identity::from_pem(cert, key));
+        }
+        config
+    }
+
     /// Connects and reads what the store behind the server can do.
     ///
     /// # Errors
@@ -140,10 +173,19 @@ impl ServerStoreBuilder {
     /// used; [`ConnectError::Unavailable`] when the server does not answer
     /// or refuses the token.
     pub async fn connect(self) -> Result<ServerStore, ConnectError> {
-        let endpoint = Endpoint::from_shared(self.url.clone())
+        let mut endpoint = Endpoint::from_shared(self.url.clone())
             .map_err(|e| ConnectError::InvalidConfig(format!("{}: {e}", self.url)))?
             .connect_timeout(self.connect_timeout)
             .timeout(self.request_timeout);
+        if self.url.starts_with("https://") {
+            endpoint = endpoint
+                .tls_config(self.tls_config())
+                .map_err(|e| ConnectError::InvalidConfig(format!("TLS: {e}")))?;
+        } else if self.tls_ca_pem.is_some() || self.tls_identity_pem.is_some() {
+            return Err(ConnectError::InvalidConfig(
+                "TLS settings need an https:// URL".into(),
+            ));
+        }
         let token = match &self.bearer_token {
             Some(token) => Some(format!("Bearer {token}").parse().map_err(|_| {
                 ConnectError::InvalidConfig("the bearer token is not ASCII".into())

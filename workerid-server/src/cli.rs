@@ -68,6 +68,15 @@ pub struct Cli {
     /// Serve the gRPC API on this address (a port of its own).
     #[arg(long, env = "WORKERID_GRPC_LISTEN")]
     pub grpc_listen: Option<String>,
+    /// TLS on the gRPC port: the certificate chain (PEM file).
+    #[arg(long, env = "WORKERID_GRPC_TLS_CERT")]
+    pub grpc_tls_cert: Option<std::path::PathBuf>,
+    /// TLS on the gRPC port: the private key (PEM file).
+    #[arg(long, env = "WORKERID_GRPC_TLS_KEY")]
+    pub grpc_tls_key: Option<std::path::PathBuf>,
+    /// Only gRPC clients with a certificate this CA (PEM file) signed.
+    #[arg(long, env = "WORKERID_GRPC_TLS_CLIENT_CA")]
+    pub grpc_tls_client_ca: Option<std::path::PathBuf>,
     /// The most IDs one request may ask for with `count`.
     #[arg(long, env = "WORKERID_MAX_BATCH")]
     pub max_batch: Option<u64>,
@@ -139,6 +148,9 @@ impl Cli {
         set(&mut config.max_buffer_bytes, &self.max_buffer_bytes);
         set(&mut config.max_batch, &self.max_batch);
         set_some(&mut config.grpc_listen, &self.grpc_listen);
+        set_some(&mut config.grpc_tls_cert, &self.grpc_tls_cert);
+        set_some(&mut config.grpc_tls_key, &self.grpc_tls_key);
+        set_some(&mut config.grpc_tls_client_ca, &self.grpc_tls_client_ca);
         set_some(&mut config.otlp_endpoint, &self.otlp_endpoint);
         let s = &mut config.snowflake;
         set(&mut s.enabled, &self.snowflake_enabled);

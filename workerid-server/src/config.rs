@@ -1,5 +1,6 @@
 //! The TOML configuration.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -25,6 +26,15 @@ pub struct Config {
     /// gRPC.
     #[serde(default)]
     pub grpc_listen: Option<String>,
+    /// TLS on the gRPC port: the server's certificate chain and its key
+    /// (PEM files); both or neither.
+    #[serde(default)]
+    pub grpc_tls_cert: Option<PathBuf>,
+    #[serde(default)]
+    pub grpc_tls_key: Option<PathBuf>,
+    /// With TLS: only clients with a certificate this CA (PEM file) signed.
+    #[serde(default)]
+    pub grpc_tls_client_ca: Option<PathBuf>,
     /// How long one segment store call may take, in milliseconds (default
     /// 3000): past it the request fails (HTTP 500, `store_unavailable`) and shutdown moves on.
     #[serde(default = "default_store_timeout")]
@@ -286,6 +296,18 @@ impl Config {
                 self.max_batch
             ));
         }
+        match (&self.grpc_tls_cert, &self.grpc_tls_key) {
+            (Some(_), None) | (None, Some(_)) => {
+                return Err("grpc_tls_cert and grpc_tls_key go together".into())
+            }
+            (None, None) if self.grpc_tls_client_ca.is_some() => {
+                return Err("grpc_tls_client_ca needs grpc_tls_cert and grpc_tls_key".into())
+            }
+            _ => {}
+        }
+        if self.grpc_listen.is_none() && self.grpc_tls_cert.is_some() {
+            return Err("grpc_tls_cert is set but grpc_listen is not".into());
+        }
         if let Some(endpoint) = &self.otlp_endpoint {
             crate::traces::check_endpoint(endpoint)?;
         }
@@ -330,6 +352,9 @@ impl std::fmt::Debug for Config {
             .field("store", &workerid::redact_url(&self.store))
             .field("listen", &self.listen)
             .field("grpc_listen", &self.grpc_listen)
+            .field("grpc_tls_cert", &self.grpc_tls_cert)
+            .field("grpc_tls_key", &self.grpc_tls_key)
+            .field("grpc_tls_client_ca", &self.grpc_tls_client_ca)
             .field("store_timeout_ms", &self.store_timeout_ms)
             .field("tags_refresh_ms", &self.tags_refresh_ms)
             .field("fast_path", &self.fast_path)
@@ -367,6 +392,9 @@ impl Default for Config {
             store: default_store(),
             listen: default_listen(),
             grpc_listen: None,
+            grpc_tls_cert: None,
+            grpc_tls_key: None,
+            grpc_tls_client_ca: None,
             store_timeout_ms: default_store_timeout(),
             tags_refresh_ms: default_tags_refresh(),
             allow_volatile_segments: false,

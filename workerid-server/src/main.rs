@@ -186,6 +186,7 @@ async fn run(config: Config) -> Result<(), Failure> {
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .map_err(|e| Failure::Listen(format!("cannot listen on {}: {e}", config.listen)))?;
+    let grpc_tls = grpc::Tls::load(&config).map_err(Failure::Config)?;
     let grpc_listener = match &config.grpc_listen {
         Some(address) => Some(
             tokio::net::TcpListener::bind(address)
@@ -301,7 +302,13 @@ async fn run(config: Config) -> Result<(), Failure> {
         let shutdown = async move {
             let _ = signalled.wait_for(|&s| s).await;
         };
-        tokio::spawn(grpc::serve(listener, app.clone(), remote_leases, shutdown))
+        tokio::spawn(grpc::serve(
+            listener,
+            grpc_tls,
+            app.clone(),
+            remote_leases,
+            shutdown,
+        ))
     });
     let shutdown = async move {
         let _ = signalled.wait_for(|&s| s).await;

@@ -31,16 +31,63 @@ use workerid_proto::v1::ids_server::IdsServer;
 use workerid_proto::v1::leases_server::LeasesServer;
 use workerid_proto::v1::segments_server::SegmentsServer;
 
+/// TLS on the gRPC port: the server's certificate chain and key, and the CA
+/// client certificates must be signed by (none: no client certificates).
+pub struct Tls {
+    pub cert_pem: Vec<u8>,
+    pub key_pem: Vec<u8>,
+    pub client_ca_pem: Option<Vec<u8>>,
+}
+
+impl Tls {
+    /// The files `config` names, read; `None` without TLS.
+    ///
+    /// # Errors
+    /// A message naming the file that cannot be read.
+    pub fn load(config: &crate::config::Config) -> Result<Option<Tls>, String> {
+        let read = |path: &std::path::Path| {
+            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+        };
+        let (Some(cert), Some(key)) = (&config.grpc_tls_cert, &config.grpc_tls_key) else {
+            return Ok(None);
+        };
+        let tls = Tls {
+            cert_pem: read(cert)?,
+            key_pem: read(key)?,
+            client_ca_pem: config.grpc_tls_client_ca.as_deref().map(read).transpose()?,
+        };
+        // Refused here, before anything listens: a bad certificate or key
+        // would otherwise leave a server that speaks no gRPC at all.
+        tonic::transport::Server::builder()
+            .tls_config(tls.server_config())
+            .map_err(|e| format!("grpc_tls_cert / grpc_tls_key: {e}"))?;
+        Ok(Some(tls))
+    }
+
+    fn server_config(&self) -> tonic::transport::ServerTlsConfig {
+        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+        let config =
+            ServerTlsConfig::new().identity(Identity::from_pem(&self.cert_pem, &self.key_pem));
+        match &self.client_ca_pem {
+            Some(ca) => config.client_ca_root(Certificate::from_pem(ca)),
+            None => config,
+        }
+    }
+}
+
 /// How often the health service's answer follows readiness.
 const HEALTH_EVERY: Duration = Duration::from_secs(1);
 
-/// Serves the gRPC API on `listener` until `shutdown` completes: streams
-/// then end with `UNAVAILABLE` (`shutting_down`) and calls in flight finish.
+/// Serves the gRPC API on `listener` (over TLS with `tls`) until `shutdown`
+/// completes: streams then end with `UNAVAILABLE` (`shutting_down`) and
+/// calls in flight finish.
 ///
 /// # Errors
-/// The transport's error, as text, when serving fails.
+/// The transport's error, as text: a certificate or key it cannot use, or
+/// serving failed.
 pub async fn serve(
     listener: TcpListener,
+    tls: Option<Tls>,
     app: Arc<App>,
     leases: Arc<dyn LeaseStore>,
     shutdown: impl Future<Output = ()>,
@@ -59,7 +106,13 @@ pub async fn serve(
         shutdown.await;
         stop_streams.send_replace(true);
     };
-    let served = tonic::transport::Server::builder()
+    let mut server = tonic::transport::Server::builder();
+    if let Some(tls) = &tls {
+        server = server
+            .tls_config(tls.server_config())
+            .map_err(|e| format!("gRPC TLS: {e}"))?;
+    }
+    let served = server
         .add_service(health)
         .add_service(IdsServer::with_interceptor(ids, check.clone()))
         .add_service(LeasesServer::with_interceptor(
