@@ -24,7 +24,7 @@ use crate::clock::mono_ns;
 use crate::nemesis::{nanos, run_dir, Fault, NemesisEvent};
 use crate::peers::{create_table, serve_as_peer, Migration, Peers};
 use crate::service_check::{check_service, Endpoint, Received, ServiceCheckOptions, ServiceReport};
-use crate::service_clients::{poll_leases, serve_requests, Shared};
+use crate::service_clients::{poll_leases, serve_grpc_requests, serve_requests, Shared};
 use crate::service_fleet::launch;
 pub use crate::service_fleet::server_binary;
 use crate::targets::Target;
@@ -114,6 +114,8 @@ pub struct ServiceConfig {
     pub servers: usize,
     /// HTTP client threads per server.
     pub clients_per_server: usize,
+    /// gRPC client threads per server (each server also serves gRPC).
+    pub grpc_clients_per_server: usize,
     /// How long faults go on (longer if the first round, every fault once,
     /// takes longer).
     pub duration: Duration,
@@ -165,6 +167,7 @@ impl ServiceConfig {
             server_bin: server_bin.into(),
             servers: 3,
             clients_per_server: 2,
+            grpc_clients_per_server: 1,
             duration: Duration::from_secs(20),
             seed,
             ttl,
@@ -315,11 +318,12 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
         None => url.clone(),
     };
     let mut servers = Vec::new();
-    let mut addresses = Vec::new();
+    let (mut addresses, mut grpc_addresses) = (Vec::new(), Vec::new());
     for i in 0..config.servers {
-        let (server, address) = launch(config, &dir, i, &server_url, labs.as_ref())?;
+        let (server, address, grpc) = launch(config, &dir, i, &server_url, labs.as_ref())?;
         servers.push(server);
         addresses.push(address);
+        grpc_addresses.push(grpc);
     }
     let shared = Arc::new(Shared::new(config.servers));
     let migration = config.peers.map_or(Migration::Alongside, |p| p.migration);
@@ -335,6 +339,18 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
                     std::thread::sleep(Duration::from_nanos(third));
                 }
                 serve_requests(&shared, i, address, &tags, c, pause);
+            }));
+        }
+    }
+    for (i, &address) in grpc_addresses.iter().enumerate() {
+        for c in 0..config.grpc_clients_per_server {
+            let (shared, tags) = (shared.clone(), config.tags.clone());
+            let pause = config.request_pause;
+            threads.push(std::thread::spawn(move || {
+                if migration == Migration::TheirsThenOurs {
+                    std::thread::sleep(Duration::from_nanos(third));
+                }
+                serve_grpc_requests(&shared, i, address, &tags, c, pause);
             }));
         }
     }
@@ -474,6 +490,8 @@ fn write_history(dir: &std::path::Path, ids: &[Received]) {
             Endpoint::LeafSegment => "segment",
             Endpoint::LeafSnowflake => "snowflake",
             Endpoint::Peer => "peer",
+            Endpoint::GrpcSegment => "grpc-segment",
+            Endpoint::GrpcSnowflake => "grpc-snowflake",
         };
         text.push_str(&format!(
             "{} {} s{} {endpoint} {} {}\n",

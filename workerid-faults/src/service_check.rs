@@ -35,6 +35,17 @@ pub enum Endpoint {
     /// A segment ID a go-id-alloc or Leaf server (modelled) handed out from
     /// the same table ([`crate::peers`]).
     Peer,
+    /// gRPC's `workerid.v1.Ids/NextIds` (segment IDs).
+    GrpcSegment,
+    /// gRPC's `workerid.v1.Ids/NextSnowflakes`.
+    GrpcSnowflake,
+}
+
+impl Endpoint {
+    /// Whether it serves snowflake IDs (the others serve segment IDs).
+    pub fn is_snowflake(self) -> bool {
+        matches!(self, Endpoint::LeafSnowflake | Endpoint::GrpcSnowflake)
+    }
 }
 
 /// One ID a client received, recorded before it counts as acknowledged.
@@ -217,6 +228,8 @@ pub struct ServiceReport {
     pub peer_ids: usize,
     /// Snowflake IDs checked.
     pub snowflake_ids: usize,
+    /// Of the segment and snowflake IDs, those served over gRPC.
+    pub grpc_ids: usize,
     /// Snowflake IDs whose liveness could be judged (listings on both sides
     /// less than a ttl apart).
     pub judged_live: usize,
@@ -252,10 +265,11 @@ impl fmt::Display for ServiceReport {
         };
         writeln!(
             f,
-            "{} segment IDs{peers}, {} snowflake IDs ({} judged for liveness), {} worker IDs ({} served by more than one server)",
+            "{} segment IDs{peers}, {} snowflake IDs ({} judged for liveness; {} IDs over gRPC), {} worker IDs ({} served by more than one server)",
             self.segment_ids,
             self.snowflake_ids,
             self.judged_live,
+            self.grpc_ids,
             self.worker_ids,
             self.shared_worker_ids
         )?;
@@ -297,7 +311,10 @@ pub fn check_service(
     let mut snowflakes: HashMap<u64, usize> = HashMap::new();
     let mut by_worker: HashMap<u32, Vec<&Received>> = HashMap::new();
     for r in ids {
-        if r.endpoint == Endpoint::LeafSnowflake {
+        if matches!(r.endpoint, Endpoint::GrpcSegment | Endpoint::GrpcSnowflake) {
+            report.grpc_ids += 1;
+        }
+        if r.endpoint.is_snowflake() {
             report.snowflake_ids += 1;
             if let Some(&first) = snowflakes.get(&r.id) {
                 let servers = (first, r.server);
@@ -338,7 +355,7 @@ pub fn check_service(
         }
     }
     let ttl = crate::nemesis::nanos(options.ttl);
-    for r in ids.iter().filter(|r| r.endpoint == Endpoint::LeafSnowflake) {
+    for r in ids.iter().filter(|r| r.endpoint.is_snowflake()) {
         let worker_id = options.layout.decompose(r.id).worker_id;
         match live_around(polls, r, worker_id, ttl) {
             Liveness::Unjudged => {}
@@ -437,7 +454,7 @@ fn recoveries(
 ) -> Vec<ServiceViolation> {
     let bound = crate::nemesis::nanos(options.recovery_bound);
     let mut by_server: Vec<Vec<&Received>> = vec![Vec::new(); options.servers];
-    for r in ids.iter().filter(|r| r.endpoint == Endpoint::LeafSnowflake) {
+    for r in ids.iter().filter(|r| r.endpoint.is_snowflake()) {
         if let Some(list) = by_server.get_mut(r.server) {
             list.push(r);
         }

@@ -1,12 +1,14 @@
-//! The service run's observers: HTTP clients that ask a server for IDs and
-//! record each one before counting it as acknowledged, and a poller that
-//! lists the lease namespace in the store.
+//! The service run's observers: HTTP and gRPC clients that ask a server for
+//! IDs and record each one before counting it as acknowledged, and a poller
+//! that lists the lease namespace in the store.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use workerid::{Allocator, LeaseOptions, Listing};
+use workerid_proto::v1::ids_client::IdsClient;
+use workerid_proto::v1::{NextIdsRequest, NextSnowflakesRequest};
 
 use crate::clock::mono_ns;
 use crate::http::HttpClient;
@@ -127,33 +129,133 @@ pub(crate) fn serve_requests(
             .filter(|answer| answer.status == 200)
             .and_then(|answer| served_ids(*endpoint, path, &answer.body));
         let received = mono_ns();
-        match ids {
-            Some(ids) => {
-                // Recorded first, then acknowledged: the checker sees
-                // every ID a client could have handed on.
-                shared.lock_ids().extend(ids.iter().map(|&id| Received {
-                    server,
-                    endpoint: *endpoint,
-                    tag: tag.clone(),
-                    id,
-                    sent,
-                    received,
-                }));
-                shared
-                    .acknowledged
-                    .fetch_add(ids.len() as u64, Ordering::Relaxed);
-                if *endpoint == Endpoint::LeafSnowflake {
-                    shared.last_snowflake_sent[server].fetch_max(sent, Ordering::Relaxed);
-                }
-            }
-            None => {
-                shared.failed.fetch_add(1, Ordering::Relaxed);
-                // A server that is down refuses at once: do not spin.
-                std::thread::sleep(Duration::from_millis(10));
-            }
+        let answered = Answered {
+            server,
+            endpoint: *endpoint,
+            tag,
+            sent,
+            received,
+        };
+        if !shared.record(&answered, ids.as_deref()) {
+            // A server that is down refuses at once: do not spin.
+            std::thread::sleep(Duration::from_millis(10));
         }
         std::thread::sleep(pause);
     }
+}
+
+/// One request's answer, for [`Shared::record`].
+struct Answered<'a> {
+    server: usize,
+    endpoint: Endpoint,
+    tag: &'a str,
+    sent: u64,
+    received: u64,
+}
+
+impl Shared {
+    /// Records the IDs a request got (first recorded, then acknowledged:
+    /// the checker sees every ID a client could have handed on), or counts
+    /// it failed for `None`; whether it got IDs.
+    fn record(&self, answered: &Answered<'_>, ids: Option<&[u64]>) -> bool {
+        let Some(ids) = ids else {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+            return false;
+        };
+        let Answered {
+            server,
+            endpoint,
+            tag,
+            sent,
+            received,
+        } = *answered;
+        self.lock_ids().extend(ids.iter().map(|&id| Received {
+            server,
+            endpoint,
+            tag: tag.to_owned(),
+            id,
+            sent,
+            received,
+        }));
+        self.acknowledged
+            .fetch_add(ids.len() as u64, Ordering::Relaxed);
+        if endpoint.is_snowflake() {
+            self.last_snowflake_sent[server].fetch_max(sent, Ordering::Relaxed);
+        }
+        true
+    }
+}
+
+/// One gRPC client of server `server` (its gRPC port at `address`) until
+/// told to stop: snowflake and segment IDs, one and five at a time, in
+/// turn, each recorded as the HTTP clients' are.
+pub(crate) fn serve_grpc_requests(
+    shared: &Shared,
+    server: usize,
+    address: std::net::SocketAddr,
+    tags: &[String],
+    n: usize,
+    pause: Duration,
+) {
+    let Some(runtime) = thread_runtime("a gRPC client") else {
+        return;
+    };
+    let Ok(endpoint) = tonic::transport::Endpoint::from_shared(format!("http://{address}")) else {
+        tracing::error!("a gRPC client cannot use the address {address}");
+        return;
+    };
+    let cycle: Vec<(Endpoint, &str, u64)> = tags
+        .iter()
+        .flat_map(|tag| {
+            [
+                (Endpoint::GrpcSnowflake, "", 1),
+                (Endpoint::GrpcSegment, tag.as_str(), 1),
+                (Endpoint::GrpcSnowflake, "", 5),
+                (Endpoint::GrpcSegment, tag.as_str(), 5),
+            ]
+        })
+        .collect();
+    runtime.block_on(async {
+        let channel = endpoint
+            .connect_timeout(REQUEST_TIMEOUT)
+            .timeout(REQUEST_TIMEOUT)
+            .connect_lazy();
+        let mut client = IdsClient::new(channel);
+        let mut i = n * 3;
+        while !shared.stop.load(Ordering::Relaxed) {
+            let (endpoint, tag, count) = cycle[i % cycle.len()];
+            i += 1;
+            let sent = mono_ns();
+            let answer = if endpoint.is_snowflake() {
+                client
+                    .next_snowflakes(NextSnowflakesRequest { count })
+                    .await
+            } else {
+                let tag = tag.to_owned();
+                client.next_ids(NextIdsRequest { tag, count }).await
+            };
+            let received = mono_ns();
+            let ids: Option<Vec<u64>> = answer.ok().map(|batch| {
+                batch
+                    .into_inner()
+                    .ranges
+                    .iter()
+                    .flat_map(|r| r.first..=r.last)
+                    .collect()
+            });
+            let answered = Answered {
+                server,
+                endpoint,
+                tag,
+                sent,
+                received,
+            };
+            if !shared.record(&answered, ids.as_deref()) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            tokio::time::sleep(pause).await;
+        }
+    });
 }
 
 /// The IDs of a successful answer to `path`: go-id-alloc's

@@ -102,15 +102,16 @@ pub(crate) fn launch(
     i: usize,
     url: &str,
     labs: Option<&Labs>,
-) -> Result<(Server, SocketAddr)> {
-    let port = free_port();
-    let (address, url) = match labs {
-        Some(labs) => (
-            SocketAddr::from((labs.address(i), port)),
-            labs.translate(i, url),
-        ),
-        None => (SocketAddr::from(([127, 0, 0, 1], port)), url.to_string()),
+) -> Result<(Server, SocketAddr, SocketAddr)> {
+    let (port, grpc_port) = (free_port(), free_port());
+    let (ip, url) = match labs {
+        Some(labs) => (labs.address(i), labs.translate(i, url)),
+        None => (std::net::Ipv4Addr::LOCALHOST, url.to_string()),
     };
+    let (address, grpc) = (
+        SocketAddr::from((ip, port)),
+        SocketAddr::from((ip, grpc_port)),
+    );
     let mut toml = String::new();
     for tag in &config.tags {
         toml.push_str(&format!(
@@ -131,6 +132,7 @@ pub(crate) fn launch(
         ("--config", path.display().to_string()),
         ("--store", url),
         ("--listen", address.to_string()),
+        ("--grpc-listen", grpc.to_string()),
         ("--workers", "2".to_string()),
         ("--store-timeout-ms", "1000".to_string()),
         ("--tags-refresh-ms", "1000".to_string()),
@@ -160,5 +162,5 @@ pub(crate) fn launch(
             })
             .ready_timeout(Duration::from_secs(60))
     });
-    Ok((Server { process }, address))
+    Ok((Server { process }, address, grpc))
 }

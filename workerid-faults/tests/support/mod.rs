@@ -184,6 +184,11 @@ fn service_survives(target: &Target, config: ServiceConfig) -> ServiceOutcome {
         outcome.seed
     );
     assert!(
+        report.grpc_ids >= 100 || config.grpc_clients_per_server == 0,
+        "the gRPC clients were hardly served (seed {}): {report}",
+        outcome.seed
+    );
+    assert!(
         report.is_safe(),
         "the service broke a rule (seed {}; evidence in {}):\n{report}",
         outcome.seed,
