@@ -204,11 +204,7 @@ pub async fn serve(
                         .fetch_add(1, Ordering::Relaxed);
                     let started = std::time::Instant::now();
                     let (status, body) = routes::alloc(app, target.query()).await;
-                    crate::telemetry::record_request(
-                        metrics::SharedString::const_str("/alloc"),
-                        status.as_u16(),
-                        started,
-                    );
+                    app.metrics.record_alloc(status.as_u16(), started);
                     close = asked || *shutdown.borrow();
                     write_response(&mut out, status, &body, close, &mut date);
                     buf.advance(len);

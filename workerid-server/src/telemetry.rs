@@ -33,6 +33,9 @@ pub struct Metrics {
     pub store_errors: AtomicU64,
     pub tag_lists: AtomicU64,
     pub fast_path_requests: AtomicU64,
+    /// `/alloc` answered 200, the fast path's common case: handles taken
+    /// once, so that a request costs no lookup of its labels.
+    alloc_ok: (metrics::Counter, metrics::Histogram),
     /// The `workerid_lease_info` labels last shown with 1.
     lease_info: Mutex<Option<[String; 3]>>,
 }
@@ -66,8 +69,22 @@ impl Metrics {
             store_errors: AtomicU64::new(0),
             tag_lists: AtomicU64::new(0),
             fast_path_requests: AtomicU64::new(0),
+            alloc_ok: (
+                metrics::counter!(HTTP_REQUESTS, "endpoint" => "/alloc", "status" => "200"),
+                metrics::histogram!(HTTP_REQUEST_SECONDS, "endpoint" => "/alloc"),
+            ),
             lease_info: Mutex::new(None),
         })
+    }
+
+    /// Records one `/alloc` request of the fast path (its hot path).
+    pub fn record_alloc(&self, status: u16, started: Instant) {
+        if status == 200 {
+            self.alloc_ok.1.record(started.elapsed().as_secs_f64());
+            self.alloc_ok.0.increment(1);
+        } else {
+            record_request(metrics::SharedString::const_str("/alloc"), status, started);
+        }
     }
 
     /// Keeps the exporter's memory bounded between scrapes.
