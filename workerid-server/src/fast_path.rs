@@ -34,6 +34,10 @@ pub const MAX_HEAD: usize = 16 * 1024;
 /// Headers `httparse` makes room for; a request with more goes to hyper.
 const MAX_HEADERS: usize = 32;
 
+/// The fast path times one request in this many for the latency histogram
+/// (every one is counted), the first of each connection included.
+const TIME_ONE_IN: u32 = 16;
+
 /// How a connection left this path.
 pub enum Ended {
     /// Closed: the client left, an error, a `Connection: close`, the header
@@ -181,6 +185,7 @@ pub async fn serve(
     let mut date = DateCache::default();
     // When the head at the front of `buf` began to arrive.
     let mut head_since: Option<Instant> = None;
+    let mut answered: u32 = 0;
     let max_buffer = limits.max_buffer_bytes;
     loop {
         let mut close = false;
@@ -202,7 +207,12 @@ pub async fn serve(
                     app.metrics
                         .fast_path_requests
                         .fetch_add(1, Ordering::Relaxed);
-                    let started = std::time::Instant::now();
+                    // One request in TIME_ONE_IN is timed for the latency
+                    // histogram: two clock reads and a histogram record
+                    // cost some 10 % of a pipelined request answered from
+                    // memory.
+                    answered = answered.wrapping_add(1);
+                    let started = (answered % TIME_ONE_IN == 1).then(std::time::Instant::now);
                     let (status, body) = routes::alloc(app, target.query()).await;
                     app.metrics.record_alloc(status.as_u16(), started);
                     close = asked || *shutdown.borrow();

@@ -77,13 +77,24 @@ impl Metrics {
         })
     }
 
-    /// Records one `/alloc` request of the fast path (its hot path).
-    pub fn record_alloc(&self, status: u16, started: Instant) {
-        if status == 200 {
-            self.alloc_ok.1.record(started.elapsed().as_secs_f64());
-            self.alloc_ok.0.increment(1);
-        } else {
-            record_request(metrics::SharedString::const_str("/alloc"), status, started);
+    /// Records one `/alloc` request of the fast path (its hot path): always
+    /// counted; its latency recorded when it was timed (`started`).
+    pub fn record_alloc(&self, status: u16, started: Option<Instant>) {
+        match started {
+            Some(started) if status == 200 => {
+                self.alloc_ok.1.record(started.elapsed().as_secs_f64());
+                self.alloc_ok.0.increment(1);
+            }
+            Some(started) => {
+                record_request(metrics::SharedString::const_str("/alloc"), status, started)
+            }
+            None if status == 200 => self.alloc_ok.0.increment(1),
+            None => metrics::counter!(
+                HTTP_REQUESTS,
+                "endpoint" => "/alloc",
+                "status" => status_label(status)
+            )
+            .increment(1),
         }
     }
 
