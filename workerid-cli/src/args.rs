@@ -92,8 +92,8 @@ pub enum Command {
     /// A snowflake ID's time (UTC), worker ID and sequence.
     #[command(after_help = concat!(
         "Layouts: classic (41 bits of ms since 2024-01-01, 10 worker bits, 12 sequence bits),\n\
-         sonyflake (39 bits of 10 ms since 2014-09-01, 16, 8, the worker above the sequence:\n\
-         Sonyflake's own IDs decode with their machine ID and sequence swapped), twitter (41/10/12 since\n\
+         sonyflake (Sonyflake's: 39 bits of 10 ms since 2014-09-01, then 8 sequence bits, then 16\n\
+         machine bits), sonyflake-v2 (the same since 2025-01-01), twitter (41/10/12 since\n\
          2010-11-04T01:42:54.657Z), discord (41/10/12 since 2015-01-01), instagram (40/13/10\n\
          since 2011-08-24T21:07:01.721Z), js-safe (below 2^53: 38 bits of 10 ms, 8, 7), or\n\
          custom:TIMESTAMP_BITS,WORKER_BITS,SEQUENCE_BITS,UNIT_MS,EPOCH with EPOCH a date\n\
@@ -195,7 +195,7 @@ pub struct ReleaseArgs {
 pub struct DecodeArgs {
     /// The snowflake ID (decimal, or hex with 0x).
     pub id: String,
-    /// classic, sonyflake, twitter, discord, instagram, js-safe, or
+    /// classic, sonyflake, sonyflake-v2, twitter, discord, instagram, js-safe, or
     /// custom:TS_BITS,WORKER_BITS,SEQ_BITS,UNIT_MS,EPOCH.
     #[arg(long, default_value = "classic")]
     pub layout: String,

@@ -13,12 +13,13 @@ fn usage(message: String) -> CliError {
     CliError::Usage(message)
 }
 
-/// A preset's name (`classic`, `sonyflake`, `twitter`, `discord`,
-/// `instagram`, `js-safe`) or `custom:TS,WORKER,SEQ,UNIT_MS,EPOCH`.
+/// A preset's name (`classic`, `sonyflake`, `sonyflake-v2`, `twitter`,
+/// `discord`, `instagram`, `js-safe`) or `custom:TS,WORKER,SEQ,UNIT_MS,EPOCH`.
 pub fn parse_layout(spec: &str) -> Result<Layout, CliError> {
     match spec {
         "classic" => return Ok(Layout::classic()),
         "sonyflake" => return Ok(Layout::sonyflake()),
+        "sonyflake-v2" => return Ok(Layout::sonyflake_v2()),
         "twitter" => return Ok(Layout::twitter()),
         "discord" => return Ok(Layout::discord()),
         "instagram" => return Ok(Layout::instagram()),
@@ -27,8 +28,8 @@ pub fn parse_layout(spec: &str) -> Result<Layout, CliError> {
     }
     let custom = spec.strip_prefix("custom:").ok_or_else(|| {
         usage(format!(
-            "unknown layout {spec:?}: classic, sonyflake, twitter, discord, instagram, js-safe, \
-             or custom:TS_BITS,WORKER_BITS,SEQ_BITS,UNIT_MS,EPOCH"
+            "unknown layout {spec:?}: classic, sonyflake, sonyflake-v2, twitter, discord, \
+             instagram, js-safe, or custom:TS_BITS,WORKER_BITS,SEQ_BITS,UNIT_MS,EPOCH"
         ))
     })?;
     let fields: Vec<&str> = custom.split(',').map(str::trim).collect();
@@ -255,6 +256,18 @@ mod tests {
         for name in ["instagram", "js-safe"] {
             assert!(parse_layout(name).is_ok(), "{name}");
         }
+        // Sonyflake: time << 24 | sequence << 16 | machine.
+        let sony = decode(&args("647732070973444355", "sonyflake"), true).unwrap();
+        assert!(sony.contains("2026-11-25T12:00:00.000Z"), "{sony}");
+        assert!(sony.contains("\"worker_id\": 4355"), "{sony}");
+        assert!(sony.contains("\"sequence\": 0"), "{sony}");
+        let v2 = (1u64 << 24) | (7 << 16) | 9;
+        let v2 = decode(&args(&v2.to_string(), "sonyflake-v2"), true).unwrap();
+        assert!(v2.contains("2025-01-01T00:00:00.010Z"), "{v2}");
+        assert!(
+            v2.contains("\"worker_id\": 9") && v2.contains("\"sequence\": 7"),
+            "{v2}"
+        );
         let err = parse_layout("snowflake").unwrap_err().to_string();
         assert!(err.contains("twitter") && err.contains("js-safe"), "{err}");
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::{Clock, CoarseNanos, Layout, SystemClock, TickingClock};
+use super::{Clock, CoarseNanos, FieldOrder, Layout, SystemClock, TickingClock};
 use crate::meters::GeneratorMeters;
 use crate::{Error, Result};
 
@@ -87,11 +87,15 @@ pub struct Generator {
     epoch_ns: u64,
     unit_ms: u64,
     /// The layout's sequence and worker widths, the largest sequence number
-    /// and the worker ID in place, for the hot path.
+    /// and the worker ID in place, for the hot path; `id_of` moves the bits
+    /// of `last` under `above` left by `worker_bits` and keeps those under
+    /// `below` (the sequence, for a layout with the worker ID above it).
     seq_bits: u32,
     max_seq: u64,
     worker_bits: u32,
     worker_field: u64,
+    above: u64,
+    below: u64,
     meters: GeneratorMeters,
 }
 
@@ -177,7 +181,15 @@ impl Generator {
             seq_bits: u32::from(layout.sequence_bits()),
             max_seq: layout.max_sequence(),
             worker_bits: u32::from(layout.worker_bits()),
-            worker_field: u64::from(worker_id) << layout.sequence_bits(),
+            worker_field: u64::from(worker_id) << layout.shifts().0,
+            above: match layout.field_order() {
+                FieldOrder::WorkerThenSequence => !layout.max_sequence(),
+                FieldOrder::SequenceThenWorker => u64::MAX,
+            },
+            below: match layout.field_order() {
+                FieldOrder::WorkerThenSequence => layout.max_sequence(),
+                FieldOrder::SequenceThenWorker => 0,
+            },
             meters: GeneratorMeters::new(),
         })
     }
@@ -238,12 +250,10 @@ impl Generator {
 
     /// The ID of a value of `last`: `Layout::compose` with the shifts and
     /// the worker field worked out once (the timestamp is in the window, so
-    /// within the layout's width).
+    /// within the layout's width), for either field order.
     #[inline(always)]
     fn id_of(&self, claimed: u64) -> u64 {
-        ((claimed & !self.max_seq) << self.worker_bits)
-            | self.worker_field
-            | (claimed & self.max_seq)
+        ((claimed & self.above) << self.worker_bits) | self.worker_field | (claimed & self.below)
     }
 
     /// The common case of [`next_id`](Generator::next_id) in one atomic

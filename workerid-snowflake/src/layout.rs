@@ -25,6 +25,18 @@ pub struct Layout {
     sequence_bits: u8,
     unit: Duration,
     epoch: Duration,
+    order: FieldOrder,
+}
+
+/// Which of the worker ID and the sequence comes first below the timestamp.
+/// Either way one worker's IDs rise with time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FieldOrder {
+    /// timestamp | worker ID | sequence: Twitter's and most snowflakes'.
+    #[default]
+    WorkerThenSequence,
+    /// timestamp | sequence | worker ID: Sonyflake's.
+    SequenceThenWorker,
 }
 
 /// A snowflake ID taken apart by [`Layout::decompose`].
@@ -44,6 +56,8 @@ pub struct Parts {
 pub const CLASSIC_EPOCH: Duration = Duration::from_secs(1_704_067_200);
 /// 2014-09-01T00:00:00Z, Sonyflake's epoch.
 pub const SONYFLAKE_EPOCH: Duration = Duration::from_secs(1_409_529_600);
+/// 2025-01-01T00:00:00Z, Sonyflake v2's default epoch.
+pub const SONYFLAKE_V2_EPOCH: Duration = Duration::from_secs(1_735_689_600);
 /// 2010-11-04T01:42:54.657Z, Twitter's snowflake epoch.
 pub const TWITTER_EPOCH: Duration = Duration::from_millis(1_288_834_974_657);
 /// 2015-01-01T00:00:00Z, Discord's epoch.
@@ -61,15 +75,23 @@ impl Layout {
             sequence_bits: 12,
             unit: Duration::from_millis(1),
             epoch: CLASSIC_EPOCH,
+            order: FieldOrder::WorkerThenSequence,
         }
     }
 
-    /// Sonyflake's widths: 39 bits of 10 ms units since 2014-09-01 (174
-    /// years), 16 worker bits, 8 sequence bits (25 600 IDs per second per
-    /// worker), in this crate's field order (the worker ID above the
-    /// sequence). Sonyflake's own IDs put the sequence above the machine
-    /// ID: decoded with this preset, their time is right and their machine
-    /// ID and sequence come out swapped.
+    /// Sonyflake's layout (v1, `github.com/sony/sonyflake`): 39 bits of
+    /// 10 ms units since 2014-09-01 (174 years), then 8 sequence bits, then
+    /// 16 machine bits, the sequence above the machine ID as Sonyflake puts
+    /// it (25 600 IDs per second per worker). Decodes Sonyflake's IDs.
+    ///
+    /// ```
+    /// use workerid_snowflake::Layout;
+    /// // Sonyflake's own formula: time << 24 | sequence << 16 | machine.
+    /// let id = (1_000_000u64 << 24) | (3 << 16) | 4355;
+    /// let parts = Layout::sonyflake().decompose(id);
+    /// assert_eq!((parts.timestamp, parts.worker_id, parts.sequence), (1_000_000, 4355, 3));
+    /// assert_eq!(Layout::sonyflake().compose(1_000_000, 4355, 3), id);
+    /// ```
     pub fn sonyflake() -> Layout {
         Layout {
             timestamp_bits: 39,
@@ -77,6 +99,16 @@ impl Layout {
             sequence_bits: 8,
             unit: Duration::from_millis(10),
             epoch: SONYFLAKE_EPOCH,
+            order: FieldOrder::SequenceThenWorker,
+        }
+    }
+
+    /// Sonyflake v2's default layout (`github.com/sony/sonyflake/v2`): as
+    /// [`Layout::sonyflake`], with its epoch moved to 2025-01-01.
+    pub fn sonyflake_v2() -> Layout {
+        Layout {
+            epoch: SONYFLAKE_V2_EPOCH,
+            ..Layout::sonyflake()
         }
     }
 
@@ -129,6 +161,7 @@ impl Layout {
             sequence_bits: 10,
             unit: Duration::from_millis(1),
             epoch: INSTAGRAM_EPOCH,
+            order: FieldOrder::WorkerThenSequence,
         }
     }
 
@@ -150,6 +183,7 @@ impl Layout {
             sequence_bits: 7,
             unit: Duration::from_millis(10),
             epoch: CLASSIC_EPOCH,
+            order: FieldOrder::WorkerThenSequence,
         }
     }
 
@@ -174,6 +208,7 @@ impl Layout {
             sequence_bits,
             unit,
             epoch,
+            order: FieldOrder::WorkerThenSequence,
         };
         layout.validate(SystemTime::now())?;
         Ok(layout)
@@ -297,25 +332,46 @@ impl Layout {
         self.epoch + Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
     }
 
+    /// The same widths and epoch with the worker ID and the sequence in
+    /// `order`.
+    pub fn with_field_order(mut self, order: FieldOrder) -> Layout {
+        self.order = order;
+        self
+    }
+
+    /// Which of the worker ID and the sequence comes first.
+    pub fn field_order(&self) -> FieldOrder {
+        self.order
+    }
+
+    /// How far left the worker ID and the sequence sit.
+    pub(crate) fn shifts(&self) -> (u32, u32) {
+        let (worker, sequence) = (u32::from(self.worker_bits), u32::from(self.sequence_bits));
+        match self.order {
+            FieldOrder::WorkerThenSequence => (sequence, 0),
+            FieldOrder::SequenceThenWorker => (0, worker),
+        }
+    }
+
     /// Puts the fields together (each is masked to its width).
     pub fn compose(&self, timestamp: u64, worker_id: u32, sequence: u64) -> u64 {
-        let shift_worker = u32::from(self.sequence_bits);
-        let shift_time = shift_worker + u32::from(self.worker_bits);
+        let (shift_worker, shift_sequence) = self.shifts();
+        let shift_time = u32::from(self.sequence_bits) + u32::from(self.worker_bits);
         ((timestamp & self.max_timestamp()) << shift_time)
             | ((u64::from(worker_id) & u64::from(self.max_worker_id())) << shift_worker)
-            | (sequence & self.max_sequence())
+            | ((sequence & self.max_sequence()) << shift_sequence)
     }
 
     /// Takes an ID apart.
     pub fn decompose(&self, id: u64) -> Parts {
-        let shift_worker = u32::from(self.sequence_bits);
-        let shift_time = shift_worker + u32::from(self.worker_bits);
+        let (shift_worker, shift_sequence) = self.shifts();
+        let shift_time = u32::from(self.sequence_bits) + u32::from(self.worker_bits);
         let timestamp = (id >> shift_time) & self.max_timestamp();
         Parts {
             timestamp,
             time: UNIX_EPOCH + self.time_of(timestamp),
             worker_id: ((id >> shift_worker) & u64::from(self.max_worker_id())) as u32,
-            sequence: id & self.max_sequence(),
+            sequence: (id >> shift_sequence) & self.max_sequence(),
         }
     }
 }
@@ -342,7 +398,11 @@ mod tests {
 
     #[test]
     fn presets_are_valid_and_last() {
-        for layout in [Layout::classic(), Layout::sonyflake()] {
+        for layout in [
+            Layout::classic(),
+            Layout::sonyflake(),
+            Layout::sonyflake_v2(),
+        ] {
             layout.validate(SystemTime::now()).unwrap();
         }
         assert_eq!(
@@ -403,6 +463,7 @@ mod tests {
         for (name, layout) in [
             ("classic", Layout::classic()),
             ("sonyflake", Layout::sonyflake()),
+            ("sonyflake_v2", Layout::sonyflake_v2()),
             ("twitter", Layout::twitter()),
             ("discord", Layout::discord()),
             ("instagram", Layout::instagram()),
@@ -420,6 +481,34 @@ mod tests {
     fn dates() {
         assert_eq!(format_date(CLASSIC_EPOCH), "2024-01-01");
         assert_eq!(format_date(SONYFLAKE_EPOCH), "2014-09-01");
+        assert_eq!(format_date(SONYFLAKE_V2_EPOCH), "2025-01-01");
         assert_eq!(format_date(Duration::ZERO), "1970-01-01");
+    }
+
+    #[test]
+    fn the_field_order_moves_only_the_worker_and_the_sequence() {
+        let ours = Layout::new(39, 16, 8, Duration::from_millis(10), SONYFLAKE_EPOCH).unwrap();
+        let theirs = ours.with_field_order(FieldOrder::SequenceThenWorker);
+        assert_eq!(theirs, Layout::sonyflake());
+        assert_eq!(
+            ours.compose(5, 0x1234, 0x56),
+            (5 << 24) | (0x1234 << 8) | 0x56
+        );
+        assert_eq!(
+            theirs.compose(5, 0x1234, 0x56),
+            (5 << 24) | (0x56 << 16) | 0x1234
+        );
+        // One worker's IDs rise with (timestamp, sequence) in either order.
+        for layout in [ours, theirs] {
+            let ids: Vec<u64> = [(5, 0), (5, 1), (5, 255), (6, 0)]
+                .iter()
+                .map(|&(ts, seq)| layout.compose(ts, 0xffff, seq))
+                .collect();
+            assert!(
+                ids.windows(2).all(|w| w[0] < w[1]),
+                "{:?}",
+                layout.field_order()
+            );
+        }
     }
 }

@@ -34,7 +34,8 @@ pub use clock::{Clock, CoarseNanos, FakeClock, OffsetClock, Reading, SystemClock
 pub use error::{Error, Result};
 pub use generator::{DriftPolicy, Generator};
 pub use layout::{
-    Layout, Parts, CLASSIC_EPOCH, DISCORD_EPOCH, INSTAGRAM_EPOCH, SONYFLAKE_EPOCH, TWITTER_EPOCH,
+    FieldOrder, Layout, Parts, CLASSIC_EPOCH, DISCORD_EPOCH, INSTAGRAM_EPOCH, SONYFLAKE_EPOCH,
+    SONYFLAKE_V2_EPOCH, TWITTER_EPOCH,
 };
 pub use local::LocalGenerator;
 pub use ticking::TickingClock;

@@ -28,6 +28,34 @@ fn ids_rise_and_carry_the_worker_id() {
 }
 
 #[test]
+fn sonyflakes_field_order_rises_and_decodes() {
+    let clock = Arc::new(FakeClock::at(T0));
+    let layout = Layout::sonyflake();
+    let g = Generator::new(layout, 4355, clock.clone()).unwrap();
+    let mut local = Arc::new(Generator::new(layout, 4356, clock.clone()).unwrap())
+        .local(8)
+        .unwrap();
+    let (mut last, mut last_local) = (0, 0);
+    for i in 0..600u64 {
+        let id = g.next_id().unwrap();
+        let from_local = local.next_id().unwrap();
+        assert!(id > last && from_local > last_local, "IDs rise");
+        let (parts, local_parts) = (layout.decompose(id), layout.decompose(from_local));
+        assert_eq!((parts.worker_id, local_parts.worker_id), (4355, 4356));
+        assert_eq!(id, layout.compose(parts.timestamp, 4355, parts.sequence));
+        assert_eq!(
+            id & 0xffff,
+            4355,
+            "the machine ID in the low bits, as Sonyflake puts it"
+        );
+        (last, last_local) = (id, from_local);
+        if i % 100 == 99 {
+            clock.advance(Duration::from_millis(10));
+        }
+    }
+}
+
+#[test]
 fn an_exhausted_sequence_waits_for_the_next_unit_and_never_wraps() {
     let clock = Arc::new(FakeClock::at(T0));
     let g = generator(&clock);
