@@ -329,29 +329,28 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
     let migration = config.peers.map_or(Migration::Alongside, |p| p.migration);
     let third = nanos(config.duration) / 3;
     let mut threads = Vec::new();
-    for (i, &address) in addresses.iter().enumerate() {
-        for c in 0..config.clients_per_server {
-            let (shared, tags) = (shared.clone(), config.tags.clone());
-            let pause = config.request_pause;
-            threads.push(std::thread::spawn(move || {
-                if migration == Migration::TheirsThenOurs {
-                    // The servers take traffic from the second third on.
-                    std::thread::sleep(Duration::from_nanos(third));
-                }
-                serve_requests(&shared, i, address, &tags, c, pause);
-            }));
-        }
-    }
-    for (i, &address) in grpc_addresses.iter().enumerate() {
-        for c in 0..config.grpc_clients_per_server {
-            let (shared, tags) = (shared.clone(), config.tags.clone());
-            let pause = config.request_pause;
-            threads.push(std::thread::spawn(move || {
-                if migration == Migration::TheirsThenOurs {
-                    std::thread::sleep(Duration::from_nanos(third));
-                }
-                serve_grpc_requests(&shared, i, address, &tags, c, pause);
-            }));
+    // Each server's HTTP clients, then its gRPC clients.
+    let apis = [
+        (&addresses, config.clients_per_server, false),
+        (&grpc_addresses, config.grpc_clients_per_server, true),
+    ];
+    for (api_addresses, clients, grpc) in apis {
+        for (i, &address) in api_addresses.iter().enumerate() {
+            for c in 0..clients {
+                let (shared, tags) = (shared.clone(), config.tags.clone());
+                let pause = config.request_pause;
+                threads.push(std::thread::spawn(move || {
+                    if migration == Migration::TheirsThenOurs {
+                        // The servers take traffic from the second third on.
+                        std::thread::sleep(Duration::from_nanos(third));
+                    }
+                    if grpc {
+                        serve_grpc_requests(&shared, i, address, &tags, c, pause);
+                    } else {
+                        serve_requests(&shared, i, address, &tags, c, pause);
+                    }
+                }));
+            }
         }
     }
     if let (Some(peers), Some(table)) = (config.peers, &peer_table) {

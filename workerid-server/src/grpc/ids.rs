@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::{Instant, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
 use tokio::sync::{mpsc, watch};
 use tonic::codegen::tokio_stream::wrappers::ReceiverStream;
@@ -87,25 +87,23 @@ impl Ids for IdsService {
         &self,
         request: Request<NextIdsRequest>,
     ) -> Result<Response<IdBatch>, Status> {
-        let started = Instant::now();
         let answer = async {
             let request = request.into_inner();
             let count = self.count(request.count)?;
             self.batch(Some(&request.tag), count).await
         };
-        observed("/workerid.v1.Ids/NextIds", started, answer.await)
+        observed("/workerid.v1.Ids/NextIds", answer).await
     }
 
     async fn next_snowflakes(
         &self,
         request: Request<NextSnowflakesRequest>,
     ) -> Result<Response<IdBatch>, Status> {
-        let started = Instant::now();
         let answer = async {
             let count = self.count(request.into_inner().count)?;
             self.batch(None, count).await
         };
-        observed("/workerid.v1.Ids/NextSnowflakes", started, answer.await)
+        observed("/workerid.v1.Ids/NextSnowflakes", answer).await
     }
 
     type StreamIdsStream = ReceiverStream<Result<IdBatch, Status>>;
@@ -114,11 +112,16 @@ impl Ids for IdsService {
         &self,
         request: Request<StreamIdsRequest>,
     ) -> Result<Response<Self::StreamIdsStream>, Status> {
-        let started = Instant::now();
         let request = request.into_inner();
         let count = match self.count(request.count) {
             Ok(count) => count,
-            Err(refused) => return observed("/workerid.v1.Ids/StreamIds", started, Err(refused)),
+            Err(refused) => {
+                return observed(
+                    "/workerid.v1.Ids/StreamIds",
+                    std::future::ready(Err(refused)),
+                )
+                .await
+            }
         };
         let (tx, rx) = mpsc::channel(STREAM_AHEAD);
         let service = IdsService {
@@ -154,13 +157,12 @@ impl Ids for IdsService {
         });
         observed(
             "/workerid.v1.Ids/StreamIds",
-            started,
-            Ok(ReceiverStream::new(rx)),
+            std::future::ready(Ok(ReceiverStream::new(rx))),
         )
+        .await
     }
 
     async fn decode(&self, request: Request<DecodeRequest>) -> Result<Response<DecodedId>, Status> {
-        let started = Instant::now();
         let parts = self.layout.decompose(request.into_inner().id);
         let unix_ms = parts
             .time
@@ -171,6 +173,6 @@ impl Ids for IdsService {
             worker_id: parts.worker_id,
             sequence: parts.sequence,
         };
-        observed("/workerid.v1.Ids/Decode", started, Ok(decoded))
+        observed("/workerid.v1.Ids/Decode", std::future::ready(Ok(decoded))).await
     }
 }

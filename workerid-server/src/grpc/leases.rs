@@ -3,7 +3,7 @@
 //! checked before the store is called, as the library's `Allocator` does.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tonic::{Request, Response, Status};
 use workerid::{Holder, LeaseOptions, LeaseState, LeaseStore, Namespace, Token, WorkerId};
@@ -43,7 +43,6 @@ impl LeasesService {
 #[tonic::async_trait]
 impl Leases for LeasesService {
     async fn acquire(&self, request: Request<AcquireRequest>) -> Result<Response<Grant>, Status> {
-        let started = Instant::now();
         let answer = async {
             let r = request.into_inner();
             let namespace = namespace(r.namespace)?;
@@ -65,11 +64,10 @@ impl Leases for LeasesService {
                 previous_watermark: grant.previous_watermark,
             })
         };
-        observed("/workerid.v1.Leases/Acquire", started, answer.await)
+        observed("/workerid.v1.Leases/Acquire", answer).await
     }
 
     async fn renew(&self, request: Request<RenewRequest>) -> Result<Response<Renewed>, Status> {
-        let started = Instant::now();
         let answer = async {
             let r = request.into_inner();
             let namespace = namespace(r.namespace)?;
@@ -82,14 +80,13 @@ impl Leases for LeasesService {
                 .map_err(|e| status::of_lease_error(&e))?;
             Ok(Renewed {})
         };
-        observed("/workerid.v1.Leases/Renew", started, answer.await)
+        observed("/workerid.v1.Leases/Renew", answer).await
     }
 
     async fn release(
         &self,
         request: Request<ReleaseRequest>,
     ) -> Result<Response<Released>, Status> {
-        let started = Instant::now();
         let answer = async {
             let r = request.into_inner();
             let namespace = namespace(r.namespace)?;
@@ -101,11 +98,10 @@ impl Leases for LeasesService {
                 .map_err(|e| status::of_lease_error(&e))?;
             Ok(Released {})
         };
-        observed("/workerid.v1.Leases/Release", started, answer.await)
+        observed("/workerid.v1.Leases/Release", answer).await
     }
 
     async fn list(&self, request: Request<ListRequest>) -> Result<Response<Listing>, Status> {
-        let started = Instant::now();
         let answer = async {
             let namespace = namespace(request.into_inner().namespace)?;
             let listing = self
@@ -135,14 +131,13 @@ impl Leases for LeasesService {
                     .collect(),
             })
         };
-        observed("/workerid.v1.Leases/List", started, answer.await)
+        observed("/workerid.v1.Leases/List", answer).await
     }
 
     async fn force_release(
         &self,
         request: Request<ForceReleaseRequest>,
     ) -> Result<Response<ForceReleased>, Status> {
-        let started = Instant::now();
         let answer = async {
             let r = request.into_inner();
             let namespace = namespace(r.namespace)?;
@@ -153,14 +148,13 @@ impl Leases for LeasesService {
                 .map_err(|e| status::of_lease_error(&e))?;
             Ok(ForceReleased { released })
         };
-        observed("/workerid.v1.Leases/ForceRelease", started, answer.await)
+        observed("/workerid.v1.Leases/ForceRelease", answer).await
     }
 
     async fn list_namespaces(
         &self,
         _request: Request<ListNamespacesRequest>,
     ) -> Result<Response<NamespaceList>, Status> {
-        let started = Instant::now();
         let answer = self
             .store
             .list_namespaces()
@@ -176,14 +170,17 @@ impl Leases for LeasesService {
                     })
                     .collect(),
             });
-        observed("/workerid.v1.Leases/ListNamespaces", started, answer)
+        observed(
+            "/workerid.v1.Leases/ListNamespaces",
+            std::future::ready(answer),
+        )
+        .await
     }
 
     async fn remove_namespace(
         &self,
         request: Request<RemoveNamespaceRequest>,
     ) -> Result<Response<NamespaceRemoved>, Status> {
-        let started = Instant::now();
         let answer = async {
             let namespace = namespace(request.into_inner().namespace)?;
             let removed = self
@@ -193,14 +190,13 @@ impl Leases for LeasesService {
                 .map_err(|e| status::of_lease_error(&e))?;
             Ok(NamespaceRemoved { removed })
         };
-        observed("/workerid.v1.Leases/RemoveNamespace", started, answer.await)
+        observed("/workerid.v1.Leases/RemoveNamespace", answer).await
     }
 
     async fn capabilities(
         &self,
         _request: Request<CapabilitiesRequest>,
     ) -> Result<Response<LeaseCapabilities>, Status> {
-        let started = Instant::now();
         let caps = self.store.capabilities();
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         let answer = LeaseCapabilities {
@@ -212,6 +208,10 @@ impl Leases for LeasesService {
             quarantine: caps.quarantine,
             list: caps.list,
         };
-        observed("/workerid.v1.Leases/Capabilities", started, Ok(answer))
+        observed(
+            "/workerid.v1.Leases/Capabilities",
+            std::future::ready(Ok(answer)),
+        )
+        .await
     }
 }

@@ -161,14 +161,14 @@ fn authorize(token: Option<&str>, request: Request<()>) -> Result<Request<()>, S
     ))
 }
 
-/// Counts and times a call under its method, with the HTTP status its gRPC
-/// status stands for.
-#[allow(clippy::result_large_err)]
-fn observed<T>(
+/// Runs a call's `answer`, counting and timing it under its method with
+/// the HTTP status its gRPC status stands for.
+async fn observed<T>(
     method: &'static str,
-    started: Instant,
-    answer: Result<T, Status>,
+    answer: impl Future<Output = Result<T, Status>>,
 ) -> Result<Response<T>, Status> {
+    let started = Instant::now();
+    let answer = answer.await;
     let code = answer
         .as_ref()
         .map_or_else(Status::code, |_| tonic::Code::Ok);

@@ -4,7 +4,6 @@
 //! metrics).
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use tonic::{Request, Response, Status};
 use workerid::segment::{self, SegmentStore, Tag};
@@ -48,7 +47,6 @@ impl Segments for SegmentsService {
         &self,
         request: Request<CreateTagRequest>,
     ) -> Result<Response<TagCreated>, Status> {
-        let started = Instant::now();
         let answer = async {
             let r = request.into_inner();
             let tag = tag(r.tag)?;
@@ -66,14 +64,13 @@ impl Segments for SegmentsService {
                 .map_err(|e| failed(&e))?;
             Ok(TagCreated { created })
         };
-        observed("/workerid.v1.Segments/CreateTag", started, answer.await)
+        observed("/workerid.v1.Segments/CreateTag", answer).await
     }
 
     async fn reserve(
         &self,
         request: Request<ReserveRequest>,
     ) -> Result<Response<SegmentRange>, Status> {
-        let started = Instant::now();
         let answer = async {
             let r = request.into_inner();
             let tag = tag(r.tag)?;
@@ -92,14 +89,13 @@ impl Segments for SegmentsService {
                 version: range.version,
             })
         };
-        observed("/workerid.v1.Segments/Reserve", started, answer.await)
+        observed("/workerid.v1.Segments/Reserve", answer).await
     }
 
     async fn give_back(
         &self,
         request: Request<GiveBackRequest>,
     ) -> Result<Response<GivenBack>, Status> {
-        let started = Instant::now();
         let answer = async {
             let r = request.into_inner();
             let tag = tag(r.tag)?;
@@ -121,14 +117,13 @@ impl Segments for SegmentsService {
                 .map_err(|e| failed(&e))?;
             Ok(GivenBack { taken })
         };
-        observed("/workerid.v1.Segments/GiveBack", started, answer.await)
+        observed("/workerid.v1.Segments/GiveBack", answer).await
     }
 
     async fn list_tags(
         &self,
         _request: Request<ListTagsRequest>,
     ) -> Result<Response<TagList>, Status> {
-        let started = Instant::now();
         let answer = self
             .store
             .list_tags()
@@ -144,14 +139,13 @@ impl Segments for SegmentsService {
                     })
                     .collect(),
             });
-        observed("/workerid.v1.Segments/ListTags", started, answer)
+        observed("/workerid.v1.Segments/ListTags", std::future::ready(answer)).await
     }
 
     async fn capabilities(
         &self,
         _request: Request<CapabilitiesRequest>,
     ) -> Result<Response<SegmentCapabilities>, Status> {
-        let started = Instant::now();
         let caps = self.store.segment_capabilities();
         let answer = SegmentCapabilities {
             durable: caps.durable,
@@ -159,6 +153,10 @@ impl Segments for SegmentsService {
             list: caps.list,
             give_back: caps.give_back,
         };
-        observed("/workerid.v1.Segments/Capabilities", started, Ok(answer))
+        observed(
+            "/workerid.v1.Segments/Capabilities",
+            std::future::ready(Ok(answer)),
+        )
+        .await
     }
 }
