@@ -19,12 +19,15 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use workerid::snowflake::Layout;
+use workerid::LeaseOptions;
 
 use crate::clock::mono_ns;
 use crate::nemesis::{nanos, run_dir, Fault, NemesisEvent};
 use crate::peers::{create_table, serve_as_peer, Migration, Peers};
 use crate::service_check::{check_service, Endpoint, Received, ServiceCheckOptions, ServiceReport};
-use crate::service_clients::{poll_leases, serve_grpc_requests, serve_requests, Shared};
+use crate::service_clients::{
+    poll_leases, serve_client_crate, serve_grpc_requests, serve_requests, Shared,
+};
 use crate::service_fleet::launch;
 pub use crate::service_fleet::server_binary;
 use crate::targets::Target;
@@ -116,6 +119,10 @@ pub struct ServiceConfig {
     pub clients_per_server: usize,
     /// gRPC client threads per server (each server also serves gRPC).
     pub grpc_clients_per_server: usize,
+    /// Library workers per server whose leases go through workerid-client
+    /// to that server, in the servers' namespace and pool (make room in
+    /// `max_worker_id`); 0 by default.
+    pub client_crate_workers_per_server: usize,
     /// How long faults go on (longer if the first round, every fault once,
     /// takes longer).
     pub duration: Duration,
@@ -168,6 +175,7 @@ impl ServiceConfig {
             servers: 3,
             clients_per_server: 2,
             grpc_clients_per_server: 1,
+            client_crate_workers_per_server: 0,
             duration: Duration::from_secs(20),
             seed,
             ttl,
@@ -353,6 +361,20 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
             }
         }
     }
+    for (i, &address) in grpc_addresses.iter().enumerate() {
+        for _ in 0..config.client_crate_workers_per_server {
+            let shared = shared.clone();
+            let (namespace, pause) = (config.namespace(i), config.request_pause);
+            let lease = LeaseOptions::new()
+                .max_worker_id(config.max_worker_id)
+                .ttl(config.ttl)
+                .max_lease_time(config.ttl)
+                .request_timeout(Duration::from_secs(1));
+            threads.push(std::thread::spawn(move || {
+                serve_client_crate(&shared, i, address, lease, &namespace, pause);
+            }));
+        }
+    }
     if let (Some(peers), Some(table)) = (config.peers, &peer_table) {
         let (started, servers) = (mono_ns(), config.servers);
         for k in 0..peers.count {
@@ -491,6 +513,7 @@ fn write_history(dir: &std::path::Path, ids: &[Received]) {
             Endpoint::Peer => "peer",
             Endpoint::GrpcSegment => "grpc-segment",
             Endpoint::GrpcSnowflake => "grpc-snowflake",
+            Endpoint::ClientCrate => "client-crate",
         };
         text.push_str(&format!(
             "{} {} s{} {endpoint} {} {}\n",

@@ -39,11 +39,24 @@ pub enum Endpoint {
     GrpcSegment,
     /// gRPC's `workerid.v1.Ids/NextSnowflakes`.
     GrpcSnowflake,
+    /// A snowflake ID a library `Worker` made in the client's process, on a
+    /// lease it took through workerid-client from the server (in the
+    /// servers' own namespace and pool).
+    ClientCrate,
 }
 
 impl Endpoint {
-    /// Whether it serves snowflake IDs (the others serve segment IDs).
+    /// Whether it is a snowflake ID (the others are segment IDs).
     pub fn is_snowflake(self) -> bool {
+        matches!(
+            self,
+            Endpoint::LeafSnowflake | Endpoint::GrpcSnowflake | Endpoint::ClientCrate
+        )
+    }
+
+    /// Whether a server issued it as a snowflake ID (what recoveries are
+    /// measured on).
+    pub fn served_snowflake(self) -> bool {
         matches!(self, Endpoint::LeafSnowflake | Endpoint::GrpcSnowflake)
     }
 }
@@ -230,6 +243,9 @@ pub struct ServiceReport {
     pub snowflake_ids: usize,
     /// Of the segment and snowflake IDs, those served over gRPC.
     pub grpc_ids: usize,
+    /// Of the snowflake IDs, those made by library workers on leases taken
+    /// through workerid-client.
+    pub client_crate_ids: usize,
     /// Snowflake IDs whose liveness could be judged (listings on both sides
     /// less than a ttl apart).
     pub judged_live: usize,
@@ -265,11 +281,12 @@ impl fmt::Display for ServiceReport {
         };
         writeln!(
             f,
-            "{} segment IDs{peers}, {} snowflake IDs ({} judged for liveness; {} IDs over gRPC), {} worker IDs ({} served by more than one server)",
+            "{} segment IDs{peers}, {} snowflake IDs ({} judged for liveness; {} IDs over gRPC; {} made through workerid-client), {} worker IDs ({} served by more than one server)",
             self.segment_ids,
             self.snowflake_ids,
             self.judged_live,
             self.grpc_ids,
+            self.client_crate_ids,
             self.worker_ids,
             self.shared_worker_ids
         )?;
@@ -311,8 +328,10 @@ pub fn check_service(
     let mut snowflakes: HashMap<u64, usize> = HashMap::new();
     let mut by_worker: HashMap<u32, Vec<&Received>> = HashMap::new();
     for r in ids {
-        if matches!(r.endpoint, Endpoint::GrpcSegment | Endpoint::GrpcSnowflake) {
-            report.grpc_ids += 1;
+        match r.endpoint {
+            Endpoint::GrpcSegment | Endpoint::GrpcSnowflake => report.grpc_ids += 1,
+            Endpoint::ClientCrate => report.client_crate_ids += 1,
+            _ => {}
         }
         if r.endpoint.is_snowflake() {
             report.snowflake_ids += 1;
@@ -454,7 +473,7 @@ fn recoveries(
 ) -> Vec<ServiceViolation> {
     let bound = crate::nemesis::nanos(options.recovery_bound);
     let mut by_server: Vec<Vec<&Received>> = vec![Vec::new(); options.servers];
-    for r in ids.iter().filter(|r| r.endpoint.is_snowflake()) {
+    for r in ids.iter().filter(|r| r.endpoint.served_snowflake()) {
         if let Some(list) = by_server.get_mut(r.server) {
             list.push(r);
         }

@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use workerid::snowflake::{Worker, WorkerOptions, WorkerState};
 use workerid::{Allocator, LeaseOptions, Listing};
+use workerid_client::ServerStore;
 use workerid_proto::v1::ids_client::IdsClient;
 use workerid_proto::v1::{NextIdsRequest, NextSnowflakesRequest};
 
@@ -179,7 +181,7 @@ impl Shared {
         }));
         self.acknowledged
             .fetch_add(ids.len() as u64, Ordering::Relaxed);
-        if endpoint.is_snowflake() {
+        if endpoint.served_snowflake() {
             self.last_snowflake_sent[server].fetch_max(sent, Ordering::Relaxed);
         }
         true
@@ -285,6 +287,66 @@ fn served_ids(endpoint: Endpoint, path: &str, body: &str) -> Option<Vec<u64>> {
         (_, true) => array(&serde_json::from_str(body).ok()?),
         (_, false) => Some(vec![body.trim().parse().ok()?]),
     }
+}
+
+/// A library client of server `server` (its gRPC port at `address`) until
+/// told to stop: a `Worker` on a lease taken through workerid-client's
+/// `ServerStore` in the servers' namespace and pool (`lease`), making
+/// snowflake IDs in this process, recorded as the servers' are; it joins
+/// again whenever its worker stops or is lost.
+pub(crate) fn serve_client_crate(
+    shared: &Shared,
+    server: usize,
+    address: std::net::SocketAddr,
+    lease: LeaseOptions,
+    namespace: &str,
+    pause: Duration,
+) {
+    let Some(runtime) = thread_runtime("a client-crate worker") else {
+        return;
+    };
+    runtime.block_on(async {
+        while !shared.stop.load(Ordering::Relaxed) {
+            let connected = ServerStore::builder(format!("http://{address}"))
+                .connect_timeout(REQUEST_TIMEOUT)
+                .request_timeout(REQUEST_TIMEOUT)
+                .connect()
+                .await;
+            let joined = match connected {
+                Ok(store) => match Allocator::new(store, namespace, lease.clone()) {
+                    Ok(allocator) => Worker::join(allocator, WorkerOptions::new()).await.ok(),
+                    Err(e) => {
+                        tracing::error!("a client-crate worker cannot lease in {namespace}: {e}");
+                        return;
+                    }
+                },
+                Err(_) => None,
+            };
+            let Some(worker) = joined else {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            };
+            while !shared.stop.load(Ordering::Relaxed) {
+                let sent = mono_ns();
+                let id = worker.next_id();
+                let answered = Answered {
+                    server,
+                    endpoint: Endpoint::ClientCrate,
+                    tag: "",
+                    sent,
+                    received: mono_ns(),
+                };
+                if !shared.record(&answered, id.ok().as_ref().map(std::slice::from_ref)) {
+                    if !matches!(worker.state(), WorkerState::Ready { .. }) {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                tokio::time::sleep(pause).await;
+            }
+            worker.stop().await;
+        }
+    });
 }
 
 /// A current-thread runtime for an observer's thread (`who`, in the error

@@ -164,7 +164,8 @@ pub fn service_survives_network_faults(target: &Target, duration: Duration) -> S
     service_survives(target, config)
 }
 
-fn service_survives(target: &Target, config: ServiceConfig) -> ServiceOutcome {
+/// Runs `config` on `target` and asserts as [`service_survives_every_fault`] does.
+pub fn service_survives(target: &Target, config: ServiceConfig) -> ServiceOutcome {
     let outcome = service::run_service(target, &config).unwrap();
     println!("{}", outcome.summary());
     for e in &outcome.events {
