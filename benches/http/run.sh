@@ -3,7 +3,9 @@
 # when missing): the release build of workerid-server on a SQLite file in a
 # temporary directory, one request per round trip and 16 pipelined, then
 # batches of 100 and 10 000 IDs per request (count=), ROUNDS rounds each
-# (default 6), then the median and range of requests and IDs per second.
+# (default 6), then the median and range of requests and IDs per second;
+# then the gRPC API and the client crate (benches/src/bin/grpc.rs, recorded
+# on its own).
 #   bash benches/http/run.sh            # this build
 #   bash benches/http/run.sh OTHER_BIN  # ...taking turns with another build
 set -euo pipefail
@@ -61,3 +63,4 @@ table=$(
 echo "$table"
 echo "$table" | cargo run -q --release -p benches --bin record -- \
   http "bash benches/http/run.sh ($rounds rounds of 4 s each, wrk -t1 -c32)"
+cargo run -q --release -p benches --bin grpc
