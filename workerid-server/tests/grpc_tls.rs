@@ -10,35 +10,24 @@ use std::time::Duration;
 
 use workerid::segment::SegmentStore;
 use workerid_client::{ConnectError, ServerStore};
-use workerid_testkit::{ServerProcess, ServerSpec};
+use workerid_testkit::ServerProcess;
 
-/// A server on a SQLite file with TLS on its gRPC port; its gRPC port.
+/// A server on a SQLite file with TLS on its gRPC port (and client
+/// certificates signed by the test CA if `client_ca`); its gRPC port.
 fn launch(client_ca: bool) -> (ServerProcess, u16) {
     let tls = workerid_testkit::tls::files();
-    let store = client::sqlite_file();
-    let (http, grpc) = (workerid_testkit::free_port(), workerid_testkit::free_port());
-    let process = ServerProcess::launch("workerid-server-tls", |dir| {
-        let config = dir.join("server.toml");
-        let mut text = format!(
-            "store = \"{store}\"\nlisten = \"127.0.0.1:{http}\"\n\
-             grpc_listen = \"127.0.0.1:{grpc}\"\n\
-             grpc_tls_cert = \"{}\"\ngrpc_tls_key = \"{}\"\n",
-            tls.server_cert().display(),
-            tls.server_key().display()
-        );
-        if client_ca {
-            text.push_str(&format!(
-                "grpc_tls_client_ca = \"{}\"\n",
-                tls.ca_cert().display()
-            ));
-        }
-        text.push_str("[snowflake]\nenabled = false\n");
-        std::fs::write(&config, text).unwrap();
-        ServerSpec::new(env!("CARGO_BIN_EXE_workerid-server"))
-            .args(["--config".to_string(), config.display().to_string()])
-            .ready(move || std::net::TcpStream::connect(("127.0.0.1", grpc)).is_ok())
-    });
-    (process, grpc)
+    let mut settings = format!(
+        "grpc_tls_cert = \"{}\"\ngrpc_tls_key = \"{}\"\n",
+        tls.server_cert().display(),
+        tls.server_key().display()
+    );
+    if client_ca {
+        settings.push_str(&format!(
+            "grpc_tls_client_ca = \"{}\"\n",
+            tls.ca_cert().display()
+        ));
+    }
+    client::launch_with(&client::sqlite_file(), &settings)
 }
 
 fn builder(url: String) -> workerid_client::ServerStoreBuilder {

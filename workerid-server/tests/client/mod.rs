@@ -23,6 +23,13 @@ pub struct ThroughServer {
 /// A `workerid-server` on `store`, serving gRPC (snowflake off, segments
 /// allowed on any store); the process and its gRPC URL.
 pub fn launch(store: &str) -> (ServerProcess, String) {
+    let (process, port) = launch_with(store, "");
+    (process, format!("http://127.0.0.1:{port}"))
+}
+
+/// As [`launch`], with more top-level settings (`settings`, TOML lines);
+/// the process and its gRPC port.
+pub fn launch_with(store: &str, settings: &str) -> (ServerProcess, u16) {
     let (http, grpc) = (workerid_testkit::free_port(), workerid_testkit::free_port());
     let process = ServerProcess::launch("workerid-server", |dir| {
         let config = dir.join("server.toml");
@@ -31,7 +38,7 @@ pub fn launch(store: &str) -> (ServerProcess, String) {
             format!(
                 "store = \"{store}\"\nlisten = \"127.0.0.1:{http}\"\n\
                  grpc_listen = \"127.0.0.1:{grpc}\"\nallow_volatile_segments = true\n\
-                 [snowflake]\nenabled = false\n"
+                 {settings}[snowflake]\nenabled = false\n"
             ),
         )
         .expect("write the server's config");
@@ -39,7 +46,7 @@ pub fn launch(store: &str) -> (ServerProcess, String) {
             .args(["--config".to_string(), config.display().to_string()])
             .ready(move || TcpStream::connect(("127.0.0.1", grpc)).is_ok())
     });
-    (process, format!("http://127.0.0.1:{grpc}"))
+    (process, grpc)
 }
 
 /// A SQLite file in a directory that outlives the test binary's servers.
