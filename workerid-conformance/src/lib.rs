@@ -176,7 +176,7 @@ pub async fn run_scenario<F: ?Sized>(
 async fn run_list<F: ?Sized>(list: &[Scenario<F>], factory: &F) -> Report {
     let mut report = Report::default();
     // A contending child process runs the one scenario that spawned it.
-    let child = std::env::var_os(scenarios::CONTENDER_ENV).is_some();
+    let child = in_contending_process();
     for scenario in list {
         if child && scenario.name != "contention_across_processes" {
             continue;
@@ -202,6 +202,16 @@ pub async fn run_all(factory: &(dyn StoreFactory + 'static)) -> Report {
 /// Runs every segment scenario one after the other and reports each outcome.
 pub async fn run_all_segments(factory: &(dyn SegmentFactory + 'static)) -> Report {
     run_list(segments::SEGMENT_SCENARIOS, factory).await
+}
+
+/// Whether this process is a contender that
+/// [`contention_across_processes`](scenarios::contention_across_processes)
+/// started: the test it runs makes its factory as usual and runs the
+/// scenario, which contends and reports to its parent instead of judging.
+/// A test that expects the scenario to fail (a broken store) expects it
+/// only when this is false.
+pub fn in_contending_process() -> bool {
+    std::env::var_os(scenarios::CONTENDER_ENV).is_some()
 }
 
 /// The names of all scenarios, in run order.

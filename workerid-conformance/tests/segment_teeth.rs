@@ -34,6 +34,12 @@ enum Flaw {
     CountsWithFloats,
     /// Declares itself durable, and forgets every tag on a restart.
     ForgetsOnRestart,
+    /// A reservation of an unknown tag creates it (an upsert), at 1 with a
+    /// step of 1000, instead of answering `UnknownTag`.
+    ReserveCreatesUnknownTags,
+    /// Creating an existing tag overwrites it (a `REPLACE`), counter and
+    /// step, while answering that it existed: its IDs are handed out again.
+    CreateOverwritesExisting,
 }
 
 /// Per tag: max (the first ID not handed out), default step, version.
@@ -57,7 +63,8 @@ impl SegmentStore for Counters {
     }
     async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
         let mut tags = self.tags.lock().unwrap();
-        if tags.contains_key(tag.as_str()) {
+        let existed = tags.contains_key(tag.as_str());
+        if existed && self.flaw != Some(Flaw::CreateOverwritesExisting) {
             return Ok(false);
         }
         let max = if self.flaw == Some(Flaw::LastHandedOutRule) {
@@ -66,12 +73,16 @@ impl SegmentStore for Counters {
             first_id
         };
         tags.insert(tag.to_string(), (max, step, 0));
-        Ok(true)
+        Ok(!existed)
     }
     async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
         let unknown = || Error::UnknownTag {
             tag: tag.to_string(),
         };
+        if self.flaw == Some(Flaw::ReserveCreatesUnknownTags) {
+            let mut tags = self.tags.lock().unwrap();
+            tags.entry(tag.to_string()).or_insert((1, 1000, 0));
+        }
         let (max, default, _) = *self
             .tags
             .lock()
@@ -204,4 +215,6 @@ caught! {
     catches_a_version_that_comes_again: VersionIsTheMax by replayed_give_back_is_refused;
     catches_a_tag_that_never_ends: NeverExhausted by a_tag_at_its_end_is_exhausted;
     catches_ids_counted_with_floats: CountsWithFloats by a_tag_at_its_end_is_exhausted;
+    catches_a_reserve_that_creates_unknown_tags: ReserveCreatesUnknownTags by unknown_tags_and_listing;
+    catches_a_create_that_overwrites_a_tag: CreateOverwritesExisting by unknown_tags_and_listing;
 }

@@ -8,6 +8,7 @@ mod reference;
 
 use caught::caught;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,14 +52,18 @@ async fn report(flaw: Option<Flaw>) -> Report {
 }
 
 async fn report_with(flaw: Option<Flaw>, quarantine: bool) -> Report {
-    let store = ReferenceStore {
+    run_all(&Factory(reference(flaw, quarantine, None))).await
+}
+
+fn reference(flaw: Option<Flaw>, quarantine: bool, file: Option<PathBuf>) -> ReferenceStore {
+    ReferenceStore {
         flaw,
         cut: false,
         quarantine,
         clock: Arc::new(ManualClock::new()),
         state: Arc::default(),
-    };
-    run_all(&Factory(store)).await
+        file: file.map(Arc::new),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -80,6 +85,23 @@ async fn the_flawless_reference_store_with_a_quarantine_passes() {
         !report.skipped().contains(&"expired_ids_are_quarantined"),
         "a store that declares a quarantine is checked for it"
     );
+}
+
+/// The state kept in a file passes every scenario in one process, and so
+/// does a store that locks that file within its own process only: only
+/// contenders in other processes can see that flaw (tests/teeth_processes.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lock_within_one_process_is_invisible_in_one_process() {
+    for flaw in [None, Some(Flaw::LocksInProcessOnly)] {
+        let path = std::env::temp_dir().join(format!(
+            "workerid-teeth-{}-{flaw:?}.state",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        let report = run_all(&Factory(reference(flaw, false, Some(path.clone())))).await;
+        let _ = std::fs::remove_file(&path);
+        report.assert_passed();
+    }
 }
 
 /// The scenarios the suite fails on a reference store with `flaw`.

@@ -1,7 +1,15 @@
 //! The reference store of the teeth tests: a deliberately simple store (a
 //! scan per acquire) that is correct unless one flaw is set.
 
+#[path = "flaw.rs"]
+mod flaw;
+#[path = "persisted.rs"]
+mod persisted;
+
+pub use flaw::Flaw;
+
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,115 +19,6 @@ use workerid_core::{
     NamespaceInfo, Result, Token, WorkerId,
 };
 use workerid_memory::{ManualClock, MonotonicClock};
-
-/// One way to break the contract.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flaw {
-    /// Renew extends whatever token is given.
-    RenewIgnoresToken,
-    /// Release frees the ID whatever token is given.
-    ReleaseIgnoresToken,
-    /// Acquire reads a free ID, awaits, then writes: racers share IDs.
-    RacyAcquire,
-    /// Every grant gets fence 1.
-    FenceNeverRises,
-    /// Renew overwrites the watermark instead of keeping the maximum.
-    WatermarkOverwritten,
-    /// Release keeps the maximum instead of setting its holder's final word.
-    ReleaseRaisesOnly,
-    /// A release of watermark 0 sets it to 0 instead of keeping it.
-    ReleaseOfZeroClearsWatermark,
-    /// Acquire always reports a previous watermark of 0.
-    WatermarkNotHandedOver,
-    /// The watermark is kept as an f64 (as a naive Lua script would).
-    WatermarkAsFloat,
-    /// Leases never expire.
-    NeverExpires,
-    /// Renew revives an expired lease.
-    RenewRevivesExpired,
-    /// An expired lease answers `TokenExpired` to any token, not
-    /// `TokenMismatch` to another's.
-    ExpiredIsExpiredForAnyToken,
-    /// Lease lengths are rounded up to whole seconds.
-    TtlRoundedUpToSeconds,
-    /// All namespaces share one pool.
-    NamespacesShared,
-    /// A namespace does not remember its pool size.
-    PoolSizeForgotten,
-    /// Release answers Ok but leaves the ID held.
-    ReleaseKeepsTheId,
-    /// Release of an expired lease answers Ok instead of TokenExpired.
-    ExpiredReleaseIsOk,
-    /// A released ID still accepts its old token.
-    ReleasedStillRenewable,
-    /// Namespaces that differ only in case share a pool (a case-insensitive collation).
-    NamespacesIgnoreCase,
-    /// Tokens are compared without regard to case.
-    TokensIgnoreCase,
-    /// A released ID answers TokenMismatch to a token other than its last holder's.
-    ReleasedIdIsMismatch,
-    /// Acquire grants an ID one past the end of the pool.
-    GrantsOutsideThePool,
-    /// A listing shows an expired lease as live (a stale entry).
-    ListsExpiredAsLive,
-    /// A listing leaves released IDs out.
-    ListOmitsReleased,
-    /// An ID keeps the holder label of its first grant.
-    HolderLabelNeverReplaced,
-    /// Holder labels are cut to 64 bytes (a column too narrow).
-    HolderLabelTruncated,
-    /// A forced release resets the watermark to 0.
-    ForceReleaseLowersWatermark,
-    /// A forced release answers true but leaves the holder's lease in place.
-    ForceReleaseKeepsTheHolder,
-    /// A forced release of an expired ID marks it released and answers true.
-    ForceReleaseTakesExpired,
-    /// Removes a namespace even while a lease in it is live.
-    RemoveIgnoresLiveLeases,
-    /// Removing a namespace forgets its pool size but keeps its IDs' state.
-    RemoveKeepsTheIds,
-    /// Counts released IDs as live when listing namespaces.
-    NamespacesCountReleased,
-    /// Declares a quarantine of expired IDs but grants them at once.
-    QuarantineNotKept,
-    /// An acquire sent again with its token makes a second grant.
-    ResentAcquireGrantsAgain,
-    /// An acquire sent again answers its grant without extending the lease.
-    ResentAcquireNotExtended,
-    /// An acquire sent again answers its token's expired lease as its grant.
-    ResentAcquireFindsExpired,
-    /// A renew refused for another token still raises the watermark.
-    MismatchedRenewRaisesWatermark,
-    /// A renew refused for another token still extends the lease.
-    MismatchedRenewExtends,
-    /// A release refused for another token still sets the watermark.
-    MismatchedReleaseSetsWatermark,
-    /// A renew answered `TokenExpired` still raises the watermark.
-    ExpiredRenewRaisesWatermark,
-    /// A release answered `TokenExpired` still sets the watermark.
-    ExpiredReleaseSetsWatermark,
-    /// A renew of a released ID, answered `NotAssigned`, still raises the watermark.
-    ReleasedRenewRaisesWatermark,
-    /// Namespaces with no live lease are left out of the namespace list.
-    NamespacesWithoutLiveLeasesUnlisted,
-    /// The namespace list counts expired leases as live.
-    NamespacesCountExpired,
-    /// Cut off from its server, acquire answers `NoAvailableId` (a failed
-    /// script read as a full pool).
-    CutAcquireIsNoAvailableId,
-    /// Cut off from its server, renew answers Ok (the error swallowed).
-    CutRenewIsOk,
-    /// Cut off from its server, a listing answers "never used".
-    CutListIsEmpty,
-    /// Renew answers Ok without extending the lease.
-    RenewDoesNotExtend,
-    /// Declares itself durable, and forgets everything on a restart.
-    ForgetsOnRestart,
-    /// Renewals of one lease conflict (an optimistic transaction that
-    /// fails when another renewal committed meanwhile, as MySQL's
-    /// REPEATABLE READ deadlocks did): the loser answers `Unavailable`.
-    RenewalsConflict,
-}
 
 #[derive(Debug)]
 struct Slot {
@@ -150,11 +49,23 @@ pub struct ReferenceStore {
     pub quarantine: bool,
     pub clock: Arc<ManualClock>,
     pub state: Arc<Mutex<State>>,
+    /// A file that holds the state instead, shared with other processes.
+    pub file: Option<Arc<PathBuf>>,
 }
 
 impl ReferenceStore {
     fn has(&self, flaw: Flaw) -> bool {
         self.flaw == Some(flaw)
+    }
+
+    /// The state, for one critical section (read from the file, if any,
+    /// and written back when the section ends).
+    fn held(&self) -> persisted::Held<'_> {
+        persisted::Held::new(
+            self.state.lock().unwrap(),
+            self.file.as_deref().map(PathBuf::as_path),
+            !self.has(Flaw::LocksInProcessOnly),
+        )
     }
 
     /// On a handle cut off from its server: `Unavailable`, or what `flaw`
@@ -386,12 +297,12 @@ impl LeaseStore for ReferenceStore {
         if self.has(Flaw::RacyAcquire) {
             // Check, then act in a second critical section: racers in
             // between see the same free ID.
-            let id = self.pick(&mut self.state.lock().unwrap(), namespace, max)?;
+            let id = self.pick(&mut self.held(), namespace, max)?;
             tokio::time::sleep(Duration::from_millis(2)).await;
-            let mut state = self.state.lock().unwrap();
+            let mut state = self.held();
             return Ok(self.grant(&mut state, namespace, id, token, ttl, label));
         }
-        let mut state = self.state.lock().unwrap();
+        let mut state = self.held();
         if let Some(grant) = self.sent_again(&mut state, namespace, max, token, ttl) {
             return Ok(grant);
         }
@@ -420,7 +331,7 @@ impl LeaseStore for ReferenceStore {
                 .get(&key)
                 .map(|s| s.renewals);
             tokio::time::sleep(Duration::from_millis(2)).await;
-            let mut state = self.state.lock().unwrap();
+            let mut state = self.held();
             let slot = state.slots.get_mut(&key);
             if slot.as_ref().map(|s| s.renewals) != seen {
                 return Err(Error::unavailable("reference", "serialization failure"));
@@ -429,7 +340,7 @@ impl LeaseStore for ReferenceStore {
                 slot.renewals += 1;
             }
         }
-        let mut state = self.state.lock().unwrap();
+        let mut state = self.held();
         let key = self.key(namespace, id.get());
         let slot = state.slots.get_mut(&key);
         let revive = self.has(Flaw::RenewRevivesExpired)
@@ -477,7 +388,7 @@ impl LeaseStore for ReferenceStore {
         if self.cut {
             return Err(Error::unavailable("reference", "cut off"));
         }
-        let mut state = self.state.lock().unwrap();
+        let mut state = self.held();
         let key = self.key(namespace, id.get());
         let slot = state.slots.get_mut(&key);
         match self.check(
@@ -521,7 +432,7 @@ impl LeaseStore for ReferenceStore {
         if let Some(answer) = self.when_cut(Flaw::CutListIsEmpty, || Ok(Listing::unknown())) {
             return answer;
         }
-        let state = self.state.lock().unwrap();
+        let state = self.held();
         let Some(&max) = state.pool_sizes.get(namespace.as_str()) else {
             return Ok(Listing::unknown());
         };
@@ -600,7 +511,7 @@ impl LeaseStore for ReferenceStore {
         if self.cut {
             return Err(Error::unavailable("reference", "cut off"));
         }
-        let mut state = self.state.lock().unwrap();
+        let mut state = self.held();
         if !state.pool_sizes.contains_key(namespace.as_str()) {
             return Ok(false);
         }
@@ -627,7 +538,7 @@ impl LeaseStore for ReferenceStore {
         if self.cut {
             return Err(Error::unavailable("reference", "cut off"));
         }
-        let mut state = self.state.lock().unwrap();
+        let mut state = self.held();
         let key = self.key(namespace, id.get());
         let live = state.slots.get(&key).is_some_and(|s| {
             self.is_live(s) || self.has(Flaw::ForceReleaseTakesExpired) && s.holder.is_some()
