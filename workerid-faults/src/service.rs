@@ -134,6 +134,10 @@ pub struct ServiceConfig {
     /// hands between servers, yet with room for every server's lease plus
     /// the ones lost to a fault, which stay taken until they expire (see
     /// [`ServiceConfig::for_target`]), or a rejoin waits for a free ID.
+    /// A pool smaller than the servers (a tight pool) keeps servers
+    /// waiting: the worker ID of a server cut off from the store goes to
+    /// one of them once its lease expires, and liveness asks only that as
+    /// many servers serve as the pool has IDs ([`ServiceConfig::serving`]).
     pub max_worker_id: u32,
     /// The segment tags, each with this step (small: segments run out and
     /// are reserved often).
@@ -161,6 +165,9 @@ pub struct ServiceConfig {
     /// its HTTP clients still reach it (needs root; see
     /// [`network`](crate::network)).
     pub network: bool,
+    /// The shortest a network fault lasts (zero: 0.5 to 3 ttls as drawn);
+    /// longer than a ttl, a cut costs its server the lease.
+    pub network_faults_at_least: Duration,
     /// Where the history and logs go (kept); a temporary directory if `None`.
     pub dir: Option<PathBuf>,
 }
@@ -189,6 +196,7 @@ impl ServiceConfig {
             unsafe_shared_worker_id: false,
             peers: None,
             network: false,
+            network_faults_at_least: Duration::ZERO,
             dir: None,
         }
     }
@@ -215,6 +223,14 @@ impl ServiceConfig {
         } else {
             7
         };
+    }
+
+    /// How many servers can hold a worker ID at once, and must serve
+    /// snowflake IDs after every fault: all of them, or in a tight pool as
+    /// many as it has IDs.
+    pub fn serving(&self) -> usize {
+        usize::try_from(self.max_worker_id)
+            .map_or(self.servers, |max| self.servers.min(max.saturating_add(1)))
     }
 
     /// The lease namespace of server `server`.
@@ -287,7 +303,10 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
     let mut possible = ServiceFault::all_for(target);
     let labs = config
         .network
-        .then(|| crate::network::Labs::new(target, config.servers))
+        .then(|| {
+            crate::network::Labs::new(target, config.servers)
+                .map(|labs| labs.lasting_at_least(config.network_faults_at_least))
+        })
         .transpose()?;
     if labs.is_some() {
         possible.extend(ServiceFault::NETWORK);
@@ -445,6 +464,7 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
         ttl: config.ttl,
         recovery_bound: config.recovery_bound,
         servers: config.servers,
+        serving: config.serving(),
         acknowledged: shared.acknowledged.load(Ordering::Relaxed),
     };
     let report = check_service(&ids, &polls, &ends, &options);

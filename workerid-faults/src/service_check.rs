@@ -8,7 +8,7 @@
 //! | no snowflake ID is received twice | [`ServiceViolation::DuplicateSnowflakeId`] |
 //! | the snowflake IDs of a worker ID rise across servers and restarts: an ID received before another was asked for is the smaller | [`ServiceViolation::WentBack`] |
 //! | a snowflake ID carries the worker ID of a live lease: the lease poller's listings just before and just after it was served do not both miss it | [`ServiceViolation::NotLive`] |
-//! | every server serves a snowflake ID within the recovery bound (ttl + 2 s) after a fault ends | [`ServiceViolation::SlowRecovery`] |
+//! | every server serves a snowflake ID within the recovery bound (ttl + 2 s) after a fault ends; in a pool with fewer worker IDs than servers, as many as it has IDs (the first to serve) | [`ServiceViolation::SlowRecovery`] |
 //! | every ID counted as acknowledged is in the history | [`ServiceViolation::Lost`] |
 //!
 //! Instants are `CLOCK_MONOTONIC` nanoseconds. A lease lives in the store
@@ -112,6 +112,10 @@ pub struct ServiceCheckOptions {
     pub recovery_bound: Duration,
     /// How many servers.
     pub servers: usize,
+    /// How many of them must serve again after each fault (the pool may
+    /// have fewer worker IDs than there are servers): the first that many
+    /// to serve are judged, the others wait for a worker ID.
+    pub serving: usize,
     /// IDs the clients counted as acknowledged.
     pub acknowledged: u64,
 }
@@ -483,9 +487,20 @@ fn recoveries(
     }
     let mut violations = Vec::new();
     for fault in faults {
-        for (server, list) in by_server.iter().enumerate() {
-            let start = list.partition_point(|r| r.sent < fault.at);
-            let took = list[start..].iter().map(|r| r.received - fault.at).min();
+        let mut tooks: Vec<(Option<u64>, usize)> = by_server
+            .iter()
+            .enumerate()
+            .map(|(server, list)| {
+                let start = list.partition_point(|r| r.sent < fault.at);
+                (
+                    list[start..].iter().map(|r| r.received - fault.at).min(),
+                    server,
+                )
+            })
+            .collect();
+        // The first to serve again (never: last) are judged.
+        tooks.sort_by_key(|&(took, server)| (took.is_none(), took, server));
+        for (took, server) in tooks.into_iter().take(options.serving) {
             let judged =
                 took.is_some_and(|t| fault.at + t <= fault.next) || fault.next >= fault.at + bound;
             if !judged {

@@ -15,6 +15,7 @@ fn options(servers: usize, acknowledged: u64) -> ServiceCheckOptions {
         ttl: Duration::from_secs(2),
         recovery_bound: Duration::from_secs(4),
         servers,
+        serving: servers,
         acknowledged,
     }
 }
@@ -127,4 +128,41 @@ fn liveness_and_recovery_are_judged_only_where_the_evidence_allows() {
     assert!(report.is_safe(), "{report}");
     assert_eq!(report.judged_live, 0);
     assert!(report.worst_recovery.is_empty());
+}
+
+#[test]
+fn in_a_tight_pool_the_first_servers_to_serve_are_judged() {
+    // Three servers, a pool of two: after the fault server 0 serves at
+    // once, server 2 within the bound, server 1 (waiting for a worker ID)
+    // never.
+    let ids = vec![
+        snowflake(0, 0, 100, 1_100 * MS),
+        snowflake(2, 1, 101, 3_000 * MS),
+    ];
+    let polls: Vec<LeasePoll> = (0..40).map(|i| poll(i * 100 * MS, &[0, 1])).collect();
+    let faults = [FaultEnd {
+        kind: "CutServerFromStore".into(),
+        at: 1_000 * MS,
+        next: 10_000 * MS,
+    }];
+    let tight = ServiceCheckOptions {
+        serving: 2,
+        ..options(3, 2)
+    };
+    let report = check_service(&ids, &polls, &faults, &tight);
+    assert!(report.is_safe(), "{report}");
+    assert_eq!(
+        report.worst_recovery.get("CutServerFromStore"),
+        Some(&Some(Duration::from_millis(2_001)))
+    );
+    // Teeth: every server judged, the waiting one is too slow; and in the
+    // tight pool, a second server that serves only after the bound is.
+    let all = check_service(&ids, &polls, &faults, &options(3, 2));
+    assert_eq!(all.count("slow-recovery"), 1, "{all}");
+    let late = vec![
+        snowflake(0, 0, 100, 1_100 * MS),
+        snowflake(2, 1, 101, 6_000 * MS),
+    ];
+    let report = check_service(&late, &polls, &faults, &tight);
+    assert_eq!(report.count("slow-recovery"), 1, "{report}");
 }

@@ -40,8 +40,8 @@ impl Nemesis<'_> {
     }
 
     /// Faults until the duration has passed and every fault was injected
-    /// once; after each, waits until every server served a snowflake ID
-    /// again (or the recovery bound passed), so each recovery is measured
+    /// once; after each, waits until every server (in a tight pool, as many
+    /// as it has IDs) served a snowflake ID again (or the recovery bound passed), so each recovery is measured
     /// on its own.
     pub(super) fn run(&mut self) {
         let until = mono_ns() + nanos(self.config.duration);
@@ -105,15 +105,35 @@ impl Nemesis<'_> {
                 .shared
                 .last_snowflake_sent
                 .iter()
-                .any(|s| s.load(Ordering::Relaxed) < since)
+                .filter(|s| s.load(Ordering::Relaxed) >= since)
+                .count()
+                < self.config.serving()
         {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
 
+    /// The server a fault goes to: any, or in a tight pool one that served
+    /// a snowflake ID in the last half second (one that holds a worker ID a
+    /// waiting server can take).
+    fn victim(&mut self) -> usize {
+        let recent = mono_ns().saturating_sub(500_000_000);
+        let candidates: Vec<usize> = (0..self.servers.len())
+            .filter(|&i| {
+                self.config.serving() == self.servers.len()
+                    || self.shared.last_snowflake_sent[i].load(Ordering::Relaxed) >= recent
+            })
+            .collect();
+        if candidates.is_empty() {
+            self.rng.random_range(0..self.servers.len())
+        } else {
+            candidates[self.rng.random_range(0..candidates.len())]
+        }
+    }
+
     /// Injects `fault`; returns what it did and when it ended.
     fn inject(&mut self, fault: ServiceFault) -> (String, u64) {
-        let i = self.rng.random_range(0..self.servers.len());
+        let i = self.victim();
         let process = &self.servers[i].process;
         match fault {
             ServiceFault::KillServer => {

@@ -164,6 +164,32 @@ pub fn service_survives_network_faults(target: &Target, duration: Duration) -> S
     service_survives(target, config)
 }
 
+/// [`service_survives_network_faults`] in a tight pool: one worker ID fewer
+/// than servers, and every network fault lasting two ttls or more, so
+/// that the worker ID of a server cut off goes to a waiting server while
+/// the cut one still runs. Asserts that this happened (a worker ID served
+/// by two servers), with no violation: the healed server never issues on
+/// the worker ID it lost, and as many servers as the pool has IDs serve
+/// again within ttl + 2 s of each heal.
+pub fn service_survives_network_faults_in_a_tight_pool(
+    target: &Target,
+    duration: Duration,
+) -> ServiceOutcome {
+    let mut config = service_config(target, duration);
+    config.network = true;
+    config.faults = ServiceFault::NETWORK.to_vec();
+    config.max_worker_id = u32::try_from(config.servers).unwrap() - 2;
+    config.network_faults_at_least = config.ttl * 2;
+    let outcome = service_survives(target, config);
+    assert!(
+        outcome.report.shared_worker_ids >= 1,
+        "no worker ID changed hands between servers (seed {}): {}",
+        outcome.seed,
+        outcome.report
+    );
+    outcome
+}
+
 /// Runs `config` on `target` and asserts as [`service_survives_every_fault`] does.
 pub fn service_survives(target: &Target, config: ServiceConfig) -> ServiceOutcome {
     let outcome = service::run_service(target, &config).unwrap();
