@@ -50,6 +50,7 @@
 
 mod cleanup;
 pub mod etcd;
+mod fake_clock;
 pub mod mariadb;
 pub mod netns;
 mod ports;
@@ -62,6 +63,7 @@ pub mod relay;
 mod stores;
 pub mod tls;
 
+pub use fake_clock::FakeWallClock;
 pub use ports::free_port;
 pub use process::{ServerProcess, ServerSpec};
 pub use stores::{RunningStore, Servers, StoreKind};

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::cleanup;
+use crate::fake_clock::FakeWallClock;
 
 static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
 
@@ -89,6 +90,8 @@ pub struct ServerProcess {
     spec: ServerSpec,
     dir: tempfile::TempDir,
     child: Mutex<Option<Child>>,
+    /// Set once the server runs under libfaketime.
+    fake_clock: Mutex<Option<FakeWallClock>>,
 }
 
 impl ServerProcess {
@@ -109,6 +112,7 @@ impl ServerProcess {
             spec,
             dir,
             child: Mutex::new(None),
+            fake_clock: Mutex::new(None),
         };
         cleanup::register(server.key, None, server.dir.path().to_path_buf());
         server.start();
@@ -162,6 +166,9 @@ impl ServerProcess {
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("clone the log file"))
             .stderr(log);
+        if let Some(clock) = self.lock_fake_clock().as_ref() {
+            command.envs(clock.env());
+        }
         if let Some((uid, gid)) = self.spec.user {
             std::os::unix::process::CommandExt::uid(&mut command, uid);
             std::os::unix::process::CommandExt::gid(&mut command, gid);
@@ -207,6 +214,25 @@ impl ServerProcess {
             }
         }
         cleanup::register(self.key, None, self.dir().to_path_buf());
+    }
+
+    /// The server's wall clock, for the test to step: on first call the
+    /// server is restarted (data kept) under libfaketime at offset zero,
+    /// and stays on it. Its monotonic clock is left alone.
+    ///
+    /// Panics if the `faketime` package is not installed.
+    pub fn fake_wall_clock(&self) -> FakeWallClock {
+        if let Some(clock) = self.lock_fake_clock().as_ref() {
+            return clock.clone();
+        }
+        let clock = FakeWallClock::create(self.dir().join("faketime.offset"));
+        *self.lock_fake_clock() = Some(clock.clone());
+        self.restart();
+        clock
+    }
+
+    fn lock_fake_clock(&self) -> MutexGuard<'_, Option<FakeWallClock>> {
+        self.fake_clock.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Stops and starts the server, keeping its data.
