@@ -49,6 +49,7 @@
 
 mod acquire_routine;
 mod builder;
+mod committed;
 mod dialect;
 mod group_commit;
 mod listing;

@@ -218,13 +218,13 @@ impl SegmentStore for SqlStore {
                 None => return Err(self.reserve_refused(tag).await),
             }
         } else {
-            let row = q(&s.reserve)
+            let query = q(&s.reserve)
                 .bind(step)
                 .bind(tag.to_string())
                 .bind(limit)
                 .bind(step)
-                .bind(step)
-                .fetch_optional(self.pool())
+                .bind(step);
+            let row = crate::committed::first_row(query, self.pool())
                 .await
                 .map_err(|e| self.unavailable(e))?;
             let Some(row) = row else {

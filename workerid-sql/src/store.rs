@@ -276,7 +276,7 @@ impl SqlStore {
         (token, holder): (&str, &str),
         ttl_us: i64,
     ) -> sqlx::Result<Option<Result<Grant>>> {
-        let row = q(fast)
+        let query = q(fast)
             .bind(token.to_string())
             .bind(holder.to_string())
             .bind(ttl_us)
@@ -284,9 +284,8 @@ impl SqlStore {
             .bind(namespace.to_string())
             .bind(i64::from(max_worker_id))
             .bind(namespace.to_string())
-            .bind(token.to_string())
-            .fetch_optional(&self.pool)
-            .await?;
+            .bind(token.to_string());
+        let row = crate::committed::first_row(query, &self.pool).await?;
         let Some(row) = row else {
             return Ok(None);
         };
