@@ -60,6 +60,7 @@ pub mod progress;
 pub mod proxy;
 pub mod redis;
 pub mod relay;
+pub mod small_disk;
 mod stores;
 pub mod tls;
 

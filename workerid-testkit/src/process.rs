@@ -101,10 +101,7 @@ impl ServerProcess {
     ///
     /// Panics, with the end of the server's log, if it does not start.
     pub fn launch(name: &str, build: impl FnOnce(&Path) -> ServerSpec) -> ServerProcess {
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("workerid-{name}-"))
-            .tempdir()
-            .expect("create a temporary directory");
+        let dir = crate::small_disk::temp_dir(&format!("workerid-{name}-"));
         let spec = build(dir.path());
         let server = ServerProcess {
             name: name.to_string(),

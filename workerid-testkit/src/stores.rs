@@ -90,12 +90,9 @@ impl StoreKind {
     pub fn start(self) -> RunningStore {
         let servers = match self {
             StoreKind::Memory => Servers::None,
-            StoreKind::Sqlite => Servers::SqliteFile(
-                tempfile::Builder::new()
-                    .prefix("workerid-sqlite-")
-                    .tempdir()
-                    .unwrap_or_else(|e| panic!("cannot make a temporary directory: {e}")),
-            ),
+            StoreKind::Sqlite => {
+                Servers::SqliteFile(crate::small_disk::temp_dir("workerid-sqlite-"))
+            }
             StoreKind::Redis | StoreKind::RedisDurable => {
                 Servers::Redis(RedisServer::start(RedisConfig {
                     persistence: self == StoreKind::RedisDurable,
