@@ -19,6 +19,9 @@ pub enum StoreKind {
     /// A Redis Cluster through any of its nodes: `redis+cluster://`, or
     /// `rediss+cluster://` over TLS.
     RedisCluster,
+    /// The master Redis Sentinels name, followed through failovers:
+    /// `redis+sentinel://`.
+    RedisSentinel,
     /// etcd: `etcd://`, or `etcds://` over TLS.
     Etcd,
     /// PostgreSQL: `postgres://`, `postgresql://`.
@@ -31,10 +34,11 @@ pub enum StoreKind {
 
 impl StoreKind {
     /// Every kind, in the order the documentation lists them.
-    pub const ALL: [StoreKind; 7] = [
+    pub const ALL: [StoreKind; 8] = [
         StoreKind::Memory,
         StoreKind::Redis,
         StoreKind::RedisCluster,
+        StoreKind::RedisSentinel,
         StoreKind::Etcd,
         StoreKind::Postgres,
         StoreKind::MySql,
@@ -47,6 +51,7 @@ impl StoreKind {
             StoreKind::Memory => &["memory"],
             StoreKind::Redis => &["redis", "rediss"],
             StoreKind::RedisCluster => &["redis+cluster", "rediss+cluster"],
+            StoreKind::RedisSentinel => &["redis+sentinel"],
             StoreKind::Etcd => &["etcd", "etcds"],
             StoreKind::Postgres => &["postgres", "postgresql"],
             StoreKind::MySql => &["mysql", "mariadb"],
@@ -66,7 +71,7 @@ impl StoreKind {
     pub fn feature(self) -> &'static str {
         match self {
             StoreKind::Memory => "memory",
-            StoreKind::Redis | StoreKind::RedisCluster => "redis",
+            StoreKind::Redis | StoreKind::RedisCluster | StoreKind::RedisSentinel => "redis",
             StoreKind::Etcd => "etcd",
             StoreKind::Postgres => "postgres",
             StoreKind::MySql => "mysql",
@@ -84,7 +89,7 @@ impl StoreKind {
     pub fn system_name(self) -> &'static str {
         match self {
             StoreKind::Memory => "memory",
-            StoreKind::Redis | StoreKind::RedisCluster => "redis",
+            StoreKind::Redis | StoreKind::RedisCluster | StoreKind::RedisSentinel => "redis",
             StoreKind::Etcd => "etcd",
             StoreKind::Postgres => "postgresql",
             StoreKind::MySql => "mysql",
@@ -96,7 +101,9 @@ impl StoreKind {
     pub fn is_compiled_in(self) -> bool {
         match self {
             StoreKind::Memory => cfg!(feature = "memory"),
-            StoreKind::Redis | StoreKind::RedisCluster => cfg!(feature = "redis"),
+            StoreKind::Redis | StoreKind::RedisCluster | StoreKind::RedisSentinel => {
+                cfg!(feature = "redis")
+            }
             StoreKind::Etcd => cfg!(feature = "etcd"),
             StoreKind::Postgres => cfg!(feature = "postgres"),
             StoreKind::MySql => cfg!(feature = "mysql"),
@@ -134,6 +141,9 @@ impl StoreKind {
             StoreKind::RedisCluster => {
                 "redis+cluster://[[USER]:PASSWORD@]HOST:PORT,HOST:PORT[?prefix=P]  (rediss+cluster:// for TLS)"
             }
+            StoreKind::RedisSentinel => {
+                "redis+sentinel://[[USER]:PASSWORD@]HOST:PORT,HOST:PORT/MASTER[/DB][?prefix=P&durable=true&wait_replicas=N]  (the Sentinels' addresses; the credentials are the master's)"
+            }
             StoreKind::Etcd => {
                 "etcd://[USER:PASSWORD@]HOST:PORT,HOST:PORT[/PREFIX]  (etcds:// for TLS, with ?cacert=FILE&cert=FILE&key=FILE)"
             }
@@ -147,13 +157,14 @@ impl StoreKind {
         }
     }
 
-    /// A short name: `redis`, `redis-cluster`, `etcd`, `postgres`, `mysql`,
+    /// A short name: `redis`, `redis-cluster`, `redis-sentinel`, `etcd`, `postgres`, `mysql`,
     /// `sqlite`, `memory`.
     pub fn name(self) -> &'static str {
         match self {
             StoreKind::Memory => "memory",
             StoreKind::Redis => "redis",
             StoreKind::RedisCluster => "redis-cluster",
+            StoreKind::RedisSentinel => "redis-sentinel",
             StoreKind::Etcd => "etcd",
             StoreKind::Postgres => "postgres",
             StoreKind::MySql => "mysql",

@@ -78,7 +78,10 @@ impl StoreUrl {
             StoreKind::Sqlite => {}
             StoreKind::Memory => parsed.read_memory()?,
             StoreKind::Postgres | StoreKind::MySql => parsed.read_sql_credentials(),
-            StoreKind::Redis | StoreKind::RedisCluster | StoreKind::Etcd => parsed.read_hosts()?,
+            StoreKind::Redis
+            | StoreKind::RedisCluster
+            | StoreKind::RedisSentinel
+            | StoreKind::Etcd => parsed.read_hosts()?,
         }
         Ok(parsed)
     }

@@ -149,7 +149,9 @@ impl OpenOptions {
             #[cfg(feature = "memory")]
             StoreKind::Memory => Ok(Arc::new(workerid_memory::MemoryStore::new())),
             #[cfg(feature = "redis")]
-            StoreKind::Redis | StoreKind::RedisCluster => redis::open(self, &url).await,
+            StoreKind::Redis | StoreKind::RedisCluster | StoreKind::RedisSentinel => {
+                redis::open(self, &url).await
+            }
             #[cfg(feature = "etcd")]
             StoreKind::Etcd => etcd::open(self, &url).await,
             #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]

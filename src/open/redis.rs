@@ -1,4 +1,4 @@
-//! Opening Redis and Redis Cluster.
+//! Opening Redis, Redis Cluster, and Redis behind Sentinels.
 
 use std::sync::Arc;
 
@@ -22,9 +22,25 @@ fn user_info(url: &StoreUrl) -> String {
 }
 
 pub(crate) async fn open(options: &OpenOptions, url: &StoreUrl) -> Result<Opened, OpenError> {
-    url.check_params(&["prefix", "durable", "cacert", "cert", "key", "protocol"])?;
+    url.check_params(&[
+        "prefix",
+        "durable",
+        "cacert",
+        "cert",
+        "key",
+        "protocol",
+        "wait_replicas",
+    ])?;
     let tls = TlsFiles::read(url)?;
     let mut builder = workerid_redis::RedisStore::builder().durable(url.flag("durable")?);
+    if let Some(replicas) = url.param("wait_replicas") {
+        let replicas = replicas.parse().map_err(|_| {
+            url.bad(format!(
+                "wait_replicas={replicas:?} is not a number of replicas"
+            ))
+        })?;
+        builder = builder.wait_for_replicas(replicas);
+    }
     if let Some(prefix) = url.param("prefix") {
         builder = builder.key_prefix(prefix);
     }
@@ -47,6 +63,21 @@ pub(crate) async fn open(options: &OpenOptions, url: &StoreUrl) -> Result<Opened
             single.push_str(protocol);
         }
         builder.connect(&single).await
+    } else if url.kind == StoreKind::RedisSentinel {
+        // MASTER or MASTER/DB.
+        let (master, db) = match url.path.split_once('/') {
+            Some((master, db)) => (master, db),
+            None => (url.path.as_str(), ""),
+        };
+        if master.is_empty() {
+            return Err(url.bad("the master's name after the Sentinels' addresses"));
+        }
+        let sentinels: Vec<String> = url
+            .hosts
+            .iter()
+            .map(|host| format!("redis://{auth}{host}/{db}"))
+            .collect();
+        builder.connect_sentinel(&sentinels, master).await
     } else {
         if !url.path.is_empty() {
             return Err(url.bad("a Redis Cluster has no database number"));

@@ -1,6 +1,5 @@
 //! Connecting: URL or client, single server or cluster, and options.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionManagerConfig;
@@ -9,7 +8,7 @@ use redis::io::tcp::TcpSettings;
 use redis::{Client, RedisError};
 use workerid_core::{redact_url, Error, Result};
 
-use crate::connection::{Connection, Single};
+use crate::connection::{Connection, SentinelMaster, Server, Single};
 use crate::keys::{check_prefix, DEFAULT_PREFIX};
 use crate::RedisStore;
 
@@ -38,6 +37,7 @@ pub struct RedisStoreBuilder {
     durable: bool,
     connection_timeout: Duration,
     response_timeout: Duration,
+    wait_for_replicas: u32,
     #[cfg(feature = "tls-rustls")]
     tls: crate::tls::TlsMaterial,
 }
@@ -49,7 +49,8 @@ impl std::fmt::Debug for RedisStoreBuilder {
         out.field("prefix", &self.prefix)
             .field("durable", &self.durable)
             .field("connection_timeout", &self.connection_timeout)
-            .field("response_timeout", &self.response_timeout);
+            .field("response_timeout", &self.response_timeout)
+            .field("wait_for_replicas", &self.wait_for_replicas);
         #[cfg(feature = "tls-rustls")]
         out.field("tls", &self.tls);
         out.finish()
@@ -63,6 +64,7 @@ impl Default for RedisStoreBuilder {
             durable: false,
             connection_timeout: Duration::from_secs(2),
             response_timeout: Duration::from_secs(2),
+            wait_for_replicas: 0,
             #[cfg(feature = "tls-rustls")]
             tls: Default::default(),
         }
@@ -97,6 +99,20 @@ impl RedisStoreBuilder {
     /// How long to wait for an answer (default 2 s); past it, `Unavailable`.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
+        self
+    }
+
+    /// Every write (acquire, renew, release, a segment reservation or
+    /// give-back) waits until this many replicas have it (`WAIT`, for at
+    /// most half the response timeout) before it is answered; fewer in time
+    /// is `Unavailable`, though the master applied it: an acquire sent
+    /// again with its token then finds its own grant. Default 0 (answered
+    /// once the master has it). With replicas and failover (Sentinel), this
+    /// is what keeps a failover from losing an acknowledged grant or range:
+    /// see the Redis page of the docs for what it closes and costs. Not on
+    /// a Redis Cluster.
+    pub fn wait_for_replicas(mut self, replicas: u32) -> Self {
+        self.wait_for_replicas = replicas;
         self
     }
 
@@ -158,16 +174,86 @@ impl RedisStoreBuilder {
             .clone()
             .set_tcp_settings(self.tcp_settings());
         let client = Client::open(info).map_err(unavailable)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.connection_timeout))
-            .set_response_timeout(Some(self.response_timeout))
-            .set_number_of_retries(1);
-        let single = Single::connect(client, config).await.map_err(unavailable)?;
-        let connection = Connection::Single(Arc::new(single));
+        let single = Single::connect(Server::Fixed(client), self.manager_config())
+            .await
+            .map_err(unavailable)?;
+        let connection = Connection::Single(single);
         if self.durable {
             check_durable(&connection).await?;
         }
         Ok(self.store(connection))
+    }
+
+    /// Connects to the master that the Sentinels at `sentinel_urls`
+    /// (`redis://host:port`) know as `master_name`, and after a failover to
+    /// the master they name then: an answer that says the master is gone
+    /// or demoted asks them again, and they are asked every 200 ms besides
+    /// (a failed master started again answers as a master until they demote
+    /// it, and what is written there meanwhile is lost). The Sentinels are asked without
+    /// credentials; the user, password and database of the first URL are
+    /// the master's.
+    ///
+    /// # Errors
+    /// As [`RedisStoreBuilder::connect`]; `Unavailable` also when no
+    /// Sentinel names a master.
+    pub async fn connect_sentinel<S: AsRef<str>>(
+        self,
+        sentinel_urls: &[S],
+        master_name: &str,
+    ) -> Result<RedisStore> {
+        check_prefix(&self.prefix)?;
+        let shown: Vec<String> = sentinel_urls
+            .iter()
+            .map(|url| redact_url(url.as_ref()))
+            .collect();
+        let bad = |e: RedisError| {
+            Error::invalid_config(format!("bad Redis Sentinel URLs {shown:?}: {e}"))
+        };
+        if master_name.is_empty() {
+            return Err(Error::invalid_config("the Sentinels' master name is empty"));
+        }
+        let mut sentinels = Vec::new();
+        let mut master = None;
+        for url in sentinel_urls {
+            if is_tls(url.as_ref()) {
+                return Err(Error::invalid_config(format!(
+                    "Redis Sentinel over TLS is not supported: {:?}",
+                    redact_url(url.as_ref())
+                )));
+            }
+            let info = Client::open(url.as_ref())
+                .map_err(bad)?
+                .get_connection_info()
+                .clone();
+            let info = info.set_tcp_settings(self.tcp_settings());
+            master.get_or_insert_with(|| info.clone());
+            let anonymous = info.set_redis_settings(Default::default());
+            sentinels.push(Client::open(anonymous).map_err(unavailable)?);
+        }
+        let Some(master) = master else {
+            return Err(Error::invalid_config("no Redis Sentinel URL given"));
+        };
+        let server = Server::Sentinel(SentinelMaster::new(
+            sentinels,
+            master_name.to_string(),
+            master,
+            self.connection_timeout,
+        ));
+        let single = Single::connect(server, self.manager_config())
+            .await
+            .map_err(unavailable)?;
+        let connection = Connection::Single(single);
+        if self.durable {
+            check_durable(&connection).await?;
+        }
+        Ok(self.store(connection))
+    }
+
+    fn manager_config(&self) -> ConnectionManagerConfig {
+        ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connection_timeout))
+            .set_response_timeout(Some(self.response_timeout))
+            .set_number_of_retries(1)
     }
 
     /// Connects to a Redis Cluster through any of its nodes' URLs.
@@ -176,6 +262,11 @@ impl RedisStoreBuilder {
     /// As [`RedisStoreBuilder::connect`].
     pub async fn connect_cluster<S: AsRef<str>>(self, urls: &[S]) -> Result<RedisStore> {
         check_prefix(&self.prefix)?;
+        if self.wait_for_replicas > 0 {
+            return Err(Error::invalid_config(
+                "waiting for replicas is not supported on a Redis Cluster",
+            ));
+        }
         let nodes: Vec<&str> = urls.iter().map(AsRef::as_ref).collect();
         #[allow(unused_mut)]
         let mut builder = ClusterClientBuilder::new(nodes.clone())
@@ -219,6 +310,12 @@ impl RedisStoreBuilder {
             prefix: self.prefix.into(),
             durable: self.durable,
             registered: Default::default(),
+            wait: (self.wait_for_replicas > 0).then(|| crate::script::WaitForReplicas {
+                replicas: self.wait_for_replicas,
+                timeout_ms: u64::try_from(self.response_timeout.as_millis() / 2)
+                    .unwrap_or(u64::MAX)
+                    .max(1),
+            }),
         }
     }
 }

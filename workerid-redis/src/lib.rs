@@ -71,6 +71,8 @@ pub struct RedisStore {
     /// Namespaces this process has added to the registry (see
     /// [`keys::registry`]).
     registered: Arc<std::sync::Mutex<std::collections::HashSet<Namespace>>>,
+    /// Every write waits for this many replicas (`WAIT`).
+    wait: Option<script::WaitForReplicas>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -83,6 +85,7 @@ impl std::fmt::Debug for RedisStore {
             .field("connection", &kind)
             .field("prefix", &self.prefix)
             .field("durable", &self.durable)
+            .field("wait_for_replicas", &self.wait.map(|w| w.replicas))
             .finish()
     }
 }
@@ -117,10 +120,29 @@ impl RedisStore {
         args: &[String],
     ) -> Result<Value> {
         let mut connection = self.connection.clone();
-        script
-            .call(&mut connection, keys, args)
+        let Some(wait) = self.wait.filter(|_| script.writes) else {
+            return script
+                .call(&mut connection, keys, args)
+                .await
+                .map_err(|e| Error::unavailable("redis", e));
+        };
+        let (answer, acknowledged) = script
+            .call_and_wait(&mut connection, keys, args, wait)
             .await
-            .map_err(|e| Error::unavailable("redis", e))
+            .map_err(|e| Error::unavailable("redis", e))?;
+        if acknowledged < i64::from(wait.replicas) {
+            // Applied on the master, maybe lost in a failover: not an
+            // answer to rely on. A caller that tries again is answered by
+            // the write it made (an acquire sent again with its token).
+            return Err(Error::unavailable(
+                "redis",
+                format!(
+                    "the write reached {acknowledged} of the {} replicas asked for within {} ms",
+                    wait.replicas, wait.timeout_ms
+                ),
+            ));
+        }
+        Ok(answer)
     }
 
     /// Renew (`ttl` in ms) or release (`ttl` empty): one `extend.lua` call,

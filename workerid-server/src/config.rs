@@ -215,7 +215,9 @@ impl Config {
             return Ok(false);
         }
         let fix = match kind {
-            workerid::StoreKind::Redis | workerid::StoreKind::RedisCluster => {
+            workerid::StoreKind::Redis
+            | workerid::StoreKind::RedisCluster
+            | workerid::StoreKind::RedisSentinel => {
                 "add durable=true to the Redis URL, for a Redis server with \
                  appendonly yes and appendfsync always"
             }

@@ -23,6 +23,8 @@ pub struct RedisConfig {
     pub persistence: bool,
     /// Run as a Redis Cluster node.
     pub cluster_node: bool,
+    /// Start as a replica of the server on this loopback port.
+    pub replica_of: Option<u16>,
 }
 
 /// Whether a TLS server asks clients for a certificate.
@@ -105,6 +107,11 @@ impl RedisServer {
                     .iter()
                     .map(|s| s.to_string()),
                 );
+            }
+            if let Some(master) = config.replica_of {
+                args.push("--replicaof".to_string());
+                args.push("127.0.0.1".to_string());
+                args.push(master.to_string());
             }
             if let (Some(tls_port), Some(client_certs)) = (tls_port, tls) {
                 let files = crate::tls::files();
@@ -214,6 +221,7 @@ impl RedisCluster {
         let config = RedisConfig {
             persistence,
             cluster_node: true,
+            replica_of: None,
         };
         let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start(config)).collect();
         Self::create(nodes, false)
@@ -232,6 +240,7 @@ impl RedisCluster {
         let config = RedisConfig {
             persistence,
             cluster_node: true,
+            replica_of: None,
         };
         let nodes: Vec<RedisServer> = (0..3)
             .map(|_| RedisServer::start_tls(config, ClientCerts::Optional))
@@ -412,7 +421,7 @@ pub fn shared_tls_cluster_urls() -> Vec<String> {
         .clone()
 }
 
-fn ask(port: u16, request: &[u8]) -> Option<String> {
+pub(crate) fn ask(port: u16, request: &[u8]) -> Option<String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
     stream.write_all(request).ok()?;
@@ -422,7 +431,7 @@ fn ask(port: u16, request: &[u8]) -> Option<String> {
 }
 
 /// Whether the server answers; one that asks for a password answers too.
-fn ping(port: u16) -> bool {
+pub(crate) fn ping(port: u16) -> bool {
     ask(port, b"PING\r\n")
         .is_some_and(|answer| answer.starts_with("+PONG") || answer.starts_with("-NOAUTH"))
 }

@@ -37,7 +37,7 @@ extern "C" {
 fn redis_starts_restarts_and_cleans_up() {
     let server = RedisServer::start(RedisConfig {
         persistence: true,
-        cluster_node: false,
+        ..RedisConfig::default()
     });
     let left = exercise(server.process());
     drop(server);
