@@ -6,8 +6,10 @@
 # (workerid-testkit's netns module) drops packets inside namespaces of its
 # own, and Python's gRPC (its stubs generated from the service's .proto by
 # grpc_tools, which carries its own compiler) for the test of the gRPC API
-# from another language, and libfaketime (`faketime`), under which the
-# tests step a store server's wall clock. Installs only what is missing.
+# from another language, libfaketime (`faketime`), under which the tests
+# step a store server's wall clock, and Redis Sentinel, which fails a Redis
+# master over to its replica in the failover tests. Installs only what is
+# missing.
 #
 # etcd is Debian 13's (trixie, etcd 3.5), fetched and verified by apt with
 # the machine's Debian archive keys and unpacked into $ETCD_DIR, without
@@ -30,6 +32,7 @@ declare -A needs=(
   [python3-grpcio]=/usr/lib/python3/dist-packages/grpc
   [python3-grpc-tools]=/usr/lib/python3/dist-packages/grpc_tools
   [faketime]=faketime
+  [redis-sentinel]=redis-sentinel
 )
 missing=()
 for pkg in "${!needs[@]}"; do
