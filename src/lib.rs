@@ -10,7 +10,7 @@
 //! | feature | store | URL |
 //! | --- | --- | --- |
 //! | `memory` (default) | [`memory`] | `memory://` |
-//! | `redis` | [`redis`] | `redis://`, `rediss://`, `redis+cluster://` |
+//! | `redis` | [`redis`] | `redis://`, `rediss://`, `redis+cluster://`, `redis+sentinel://` |
 //! | `etcd` | [`etcd`] | `etcd://`, `etcds://` |
 //! | `postgres`, `mysql`, `sqlite` | [`sql`] | `postgres://`, `mysql://`, `mariadb://`, `sqlite://` |
 //! | `all` | every one | |

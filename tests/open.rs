@@ -84,6 +84,15 @@ async fn bad_urls_are_typed_errors_before_any_io() {
         ("redis+cluster://a:1/0", |e| {
             matches!(e, OpenError::BadUrl { .. })
         }),
+        ("redis+sentinel://a:1,b:2/", |e| {
+            matches!(e, OpenError::BadUrl { .. })
+        }),
+        ("redis+sentinel://a:1/m?wait_replicas=two", |e| {
+            matches!(e, OpenError::BadUrl { .. })
+        }),
+        ("redis://h:1/?wait_replicas=-1", |e| {
+            matches!(e, OpenError::BadUrl { .. })
+        }),
         ("etcd://", |e| matches!(e, OpenError::BadUrl { .. })),
         ("etcd://:pw@a:1", |e| matches!(e, OpenError::BadUrl { .. })),
         ("etcd://a:port", |e| matches!(e, OpenError::BadUrl { .. })),

@@ -41,6 +41,7 @@ use crate::{AnyStore, OpenError, StoreKind};
 /// | `memory://` | a new, empty in-process store |
 /// | `redis://[[user]:password@]host[:port][/db]`, `rediss://` (TLS) | one Redis server |
 /// | `redis+cluster://host:port,host:port`, `rediss+cluster://` (TLS) | a Redis Cluster |
+/// | `redis+sentinel://[[user]:password@]host:port,host:port/master[/db]` | the master Redis Sentinels name (the addresses are theirs), followed across failovers |
 /// | `etcd://[user:password@]host:port,host:port[/prefix]`, `etcds://` (TLS) | etcd (key prefix default `workerid`) |
 /// | `postgres://`, `postgresql://` | PostgreSQL (sqlx's URL: `sslmode`, `sslrootcert`, ...) |
 /// | `mysql://`, `mariadb://` | MySQL or MariaDB (sqlx's URL: `ssl-mode`, `ssl-ca`, ...) |

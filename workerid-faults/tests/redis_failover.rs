@@ -168,7 +168,8 @@ fn run(wait_replicas: u32, failovers: usize) -> Failovers {
         }
         for _ in 0..failovers {
             tokio::time::sleep(Duration::from_millis(1_500)).await;
-            let master = group.master().expect("the Sentinels name a master");
+            let master =
+                tokio::task::block_in_place(|| group.wait_for_master(Duration::from_secs(20)));
             group.servers()[master].process().kill();
             let killed = Instant::now();
             let promoted = tokio::task::block_in_place(|| {

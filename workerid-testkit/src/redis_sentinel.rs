@@ -128,6 +128,18 @@ impl RedisSentinelGroup {
         votes.iter().position(|&v| v >= 2)
     }
 
+    /// Waits until a majority of Sentinels name one master (after a
+    /// failover they agree within a few seconds); returns it. Panics after
+    /// `timeout`.
+    pub fn wait_for_master(&self, timeout: Duration) -> usize {
+        let mut named = None;
+        self.wait_until(timeout, "the Sentinels to agree on a master", |g| {
+            named = g.master();
+            named.is_some()
+        });
+        named.expect("a master")
+    }
+
     /// Whether server `i` says it is a master (`ROLE`).
     pub fn is_master(&self, i: usize) -> bool {
         ask(self.servers[i].port(), b"ROLE\r\n").is_some_and(|role| role.contains("master"))
