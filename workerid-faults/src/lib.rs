@@ -36,6 +36,7 @@
 //! processes compare.
 #![deny(missing_docs)]
 
+pub mod acknowledged;
 mod answered;
 pub mod checker;
 pub mod client;

@@ -11,9 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use workerid::segment::{Error as SegmentError, SegmentStore, Tag};
+use workerid::segment::Tag;
 use workerid::snowflake::{Worker, WorkerOptions, WorkerState};
-use workerid::{Allocator, Error, Holder, LeaseOptions, LeaseStore, Namespace, Token};
+use workerid::{Allocator, LeaseOptions, LeaseStore, Namespace};
+use workerid_faults::acknowledged::{churn_leases_until, reserve_until, Acknowledged, Answer};
 use workerid_testkit::small_disk::SmallDisk;
 use workerid_testkit::StoreKind;
 
@@ -23,10 +24,7 @@ const FULL_FOR: Duration = Duration::from_secs(5);
 /// What the load saw, by phase.
 #[derive(Debug, Default)]
 struct Seen {
-    /// Acknowledged segment ranges: (first, last).
-    ranges: Vec<(u64, u64)>,
-    /// Acknowledged grants in order: (worker ID, fence).
-    grants: Vec<(u32, u64)>,
+    acknowledged: Acknowledged,
     /// Errors by phase and kind.
     errors: BTreeMap<(&'static str, String), usize>,
     /// Successes by phase.
@@ -40,78 +38,22 @@ struct Load {
 }
 
 impl Load {
-    fn phase(&self) -> &'static str {
-        *self.phase.lock().unwrap()
-    }
-    fn ok(&self) {
-        let phase = self.phase();
-        *self.seen.lock().unwrap().ok.entry(phase).or_default() += 1;
-    }
-    fn error(&self, kind: String) {
-        let phase = self.phase();
-        *self
-            .seen
-            .lock()
-            .unwrap()
-            .errors
-            .entry((phase, kind))
-            .or_default() += 1;
-    }
-}
-
-fn lease_error(e: &Error) -> String {
-    match e {
-        Error::Unavailable { .. } => "unavailable".into(),
-        other => format!("{other:?}"),
-    }
-}
-
-fn segment_error(e: &SegmentError) -> String {
-    match e {
-        SegmentError::Unavailable { .. } => "unavailable".into(),
-        other => format!("{other:?}"),
-    }
-}
-
-async fn reserve_loop(load: Arc<Load>, store: Arc<dyn SegmentStore>, tag: Tag) {
-    while !load.stop.load(Ordering::Relaxed) {
-        match store.reserve(&tag, None).await {
-            Ok(range) => {
-                load.seen
-                    .lock()
-                    .unwrap()
-                    .ranges
-                    .push((range.first, range.last));
-                load.ok();
+    /// Notes what a call of the load answered, under the current phase.
+    fn note(&self, answer: Answer) {
+        let phase = *self.phase.lock().unwrap();
+        let mut seen = self.seen.lock().unwrap();
+        match answer {
+            Answer::Reserved(range, _) => seen.acknowledged.ranges.push(range),
+            Answer::Granted(grant) => seen.acknowledged.grants.push(grant),
+            Answer::Failed(call, kind) => {
+                *seen
+                    .errors
+                    .entry((phase, format!("{call}: {kind}")))
+                    .or_default() += 1;
+                return;
             }
-            Err(e) => load.error(format!("reserve: {}", segment_error(&e))),
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-async fn lease_loop(load: Arc<Load>, store: Arc<dyn LeaseStore>) {
-    let namespace = Namespace::new("disk-churn").expect("namespace");
-    while !load.stop.load(Ordering::Relaxed) {
-        let token = Token::generate();
-        match store
-            .acquire(&namespace, 63, &token, TTL, &Holder::default())
-            .await
-        {
-            Ok(grant) => {
-                load.seen
-                    .lock()
-                    .unwrap()
-                    .grants
-                    .push((grant.id.get(), grant.fence));
-                load.ok();
-                if let Err(e) = store.release(&namespace, grant.id, &token, 1).await {
-                    load.error(format!("release: {}", lease_error(&e)));
-                }
-            }
-            Err(e) => load.error(format!("acquire: {}", lease_error(&e))),
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        *seen.ok.entry(phase).or_default() += 1;
     }
 }
 
@@ -158,11 +100,25 @@ fn disk_full(kind: StoreKind, mib: u64) {
             .create_tag(&tag, 1, 100)
             .await
             .expect("create the tag");
-        let tasks = (
-            tokio::spawn(reserve_loop(load.clone(), segments, tag)),
-            tokio::spawn(lease_loop(load.clone(), store.lease_store())),
-            tokio::spawn(worker_loop(load.clone(), store.lease_store())),
-        );
+        let pause = Duration::from_millis(5);
+        let reserves = tokio::spawn({
+            let load = load.clone();
+            async move {
+                reserve_until(&load.stop, &*segments, &tag, pause, |a| load.note(a)).await;
+            }
+        });
+        let leases = tokio::spawn({
+            let (load, leases) = (load.clone(), store.lease_store());
+            async move {
+                let namespace = Namespace::new("disk-churn").expect("namespace");
+                let pool = (63, TTL);
+                churn_leases_until(&load.stop, &*leases, &namespace, pool, pause, |a| {
+                    load.note(a)
+                })
+                .await;
+            }
+        });
+        let worker = tokio::spawn(worker_loop(load.clone(), store.lease_store()));
         tokio::time::sleep(Duration::from_millis(1_500)).await;
         *load.phase.lock().unwrap() = "full";
         let filled = disk.fill();
@@ -197,9 +153,9 @@ fn disk_full(kind: StoreKind, mib: u64) {
         };
         tokio::time::sleep(Duration::from_secs(2)).await;
         load.stop.store(true, Ordering::Relaxed);
-        tasks.0.await.expect("reserves");
-        tasks.1.await.expect("leases");
-        let ids = tasks.2.await.expect("the worker");
+        reserves.await.expect("reserves");
+        leases.await.expect("leases");
+        let ids = worker.await.expect("the worker");
         let mut sorted = ids.clone();
         sorted.sort_unstable();
         sorted.dedup();
@@ -212,8 +168,8 @@ fn disk_full(kind: StoreKind, mib: u64) {
          {healed_after:.2?} after the disk was freed; {} ranges, {} grants",
         seen.ok,
         seen.errors,
-        seen.ranges.len(),
-        seen.grants.len()
+        seen.acknowledged.ranges.len(),
+        seen.acknowledged.grants.len()
     );
     let wrong: Vec<_> = seen
         .errors
@@ -224,22 +180,16 @@ fn disk_full(kind: StoreKind, mib: u64) {
         wrong.is_empty(),
         "{kind}: errors other than Unavailable: {wrong:?}"
     );
-    let mut ranges = seen.ranges.clone();
-    ranges.sort_unstable();
-    for pair in ranges.windows(2) {
-        assert!(
-            pair[0].1 < pair[1].0,
-            "{kind}: acknowledged ranges overlap: {pair:?}"
-        );
-    }
-    let mut fences: BTreeMap<u32, u64> = BTreeMap::new();
-    for &(id, fence) in &seen.grants {
-        let last = fences.insert(id, fence).unwrap_or(0);
-        assert!(
-            fence > last,
-            "{kind}: worker ID {id} granted with fence {fence} after {last}: an acknowledged grant was lost"
-        );
-    }
+    assert_eq!(
+        seen.acknowledged.repeated_segment_ids(),
+        0,
+        "{kind}: acknowledged ranges overlap"
+    );
+    assert_eq!(
+        seen.acknowledged.fences_gone_back(),
+        0,
+        "{kind}: a grant's fence went back: an acknowledged grant was lost"
+    );
     assert!(
         seen.ok.get("before").is_some_and(|n| *n > 0),
         "{kind}: nothing was served before the disk filled"

@@ -11,69 +11,36 @@
 //! acknowledged is lost over three failovers. The measurement of both
 //! settings over many failovers is `bash scripts/soak-failover.sh`.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use workerid::segment::{SegmentStore, Tag};
-use workerid::{Holder, LeaseStore, Namespace, Token};
+use workerid::segment::Tag;
+use workerid::Namespace;
+use workerid_faults::acknowledged::{churn_leases_until, reserve_until, Acknowledged, Answer};
 use workerid_testkit::redis_sentinel::RedisSentinelGroup;
 
 const TTL: Duration = Duration::from_secs(5);
 
-#[derive(Debug, Default)]
-struct Acknowledged {
-    /// Segment ranges: (first, last).
-    ranges: Vec<(u64, u64)>,
-    /// Grants in the order they were answered: (worker ID, fence).
-    grants: Vec<(u32, u64)>,
-    /// How long each acknowledged reservation took.
-    latencies: Vec<Duration>,
-}
-
 #[derive(Default)]
 struct Load {
     acknowledged: Mutex<Acknowledged>,
+    /// How long each acknowledged reservation took.
+    latencies: Mutex<Vec<Duration>>,
     unavailable: AtomicU64,
     stop: AtomicBool,
 }
 
-async fn reserve_loop(load: Arc<Load>, store: Arc<dyn SegmentStore>, tag: Tag) {
-    while !load.stop.load(Ordering::Relaxed) {
-        let began = Instant::now();
-        match store.reserve(&tag, None).await {
-            Ok(range) => {
-                let mut acknowledged = load.acknowledged.lock().unwrap();
-                acknowledged.ranges.push((range.first, range.last));
-                acknowledged.latencies.push(began.elapsed());
+impl Load {
+    fn note(&self, answer: Answer) {
+        match answer {
+            Answer::Reserved(range, took) => {
+                self.acknowledged.lock().unwrap().ranges.push(range);
+                self.latencies.lock().unwrap().push(took);
             }
-            Err(_) => {
-                load.unavailable.fetch_add(1, Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-    }
-}
-
-async fn lease_loop(load: Arc<Load>, store: Arc<dyn LeaseStore>, namespace: Namespace) {
-    while !load.stop.load(Ordering::Relaxed) {
-        let token = Token::generate();
-        match store
-            .acquire(&namespace, 1023, &token, TTL, &Holder::default())
-            .await
-        {
-            Ok(grant) => {
-                load.acknowledged
-                    .lock()
-                    .unwrap()
-                    .grants
-                    .push((grant.id.get(), grant.fence));
-                let _ = store.release(&namespace, grant.id, &token, 0).await;
-            }
-            Err(_) => {
-                load.unavailable.fetch_add(1, Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(20)).await;
+            Answer::Granted(grant) => self.acknowledged.lock().unwrap().grants.push(grant),
+            Answer::Failed(..) => {
+                self.unavailable.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -153,18 +120,28 @@ fn run(wait_replicas: u32, failovers: usize) -> Failovers {
         let namespace = Namespace::new("failover").expect("namespace");
         let mut tasks = Vec::new();
         for _ in 0..3 {
-            tasks.push(tokio::spawn(reserve_loop(
-                load.clone(),
-                store.segment_store(),
-                tag.clone(),
-            )));
+            let (load, segments, tag) = (load.clone(), store.segment_store(), tag.clone());
+            tasks.push(tokio::spawn(async move {
+                reserve_until(&load.stop, &*segments, &tag, Duration::ZERO, |a| {
+                    load.note(a)
+                })
+                .await;
+            }));
         }
         for _ in 0..2 {
-            tasks.push(tokio::spawn(lease_loop(
-                load.clone(),
-                store.lease_store(),
-                namespace.clone(),
-            )));
+            let (load, leases, namespace) = (load.clone(), store.lease_store(), namespace.clone());
+            tasks.push(tokio::spawn(async move {
+                let pool = (1023, TTL);
+                churn_leases_until(
+                    &load.stop,
+                    &*leases,
+                    &namespace,
+                    pool,
+                    Duration::ZERO,
+                    |a| load.note(a),
+                )
+                .await;
+            }));
         }
         for _ in 0..failovers {
             tokio::time::sleep(Duration::from_millis(1_500)).await;
@@ -189,34 +166,17 @@ fn run(wait_replicas: u32, failovers: usize) -> Failovers {
         }
     });
     let acknowledged = load.acknowledged.lock().unwrap();
-    let mut ranges = acknowledged.ranges.clone();
-    ranges.sort_unstable();
-    let mut repeated = 0u64;
-    let mut reach = 0u64;
-    for &(first, last) in &ranges {
-        if first <= reach {
-            repeated += reach.min(last) - first + 1;
-        }
-        reach = reach.max(last);
-    }
-    let mut fences: BTreeMap<u32, u64> = BTreeMap::new();
-    let mut gone_back = 0;
-    for &(id, fence) in &acknowledged.grants {
-        if fences.insert(id, fence).is_some_and(|last| fence <= last) {
-            gone_back += 1;
-        }
-    }
-    let mut latencies = acknowledged.latencies.clone();
+    let mut latencies = load.latencies.lock().unwrap().clone();
     latencies.sort_unstable();
     Failovers {
         wait_replicas,
         failovers,
         promotion,
-        ranges: ranges.len(),
+        ranges: acknowledged.ranges.len(),
         grants: acknowledged.grants.len(),
         unavailable: load.unavailable.load(Ordering::Relaxed),
-        repeated_segment_ids: repeated,
-        fences_gone_back: gone_back,
+        repeated_segment_ids: acknowledged.repeated_segment_ids(),
+        fences_gone_back: acknowledged.fences_gone_back(),
         reserve_p50: percentile(&latencies, 0.5),
         reserve_p99: percentile(&latencies, 0.99),
     }

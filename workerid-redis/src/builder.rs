@@ -174,14 +174,7 @@ impl RedisStoreBuilder {
             .clone()
             .set_tcp_settings(self.tcp_settings());
         let client = Client::open(info).map_err(unavailable)?;
-        let single = Single::connect(Server::Fixed(client), self.manager_config())
-            .await
-            .map_err(unavailable)?;
-        let connection = Connection::Single(single);
-        if self.durable {
-            check_durable(&connection).await?;
-        }
-        Ok(self.store(connection))
+        self.connect_single(Server::Fixed(client)).await
     }
 
     /// Connects to the master that the Sentinels at `sentinel_urls`
@@ -239,6 +232,11 @@ impl RedisStoreBuilder {
             master,
             self.connection_timeout,
         ));
+        self.connect_single(server).await
+    }
+
+    /// Connects to one server (or the master), checking a `durable` claim.
+    async fn connect_single(self, server: Server) -> Result<RedisStore> {
         let single = Single::connect(server, self.manager_config())
             .await
             .map_err(unavailable)?;
