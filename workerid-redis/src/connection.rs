@@ -3,7 +3,9 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{
+    ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
+};
 use redis::cluster_async::ClusterConnection;
 use redis::{
     Client, Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, Pipeline, RedisError, RedisFuture,
@@ -50,8 +52,9 @@ pub(crate) enum Server {
 
 /// A master found through Sentinels.
 pub(crate) struct SentinelMaster {
-    /// One client per Sentinel, asked in turn.
-    sentinels: Vec<Client>,
+    /// One client per Sentinel, asked in turn, with its connection once
+    /// made (kept, so that asking every [`FOLLOW_EVERY`] opens nothing).
+    sentinels: Vec<(Client, tokio::sync::Mutex<Option<MultiplexedConnection>>)>,
     /// The name the Sentinels know the master by.
     name: String,
     /// The master's settings (database, user, password, socket options);
@@ -69,7 +72,10 @@ impl SentinelMaster {
         timeout: Duration,
     ) -> Self {
         SentinelMaster {
-            sentinels,
+            sentinels: sentinels
+                .into_iter()
+                .map(|client| (client, tokio::sync::Mutex::new(None)))
+                .collect(),
             name,
             master,
             timeout,
@@ -79,14 +85,21 @@ impl SentinelMaster {
     /// The address of the master the first Sentinel to answer names.
     async fn resolve(&self) -> RedisResult<(String, u16)> {
         let mut last = None;
-        for sentinel in &self.sentinels {
+        for (sentinel, kept) in &self.sentinels {
             let asked = tokio::time::timeout(self.timeout, async {
-                let mut connection = sentinel.get_multiplexed_async_connection().await?;
-                redis::cmd("SENTINEL")
+                let mut kept = kept.lock().await;
+                let mut connection = match kept.as_ref() {
+                    Some(connection) => connection.clone(),
+                    None => sentinel.get_multiplexed_async_connection().await?,
+                };
+                let answer = redis::cmd("SENTINEL")
                     .arg("GET-MASTER-ADDR-BY-NAME")
                     .arg(&self.name)
                     .query_async::<Option<(String, u16)>>(&mut connection)
-                    .await
+                    .await;
+                // A connection that failed is made again next time.
+                *kept = answer.is_ok().then_some(connection);
+                answer
             })
             .await;
             match asked {
@@ -100,6 +113,8 @@ impl SentinelMaster {
                 }
                 Ok(Err(e)) => last = Some(e),
                 Err(_) => {
+                    // A Sentinel that did not answer gets a new connection.
+                    *kept.lock().await = None;
                     last = Some(RedisError::from((
                         ErrorKind::Io,
                         "a Sentinel did not answer in time",
