@@ -4,8 +4,7 @@
 //! when NTP or an operator steps a machine's clock.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::PathBuf;
 
 /// The offset file of a server started under libfaketime
 /// ([`ServerProcess::fake_wall_clock`](crate::ServerProcess::fake_wall_clock)).
@@ -54,11 +53,6 @@ impl FakeWallClock {
         .collect()
     }
 
-    /// The offset file.
-    pub fn file(&self) -> &Path {
-        &self.file
-    }
-
     /// Puts the server's wall clock `seconds` ahead of the real one
     /// (behind, if negative), at once.
     pub fn set_offset(&self, seconds: f64) {
@@ -68,10 +62,5 @@ impl FakeWallClock {
         std::fs::write(&staged, text)
             .and_then(|()| std::fs::rename(&staged, &self.file))
             .unwrap_or_else(|e| panic!("cannot write {}: {e}", self.file.display()));
-    }
-
-    /// Steps the clock forward by `by`.
-    pub fn step_forward(&self, by: Duration) {
-        self.set_offset(by.as_secs_f64());
     }
 }

@@ -104,11 +104,6 @@ impl RedisSentinelGroup {
         self.sentinels.iter().map(|(port, _)| *port).collect()
     }
 
-    /// The Sentinels' processes.
-    pub fn sentinels(&self) -> Vec<&ServerProcess> {
-        self.sentinels.iter().map(|(_, process)| process).collect()
-    }
-
     /// The server a majority of Sentinels name as the master, if any.
     pub fn master(&self) -> Option<usize> {
         let mut votes = [0usize; 2];
