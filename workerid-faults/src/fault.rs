@@ -41,6 +41,10 @@ pub enum Fault {
     /// One lab's relay accepts connections and moves nothing for 0.5 to 2
     /// ttls, then delivers what it held.
     StallLink,
+    /// Fill the store's disk for 1 to 3 ttls, then free it; a server that
+    /// exited for want of space is started again (a store started on a
+    /// small disk: [`Target::start_on_small_disk`](crate::targets::Target::start_on_small_disk)).
+    FillStoreDisk,
 }
 
 impl Fault {

@@ -303,7 +303,9 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
         faults: counts,
         client_errors: c.client_errors,
         liveness,
-        orphans: watcher.map(|w| w.finish(&histories)).unwrap_or_default(),
+        orphans: watcher
+            .map(|w| w.finish(&histories, &c.windows, until))
+            .unwrap_or_default(),
         timeline: Timeline::of_histories(start, mono_ns(), c.windows, &histories),
         dir,
     })

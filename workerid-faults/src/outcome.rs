@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use crate::checker::Report;
 use crate::nemesis::{Fault, NemesisEvent};
-use crate::network::Recovery;
+use crate::network::{Orphan, Recovery};
 
 /// What a run produced.
 #[derive(Debug)]
@@ -25,9 +25,9 @@ pub struct RunOutcome {
     /// A network run: after each heal, how long each client of the healed
     /// lab took to issue IDs again.
     pub liveness: Vec<Recovery>,
-    /// A network run: the (worker ID, fence) of every live lease seen in
-    /// the store that no client knew of (an orphan grant).
-    pub orphans: Vec<(u32, u64)>,
+    /// A network run: every live lease seen in the store that no client
+    /// received (an orphan grant).
+    pub orphans: Vec<Orphan>,
     /// The faults and the IDs issued over time (see [`Timeline::svg`]).
     pub timeline: Timeline,
     /// Where the histories are.
@@ -46,9 +46,9 @@ impl RunOutcome {
             String::new()
         } else {
             format!(
-                "\n{}\norphan grants (worker ID, fence): {:?}",
+                "\n{}\n{}",
                 crate::network::summarize(&self.liveness),
-                self.orphans
+                crate::network::summarize_orphans(&self.orphans)
             )
         };
         format!(

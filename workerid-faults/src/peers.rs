@@ -214,13 +214,13 @@ pub(crate) fn serve_as_peer(
                 Ok(Ok(reserved)) => reserved,
                 Ok(Err(e)) => {
                     tracing::debug!("peer s{server}: {e}");
-                    shared.failed.fetch_add(1, Ordering::Relaxed);
+                    shared.fail("peer: store error".into());
                     pool = None;
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
                 Err(_) => {
-                    shared.failed.fetch_add(1, Ordering::Relaxed);
+                    shared.fail("peer: no answer".into());
                     pool = None;
                     continue;
                 }

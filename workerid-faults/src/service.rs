@@ -64,6 +64,9 @@ pub enum ServiceFault {
     /// A network run: one server's connections to the store half-open
     /// (forgotten at the store's end during a short cut).
     HalfOpenStoreLink,
+    /// Fill the store's disk for 1 to 3 ttls, then free it (a store started
+    /// on a small disk: [`Target::start_on_small_disk`]).
+    FillStoreDisk,
 }
 
 impl ServiceFault {
@@ -103,6 +106,9 @@ impl ServiceFault {
         }
         if store.contains(&Fault::PauseStore) {
             faults.push(ServiceFault::PauseStore);
+        }
+        if store.contains(&Fault::FillStoreDisk) {
+            faults.push(ServiceFault::FillStoreDisk);
         }
         faults
     }
@@ -257,8 +263,9 @@ pub struct ServiceOutcome {
     pub faults: BTreeMap<ServiceFault, usize>,
     /// IDs acknowledged to the clients.
     pub acknowledged: u64,
-    /// Requests that failed (error answers, timeouts, refused connections).
-    pub failed_requests: u64,
+    /// Requests that failed, by how: `HTTP 503`, `gRPC Unavailable`, `no
+    /// answer` (timed out, refused, reset), ...
+    pub failures: BTreeMap<String, u64>,
     /// Lease listings done.
     pub polls: usize,
     /// How long the run took.
@@ -271,6 +278,39 @@ pub struct ServiceOutcome {
 }
 
 impl ServiceOutcome {
+    /// How many requests failed.
+    pub fn failed_requests(&self) -> u64 {
+        self.failures.values().sum()
+    }
+
+    /// The failures no fault excuses: an error answer whose code says
+    /// `internal` (or gives none), a gRPC status other than `Unavailable`,
+    /// `ResourceExhausted` and the client's own timeouts (`Cancelled`,
+    /// `DeadlineExceeded`), an answer of 200 without IDs. A store that
+    /// fails is `store_unavailable` (HTTP 500 on go-id-alloc's and Leaf's
+    /// endpoints, as theirs answer) or `Unavailable`.
+    pub fn wrong_failures(&self) -> Vec<(&str, u64)> {
+        const EXCUSED_GRPC: [&str; 4] = [
+            "gRPC Unavailable",
+            "gRPC Cancelled",
+            "gRPC DeadlineExceeded",
+            "gRPC ResourceExhausted",
+        ];
+        self.failures
+            .iter()
+            .filter(|(how, _)| {
+                let how = how.as_str();
+                let http_wrong = how.starts_with("HTTP ")
+                    && (how.ends_with(" internal")
+                        || how.ends_with("(no code)")
+                        || how.starts_with("HTTP 200"));
+                let grpc_wrong = how.starts_with("gRPC ") && !EXCUSED_GRPC.contains(&how);
+                http_wrong || grpc_wrong
+            })
+            .map(|(how, n)| (how.as_str(), *n))
+            .collect()
+    }
+
     /// A summary: seed, faults, figures, the report.
     pub fn summary(&self) -> String {
         let faults: Vec<String> = self
@@ -278,15 +318,21 @@ impl ServiceOutcome {
             .iter()
             .map(|(f, n)| format!("{f:?} x{n}"))
             .collect();
+        let failures: Vec<String> = self
+            .failures
+            .iter()
+            .map(|(how, n)| format!("{how} x{n}"))
+            .collect();
         format!(
             "seed {} (replay: WORKERID_FAULTS_SEED={}); {:.0} s; faults: {}; {} IDs acknowledged, \
-             {} requests failed, {} lease listings; history in {}\n{}",
+             {} requests failed ({}), {} lease listings; history in {}\n{}",
             self.seed,
             self.seed,
             self.elapsed.as_secs_f64(),
             faults.join(", "),
             self.acknowledged,
-            self.failed_requests,
+            self.failed_requests(),
+            failures.join(", "),
             self.polls,
             self.dir.display(),
             self.report
@@ -501,7 +547,7 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
         events: nemesis.events,
         faults: nemesis.counts,
         acknowledged: options.acknowledged,
-        failed_requests: shared.failed.load(Ordering::Relaxed),
+        failures: shared.failures(),
         polls: polls.len(),
         elapsed: Duration::from_nanos(mono_ns() - began),
         timeline: Timeline {

@@ -2,6 +2,7 @@
 //! IDs and record each one before counting it as acknowledged, and a poller
 //! that lists the lease namespace in the store.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -20,6 +21,27 @@ use crate::service_check::{Endpoint, LeasePoll, Received};
 /// server answers nothing).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// How an error answer counts among the failures: its status and the
+/// stable code the server gives (go-id-alloc's JSON `code`, Leaf's `code:
+/// message`), e.g. `HTTP 500 store_unavailable`.
+fn failure_of(answer: &crate::http::Answer) -> String {
+    let body = answer.body.as_str();
+    let json_code = body
+        .split_once("\"code\":\"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(code, _)| code);
+    let text_code = body
+        .split_once(':')
+        .map(|(code, _)| code)
+        .filter(|code| code.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'));
+    let code = json_code.or(text_code).unwrap_or("(no code)");
+    format!("HTTP {} {code}", answer.status)
+}
+
+/// How a request that got no answer at all (timed out, refused, reset)
+/// counts among the failures.
+pub(crate) const NO_ANSWER: &str = "no answer";
+
 /// How often the poller lists the leases.
 const POLL_EVERY: Duration = Duration::from_millis(100);
 
@@ -30,8 +52,9 @@ pub(crate) struct Shared {
     polls: Mutex<Vec<LeasePoll>>,
     /// IDs counted as acknowledged, each after it was recorded.
     pub acknowledged: AtomicU64,
-    /// Requests that got no ID.
-    pub failed: AtomicU64,
+    /// Requests that got no ID, by how they failed (`HTTP 503`, `gRPC
+    /// Unavailable`, `no answer`, ...).
+    failures: Mutex<BTreeMap<String, u64>>,
     /// Per server, when the latest answered snowflake request was sent.
     pub last_snowflake_sent: Vec<AtomicU64>,
     /// Tells everyone to finish.
@@ -44,7 +67,7 @@ impl Shared {
             ids: Mutex::new(Vec::new()),
             polls: Mutex::new(Vec::new()),
             acknowledged: AtomicU64::new(0),
-            failed: AtomicU64::new(0),
+            failures: Mutex::default(),
             last_snowflake_sent: (0..servers).map(|_| AtomicU64::new(0)).collect(),
             stop: AtomicBool::new(false),
         }
@@ -52,6 +75,24 @@ impl Shared {
 
     pub fn lock_ids(&self) -> MutexGuard<'_, Vec<Received>> {
         self.ids.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts a request that got no ID, failed as `how`.
+    pub fn fail(&self, how: String) {
+        *self
+            .failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(how)
+            .or_default() += 1;
+    }
+
+    /// The requests that got no ID, by how they failed.
+    pub fn failures(&self) -> BTreeMap<String, u64> {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn lock_polls(&self) -> MutexGuard<'_, Vec<LeasePoll>> {
@@ -125,11 +166,12 @@ pub(crate) fn serve_requests(
         let (endpoint, tag, path) = &cycle[i % cycle.len()];
         i += 1;
         let sent = mono_ns();
-        let ids = client
-            .get(path)
-            .ok()
-            .filter(|answer| answer.status == 200)
-            .and_then(|answer| served_ids(*endpoint, path, &answer.body));
+        let ids = match client.get(path) {
+            Ok(answer) if answer.status == 200 => served_ids(*endpoint, path, &answer.body)
+                .ok_or_else(|| "HTTP 200 without IDs".to_string()),
+            Ok(answer) => Err(failure_of(&answer)),
+            Err(_) => Err(NO_ANSWER.to_string()),
+        };
         let received = mono_ns();
         let answered = Answered {
             server,
@@ -138,7 +180,7 @@ pub(crate) fn serve_requests(
             sent,
             received,
         };
-        if !shared.record(&answered, ids.as_deref()) {
+        if !shared.record(&answered, ids.as_deref().map_err(String::clone)) {
             // A server that is down refuses at once: do not spin.
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -158,11 +200,14 @@ struct Answered<'a> {
 impl Shared {
     /// Records the IDs a request got (first recorded, then acknowledged:
     /// the checker sees every ID a client could have handed on), or counts
-    /// it failed for `None`; whether it got IDs.
-    fn record(&self, answered: &Answered<'_>, ids: Option<&[u64]>) -> bool {
-        let Some(ids) = ids else {
-            self.failed.fetch_add(1, Ordering::Relaxed);
-            return false;
+    /// it failed, by how; whether it got IDs.
+    fn record(&self, answered: &Answered<'_>, ids: std::result::Result<&[u64], String>) -> bool {
+        let ids = match ids {
+            Ok(ids) => ids,
+            Err(how) => {
+                self.fail(how);
+                return false;
+            }
         };
         let Answered {
             server,
@@ -237,14 +282,24 @@ pub(crate) fn serve_grpc_requests(
                 client.next_ids(NextIdsRequest { tag, count }).await
             };
             let received = mono_ns();
-            let ids: Option<Vec<u64>> = answer.ok().map(|batch| {
-                batch
+            let ids: std::result::Result<Vec<u64>, String> = match answer {
+                Ok(batch) => Ok(batch
                     .into_inner()
                     .ranges
                     .iter()
                     .flat_map(|r| r.first..=r.last)
-                    .collect()
-            });
+                    .collect()),
+                // An Unknown status made here from a broken connection (it
+                // carries the transport's error) is no answer, not the
+                // server's.
+                Err(status)
+                    if status.code() == tonic::Code::Unknown
+                        && std::error::Error::source(&status).is_some() =>
+                {
+                    Err(NO_ANSWER.to_string())
+                }
+                Err(status) => Err(format!("gRPC {:?}", status.code())),
+            };
             let answered = Answered {
                 server,
                 endpoint,
@@ -252,7 +307,7 @@ pub(crate) fn serve_grpc_requests(
                 sent,
                 received,
             };
-            if !shared.record(&answered, ids.as_deref()) {
+            if !shared.record(&answered, ids.as_deref().map_err(String::clone)) {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             tokio::time::sleep(pause).await;
@@ -336,7 +391,16 @@ pub(crate) fn serve_client_crate(
                     sent,
                     received: mono_ns(),
                 };
-                if !shared.record(&answered, id.ok().as_ref().map(std::slice::from_ref)) {
+                let id = id.map_err(|e| {
+                    format!(
+                        "workerid-client {}",
+                        workerid::observe::ErrorType::error_type(&e)
+                    )
+                });
+                if !shared.record(
+                    &answered,
+                    id.as_ref().map(std::slice::from_ref).map_err(String::clone),
+                ) {
                     if !matches!(worker.state(), WorkerState::Ready { .. }) {
                         break;
                     }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::Rng;
 use workerid_testkit::etcd::EtcdCluster;
+use workerid_testkit::small_disk::SmallDisk;
 pub use workerid_testkit::StoreKind;
 use workerid_testkit::{RunningStore, ServerProcess, Servers};
 
@@ -30,6 +31,9 @@ pub struct Applied {
 #[derive(Debug)]
 pub struct Target {
     running: RunningStore,
+    /// The small disk the store's data is on, if it was started on one
+    /// (dropped after the store: its servers stop before it is unmounted).
+    disk: Option<SmallDisk>,
 }
 
 impl Target {
@@ -47,6 +51,31 @@ impl Target {
         }
         Ok(Target {
             running: kind.start(),
+            disk: None,
+        })
+    }
+
+    /// Starts a store of `kind` whose data is on a small disk of its own (a
+    /// size-limited tmpfs, [`SmallDisk::for_store`]; needs root), so that the
+    /// nemesis can fill it up ([`Fault::FillStoreDisk`]).
+    ///
+    /// # Errors
+    /// [`FaultsError::Config`] for the memory store and Redis without
+    /// persistence, which write nothing to a disk.
+    pub fn start_on_small_disk(kind: StoreKind) -> Result<Target> {
+        if matches!(
+            kind,
+            StoreKind::Memory | StoreKind::Redis | StoreKind::RedisCluster
+        ) {
+            return Err(FaultsError::Config(format!(
+                "{} keeps nothing on a disk: no disk to fill",
+                kind.name()
+            )));
+        }
+        let disk = SmallDisk::for_store(kind);
+        Ok(Target {
+            running: disk.start(kind),
+            disk: Some(disk),
         })
     }
 
@@ -62,6 +91,14 @@ impl Target {
 
     /// The server faults it can undergo.
     pub fn server_faults(&self) -> Vec<Fault> {
+        let mut faults = self.process_faults();
+        if self.disk.is_some() {
+            faults.push(Fault::FillStoreDisk);
+        }
+        faults
+    }
+
+    fn process_faults(&self) -> Vec<Fault> {
         match self.running.servers() {
             Servers::None | Servers::SqliteFile(_) => Vec::new(),
             Servers::EtcdCluster(_) => vec![
@@ -78,6 +115,16 @@ impl Target {
     /// again on the same data and waits until it answers; or freezes it
     /// (SIGSTOP) for 1.5 to 2.5 times `ttl` and thaws it.
     pub fn apply(&self, fault: Fault, rng: &mut StdRng, ttl: Duration) -> Applied {
+        if fault == Fault::FillStoreDisk {
+            return match &self.disk {
+                Some(disk) => fill_disk(disk, &self.running.processes(), rng, ttl),
+                None => Applied {
+                    what: "FillStoreDisk: the store is not on a small disk".into(),
+                    killed_at: None,
+                    ended: mono_ns(),
+                },
+            };
+        }
         if let Servers::EtcdCluster(cluster) = self.running.servers() {
             return etcd_member_fault(cluster, fault, rng, ttl);
         }
@@ -157,6 +204,43 @@ pub(crate) fn freeze(
         what: format!("SIGSTOP {name} for {pause:?}, then SIGCONT"),
         killed_at: None,
         ended: mono_ns(),
+    }
+}
+
+/// Fills `disk` for one to three ttls, then empties it and starts again
+/// every server of the store that exited for want of space (Redis and etcd
+/// do when an append fails), as its supervisor would, on the same data.
+fn fill_disk(
+    disk: &SmallDisk,
+    processes: &[(String, &ServerProcess)],
+    rng: &mut StdRng,
+    ttl: Duration,
+) -> Applied {
+    let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+    let full = Duration::from_millis(rng.random_range(ttl_ms..=ttl_ms * 3));
+    let filled = disk.fill();
+    std::thread::sleep(full);
+    disk.free();
+    let ended = mono_ns();
+    let mut restarted = Vec::new();
+    for (name, process) in processes {
+        if !process.is_running() {
+            process.start();
+            restarted.push(name.as_str());
+        }
+    }
+    let restarted = if restarted.is_empty() {
+        String::new()
+    } else {
+        format!("; started again: {}", restarted.join(", "))
+    };
+    Applied {
+        what: format!(
+            "fill the store's disk ({} MiB of filler) for {full:?}, then free it{restarted}",
+            filled >> 20
+        ),
+        killed_at: None,
+        ended,
     }
 }
 

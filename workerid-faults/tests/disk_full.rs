@@ -5,6 +5,10 @@
 //! worker ID's fences rise grant after grant, no snowflake ID repeats);
 //! once space returns the store serves again. A server that exits for want
 //! of space is started again once space returns, as its supervisor would.
+//! The service on a store whose disk fills keeps every rule of its checker
+//! and serves again within ttl + 2 s of the disk being freed.
+
+mod support;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,6 +19,8 @@ use workerid::segment::Tag;
 use workerid::snowflake::{Worker, WorkerOptions, WorkerState};
 use workerid::{Allocator, LeaseOptions, LeaseStore, Namespace};
 use workerid_faults::acknowledged::{churn_leases_until, reserve_until, Acknowledged, Answer};
+use workerid_faults::service::ServiceFault;
+use workerid_faults::targets::Target;
 use workerid_testkit::small_disk::SmallDisk;
 use workerid_testkit::StoreKind;
 
@@ -81,8 +87,8 @@ async fn worker_loop(load: Arc<Load>, store: Arc<dyn LeaseStore>) -> Vec<u64> {
     ids
 }
 
-fn disk_full(kind: StoreKind, mib: u64) {
-    let disk = SmallDisk::mount(mib);
+fn disk_full(kind: StoreKind) {
+    let disk = SmallDisk::for_store(kind);
     let running = disk.start(kind);
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let load = Arc::new(Load {
@@ -198,25 +204,44 @@ fn disk_full(kind: StoreKind, mib: u64) {
 
 #[test]
 fn sqlite_disk_full() {
-    disk_full(StoreKind::Sqlite, 16);
+    disk_full(StoreKind::Sqlite);
 }
 
 #[test]
 fn redis_disk_full() {
-    disk_full(StoreKind::RedisDurable, 32);
+    disk_full(StoreKind::RedisDurable);
 }
 
 #[test]
 fn postgres_disk_full() {
-    disk_full(StoreKind::Postgres, 128);
+    disk_full(StoreKind::Postgres);
 }
 
 #[test]
 fn mariadb_disk_full() {
-    disk_full(StoreKind::MariaDb, 256);
+    disk_full(StoreKind::MariaDb);
 }
 
 #[test]
 fn etcd_disk_full() {
-    disk_full(StoreKind::Etcd, 160);
+    disk_full(StoreKind::Etcd);
+}
+
+/// Three servers on a store whose disk fills up now and then: no rule of
+/// the service checker broken, every server serving again within ttl + 2 s.
+fn the_service_through_full_disks(kind: StoreKind) {
+    let target = Target::start_on_small_disk(kind).unwrap();
+    let mut config = support::service_config(&target, Duration::from_secs(12));
+    config.faults = vec![ServiceFault::FillStoreDisk];
+    support::service_survives(&target, config);
+}
+
+#[test]
+fn the_service_on_sqlite_through_full_disks() {
+    the_service_through_full_disks(StoreKind::Sqlite);
+}
+
+#[test]
+fn the_service_on_redis_through_full_disks() {
+    the_service_through_full_disks(StoreKind::RedisDurable);
 }

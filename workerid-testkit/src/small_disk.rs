@@ -72,6 +72,25 @@ impl SmallDisk {
         SmallDisk { mount_point }
     }
 
+    /// Mounts a disk that holds a fresh store of `kind` with room for a
+    /// short run: 16 MiB for a SQLite file, 32 for Redis's AOF, 128 for
+    /// PostgreSQL, 160 for etcd (its WAL preallocates 64 MiB), 256 for
+    /// MariaDB (its system tables and InnoDB's files), 512 for an etcd
+    /// cluster's three members.
+    ///
+    /// Panics as [`mount`](Self::mount) does.
+    pub fn for_store(kind: StoreKind) -> SmallDisk {
+        let mib = match kind {
+            StoreKind::Sqlite => 16,
+            StoreKind::Postgres => 128,
+            StoreKind::MariaDb => 256,
+            StoreKind::Etcd => 160,
+            StoreKind::EtcdCluster => 512,
+            _ => 32,
+        };
+        SmallDisk::mount(mib)
+    }
+
     /// The mount point.
     pub fn path(&self) -> &Path {
         self.mount_point.path()

@@ -76,6 +76,12 @@ struct Args {
     /// Only faults on clients (no store restarts).
     #[arg(long)]
     client_faults_only: bool,
+
+    /// The store's data on a small disk of its own (a size-limited tmpfs;
+    /// needs root), and the fault that fills it up (fill-store-disk) among
+    /// the store's faults
+    #[arg(long)]
+    small_disk: bool,
     /// Clients (with --service: servers) in network namespaces of their
     /// own, and the network faults (partitions, one-way loss, lossy,
     /// half-open and stalled links) among the faults (needs root).
@@ -179,14 +185,14 @@ fn main() {
     config.ttl = Duration::from_millis(args.ttl_ms);
     config.worker_bits = args.worker_bits;
     config.fault_every = Duration::from_millis(args.fault_every_ms);
-    config.dir = args.dir;
+    config.dir = args.dir.clone();
     let progress = Progress::timed(config.duration, "fault run");
     progress.message(format!("{:?}", args.store));
     let outcome = if args.store == StoreKind::Memory {
         config.faults = vec![Fault::KillClient, Fault::StepClock];
         workerid_faults::inprocess::run(&config)
     } else {
-        match Target::start(args.store) {
+        match start_target(&args) {
             Ok(target) => {
                 if !args.client_faults_only {
                     config.faults.extend(target.server_faults());
@@ -222,6 +228,15 @@ fn main() {
     }
 }
 
+/// The store the run attacks, on a small disk of its own with `--small-disk`.
+fn start_target(args: &Args) -> workerid_faults::Result<Target> {
+    if args.small_disk {
+        Target::start_on_small_disk(args.store)
+    } else {
+        Target::start(args.store)
+    }
+}
+
 /// The service run: returns the exit code (0 safe, 1 a violation, 2 the
 /// run could not be made).
 fn run_service(args: &Args, seed: u64) -> i32 {
@@ -236,7 +251,7 @@ fn run_service(args: &Args, seed: u64) -> i32 {
             return 2;
         }
     };
-    let target = match Target::start(args.store) {
+    let target = match start_target(args) {
         Ok(target) => target,
         Err(e) => {
             eprintln!("{e}");

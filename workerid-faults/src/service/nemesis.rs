@@ -162,11 +162,11 @@ impl Nemesis<'_> {
                 );
                 (what, ended)
             }
-            ServiceFault::RestartStore | ServiceFault::PauseStore => {
-                let store_fault = if fault == ServiceFault::RestartStore {
-                    Fault::RestartStore
-                } else {
-                    Fault::PauseStore
+            ServiceFault::RestartStore | ServiceFault::PauseStore | ServiceFault::FillStoreDisk => {
+                let store_fault = match fault {
+                    ServiceFault::RestartStore => Fault::RestartStore,
+                    ServiceFault::PauseStore => Fault::PauseStore,
+                    _ => Fault::FillStoreDisk,
                 };
                 let applied = self
                     .target

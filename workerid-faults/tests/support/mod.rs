@@ -190,7 +190,10 @@ pub fn service_survives_network_faults_in_a_tight_pool(
     outcome
 }
 
-/// Runs `config` on `target` and asserts as [`service_survives_every_fault`] does.
+/// Runs `config` on `target` and asserts that it did real work, that every
+/// failed request failed as a fault excuses (the store unavailable, not
+/// ready, no answer: [`ServiceOutcome::wrong_failures`]), and that it broke
+/// no rule.
 pub fn service_survives(target: &Target, config: ServiceConfig) -> ServiceOutcome {
     let outcome = service::run_service(target, &config).unwrap();
     println!("{}", outcome.summary());
@@ -220,6 +223,12 @@ pub fn service_survives(target: &Target, config: ServiceConfig) -> ServiceOutcom
         "the service broke a rule (seed {}; evidence in {}):\n{report}",
         outcome.seed,
         outcome.dir.display()
+    );
+    assert!(
+        outcome.wrong_failures().is_empty(),
+        "answers no fault excuses (seed {}): {:?}",
+        outcome.seed,
+        outcome.wrong_failures()
     );
     let requests = outcome.timeline.requests.len();
     assert!(requests >= 1_000, "{requests} requests");
