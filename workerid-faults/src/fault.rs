@@ -41,6 +41,9 @@ pub enum Fault {
     /// One lab's relay accepts connections and moves nothing for 0.5 to 2
     /// ttls, then delivers what it held.
     StallLink,
+    /// Cut the store from every lab at once, both ways, for 0.5 to 3 ttls:
+    /// the store keeps running, and no client reaches it.
+    PartitionStore,
     /// Fill the store's disk for 1 to 3 ttls, then free it; a server that
     /// exited for want of space is started again (a store started on a
     /// small disk: [`Target::start_on_small_disk`](crate::targets::Target::start_on_small_disk)).
@@ -52,12 +55,13 @@ impl Fault {
     pub const CLIENT: [Fault; 3] = [Fault::KillClient, Fault::PauseClient, Fault::StepClock];
     /// The faults on the network between clients and the store, for a
     /// network run ([`RunConfig::network`](crate::nemesis::RunConfig::network)).
-    pub const NETWORK: [Fault; 6] = [
+    pub const NETWORK: [Fault; 7] = [
         Fault::PartitionClients,
         Fault::DropReplies,
         Fault::DropRequests,
         Fault::LossyLink,
         Fault::HalfOpen,
         Fault::StallLink,
+        Fault::PartitionStore,
     ];
 }

@@ -160,6 +160,41 @@ impl Labs {
         self.apply_on(lab, fault, rng, ttl)
     }
 
+    /// Cuts the store from every lab at once, both ways, for 0.5 to 3
+    /// `ttl`s, and heals them all: one heal per lab.
+    pub fn cut_all(&self, rng: &mut StdRng, ttl: Duration) -> (Applied, Vec<Heal>) {
+        let d = self.lasting(rng, ttl, 1, 6);
+        for lab in &self.labs {
+            lab.netns.cut();
+        }
+        std::thread::sleep(d);
+        for lab in &self.labs {
+            lab.netns.heal();
+        }
+        let at = mono_ns();
+        let applied = Applied {
+            what: format!("cut the store from every lab, both ways, for {d:?}"),
+            killed_at: None,
+            ended: at,
+        };
+        let heals = (0..self.labs.len())
+            .map(|lab| Heal {
+                fault: Fault::PartitionStore,
+                lab,
+                at,
+            })
+            .collect();
+        (applied, heals)
+    }
+
+    /// Between `low` and `high` half ttls, and at least the labs' shortest
+    /// fault.
+    fn lasting(&self, rng: &mut StdRng, ttl: Duration, low: u64, high: u64) -> Duration {
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        Duration::from_millis(rng.random_range(ttl_ms * low / 2..=ttl_ms * high / 2))
+            .max(self.at_least)
+    }
+
     /// Applies a network fault to lab `lab` for a while scaled by `ttl`,
     /// and heals it.
     pub fn apply_on(
@@ -170,12 +205,7 @@ impl Labs {
         ttl: Duration,
     ) -> (Applied, Heal) {
         let netns = &self.labs[lab].netns;
-        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
-        let at_least = self.at_least;
-        let mut lasting = |low: u64, high: u64| {
-            Duration::from_millis(rng.random_range(ttl_ms * low / 2..=ttl_ms * high / 2))
-                .max(at_least)
-        };
+        let mut lasting = |low: u64, high: u64| self.lasting(rng, ttl, low, high);
         let what = match fault {
             Fault::PartitionClients => {
                 let d = lasting(1, 6);
@@ -401,6 +431,62 @@ pub struct Recovery {
     /// From the heal to the first ID issued after it; `None` when the client
     /// issued none (it ended first, or never recovered).
     pub after: Option<Duration>,
+    /// When that ID's lease was joined after the heal: from the heal to its
+    /// acquire's answer, and to the end of the join (which waits for the
+    /// client's clock to pass the worker ID's watermark).
+    pub rejoined: Option<Rejoin>,
+}
+
+/// How a client that lost its lease came back after a heal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejoin {
+    /// From the heal to the acquire's answer.
+    pub acquired: Duration,
+    /// From the heal to the end of the join.
+    pub joined: Duration,
+    /// The joins that failed between the heal and this one, with their
+    /// errors.
+    pub failed_joins: Vec<String>,
+}
+
+/// When the lease that issued `first` was joined after `heal`: its
+/// acquire's answer and the join's end, from the heal.
+fn rejoin_of(history: &ClientHistory, lease_of_first: u32, heal: u64) -> Option<Rejoin> {
+    let (worker, fence, sent, granted) = history.events.iter().find_map(|event| match event {
+        Event::Grant {
+            lease,
+            worker_id,
+            fence,
+            sent,
+            granted,
+            ..
+        } if *lease == lease_of_first => Some((*worker_id, *fence, *sent, *granted)),
+        _ => None,
+    })?;
+    if sent < heal {
+        return None;
+    }
+    let acquired = history.events.iter().find_map(|event| match event {
+        Event::Acquired {
+            worker_id,
+            fence: f,
+            at,
+        } if *worker_id == worker && *f == fence => Some(*at),
+        _ => None,
+    })?;
+    let failed_joins = history
+        .events
+        .iter()
+        .filter_map(|event| match event {
+            Event::JoinFailed { at, error } if (heal..sent).contains(at) => Some(error.clone()),
+            _ => None,
+        })
+        .collect();
+    Some(Rejoin {
+        acquired: Duration::from_nanos(acquired.saturating_sub(heal)),
+        joined: Duration::from_nanos(granted.saturating_sub(heal)),
+        failed_joins,
+    })
 }
 
 /// For every heal, every client of the healed lab that was running then and
@@ -427,14 +513,15 @@ pub fn liveness(
             if start > heal.at || end < heal.at + horizon {
                 continue;
             }
-            let after = history.events.iter().find_map(|event| match event {
-                Event::Ids { t0, .. } if *t0 >= heal.at => Some(Duration::from_nanos(t0 - heal.at)),
+            let first = history.events.iter().find_map(|event| match event {
+                Event::Ids { t0, lease, .. } if *t0 >= heal.at => Some((*t0, *lease)),
                 _ => None,
             });
             out.push(Recovery {
                 client: history.client.clone(),
                 heal: *heal,
-                after,
+                after: first.map(|(t0, _)| Duration::from_nanos(t0 - heal.at)),
+                rejoined: first.and_then(|(_, lease)| rejoin_of(history, lease, heal.at)),
             });
         }
     }
@@ -478,6 +565,43 @@ pub fn summarize(recoveries: &[Recovery]) -> String {
         if !of.is_empty() {
             lines.push(distribution(&format!("  after {fault:?}"), &of));
         }
+    }
+    let worst = recoveries
+        .iter()
+        .filter_map(|r| r.after.map(|after| (after, r)))
+        .max_by_key(|(after, _)| *after);
+    if let Some((after, r)) = worst {
+        let how = match &r.rejoined {
+            Some(Rejoin {
+                acquired,
+                joined,
+                failed_joins,
+            }) => {
+                let mut failed: BTreeMap<&str, usize> = BTreeMap::new();
+                for error in failed_joins {
+                    *failed.entry(error.as_str()).or_default() += 1;
+                }
+                let failed: Vec<String> = failed
+                    .iter()
+                    .map(|(error, n)| format!("{error:?} x{n}"))
+                    .collect();
+                format!(
+                    "its lease lost, acquired again {:.2} s after the heal, joined {:.2} s \
+                     after it (the join waits for the clock to pass the worker ID's \
+                     watermark); joins failed after the heal: [{}]",
+                    acquired.as_secs_f64(),
+                    joined.as_secs_f64(),
+                    failed.join(", ")
+                )
+            }
+            None => "on the lease it held through the fault".to_string(),
+        };
+        lines.push(format!(
+            "  the worst: {} after {:?}, issued {:.2} s after the heal, {how}",
+            r.client,
+            r.heal.fault,
+            after.as_secs_f64()
+        ));
     }
     lines.join("\n")
 }

@@ -64,6 +64,9 @@ pub enum ServiceFault {
     /// A network run: one server's connections to the store half-open
     /// (forgotten at the store's end during a short cut).
     HalfOpenStoreLink,
+    /// A network run: the store cut from every server at once, both ways,
+    /// for 0.5 to 3 ttls, while their HTTP clients still reach them.
+    PartitionStore,
     /// Fill the store's disk for 1 to 3 ttls, then free it (a store started
     /// on a small disk: [`Target::start_on_small_disk`]).
     FillStoreDisk,
@@ -79,11 +82,12 @@ impl ServiceFault {
 
     /// The faults on the network between one server and the store (a
     /// network run, [`ServiceConfig::network`]).
-    pub const NETWORK: [ServiceFault; 4] = [
+    pub const NETWORK: [ServiceFault; 5] = [
         ServiceFault::CutServerFromStore,
         ServiceFault::DropStoreReplies,
         ServiceFault::LossyStoreLink,
         ServiceFault::HalfOpenStoreLink,
+        ServiceFault::PartitionStore,
     ];
 
     /// The network fault of the lease suite this one applies.
@@ -93,6 +97,7 @@ impl ServiceFault {
             ServiceFault::DropStoreReplies => Some(Fault::DropReplies),
             ServiceFault::LossyStoreLink => Some(Fault::LossyLink),
             ServiceFault::HalfOpenStoreLink => Some(Fault::HalfOpen),
+            ServiceFault::PartitionStore => Some(Fault::PartitionStore),
             _ => None,
         }
     }

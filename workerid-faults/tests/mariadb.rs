@@ -17,5 +17,5 @@ fn mariadb_keeps_every_rule_under_client_faults_and_crashes() {
 #[test]
 fn mariadb_keeps_every_rule_across_network_faults() {
     let target = Target::start(StoreKind::MariaDb).unwrap();
-    support::survives_network_faults(&target, Duration::from_secs(30));
+    support::survives_network_faults(&target);
 }

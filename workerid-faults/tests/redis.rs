@@ -18,5 +18,5 @@ fn durable_redis_keeps_every_rule_under_client_faults_and_crashes() {
 #[test]
 fn redis_keeps_every_rule_across_network_faults() {
     let target = Target::start(StoreKind::RedisDurable).unwrap();
-    support::survives_network_faults(&target, Duration::from_secs(30));
+    support::survives_network_faults(&target);
 }

@@ -54,6 +54,11 @@ impl Controller<'_> {
                 let name = self.clients[i].name.clone();
                 self.log(format!("step the clock of {name} to {new:+} ms"));
             }
+            Fault::PartitionStore => {
+                let (applied, heals) = self.labs.as_ref()?.cut_all(&mut self.rng, self.config.ttl);
+                self.heals.extend(heals);
+                self.log(applied.what);
+            }
             network if Fault::NETWORK.contains(&network) => {
                 // The lab of an unsafe client that holds its worker ID, as
                 // for a pause, so that a run with one is sure to cut it off;

@@ -174,6 +174,10 @@ impl Nemesis<'_> {
                 (applied.what, mono_ns())
             }
             network => match (self.labs, network.network()) {
+                (Some(labs), Some(Fault::PartitionStore)) => {
+                    let (applied, _) = labs.cut_all(&mut self.rng, self.config.ttl);
+                    (applied.what, applied.ended)
+                }
                 (Some(labs), Some(fault)) => {
                     let (applied, _) = labs.apply_on(i, fault, &mut self.rng, self.config.ttl);
                     (format!("s{i}: {}", applied.what), applied.ended)

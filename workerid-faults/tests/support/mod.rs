@@ -95,14 +95,18 @@ pub fn assert_drawn<F: std::fmt::Debug>(
     assert!(svg.contains(chart), "the plot has no {chart:?}");
 }
 
-/// Runs `duration` of every network fault on clients in network namespaces
+/// How long a short network run lasts: every network fault once, at half
+/// the usual gap, with room to spare.
+const NETWORK_RUN: Duration = Duration::from_secs(40);
+
+/// Runs 40 s of every network fault on clients in network namespaces
 /// (4 clients on a pool of 8, so that none waits for a free ID), asserts
 /// the run safe and every client issuing again after each heal, prints the
 /// orphan grants (a grant no client received still happens now and then:
 /// see docs/guarantees.md), and returns it.
-pub fn survives_network_faults(target: &Target, duration: Duration) -> RunOutcome {
+pub fn survives_network_faults(target: &Target) -> RunOutcome {
     let faults = Fault::NETWORK.to_vec();
-    let mut config = config(duration, &faults);
+    let mut config = config(NETWORK_RUN, &faults);
     config.network = true;
     config.clients = 4;
     config.worker_bits = 3;
