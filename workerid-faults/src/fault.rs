@@ -25,6 +25,17 @@ pub enum Fault {
     KillEtcdLeader,
     /// SIGKILL an etcd follower and start it again a few seconds later.
     KillEtcdFollower,
+    /// Cut the etcd leader from the other two members, both ways, for 1.5
+    /// to 3 ttls, while every client still reaches it: the two elect a new
+    /// leader, the old one leads a minority of one until it steps down (an
+    /// etcd cluster whose members run apart:
+    /// [`Target::start_etcd_cluster_apart`](crate::targets::Target::start_etcd_cluster_apart)).
+    IsolateEtcdLeader,
+    /// As [`IsolateEtcdLeader`](Fault::IsolateEtcdLeader), and every lab cut
+    /// from the other two members as well: the clients reach only the old
+    /// leader, on the minority side (a network run on an etcd cluster whose
+    /// members run apart).
+    IsolateEtcdLeaderWithClients,
     /// Cut one lab of clients from the store, both ways, for 0.5 to 3 ttls
     /// (a network run: see [`network`](crate::network)).
     PartitionClients,

@@ -195,7 +195,10 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
         GrantWatcher::start(target.url(), namespace(config.seed), max)
     });
     for fault in &config.faults {
-        let network = labs.is_some() && Fault::NETWORK.contains(fault);
+        // The leader's clients cut off with it need labs, and members apart.
+        let with_clients = *fault == Fault::IsolateEtcdLeaderWithClients
+            && target.server_faults().contains(&Fault::IsolateEtcdLeader);
+        let network = labs.is_some() && (Fault::NETWORK.contains(fault) || with_clients);
         if !network && !Fault::CLIENT.contains(fault) && !target.server_faults().contains(fault) {
             return Err(FaultsError::Config(format!(
                 "{} cannot take the fault {fault:?}",

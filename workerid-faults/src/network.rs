@@ -39,7 +39,8 @@ pub const LABS: usize = 2;
 #[derive(Debug)]
 struct Lab {
     netns: Netns,
-    relays: Vec<(u16, SocketAddr)>,
+    /// (server, the relay to it).
+    relays: Vec<(SocketAddr, SocketAddr)>,
     url: String,
 }
 
@@ -78,9 +79,9 @@ impl Labs {
     /// When a lab cannot be set up (not root, no `ip` or `iptables`).
     pub fn new(target: &Target, count: usize) -> Result<Labs> {
         let url = target.url();
-        let ports = loopback_ports(&url);
+        let servers = server_addresses(&url);
         let name = target.name();
-        if ports.is_empty() || name == "redis-cluster" {
+        if servers.is_empty() || name == "redis-cluster" {
             return Err(FaultsError::Config(format!(
                 "network faults need a store its clients reach at the addresses they \
                  are given; {name} is not one"
@@ -89,14 +90,9 @@ impl Labs {
         let labs = (0..count)
             .map(|_| {
                 let netns = Netns::new();
-                let relays = ports
+                let relays = servers
                     .iter()
-                    .map(|&port| {
-                        (
-                            port,
-                            netns.forward(SocketAddr::from(([127, 0, 0, 1], port))),
-                        )
-                    })
+                    .map(|&server| (server, netns.forward(server)))
                     .collect();
                 let mut lab = Lab {
                     netns,
@@ -158,6 +154,28 @@ impl Labs {
     pub fn apply(&self, fault: Fault, rng: &mut StdRng, ttl: Duration) -> (Applied, Heal) {
         let lab = rng.random_range(0..self.labs.len());
         self.apply_on(lab, fault, rng, ttl)
+    }
+
+    /// Cuts every lab from the servers at `servers` (of the store's URL),
+    /// both ways, leaving its links to the others, until
+    /// [`heal_all`](Self::heal_all).
+    pub fn cut_from_servers(&self, servers: &[SocketAddr]) {
+        for lab in &self.labs {
+            let relays: Vec<SocketAddr> = lab
+                .relays
+                .iter()
+                .filter(|(server, _)| servers.contains(server))
+                .map(|(_, relay)| *relay)
+                .collect();
+            lab.netns.cut_from(&relays);
+        }
+    }
+
+    /// Heals every lab.
+    pub fn heal_all(&self) {
+        for lab in &self.labs {
+            lab.netns.heal();
+        }
     }
 
     /// Cuts the store from every lab at once, both ways, for 0.5 to 3
@@ -265,29 +283,37 @@ impl Labs {
 impl Lab {
     fn translate(&self, url: &str) -> String {
         let mut through = url.to_string();
-        for (port, relay) in &self.relays {
-            through = through.replace(&format!("127.0.0.1:{port}"), &relay.to_string());
+        for (server, relay) in &self.relays {
+            through = through.replace(&server.to_string(), &relay.to_string());
         }
         through
     }
 }
 
-/// Every port of a `127.0.0.1:<port>` address in `url`, in order.
-fn loopback_ports(url: &str) -> Vec<u16> {
-    const HOST: &str = "127.0.0.1:";
-    let mut ports = Vec::new();
-    for (start, _) in url.match_indices(HOST) {
-        let digits: String = url[start + HOST.len()..]
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect();
-        if let Ok(port) = digits.parse() {
-            if !ports.contains(&port) {
-                ports.push(port);
+/// Every `<IPv4 address>:<port>` in `url`, in order, once each.
+fn server_addresses(url: &str) -> Vec<SocketAddr> {
+    let bytes = url.as_bytes();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let starts = bytes[i].is_ascii_digit()
+            && (i == 0 || !(bytes[i - 1].is_ascii_digit() || bytes[i - 1] == b'.'));
+        if !starts {
+            i += 1;
+            continue;
+        }
+        let end = url[i..]
+            .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == ':'))
+            .map_or(url.len(), |n| i + n);
+        if let Ok(address) = url[i..end].parse::<std::net::SocketAddrV4>() {
+            let address = SocketAddr::V4(address);
+            if !found.contains(&address) {
+                found.push(address);
             }
         }
+        i = end.max(i + 1);
     }
-    ports
+    found
 }
 
 /// Watches the store for grants no client knows of: an acquire applied
@@ -556,7 +582,8 @@ fn instant(event: &Event) -> u64 {
 /// and per fault, and the clients that never issued again.
 pub fn summarize(recoveries: &[Recovery]) -> String {
     let mut lines = vec![distribution("liveness after heals", recoveries)];
-    for fault in Fault::NETWORK {
+    let faults: BTreeSet<Fault> = recoveries.iter().map(|r| r.heal.fault).collect();
+    for fault in faults {
         let of: Vec<Recovery> = recoveries
             .iter()
             .filter(|r| r.heal.fault == fault)
@@ -641,17 +668,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn loopback_ports_are_found_in_every_url_kind() {
-        assert_eq!(loopback_ports("redis://127.0.0.1:6390/"), [6390]);
+    fn server_addresses_are_found_in_every_url_kind() {
+        let at = |s: &str| -> SocketAddr { s.parse().unwrap() };
         assert_eq!(
-            loopback_ports("postgres://u:p@127.0.0.1:5433/db?x=127.0.0.1:1"),
-            [5433, 1]
+            server_addresses("redis://127.0.0.1:6390/"),
+            [at("127.0.0.1:6390")]
         );
         assert_eq!(
-            loopback_ports("etcd://127.0.0.1:1,127.0.0.1:2,127.0.0.1:1"),
-            [1, 2]
+            server_addresses("postgres://u1:p2@127.0.0.1:5433/db?x=127.0.0.1:1"),
+            [at("127.0.0.1:5433"), at("127.0.0.1:1")]
         );
-        assert!(loopback_ports("memory://").is_empty());
+        assert_eq!(
+            server_addresses("etcd://10.213.0.2:1,10.213.0.6:2,10.213.0.2:1"),
+            [at("10.213.0.2:1"), at("10.213.0.6:2")]
+        );
+        assert!(server_addresses("memory://").is_empty());
+        assert!(server_addresses("sqlite:///tmp/a1.2:3/x.db").is_empty());
     }
 }
 

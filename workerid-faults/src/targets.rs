@@ -5,13 +5,16 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::Rng;
-use workerid_testkit::etcd::EtcdCluster;
+use std::net::SocketAddr;
+
+use workerid_testkit::etcd::{EtcdCluster, EtcdNode};
 use workerid_testkit::small_disk::SmallDisk;
 pub use workerid_testkit::StoreKind;
 use workerid_testkit::{RunningStore, ServerProcess, Servers};
 
 use crate::clock::mono_ns;
 use crate::nemesis::Fault;
+use crate::network::Labs;
 use crate::{FaultsError, Result};
 
 /// What a server fault did.
@@ -53,6 +56,16 @@ impl Target {
             running: kind.start(),
             disk: None,
         })
+    }
+
+    /// Starts a 3-member etcd cluster whose members run apart, each in a
+    /// network namespace of its own (needs root), so that the nemesis can
+    /// cut the leader from the others ([`Fault::IsolateEtcdLeader`]).
+    pub fn start_etcd_cluster_apart() -> Target {
+        Target {
+            running: RunningStore::etcd_cluster_apart(),
+            disk: None,
+        }
     }
 
     /// Starts a store of `kind` whose data is on a small disk of its own (a
@@ -101,12 +114,18 @@ impl Target {
     fn process_faults(&self) -> Vec<Fault> {
         match self.running.servers() {
             Servers::None | Servers::SqliteFile(_) => Vec::new(),
-            Servers::EtcdCluster(_) => vec![
-                Fault::KillEtcdLeader,
-                Fault::KillEtcdFollower,
-                Fault::PauseStore,
-                Fault::PauseEtcdLeader,
-            ],
+            Servers::EtcdCluster(cluster) => {
+                let mut faults = vec![
+                    Fault::KillEtcdLeader,
+                    Fault::KillEtcdFollower,
+                    Fault::PauseStore,
+                    Fault::PauseEtcdLeader,
+                ];
+                if cluster.is_apart() {
+                    faults.push(Fault::IsolateEtcdLeader);
+                }
+                faults
+            }
             _ => vec![Fault::RestartStore, Fault::PauseStore],
         }
     }
@@ -139,6 +158,32 @@ impl Target {
         match fault {
             Fault::PauseStore => freeze(process, rng, ttl, name),
             _ => crash_and_restart(process, rng, name),
+        }
+    }
+
+    /// Cuts the etcd leader from the other members, and every lab of
+    /// `labs` from those members as well, for 1.5 to 3 ttls
+    /// ([`Fault::IsolateEtcdLeaderWithClients`]).
+    pub fn isolate_etcd_leader_with_clients(
+        &self,
+        labs: &Labs,
+        rng: &mut StdRng,
+        ttl: Duration,
+    ) -> Applied {
+        let leader = match self.running.servers() {
+            Servers::EtcdCluster(cluster) if cluster.is_apart() => {
+                cluster.leader().map(|leader| (cluster, leader))
+            }
+            _ => None,
+        };
+        match leader {
+            Some((cluster, leader)) => isolate(cluster, leader, rng, ttl, Some(labs)),
+            None => Applied {
+                what: "IsolateEtcdLeaderWithClients: no etcd cluster apart, or no leader now"
+                    .into(),
+                killed_at: None,
+                ended: mono_ns(),
+            },
         }
     }
 
@@ -244,6 +289,51 @@ fn fill_disk(
     }
 }
 
+/// Cuts `leader` from the other members of `cluster` for 1.5 to 3 ttls
+/// (and, with `clients`, every lab from those members too), then heals.
+fn isolate(
+    cluster: &EtcdCluster,
+    leader: &EtcdNode,
+    rng: &mut StdRng,
+    ttl: Duration,
+    clients: Option<&Labs>,
+) -> Applied {
+    let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+    let cut = Duration::from_millis(rng.random_range(ttl_ms * 3 / 2..=ttl_ms * 3));
+    cluster.isolate(leader.name());
+    if let Some(labs) = clients {
+        let majority: Vec<SocketAddr> = cluster
+            .nodes()
+            .iter()
+            .filter(|n| n.name() != leader.name())
+            .map(EtcdNode::client_address)
+            .collect();
+        labs.cut_from_servers(&majority);
+    }
+    std::thread::sleep(cut);
+    cluster.heal();
+    if let Some(labs) = clients {
+        labs.heal_all();
+    }
+    let ended = mono_ns();
+    cluster.wait_healthy(Duration::from_secs(60));
+    let after = cluster.leader().map_or("none", |l| l.name());
+    let with = if clients.is_some() {
+        ", and every client from those two"
+    } else {
+        ""
+    };
+    Applied {
+        what: format!(
+            "cut etcd member {} (the leader) from the other two{with} for {cut:?}; the leader \
+             after the heal: {after}",
+            leader.name()
+        ),
+        killed_at: None,
+        ended,
+    }
+}
+
 /// Kills or freezes one member of a 3-member etcd cluster: the leader or a
 /// follower, as `fault` says; the other two keep a quorum.
 fn etcd_member_fault(
@@ -253,7 +343,9 @@ fn etcd_member_fault(
     ttl: Duration,
 ) -> Applied {
     let node = match fault {
-        Fault::KillEtcdLeader | Fault::PauseEtcdLeader => cluster.leader(),
+        Fault::KillEtcdLeader | Fault::PauseEtcdLeader | Fault::IsolateEtcdLeader => {
+            cluster.leader()
+        }
         _ => {
             let followers: Vec<_> = cluster
                 .nodes()
@@ -274,6 +366,9 @@ fn etcd_member_fault(
             ended: mono_ns(),
         };
     };
+    if fault == Fault::IsolateEtcdLeader {
+        return isolate(cluster, node, rng, ttl, None);
+    }
     if matches!(fault, Fault::PauseStore | Fault::PauseEtcdLeader) {
         let role = if fault == Fault::PauseStore {
             "a follower"

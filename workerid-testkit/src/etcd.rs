@@ -5,11 +5,12 @@
 //! that a killed leader is replaced within about a second.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::netns::Netns;
 use crate::{free_port, ServerProcess, ServerSpec};
 
 /// Points the tests at an existing etcd (comma-separated client URLs).
@@ -63,6 +64,8 @@ pub enum ClientTls {
 pub struct EtcdNode {
     process: ServerProcess,
     name: String,
+    /// The address it listens on: 127.0.0.1, or its namespace's.
+    host: Ipv4Addr,
     client_port: u16,
     /// Where `/health` answers over plain HTTP: the client port, or a
     /// metrics port of its own when clients need TLS.
@@ -78,7 +81,12 @@ impl EtcdNode {
         } else {
             "https"
         };
-        format!("{scheme}://127.0.0.1:{}", self.client_port)
+        format!("{scheme}://{}:{}", self.host, self.client_port)
+    }
+
+    /// The address clients reach it at.
+    pub fn client_address(&self) -> SocketAddr {
+        SocketAddr::from((self.host, self.client_port))
     }
 
     /// The member name (`n0`, `n1`, ...).
@@ -94,13 +102,14 @@ impl EtcdNode {
     /// Whether the member answers `/health` with `"health":"true"` (it has a
     /// leader and can serve linearizable requests).
     pub fn healthy(&self) -> bool {
-        health(self.probe_port)
+        health(self.host, self.probe_port)
     }
 
     /// The member's Prometheus metrics (`/metrics`, as its HTTP answer), or
     /// None when it does not answer. Blocks for up to two seconds.
     pub fn metrics(&self) -> Option<String> {
         http(
+            self.host,
             self.probe_port,
             "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
         )
@@ -111,7 +120,7 @@ impl EtcdNode {
         if self.tls != ClientTls::None {
             return false;
         }
-        let answer = http_post(self.client_port, "/v3/maintenance/status", "{}");
+        let answer = http_post(self.host, self.client_port, "/v3/maintenance/status", "{}");
         let (Some(leader), Some(member)) = (
             answer.as_deref().and_then(|a| json_field(a, "leader")),
             answer.as_deref().and_then(|a| json_field(a, "member_id")),
@@ -126,6 +135,17 @@ struct Member {
     name: String,
     client_port: u16,
     peer_port: u16,
+    site: Site,
+}
+
+/// Where a member runs: on loopback, or in a network namespace of its own.
+struct Site {
+    /// The address it listens on.
+    host: Ipv4Addr,
+    /// The peer URL the other members reach it at.
+    peer_url: String,
+    /// Its namespace, when not the root namespace's loopback.
+    netns: Option<Arc<Netns>>,
 }
 
 fn launch(
@@ -141,8 +161,9 @@ fn launch(
     } else {
         "https"
     };
-    let client = format!("{scheme}://127.0.0.1:{}", member.client_port);
-    let peer = format!("http://127.0.0.1:{}", member.peer_port);
+    let host = member.site.host;
+    let client = format!("{scheme}://{host}:{}", member.client_port);
+    let peer = format!("http://{host}:{}", member.peer_port);
     let mut tls_args = Vec::new();
     let mut extra_args = Vec::new();
     let mut port = member.client_port;
@@ -151,7 +172,7 @@ fn launch(
         // The metrics listener serves `/health` over plain HTTP: the
         // readiness probe needs no TLS client.
         port = free_port();
-        tls_args.push(("--listen-metrics-urls", format!("http://127.0.0.1:{port}")));
+        tls_args.push(("--listen-metrics-urls", format!("http://{host}:{port}")));
         tls_args.push(("--cert-file", files.server_cert().display().to_string()));
         tls_args.push(("--key-file", files.server_key().display().to_string()));
         if tls == ClientTls::Mutual {
@@ -160,37 +181,44 @@ fn launch(
             extra_args.push("--client-cert-auth=true");
         }
     }
+    let netns = member.site.netns.clone();
+    let peer_url = member.site.peer_url.clone();
     let process = ServerProcess::launch(&format!("etcd-{}", member.name), |dir: &Path| {
-        let spec = ServerSpec::new(program)
-            .args(extra_args)
-            .arg_pairs(&tls_args)
-            .arg_pairs(&[
-                ("--name", member.name.clone()),
-                ("--data-dir", dir.join("data").display().to_string()),
-                ("--listen-client-urls", client.clone()),
-                ("--advertise-client-urls", client.clone()),
-                ("--listen-peer-urls", peer.clone()),
-                ("--initial-advertise-peer-urls", peer.clone()),
-                ("--initial-cluster", initial_cluster.to_string()),
-                ("--initial-cluster-state", "new".to_string()),
-                ("--initial-cluster-token", token.to_string()),
-                ("--heartbeat-interval", "50".to_string()),
-                ("--election-timeout", "500".to_string()),
-                ("--logger", "zap".to_string()),
-                ("--log-level", "warn".to_string()),
-            ]);
+        let spec = match &netns {
+            Some(netns) => {
+                let (ip, prefix) = netns.exec_prefix();
+                ServerSpec::new(ip).args(prefix).args([program.clone()])
+            }
+            None => ServerSpec::new(program.clone()),
+        };
+        let spec = spec.args(extra_args).arg_pairs(&tls_args).arg_pairs(&[
+            ("--name", member.name.clone()),
+            ("--data-dir", dir.join("data").display().to_string()),
+            ("--listen-client-urls", client.clone()),
+            ("--advertise-client-urls", client.clone()),
+            ("--listen-peer-urls", peer.clone()),
+            ("--initial-advertise-peer-urls", peer_url.clone()),
+            ("--initial-cluster", initial_cluster.to_string()),
+            ("--initial-cluster-state", "new".to_string()),
+            ("--initial-cluster-token", token.to_string()),
+            ("--heartbeat-interval", "50".to_string()),
+            ("--election-timeout", "500".to_string()),
+            ("--logger", "zap".to_string()),
+            ("--log-level", "warn".to_string()),
+        ]);
         // A lone member is ready when it serves; a cluster member as soon as
         // it listens (it cannot serve before a quorum of its peers runs).
         if alone {
-            spec.ready(move || health(port))
+            spec.ready(move || health(host, port))
         } else {
-            spec.ready(move || TcpStream::connect(("127.0.0.1", port)).is_ok())
+            spec.ready(move || TcpStream::connect((host, port)).is_ok())
         }
         .ready_timeout(Duration::from_secs(60))
     });
     EtcdNode {
         process,
         name: member.name.clone(),
+        host,
         client_port: member.client_port,
         probe_port: port,
         tls,
@@ -199,10 +227,44 @@ fn launch(
 
 fn members(n: usize) -> Vec<Member> {
     (0..n)
-        .map(|i| Member {
-            name: format!("n{i}"),
-            client_port: free_port(),
-            peer_port: free_port(),
+        .map(|i| {
+            let peer_port = free_port();
+            Member {
+                name: format!("n{i}"),
+                client_port: free_port(),
+                peer_port,
+                site: Site {
+                    host: Ipv4Addr::LOCALHOST,
+                    peer_url: format!("http://127.0.0.1:{peer_port}"),
+                    netns: None,
+                },
+            }
+        })
+        .collect()
+}
+
+/// `n` members, each in a network namespace of its own (listening on its
+/// end of the link), whose peers reach it through a relay on the link's
+/// host end; with each relay's address.
+fn members_apart(n: usize) -> Vec<(Member, SocketAddr)> {
+    (0..n)
+        .map(|i| {
+            let netns = Arc::new(Netns::new());
+            netns.route_through_host();
+            let host = netns.namespace_address();
+            let (client_port, peer_port) = (free_port(), free_port());
+            let relay = netns.forward(SocketAddr::from((host, peer_port)));
+            let member = Member {
+                name: format!("n{i}"),
+                client_port,
+                peer_port,
+                site: Site {
+                    host,
+                    peer_url: format!("http://{relay}"),
+                    netns: Some(netns),
+                },
+            };
+            (member, relay)
         })
         .collect()
 }
@@ -210,7 +272,7 @@ fn members(n: usize) -> Vec<Member> {
 fn initial_cluster(members: &[Member]) -> String {
     members
         .iter()
-        .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_port))
+        .map(|m| format!("{}={}", m.name, m.site.peer_url))
         .collect::<Vec<_>>()
         .join(",")
 }
@@ -261,7 +323,7 @@ impl EtcdServer {
             ("/v3/auth/user/grant", r#"{"user":"root","role":"root"}"#),
             ("/v3/auth/enable", "{}"),
         ] {
-            let answer = http_post(port, path, body).unwrap_or_default();
+            let answer = http_post(Ipv4Addr::LOCALHOST, port, path, body).unwrap_or_default();
             assert!(
                 answer.starts_with("HTTP/1.1 200"),
                 "etcd {path} failed: {answer}"
@@ -286,25 +348,98 @@ impl EtcdServer {
     }
 }
 
-/// A 3-member etcd cluster on loopback.
+/// A 3-member etcd cluster: on loopback, or each member apart in a
+/// network namespace of its own ([`EtcdCluster::start_apart`]).
 #[derive(Debug)]
 pub struct EtcdCluster {
     nodes: Vec<EtcdNode>,
+    /// For members apart: each one's namespace and the address of the
+    /// relay its peers reach it through (dropped after the members).
+    apart: Vec<(Arc<Netns>, SocketAddr)>,
 }
 
 impl EtcdCluster {
-    /// Starts three members and waits until every one is healthy.
+    /// Starts three members on loopback and waits until every one is
+    /// healthy.
     pub fn start() -> EtcdCluster {
-        let members = members(3);
+        Self::launch_all(members(3), Vec::new())
+    }
+
+    /// Starts three members, each in a network namespace of its own
+    /// (`workerid_testkit::netns`, needs root), listening on its
+    /// namespace's address, which the root namespace reaches; the members
+    /// reach each other through relays in the root namespace, so that one
+    /// can be cut from the others ([`isolate`](Self::isolate)) while its
+    /// clients still reach it. Waits until every one is healthy.
+    ///
+    /// # Panics
+    /// As [`Netns::new`], and when the cluster does not become healthy.
+    pub fn start_apart() -> EtcdCluster {
+        let (members, relays): (Vec<Member>, Vec<SocketAddr>) =
+            members_apart(3).into_iter().unzip();
+        let apart = members
+            .iter()
+            .zip(relays)
+            .filter_map(|(m, relay)| Some((m.site.netns.clone()?, relay)))
+            .collect();
+        Self::launch_all(members, apart)
+    }
+
+    fn launch_all(members: Vec<Member>, apart: Vec<(Arc<Netns>, SocketAddr)>) -> EtcdCluster {
         let cluster = initial_cluster(&members);
         let token = cluster_token();
         let nodes = members
             .iter()
             .map(|m| launch(m, &cluster, &token, false, ClientTls::None))
             .collect();
-        let cluster = EtcdCluster { nodes };
+        let cluster = EtcdCluster { nodes, apart };
         cluster.wait_healthy(Duration::from_secs(60));
         cluster
+    }
+
+    /// Whether the members run apart ([`start_apart`](Self::start_apart)).
+    pub fn is_apart(&self) -> bool {
+        !self.apart.is_empty()
+    }
+
+    /// Cuts member `name` from the other members, both ways (its clients
+    /// still reach it, and it them), until [`heal`](Self::heal). Replaces
+    /// any cut in force.
+    ///
+    /// # Panics
+    /// For a cluster on loopback, or a name that is no member's.
+    pub fn isolate(&self, name: &str) {
+        assert!(
+            self.is_apart(),
+            "only members apart can be cut from each other"
+        );
+        let index = self
+            .nodes
+            .iter()
+            .position(|n| n.name == name)
+            .unwrap_or_else(|| panic!("no member {name}"));
+        let (_, isolated_relay) = self.apart[index];
+        for (i, (netns, _)) in self.apart.iter().enumerate() {
+            if i == index {
+                let others: Vec<SocketAddr> = self
+                    .apart
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != index)
+                    .map(|(_, (_, relay))| *relay)
+                    .collect();
+                netns.cut_from(&others);
+            } else {
+                netns.cut_from(&[isolated_relay]);
+            }
+        }
+    }
+
+    /// Joins every member with the others again.
+    pub fn heal(&self) {
+        for (netns, _) in &self.apart {
+            netns.heal();
+        }
     }
 
     /// Every member's client endpoint.
@@ -411,16 +546,18 @@ fn split(endpoints: &str) -> Vec<String> {
     endpoints.split(',').map(str::to_string).collect()
 }
 
-fn health(port: u16) -> bool {
+fn health(host: Ipv4Addr, port: u16) -> bool {
     http(
+        host,
         port,
         "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
     )
     .is_some_and(|answer| answer.contains("\"health\":\"true\""))
 }
 
-fn http_post(port: u16, path: &str, body: &str) -> Option<String> {
+fn http_post(host: Ipv4Addr, port: u16, path: &str, body: &str) -> Option<String> {
     http(
+        host,
         port,
         &format!(
             "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
@@ -430,8 +567,9 @@ fn http_post(port: u16, path: &str, body: &str) -> Option<String> {
     )
 }
 
-fn http(port: u16, request: &str) -> Option<String> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+fn http(host: Ipv4Addr, port: u16, request: &str) -> Option<String> {
+    let mut stream =
+        TcpStream::connect_timeout(&SocketAddr::from((host, port)), Duration::from_secs(2)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
     stream.write_all(request.as_bytes()).ok()?;
     let mut answer = String::new();

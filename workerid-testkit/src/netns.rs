@@ -229,6 +229,37 @@ impl Netns {
         self.at_home(|| self.relay.forward(self.host_address, target))
     }
 
+    /// Routes every address the namespace has no route of its own for
+    /// through the link's host end: a program inside then reaches every
+    /// address of the root namespace (another namespace's relays), not only
+    /// its end of the link.
+    ///
+    /// # Panics
+    /// When `ip route` fails.
+    pub fn route_through_host(&self) {
+        let via = self.host_address.to_string();
+        self.ip(&["-n", &self.name, "route", "add", "default", "via", &via]);
+    }
+
+    /// Drops every TCP packet to or from any of `addresses` (and no other),
+    /// both ways: the namespace cut from those servers or relays alone.
+    /// Replaces the fault in force; connections stay open.
+    ///
+    /// # Panics
+    /// When iptables fails.
+    pub fn cut_from(&self, addresses: &[SocketAddr]) {
+        let rules: Vec<String> = addresses
+            .iter()
+            .flat_map(|a| {
+                [
+                    format!("-p tcp -d {} --dport {} -j DROP", a.ip(), a.port()),
+                    format!("-p tcp -s {} --sport {} -j DROP", a.ip(), a.port()),
+                ]
+            })
+            .collect();
+        self.set_rules(&rules);
+    }
+
     /// A two-way partition: every packet on the link is dropped, in both
     /// directions. Replaces the fault in force; connections stay open.
     ///

@@ -191,6 +191,16 @@ pub struct RunningStore {
 }
 
 impl RunningStore {
+    /// A 3-member etcd cluster whose members run apart, each in a network
+    /// namespace of its own, so that one can be cut from the others
+    /// ([`EtcdCluster::start_apart`]; needs root).
+    pub fn etcd_cluster_apart() -> RunningStore {
+        RunningStore {
+            kind: StoreKind::EtcdCluster,
+            servers: Servers::EtcdCluster(EtcdCluster::start_apart()),
+        }
+    }
+
     /// Which store.
     pub fn kind(&self) -> StoreKind {
         self.kind

@@ -82,6 +82,13 @@ struct Args {
     /// the store's faults
     #[arg(long)]
     small_disk: bool,
+
+    /// With --store etcd-cluster: each member in a network namespace of its
+    /// own (needs root), and the fault that cuts the leader from the others
+    /// (isolate-etcd-leader) among the store's faults; with --network,
+    /// isolate-etcd-leader-with-clients may be asked for too
+    #[arg(long)]
+    members_apart: bool,
     /// Clients (with --service: servers) in network namespaces of their
     /// own, and the network faults (partitions, one-way loss, lossy,
     /// half-open and stalled links) among the faults (needs root).
@@ -228,8 +235,17 @@ fn main() {
     }
 }
 
-/// The store the run attacks, on a small disk of its own with `--small-disk`.
+/// The store the run attacks: on a small disk of its own with
+/// `--small-disk`, its members apart with `--members-apart`.
 fn start_target(args: &Args) -> workerid_faults::Result<Target> {
+    if args.members_apart {
+        if args.store != StoreKind::EtcdCluster {
+            return Err(workerid_faults::FaultsError::Config(
+                "--members-apart is for --store etcd-cluster".into(),
+            ));
+        }
+        return Ok(Target::start_etcd_cluster_apart());
+    }
     if args.small_disk {
         Target::start_on_small_disk(args.store)
     } else {

@@ -6,6 +6,7 @@ use rand::Rng;
 
 use super::{has_grant, nanos, Controller, Fault};
 use crate::clock::mono_ns;
+use crate::network::Heal;
 
 impl Controller<'_> {
     /// Injects one fault; when it ends (it may still go on: a pause), or
@@ -54,6 +55,20 @@ impl Controller<'_> {
                 let name = self.clients[i].name.clone();
                 self.log(format!("step the clock of {name} to {new:+} ms"));
             }
+            Fault::IsolateEtcdLeaderWithClients => {
+                let labs = self.labs.as_ref()?;
+                let applied = self.target.isolate_etcd_leader_with_clients(
+                    labs,
+                    &mut self.rng,
+                    self.config.ttl,
+                );
+                self.heals.extend((0..crate::network::LABS).map(|lab| Heal {
+                    fault: Fault::IsolateEtcdLeaderWithClients,
+                    lab,
+                    at: applied.ended,
+                }));
+                self.log(applied.what);
+            }
             Fault::PartitionStore => {
                 let (applied, heals) = self.labs.as_ref()?.cut_all(&mut self.rng, self.config.ttl);
                 self.heals.extend(heals);
@@ -83,6 +98,15 @@ impl Controller<'_> {
                 let applied = self.target.apply(server, &mut self.rng, self.config.ttl);
                 if let Some(at) = applied.killed_at {
                     self.restarts.push(at);
+                }
+                if server == Fault::IsolateEtcdLeader {
+                    // Every client reached the cut-off leader: every one is
+                    // judged on how soon it issues again.
+                    self.heals.extend((0..crate::network::LABS).map(|lab| Heal {
+                        fault: server,
+                        lab,
+                        at: applied.ended,
+                    }));
                 }
                 self.log(applied.what);
             }
