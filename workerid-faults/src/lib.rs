@@ -41,6 +41,7 @@ mod answered;
 pub mod checker;
 pub mod client;
 pub mod clock;
+pub mod failover;
 pub mod fault;
 pub mod history;
 pub mod http;

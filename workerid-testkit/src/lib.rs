@@ -55,6 +55,7 @@ pub mod mariadb;
 pub mod netns;
 mod ports;
 pub mod postgres;
+pub mod postgres_standby;
 mod process;
 pub mod progress;
 pub mod proxy;

@@ -32,7 +32,7 @@ pub struct PostgresServer {
     config: PostgresConfig,
 }
 
-fn bin_dir() -> PathBuf {
+pub(crate) fn bin_dir() -> PathBuf {
     let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
         .map(|dir| dir.filter_map(|e| e.ok().map(|e| e.path())).collect())
         .unwrap_or_default();
@@ -52,7 +52,7 @@ fn bin_dir() -> PathBuf {
 }
 
 /// The uid and gid of the `postgres` user.
-fn postgres_user() -> (u32, u32) {
+pub(crate) fn postgres_user() -> (u32, u32) {
     let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
     passwd
         .lines()

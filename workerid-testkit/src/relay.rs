@@ -51,6 +51,9 @@ pub struct Relay {
     connections: Mutex<Vec<Arc<Connection>>>,
     /// The relays' listening addresses, to wake their accepting threads.
     listeners: Mutex<Vec<SocketAddr>>,
+    /// Each listening address's target, read for every connection it
+    /// accepts (see [`Relay::redirect`]).
+    targets: Mutex<Vec<(SocketAddr, SocketAddr)>>,
 }
 
 /// A client's connection through a relay.
@@ -101,6 +104,10 @@ impl Relay {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(address);
+        self.targets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((address, target));
         let relay = Arc::clone(self);
         thread::Builder::new()
             .name("workerid-relay".into())
@@ -110,6 +117,7 @@ impl Relay {
                         return;
                     }
                     let Ok(client) = client else { continue };
+                    let target = relay.target_of(address).unwrap_or(target);
                     let relay = Arc::clone(&relay);
                     let _ = thread::Builder::new()
                         .name("workerid-relay".into())
@@ -118,6 +126,29 @@ impl Relay {
             })
             .expect("start the relay's thread");
         address
+    }
+
+    /// Sends the connections the relay at `listening` accepts from now on
+    /// to `target` instead (what moving a virtual IP or repointing a proxy
+    /// does); the connections already made stay where they are.
+    ///
+    /// # Panics
+    /// When no relay of this one listens at `listening`.
+    pub fn redirect(&self, listening: SocketAddr, target: SocketAddr) {
+        let mut targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = targets
+            .iter_mut()
+            .find(|(address, _)| *address == listening)
+            .unwrap_or_else(|| panic!("no relay listens at {listening}"));
+        entry.1 = target;
+    }
+
+    fn target_of(&self, listening: SocketAddr) -> Option<SocketAddr> {
+        let targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
+        targets
+            .iter()
+            .find(|(address, _)| *address == listening)
+            .map(|(_, target)| *target)
     }
 
     /// The ports the relays listen on.
