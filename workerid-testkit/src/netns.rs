@@ -51,7 +51,7 @@
 //! ```
 
 use std::ffi::OsStr;
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -61,6 +61,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Once};
 
 use crate::relay::Relay;
+
+mod host;
+use host::{free_subnet, lock, remove, remove_stale, tool};
 
 /// The chain in the namespace's filter table that holds the fault's rules,
 /// jumped to from INPUT and OUTPUT.
@@ -550,94 +553,4 @@ impl Drop for Netns {
             });
         });
     }
-}
-
-/// Removes the namespace `name` and the veth pair whose host end is
-/// `host_interface`, ignoring what does not exist.
-fn remove(ip: &Path, name: &str, host_interface: &str) {
-    let _ = Command::new(ip)
-        .args(["link", "del", host_interface])
-        .output();
-    let _ = Command::new(ip).args(["netns", "del", name]).output();
-}
-
-/// Removes the namespaces (and veth pairs) of processes that are gone.
-fn remove_stale(ip: &Path) {
-    let Ok(entries) = fs::read_dir(NETNS_DIR) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let Some((pid, n)) = name
-            .strip_prefix("workerid-")
-            .and_then(|rest| rest.split_once('-'))
-            .and_then(|(pid, n)| Some((pid.parse::<u32>().ok()?, n.parse::<u32>().ok()?)))
-        else {
-            continue;
-        };
-        if pid == std::process::id() || alive(pid) {
-            continue;
-        }
-        remove(ip, name, &format!("wh{pid}n{n}"));
-    }
-}
-
-/// Whether process `pid` exists.
-fn alive(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: signal 0 only checks whether the process exists.
-    let sent = unsafe { libc::kill(pid, 0) };
-    sent == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
-}
-
-/// An exclusive lock (`flock`) on [`LOCK_FILE`], shared with every process
-/// using this module; released when the file is dropped.
-fn lock() -> File {
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(LOCK_FILE)
-        .unwrap_or_else(|e| panic!("cannot open {LOCK_FILE}: {e}"));
-    file.lock()
-        .unwrap_or_else(|e| panic!("cannot lock {LOCK_FILE}: {e}"));
-    file
-}
-
-/// The index of a /30 of 10.213.0.0/16 that no interface of the root
-/// namespace has an address in. Call it under [`lock`].
-fn free_subnet(ip: &Path) -> u32 {
-    let out = Command::new(ip)
-        .args(["-o", "-4", "addr", "show"])
-        .output()
-        .expect("run ip addr show");
-    assert!(out.status.success(), "ip addr show failed");
-    let listing = String::from_utf8_lossy(&out.stdout);
-    let used: std::collections::HashSet<u32> = listing
-        .lines()
-        .filter_map(|line| {
-            let mut words = line.split_whitespace();
-            words.find(|w| *w == "inet")?;
-            let address: Ipv4Addr = words.next()?.split('/').next()?.parse().ok()?;
-            let [a, b, c, d] = address.octets();
-            ((a, b) == (10, 213)).then_some(u32::from(c) * 64 + u32::from(d) / 4)
-        })
-        .collect();
-    (0..SUBNETS)
-        .find(|subnet| !used.contains(subnet))
-        .expect("every /30 of 10.213.0.0/16 is taken")
-}
-
-/// The full path of `program`, or a panic naming it and its Debian package.
-fn tool(program: &str, debian_package: &str) -> PathBuf {
-    crate::find_program(program).unwrap_or_else(|| {
-        panic!(
-            "`{program}` is not installed: the network-fault lab (workerid_testkit::netns) needs \
-             it. Install the Debian package `{debian_package}` (bash scripts/setup.sh does it for \
-             you)."
-        )
-    })
 }
