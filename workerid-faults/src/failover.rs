@@ -42,6 +42,17 @@ pub struct Failovers {
 }
 
 impl Failovers {
+    /// Asserts that the run did real work (over 100 reservations and
+    /// grants acknowledged) and lost nothing acknowledged.
+    ///
+    /// # Panics
+    /// When it did not, with the figures.
+    pub fn assert_nothing_lost(&self) {
+        assert!(self.ranges > 100 && self.grants > 100, "{self:#?}");
+        assert_eq!(self.repeated_segment_ids, 0, "{self:#?}");
+        assert_eq!(self.fences_gone_back, 0, "{self:#?}");
+    }
+
     /// One paragraph for the record.
     pub fn summary(&self) -> String {
         let mut promotion = self.promotion.clone();

@@ -66,6 +66,41 @@ pub(crate) fn postgres_user() -> (u32, u32) {
         .expect("the postgres user (created by the postgresql package)")
 }
 
+/// `program`, one of the server's binaries, to run as the `postgres` user.
+pub(crate) fn as_postgres(program: &str) -> Command {
+    let (uid, gid) = postgres_user();
+    let mut command = Command::new(bin_dir().join(program));
+    std::os::unix::process::CommandExt::uid(&mut command, uid);
+    std::os::unix::process::CommandExt::gid(&mut command, gid);
+    command
+}
+
+/// A fresh data directory at `data` (`initdb`, trust authentication for
+/// the `postgres` user).
+pub(crate) fn initdb(data: &Path) {
+    run(
+        as_postgres("initdb")
+            .args([
+                "--auth=trust",
+                "--username=postgres",
+                "--encoding=UTF8",
+                "--no-sync",
+                "-D",
+            ])
+            .arg(data),
+        "initdb",
+    );
+}
+
+/// Whether the server on `port` of 127.0.0.1 accepts connections
+/// (`pg_isready`).
+pub(crate) fn is_ready(port: u16) -> bool {
+    Command::new(bin_dir().join("pg_isready"))
+        .args(["-q", "-h", "127.0.0.1", "-p", &port.to_string()])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 impl PostgresServer {
     /// Runs `initdb` in a fresh directory, starts `postgres` and waits until
     /// `pg_isready` says it accepts connections.
@@ -81,19 +116,7 @@ impl PostgresServer {
         let process = ServerProcess::launch("postgres", |dir: &Path| {
             std::os::unix::fs::chown(dir, Some(uid), Some(gid)).expect("chown the directory");
             let data = dir.join("data");
-            let mut initdb = Command::new(bin.join("initdb"));
-            initdb
-                .args([
-                    "--auth=trust",
-                    "--username=postgres",
-                    "--encoding=UTF8",
-                    "--no-sync",
-                    "-D",
-                ])
-                .arg(&data);
-            std::os::unix::process::CommandExt::uid(&mut initdb, uid);
-            std::os::unix::process::CommandExt::gid(&mut initdb, gid);
-            run(&mut initdb, "initdb");
+            initdb(&data);
             let mut settings = Vec::new();
             if config.tls {
                 // The server refuses a key that others may read, or that
@@ -124,7 +147,6 @@ impl PostgresServer {
                 ));
             }
             write_hba(&data.join("pg_hba.conf"), config);
-            let isready = bin.join("pg_isready");
             ServerSpec::new(bin.join("postgres"))
                 .arg_pairs(&settings)
                 .arg_pairs(&[
@@ -137,20 +159,13 @@ impl PostgresServer {
                 ])
                 .user(uid, gid)
                 .stop_signal(libc::SIGINT)
-                .ready(move || {
-                    Command::new(&isready)
-                        .args(["-q", "-h", "127.0.0.1", "-p", &port.to_string()])
-                        .status()
-                        .is_ok_and(|s| s.success())
-                })
+                .ready(move || is_ready(port))
         });
         if config.password_user {
-            let mut psql = Command::new(bin.join("psql"));
+            let mut psql = as_postgres("psql");
             psql.args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-U", "postgres", "-h"])
                 .arg(process.dir())
                 .args(["-p", &port.to_string(), "-d", "postgres"]);
-            std::os::unix::process::CommandExt::uid(&mut psql, uid);
-            std::os::unix::process::CommandExt::gid(&mut psql, gid);
             let user = crate::USER;
             let password = crate::PASSWORD.replace('\'', "''");
             run(

@@ -13,11 +13,10 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::postgres::{bin_dir, postgres_user};
+use crate::postgres::{as_postgres, bin_dir, initdb, is_ready, postgres_user};
 use crate::relay::Relay;
 use crate::{free_port, run, ServerProcess, ServerSpec};
 
@@ -85,14 +84,12 @@ impl PostgresFailover {
     pub fn fail_over(&mut self) -> Duration {
         self.primary.process.kill();
         let killed = Instant::now();
-        let mut promote = Command::new(bin_dir().join("pg_ctl"));
-        promote
-            .args(["promote", "-w", "-t", "60", "-D"])
-            .arg(self.standby.process.dir().join("data"));
-        let (uid, gid) = postgres_user();
-        std::os::unix::process::CommandExt::uid(&mut promote, uid);
-        std::os::unix::process::CommandExt::gid(&mut promote, gid);
-        run(&mut promote, "pg_ctl promote");
+        run(
+            as_postgres("pg_ctl")
+                .args(["promote", "-w", "-t", "60", "-D"])
+                .arg(self.standby.process.dir().join("data")),
+            "pg_ctl promote",
+        );
         self.relay.redirect(
             self.address,
             SocketAddr::from((Ipv4Addr::LOCALHOST, self.standby.port)),
@@ -122,39 +119,16 @@ fn launch(primary: Option<u16>, synchronous: bool) -> Node {
     let process = ServerProcess::launch(name, |dir: &Path| {
         std::os::unix::fs::chown(dir, Some(uid), Some(gid)).expect("chown the directory");
         let data = dir.join("data");
-        let mut make = match primary {
-            None => {
-                let mut initdb = Command::new(bin.join("initdb"));
-                initdb
-                    .args([
-                        "--auth=trust",
-                        "--username=postgres",
-                        "--encoding=UTF8",
-                        "--no-sync",
-                        "-D",
-                    ])
-                    .arg(&data);
-                initdb
-            }
-            Some(from) => {
-                let mut backup = Command::new(bin.join("pg_basebackup"));
-                backup
+        match primary {
+            None => initdb(&data),
+            Some(from) => run(
+                as_postgres("pg_basebackup")
                     .args(["-h", "127.0.0.1", "-p", &from.to_string(), "-U", "postgres"])
                     .args(["-X", "stream", "-R", "--no-sync", "--checkpoint=fast", "-D"])
-                    .arg(&data);
-                backup
-            }
-        };
-        std::os::unix::process::CommandExt::uid(&mut make, uid);
-        std::os::unix::process::CommandExt::gid(&mut make, gid);
-        run(
-            &mut make,
-            if primary.is_some() {
-                "pg_basebackup"
-            } else {
-                "initdb"
-            },
-        );
+                    .arg(&data),
+                "pg_basebackup",
+            ),
+        }
         let mut settings = vec![
             ("-D", data.display().to_string()),
             ("-p", port.to_string()),
@@ -173,17 +147,11 @@ fn launch(primary: Option<u16>, synchronous: bool) -> Node {
         if synchronous {
             settings.push(("-c", format!("synchronous_standby_names={STANDBY}")));
         }
-        let isready = bin.join("pg_isready");
         ServerSpec::new(bin.join("postgres"))
             .arg_pairs(&settings)
             .user(uid, gid)
             .stop_signal(libc::SIGINT)
-            .ready(move || {
-                Command::new(&isready)
-                    .args(["-q", "-h", "127.0.0.1", "-p", &port.to_string()])
-                    .status()
-                    .is_ok_and(|s| s.success())
-            })
+            .ready(move || is_ready(port))
     });
     Node { process, port }
 }
