@@ -47,10 +47,20 @@ impl MariaDbServer {
         let port = free_port();
         let process = ServerProcess::launch("mariadb", |dir: &Path| {
             let data = dir.join("data");
+            // A temporary directory of each server's own: `mariadbd` deletes
+            // every `#sql*` file in its tmpdir when it starts, which in a
+            // shared /tmp are the temporary tables of the servers running
+            // beside it (an install running at the same time then fails on
+            // "Unknown table 'mysql.tmp_user_sys'").
+            let tmp = dir.join("tmp");
+            if let Err(e) = std::fs::create_dir_all(&tmp) {
+                panic!("cannot create {}: {e}", tmp.display());
+            }
             run(
                 Command::new(&install)
                     .arg("--no-defaults")
                     .arg(format!("--datadir={}", data.display()))
+                    .arg(format!("--tmpdir={}", tmp.display()))
                     .args([
                         "--user=root",
                         "--auth-root-authentication-method=normal",
@@ -74,6 +84,7 @@ impl MariaDbServer {
                     "--no-defaults".to_string(),
                     "--user=root".to_string(),
                     format!("--datadir={}", data.display()),
+                    format!("--tmpdir={}", tmp.display()),
                     format!("--socket={}", dir.join("mariadb.sock").display()),
                     format!("--pid-file={}", dir.join("mariadb.pid").display()),
                     format!("--port={port}"),
