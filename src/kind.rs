@@ -139,7 +139,7 @@ impl StoreKind {
                 "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?prefix=P&durable=true]  (rediss:// for TLS, with ?cacert=FILE&cert=FILE&key=FILE)"
             }
             StoreKind::RedisCluster => {
-                "redis+cluster://[[USER]:PASSWORD@]HOST:PORT,HOST:PORT[?prefix=P]  (rediss+cluster:// for TLS)"
+                "redis+cluster://[[USER]:PASSWORD@]HOST:PORT,HOST:PORT[?prefix=P&durable=true&wait_replicas=N]  (rediss+cluster:// for TLS)"
             }
             StoreKind::RedisSentinel => {
                 "redis+sentinel://[[USER]:PASSWORD@]HOST:PORT,HOST:PORT/MASTER[/DB][?prefix=P&durable=true&wait_replicas=N]  (the Sentinels' addresses; the credentials are the master's)"

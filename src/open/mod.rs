@@ -49,7 +49,9 @@ use crate::{AnyStore, OpenError, StoreKind};
 ///
 /// Options in the query: Redis takes `prefix=` (key prefix), `durable=true`
 /// (the server keeps every write: `appendonly yes`, `appendfsync always`),
-/// and, over TLS, `cacert=FILE` (trust this CA instead of the system's),
+/// `wait_replicas=N` (every write waits for N replicas of the master that
+/// applied it, `WAIT`: behind Sentinels or on a Redis Cluster, so that a
+/// failover loses no acknowledged write), and, over TLS, `cacert=FILE` (trust this CA instead of the system's),
 /// `cert=FILE` and `key=FILE` (a client certificate); etcd takes `cacert`,
 /// `cert` and `key`. The SQL stores take `lease_table=`, `segments_table=`
 /// (`leaf_alloc` for Leaf's table; default `segments`, go-id-alloc's) and

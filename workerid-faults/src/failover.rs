@@ -3,8 +3,9 @@
 //! primary and lets the replica take over, and [`Acknowledged`] counts what
 //! the failovers lost (segment IDs handed out twice, grants whose fence
 //! went back) and what each reservation cost. Redis behind Sentinels
-//! (`tests/redis_failover.rs`) and PostgreSQL with a promoted standby
-//! (`tests/postgres_failover.rs`) both run it.
+//! (`tests/redis_failover.rs`), a Redis Cluster with a replica per master
+//! (`tests/redis_cluster_failover.rs`) and PostgreSQL with a promoted
+//! standby (`tests/postgres_failover.rs`) run it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -14,6 +15,11 @@ use workerid::segment::Tag;
 use workerid::Namespace;
 
 use crate::acknowledged::{churn_leases_until, reserve_until, Acknowledged, Answer};
+
+/// The namespace the lease churn runs in, and the tag the reservations
+/// take ranges of (a test that fails over the node holding their keys
+/// finds them by these names).
+pub const NAME: &str = "failover";
 
 /// What a run broke and cost.
 #[derive(Debug)]
@@ -138,13 +144,13 @@ pub fn measure(
             .request_timeout(Duration::from_secs(1))
             .connect_timeout(Duration::from_millis(500));
         let store = options.open(url).await.expect("open the store");
-        let tag = Tag::new("failover").expect("tag");
+        let tag = Tag::new(NAME).expect("tag");
         store
             .segment_store()
             .create_tag(&tag, 1, 10)
             .await
             .expect("create the tag");
-        let namespace = Namespace::new("failover").expect("namespace");
+        let namespace = Namespace::new(NAME).expect("namespace");
         let mut tasks = Vec::new();
         for _ in 0..3 {
             let (load, segments, tag) = (load.clone(), store.segment_store(), tag.clone());

@@ -107,10 +107,12 @@ impl RedisStoreBuilder {
     /// most half the response timeout) before it is answered; fewer in time
     /// is `Unavailable`, though the master applied it: an acquire sent
     /// again with its token then finds its own grant. Default 0 (answered
-    /// once the master has it). With replicas and failover (Sentinel), this
-    /// is what keeps a failover from losing an acknowledged grant or range:
-    /// see the Redis page of the docs for what it closes and costs. Not on
-    /// a Redis Cluster.
+    /// once the master has it). With replicas and failover (Sentinel, or a
+    /// Redis Cluster with replicas), this is what keeps a failover from
+    /// losing an acknowledged grant or range: see the Redis page of the
+    /// docs for what it closes and costs. On a Redis Cluster the `WAIT`
+    /// goes with the write to the master of its slot, on the same
+    /// connection, and counts that master's replicas.
     pub fn wait_for_replicas(mut self, replicas: u32) -> Self {
         self.wait_for_replicas = replicas;
         self
@@ -254,17 +256,16 @@ impl RedisStoreBuilder {
             .set_number_of_retries(1)
     }
 
-    /// Connects to a Redis Cluster through any of its nodes' URLs.
+    /// Connects to a Redis Cluster through any of its nodes' URLs. After a
+    /// failover the connection follows the slots to the promoted replica
+    /// (a `MOVED` answer or a lost node refreshes the slot map);
+    /// [`wait_for_replicas`](Self::wait_for_replicas) counts the replicas
+    /// of the master that applied each write.
     ///
     /// # Errors
     /// As [`RedisStoreBuilder::connect`].
     pub async fn connect_cluster<S: AsRef<str>>(self, urls: &[S]) -> Result<RedisStore> {
         check_prefix(&self.prefix)?;
-        if self.wait_for_replicas > 0 {
-            return Err(Error::invalid_config(
-                "waiting for replicas is not supported on a Redis Cluster",
-            ));
-        }
         let nodes: Vec<&str> = urls.iter().map(AsRef::as_ref).collect();
         #[allow(unused_mut)]
         let mut builder = ClusterClientBuilder::new(nodes.clone())

@@ -29,8 +29,10 @@
 //! always` a restart forgets every lease, fence and watermark (the store then
 //! declares `durable = false`). Replication is asynchronous: a failover to a
 //! replica can lose a grant that was acknowledged, and two processes can then
-//! hold the same worker ID. Where that matters, use a single durable server,
-//! or etcd or PostgreSQL.
+//! hold the same worker ID. Where that matters, have every write wait for
+//! the replicas ([`RedisStoreBuilder::wait_for_replicas`], behind Sentinels
+//! or on a Redis Cluster), or use a single durable server, or etcd or
+//! PostgreSQL.
 #![deny(missing_docs)]
 
 mod builder;

@@ -41,6 +41,12 @@ impl LuaScript {
     /// As [`call`](Self::call), then `WAIT` in the same round trip on the
     /// same connection: the answer, and how many replicas acknowledged the
     /// write (and every write sent on the connection before it).
+    ///
+    /// On a cluster connection, redis-rs sends a pipeline whole to the
+    /// master of its first keyed command's slot (`WAIT` has no key and
+    /// does not change the route), and whole again after a `MOVED` or a
+    /// lost connection; so `WAIT` always follows the script to the node
+    /// that ran it, on that node's connection.
     pub(crate) async fn call_and_wait<C: ConnectionLike>(
         &self,
         connection: &mut C,

@@ -60,6 +60,7 @@ mod process;
 pub mod progress;
 pub mod proxy;
 pub mod redis;
+pub mod redis_cluster;
 pub mod redis_sentinel;
 pub mod relay;
 pub mod small_disk;

@@ -25,6 +25,9 @@ pub struct RedisConfig {
     pub cluster_node: bool,
     /// Start as a replica of the server on this loopback port.
     pub replica_of: Option<u16>,
+    /// As a cluster node: how long a node may not answer before the others
+    /// count it failed (`cluster-node-timeout`); None is 3 s.
+    pub cluster_node_timeout: Option<Duration>,
 }
 
 /// Whether a TLS server asks clients for a certificate.
@@ -95,6 +98,10 @@ impl RedisServer {
             };
             args.extend(persistence.iter().map(|s| s.to_string()));
             if config.cluster_node {
+                let timeout = config
+                    .cluster_node_timeout
+                    .unwrap_or(Duration::from_secs(3))
+                    .as_millis();
                 args.extend(
                     [
                         "--cluster-enabled",
@@ -102,7 +109,7 @@ impl RedisServer {
                         "--cluster-config-file",
                         "nodes.conf",
                         "--cluster-node-timeout",
-                        "3000",
+                        &timeout.to_string(),
                     ]
                     .iter()
                     .map(|s| s.to_string()),
@@ -208,7 +215,9 @@ impl RedisServer {
     }
 }
 
-/// A Redis Cluster of three masters (no replicas), each a [`RedisServer`].
+/// A Redis Cluster of three masters (no replicas), each a [`RedisServer`]
+/// (with a replica per master:
+/// [`RedisReplicatedCluster`](crate::redis_cluster::RedisReplicatedCluster)).
 #[derive(Debug)]
 pub struct RedisCluster {
     nodes: Vec<RedisServer>,
@@ -221,7 +230,7 @@ impl RedisCluster {
         let config = RedisConfig {
             persistence,
             cluster_node: true,
-            replica_of: None,
+            ..RedisConfig::default()
         };
         let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start(config)).collect();
         Self::create(nodes, false)
@@ -240,7 +249,7 @@ impl RedisCluster {
         let config = RedisConfig {
             persistence,
             cluster_node: true,
-            replica_of: None,
+            ..RedisConfig::default()
         };
         let nodes: Vec<RedisServer> = (0..3)
             .map(|_| RedisServer::start_tls(config, ClientCerts::Optional))
@@ -252,31 +261,7 @@ impl RedisCluster {
 
     /// Joins `nodes` into a cluster, through their TLS ports if `tls`.
     fn create(nodes: Vec<RedisServer>, tls: bool) -> RedisCluster {
-        let cli = require_program("redis-cli", "redis-tools");
-        let mut create = Command::new(&cli);
-        if tls {
-            create
-                .arg("--tls")
-                .arg("--cacert")
-                .arg(crate::tls::files().ca_cert());
-        }
-        create.args(["--cluster", "create"]);
-        for node in &nodes {
-            let port = if tls {
-                node.tls_port.expect("a TLS node has a TLS port")
-            } else {
-                node.port
-            };
-            create.arg(format!("127.0.0.1:{port}"));
-        }
-        create.args(["--cluster-replicas", "0", "--cluster-yes"]);
-        let out = create.output().expect("run redis-cli --cluster create");
-        assert!(
-            out.status.success(),
-            "redis-cli --cluster create failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        join_cluster(&nodes, tls, 0);
         let cluster = RedisCluster { nodes };
         cluster.wait_ok();
         cluster
@@ -421,13 +406,72 @@ pub fn shared_tls_cluster_urls() -> Vec<String> {
         .clone()
 }
 
+/// Joins `nodes` into a cluster with `redis-cli --cluster create` (through
+/// their TLS ports if `tls`), with `replicas` replicas per master: the
+/// first `nodes.len() / (replicas + 1)` nodes are the masters.
+pub(crate) fn join_cluster(nodes: &[RedisServer], tls: bool, replicas: u32) {
+    let cli = require_program("redis-cli", "redis-tools");
+    let mut create = Command::new(&cli);
+    if tls {
+        create
+            .arg("--tls")
+            .arg("--cacert")
+            .arg(crate::tls::files().ca_cert());
+    }
+    create.args(["--cluster", "create"]);
+    for node in nodes {
+        let port = if tls {
+            node.tls_port.expect("a TLS node has a TLS port")
+        } else {
+            node.port
+        };
+        create.arg(format!("127.0.0.1:{port}"));
+    }
+    create.args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"]);
+    let out = create.output().expect("run redis-cli --cluster create");
+    assert!(
+        out.status.success(),
+        "redis-cli --cluster create failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Sends `request` (an inline command) to the server on `port` and returns
+/// its answer as text: a bulk string (`CLUSTER NODES`, `INFO`) whole, any
+/// other answer as the first read gives it. None if the server does not
+/// answer within a second.
 pub(crate) fn ask(port: u16, request: &[u8]) -> Option<String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
     stream.write_all(request).ok()?;
+    let mut answer = Vec::new();
     let mut buf = vec![0u8; 4096];
-    let n = stream.read(&mut buf).ok()?;
-    Some(String::from_utf8_lossy(&buf[..n]).into_owned())
+    loop {
+        let n = stream.read(&mut buf).ok()?;
+        answer.extend_from_slice(&buf[..n]);
+        if n == 0 || whole(&answer) {
+            return Some(String::from_utf8_lossy(&answer).into_owned());
+        }
+    }
+}
+
+/// Whether `answer` is a whole reply: a bulk string once its announced
+/// length has arrived, anything else at once.
+fn whole(answer: &[u8]) -> bool {
+    if answer.first() != Some(&b'$') {
+        return true;
+    }
+    let Some(header) = answer.windows(2).position(|w| w == b"\r\n") else {
+        return false;
+    };
+    let length = std::str::from_utf8(&answer[1..header])
+        .ok()
+        .and_then(|n| n.parse::<i64>().ok());
+    match length {
+        Some(n) if n >= 0 => answer.len() >= header + 2 + n as usize + 2,
+        _ => true,
+    }
 }
 
 /// Whether the server answers; one that asks for a password answers too.
@@ -436,6 +480,6 @@ pub(crate) fn ping(port: u16) -> bool {
         .is_some_and(|answer| answer.starts_with("+PONG") || answer.starts_with("-NOAUTH"))
 }
 
-fn cluster_ok(port: u16) -> bool {
+pub(crate) fn cluster_ok(port: u16) -> bool {
     ask(port, b"CLUSTER INFO\r\n").is_some_and(|answer| answer.contains("cluster_state:ok"))
 }
