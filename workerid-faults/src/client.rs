@@ -23,6 +23,10 @@ use crate::clock::{mono_ns, FaultClock};
 use crate::history::{Event, HistoryWriter};
 use crate::Result;
 
+/// How long a client pauses after a failed join before it tries again, in
+/// milliseconds (a random value in this range).
+pub(crate) const RETRY_PAUSE_MS: std::ops::Range<u64> = 50..300;
+
 /// How a client behaves.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -128,7 +132,7 @@ pub async fn run(
                     at: mono_ns(),
                     error: e.to_string(),
                 })?;
-                tokio::time::sleep(Duration::from_millis(rng.random_range(50..300))).await;
+                tokio::time::sleep(Duration::from_millis(rng.random_range(RETRY_PAUSE_MS))).await;
                 continue;
             }
         };

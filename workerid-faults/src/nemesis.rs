@@ -81,7 +81,7 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
-    /// Defaults for a short run: 4 clients on a pool of 4 (2 worker bits),
+    /// Defaults for a short run: 5 clients on a pool of 4 (2 worker bits),
     /// ttl 2 s, a fault every 2 s for 30 s, every client fault.
     pub fn new(client_bin: impl Into<PathBuf>, seed: u64) -> RunConfig {
         RunConfig {
@@ -103,6 +103,12 @@ impl RunConfig {
             network: false,
             dir: None,
         }
+    }
+
+    /// How soon after a heal every client must issue again: ttl + 2 s, the
+    /// service's bound too.
+    pub fn recovery_bound(&self) -> Duration {
+        self.ttl + Duration::from_secs(2)
     }
 }
 
@@ -289,8 +295,10 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
     let liveness = crate::network::liveness(
         &histories,
         &c.heals,
+        &c.windows,
         |name| name.get(1..)?.parse().ok().map(Labs::of_client),
         config.ttl * 3,
+        config.recovery_bound(),
     );
     if !report.is_safe() {
         // Keep the evidence.
@@ -307,7 +315,11 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
         client_errors: c.client_errors,
         liveness,
         orphans: watcher
-            .map(|w| w.finish(&histories, &c.windows, until))
+            .map(|w| {
+                // The clients' request timeout is the ttl (client.rs).
+                let grace = config.ttl + Duration::from_millis(crate::client::RETRY_PAUSE_MS.end);
+                w.finish(&histories, &c.windows, until, grace)
+            })
             .unwrap_or_default(),
         timeline: Timeline::of_histories(start, mono_ns(), c.windows, &histories),
         dir,

@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::Heal;
 use crate::history::{ClientHistory, Event};
 use crate::nemesis::Fault;
+use crate::timeline::FaultWindow;
 
 /// How long one client took to issue again after a heal.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +23,13 @@ pub struct Recovery {
     /// acquire's answer, and to the end of the join (which waits for the
     /// client's clock to pass the worker ID's watermark).
     pub rejoined: Option<Rejoin>,
+    /// From the heal to the start of the run's next fault, if one began.
+    pub next_fault: Option<Duration>,
+    /// Whether the recovery is judged against the bound: the client issued
+    /// before the next fault began, or that fault began only after the
+    /// bound (the service check's rule). A client the next fault hit
+    /// before it had its chance says nothing about this heal.
+    pub judged: bool,
 }
 
 /// How a client that lost its lease came back after a heal.
@@ -79,13 +87,16 @@ fn rejoin_of(history: &ClientHistory, lease_of_first: u32, heal: u64) -> Option<
 /// For every heal, every client of the healed lab that was running then and
 /// ran for at least `horizon` more: how long until it issued an ID again.
 /// `lab_of` names each client's lab; clients that the nemesis stopped,
-/// killed or that ended within the horizon are not judged (their silence is
-/// the nemesis's, not the network's).
+/// killed or that ended within the horizon are left out (their silence is
+/// the nemesis's, not the network's). `windows` are the run's faults: a
+/// recovery the next of them cut short before `bound` is not judged.
 pub fn liveness(
     histories: &[ClientHistory],
     heals: &[Heal],
+    windows: &[FaultWindow],
     lab_of: impl Fn(&str) -> Option<usize>,
     horizon: Duration,
+    bound: Duration,
 ) -> Vec<Recovery> {
     let horizon = u64::try_from(horizon.as_nanos()).unwrap_or(u64::MAX);
     let mut out = Vec::new();
@@ -104,11 +115,22 @@ pub fn liveness(
                 Event::Ids { t0, lease, .. } if *t0 >= heal.at => Some((*t0, *lease)),
                 _ => None,
             });
+            let after = first.map(|(t0, _)| Duration::from_nanos(t0 - heal.at));
+            let next_fault = windows
+                .iter()
+                .map(|w| w.began)
+                .filter(|&began| began > heal.at)
+                .min()
+                .map(|began| Duration::from_nanos(began - heal.at));
+            let judged = next_fault
+                .is_none_or(|next| next >= bound || after.is_some_and(|after| after <= next));
             out.push(Recovery {
                 client: history.client.clone(),
                 heal: *heal,
-                after: first.map(|(t0, _)| Duration::from_nanos(t0 - heal.at)),
+                after,
                 rejoined: first.and_then(|(_, lease)| rejoin_of(history, lease, heal.at)),
+                next_fault,
+                judged,
             });
         }
     }
@@ -139,10 +161,17 @@ fn instant(event: &Event) -> u64 {
     }
 }
 
-/// The recoveries as a distribution (count, median, p90, worst), overall
-/// and per fault, and the clients that never issued again.
+/// The judged recoveries as a distribution (count, median, p90, worst),
+/// overall and per fault, how many the next fault cut short, and the
+/// clients that never issued again.
 pub fn summarize(recoveries: &[Recovery]) -> String {
     let mut lines = vec![distribution("liveness after heals", recoveries)];
+    let cut_short = recoveries.iter().filter(|r| !r.judged).count();
+    if cut_short > 0 {
+        lines[0].push_str(&format!(
+            "; not judged: {cut_short} (the next fault began before they issued)"
+        ));
+    }
     let faults: BTreeSet<Fault> = recoveries.iter().map(|r| r.heal.fault).collect();
     for fault in faults {
         let of: Vec<Recovery> = recoveries
@@ -156,6 +185,7 @@ pub fn summarize(recoveries: &[Recovery]) -> String {
     }
     let worst = recoveries
         .iter()
+        .filter(|r| r.judged)
         .filter_map(|r| r.after.map(|after| (after, r)))
         .max_by_key(|(after, _)| *after);
     if let Some((after, r)) = worst {
@@ -195,7 +225,11 @@ pub fn summarize(recoveries: &[Recovery]) -> String {
 }
 
 fn distribution(what: &str, recoveries: &[Recovery]) -> String {
-    let mut times: Vec<Duration> = recoveries.iter().filter_map(|r| r.after).collect();
+    let mut times: Vec<Duration> = recoveries
+        .iter()
+        .filter(|r| r.judged)
+        .filter_map(|r| r.after)
+        .collect();
     times.sort_unstable();
     let stuck: Vec<String> = recoveries
         .iter()
@@ -222,4 +256,99 @@ fn distribution(what: &str, recoveries: &[Recovery]) -> String {
             stuck.join(", ")
         }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    /// A client of lab 0 that started at 0, issued at each of `issued` (s)
+    /// and ran until 100 s.
+    fn client(issued: &[u64]) -> ClientHistory {
+        let mut events = vec![Event::Start {
+            client: "c000".into(),
+            pid: 1,
+            unsafe_mode: false,
+            ticking: false,
+            at: 0,
+            offset_ms: 0,
+            rate_ppm: 0,
+        }];
+        events.extend(issued.iter().map(|&at| Event::Ids {
+            lease: 0,
+            t0: at * S,
+            tl: at * S,
+            t1: at * S,
+            deadline: (at + 2) * S,
+            window_end: 0,
+            ids: vec![at],
+        }));
+        events.push(Event::Stopping {
+            lease: 0,
+            at: 100 * S,
+        });
+        ClientHistory {
+            client: "c000".into(),
+            events,
+        }
+    }
+
+    fn window(began: u64) -> FaultWindow {
+        FaultWindow {
+            kind: "DropReplies".into(),
+            began: began * S,
+            ended: (began + 3) * S,
+        }
+    }
+
+    /// Heal at 10 s; the client issues again at `issued`; the next fault
+    /// begins at `next`; bound 4 s: (judged, after in s).
+    fn judge(issued: u64, next: Option<u64>) -> (bool, u64) {
+        let heal = Heal {
+            fault: Fault::DropReplies,
+            lab: 0,
+            at: 10 * S,
+        };
+        let windows: Vec<FaultWindow> = next.into_iter().map(window).collect();
+        let recoveries = liveness(
+            &[client(&[5, issued])],
+            &[heal],
+            &windows,
+            |_| Some(0),
+            Duration::from_secs(6),
+            Duration::from_secs(4),
+        );
+        assert_eq!(recoveries.len(), 1);
+        let r = &recoveries[0];
+        (r.judged, r.after.map_or(u64::MAX, |d| d.as_secs()))
+    }
+
+    #[test]
+    fn a_recovery_is_judged_unless_the_next_fault_cut_it_short() {
+        // No later fault, or one after the client issued: judged.
+        assert_eq!(judge(12, None), (true, 2));
+        assert_eq!(judge(12, Some(13)), (true, 2));
+        // A slow recovery with time enough before the next fault: judged
+        // (and over the bound).
+        assert_eq!(judge(17, Some(15)), (true, 7));
+        // The next fault began 1 s after the heal, before the client
+        // issued: not judged.
+        assert_eq!(judge(17, Some(11)), (false, 7));
+        let summary = summarize(&liveness(
+            &[client(&[5, 17])],
+            &[Heal {
+                fault: Fault::DropReplies,
+                lab: 0,
+                at: 10 * S,
+            }],
+            &[window(11)],
+            |_| Some(0),
+            Duration::from_secs(6),
+            Duration::from_secs(4),
+        ));
+        assert!(summary.contains("not judged: 1"), "{summary}");
+        assert!(!summary.contains("worst 7"), "{summary}");
+    }
 }

@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crate::history::{ClientHistory, Event};
 use crate::service_clients::poll_listings;
@@ -29,11 +30,12 @@ pub struct Orphan {
     pub first_seen: u64,
     /// The last listing that showed it live.
     pub last_seen: u64,
-    /// Whether it was live at some point outside the fault during which
-    /// it appeared (or outside every fault): its requester, whose link
-    /// worked again, could have asked for it and did not get it. One that
-    /// appeared and expired within one fault had no one who could learn
-    /// of it.
+    /// Whether it appeared outside every fault, or was still live longer
+    /// after its fault than its requester needs to learn that the link
+    /// works again (see [`GrantWatcher::finish`]): a requester that could
+    /// have asked for it again and did not get it. One that appeared
+    /// within a fault and expired before its requester could hear back had
+    /// no one who could learn of it.
     pub outlived_its_fault: bool,
 }
 
@@ -64,12 +66,16 @@ impl GrantWatcher {
     /// history has a grant of, judged against the run's fault `windows`;
     /// those first seen at or after `clients_until` (when the clients were
     /// told to finish: a client may end with an acquire unanswered) are
-    /// left out.
+    /// left out. `grace` is how long after a heal a requester may take to
+    /// hear back: an acquire sent into the fault is answered or times out
+    /// up to one request timeout after the heal, and the client pauses
+    /// before it sends the acquire that would adopt the grant.
     pub fn finish(
         self,
         histories: &[ClientHistory],
         windows: &[FaultWindow],
         clients_until: u64,
+        grace: Duration,
     ) -> Vec<Orphan> {
         self.stop.store(true, Ordering::Relaxed);
         let seen = self.thread.join().unwrap_or_default();
@@ -86,30 +92,37 @@ impl GrantWatcher {
                 _ => None,
             })
             .collect();
-        orphans_among(seen, &known, windows, clients_until)
+        orphans_among(
+            seen,
+            &known,
+            windows,
+            clients_until,
+            crate::nemesis::nanos(grace),
+        )
     }
 }
 
 /// The leases `seen` live (first and last seen) whose grant is not among
-/// the `known` ones, judged against the fault `windows`; those first seen
-/// at or after `clients_until` left out.
+/// the `known` ones, judged against the fault `windows` and the `grace`
+/// (ns) after each; those first seen at or after `clients_until` left out.
 fn orphans_among(
     seen: BTreeMap<(u32, u64), (u64, u64)>,
     known: &BTreeSet<(u32, u64)>,
     windows: &[FaultWindow],
     clients_until: u64,
+    grace: u64,
 ) -> Vec<Orphan> {
     seen.into_iter()
         .filter(|(grant, (first, _))| !known.contains(grant) && *first < clients_until)
         .map(|((worker_id, fence), (first_seen, last_seen))| {
             let within_one_fault = windows
                 .iter()
-                .any(|w| w.began <= first_seen && last_seen < w.ended);
+                .any(|w| w.began <= first_seen && last_seen < w.ended.saturating_add(grace));
             tracing::warn!(
                 "orphan grant: worker ID {worker_id}, fence {fence}, live from {first_seen} \
                  to {last_seen}{}",
                 if within_one_fault {
-                    " (within one fault)"
+                    " (within one fault and its grace)"
                 } else {
                     " (outlived its fault)"
                 }
@@ -133,8 +146,8 @@ pub fn summarize_orphans(orphans: &[Orphan]) -> String {
         .map(|o| (o.worker_id, o.fence))
         .collect();
     format!(
-        "orphan grants: {} ({} appeared and expired within the fault that lost their answer; \
-         outlived it (worker ID, fence): {outlived:?})",
+        "orphan grants: {} ({} appeared within the fault that lost their answer and expired \
+         before their requester could hear back; outlived it (worker ID, fence): {outlived:?})",
         orphans.len(),
         orphans.len() - outlived.len()
     )
@@ -157,18 +170,19 @@ mod tests {
         let seen = BTreeMap::from([
             ((0, 1), (100, 150)), // received by a client
             ((1, 1), (110, 190)), // appeared and expired within the fault
-            ((2, 1), (120, 210)), // still live after the heal at 200
-            ((3, 1), (300, 320)), // outside every fault
+            ((2, 1), (120, 205)), // live after the heal at 200, within the grace
+            ((3, 1), (120, 210)), // live past the grace
+            ((5, 1), (300, 320)), // outside every fault
             ((4, 1), (900, 950)), // after the clients were told to finish
         ]);
         let known = BTreeSet::from([(0, 1)]);
-        let orphans = orphans_among(seen, &known, &[window(100, 200)], 900);
+        let orphans = orphans_among(seen, &known, &[window(100, 200)], 900, 10);
         let judged: Vec<(u32, bool)> = orphans
             .iter()
             .map(|o| (o.worker_id, o.outlived_its_fault))
             .collect();
-        assert_eq!(judged, vec![(1, false), (2, true), (3, true)]);
+        assert_eq!(judged, vec![(1, false), (2, false), (3, true), (5, true)]);
         assert!(summarize_orphans(&orphans)
-            .contains("outlived it (worker ID, fence): [(2, 1), (3, 1)]"));
+            .contains("outlived it (worker ID, fence): [(3, 1), (5, 1)]"));
     }
 }
