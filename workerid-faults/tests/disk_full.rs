@@ -7,6 +7,14 @@
 //! of space is started again once space returns, as its supervisor would.
 //! The service on a store whose disk fills keeps every rule of its checker
 //! and serves again within ttl + 2 s of the disk being freed.
+//!
+//! A disk that fails while it has room (`workerid_testkit::failing_disk`:
+//! ext4 on a loop device, shut down at once, every write, fsync and read
+//! failing with `EIO`, nothing that had not been fsynced kept): while it is
+//! failed every call that fails answers `Unavailable`; then the clients
+//! and the servers stop, the disk is mounted again (its journal replayed),
+//! the servers start again and new clients serve, and nothing acknowledged
+//! before the failure is lost or repeated.
 
 mod support;
 
@@ -21,11 +29,13 @@ use workerid::{Allocator, LeaseOptions, LeaseStore, Namespace};
 use workerid_faults::acknowledged::{churn_leases_until, reserve_until, Acknowledged, Answer};
 use workerid_faults::service::ServiceFault;
 use workerid_faults::targets::Target;
+use workerid_testkit::failing_disk::FailingDisk;
 use workerid_testkit::small_disk::SmallDisk;
 use workerid_testkit::StoreKind;
 
 const TTL: Duration = Duration::from_secs(2);
 const FULL_FOR: Duration = Duration::from_secs(5);
+const FAILED_FOR: Duration = Duration::from_secs(4);
 
 /// What the load saw, by phase.
 #[derive(Debug, Default)]
@@ -244,4 +254,184 @@ fn the_service_on_sqlite_through_full_disks() {
 #[test]
 fn the_service_on_redis_through_full_disks() {
     the_service_through_full_disks(StoreKind::RedisDurable);
+}
+
+/// Starts the load of [`disk_full`] on `store` (the reservations, the lease
+/// churn and a snowflake worker) until `load.stop`; each task returns the
+/// snowflake IDs it issued.
+fn start_load(
+    load: &Arc<Load>,
+    store: &workerid::AnyStore,
+) -> Vec<tokio::task::JoinHandle<Vec<u64>>> {
+    let pause = Duration::from_millis(5);
+    let reserves = tokio::spawn({
+        let (load, segments) = (load.clone(), store.segment_store());
+        async move {
+            let tag = Tag::new("disk").expect("tag");
+            reserve_until(&load.stop, &*segments, &tag, pause, |a| load.note(a)).await;
+            Vec::new()
+        }
+    });
+    let leases = tokio::spawn({
+        let (load, leases) = (load.clone(), store.lease_store());
+        async move {
+            let namespace = Namespace::new("disk-churn").expect("namespace");
+            churn_leases_until(&load.stop, &*leases, &namespace, (63, TTL), pause, |a| {
+                load.note(a)
+            })
+            .await;
+            Vec::new()
+        }
+    });
+    let worker = tokio::spawn(worker_loop(load.clone(), store.lease_store()));
+    vec![reserves, leases, worker]
+}
+
+/// A store whose disk fails under load: see the module's doc.
+fn disk_fails(kind: StoreKind) {
+    let disk = FailingDisk::for_store(kind);
+    let running = disk.start(kind);
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let load = Arc::new(Load {
+        phase: Mutex::new("before"),
+        seen: Mutex::default(),
+        stop: AtomicBool::new(false),
+    });
+    let options = workerid::OpenOptions::new().request_timeout(Duration::from_secs(1));
+    let mut ids = Vec::new();
+    // (server, how long after the failure it exited by itself, if it did)
+    let mut exits: Vec<(String, Option<Duration>)> = Vec::new();
+    let (probe, healed_after) = runtime.block_on(async {
+        let store = options.open(&running.url()).await.expect("open");
+        let tag = Tag::new("disk").expect("tag");
+        store
+            .segment_store()
+            .create_tag(&tag, 1, 100)
+            .await
+            .expect("create the tag");
+        let tasks = start_load(&load, &store);
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        *load.phase.lock().unwrap() = "failed";
+        disk.fail();
+        let failed = Instant::now();
+        let mut probe = None;
+        let processes = running.processes();
+        let mut exited: Vec<Option<Duration>> = vec![None; processes.len()];
+        while failed.elapsed() < FAILED_FOR {
+            for (at, (_, process)) in exited.iter_mut().zip(&processes) {
+                if at.is_none() && !process.is_running() {
+                    *at = Some(failed.elapsed());
+                }
+            }
+            if probe.is_none() && failed.elapsed() > Duration::from_secs(1) {
+                probe = Some(match store.segment_store().reserve(&tag, None).await {
+                    Ok(range) => format!("reserved {range:?}"),
+                    Err(e) => format!("{e}"),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // The clients stop and let go of their files (the SQLite file is
+        // opened by the client itself), the servers that still run are
+        // stopped, the disk is mounted again and everything starts again.
+        *load.phase.lock().unwrap() = "stopping";
+        load.stop.store(true, Ordering::Relaxed);
+        for task in tasks {
+            ids.extend(task.await.expect("a load task"));
+        }
+        drop(store);
+        for ((name, process), at) in processes.iter().zip(exited) {
+            process.kill();
+            exits.push((name.clone(), at));
+        }
+        *load.phase.lock().unwrap() = "recovered";
+        load.stop.store(false, Ordering::Relaxed);
+        let recovering = Instant::now();
+        disk.recover();
+        for (_, process) in &processes {
+            process.start();
+        }
+        let store = options.open(&running.url()).await.expect("open again");
+        let tasks = start_load(&load, &store);
+        let healed_after = loop {
+            let served = load
+                .seen
+                .lock()
+                .unwrap()
+                .ok
+                .get("recovered")
+                .copied()
+                .unwrap_or(0);
+            if served >= 20 {
+                break recovering.elapsed();
+            }
+            assert!(
+                recovering.elapsed() < Duration::from_secs(30),
+                "{kind} never served again after the disk was mounted again"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        load.stop.store(true, Ordering::Relaxed);
+        for task in tasks {
+            ids.extend(task.await.expect("a load task"));
+        }
+        (probe, healed_after)
+    });
+    let mut sorted = ids.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), ids.len(), "{kind}: a snowflake ID repeated");
+    let seen = load.seen.lock().unwrap();
+    println!(
+        "{kind}: served {:?}; errors {:?}; a reservation 1 s into the failure: {probe:?}; \
+         servers that exited by themselves (after the failure): {exits:?}; served again \
+         {healed_after:.2?} after the remount began; {} ranges, {} grants",
+        seen.ok,
+        seen.errors,
+        seen.acknowledged.ranges.len(),
+        seen.acknowledged.grants.len()
+    );
+    let wrong: Vec<_> = seen
+        .errors
+        .keys()
+        .filter(|(_, kind)| !kind.ends_with("unavailable"))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{kind}: errors other than Unavailable: {wrong:?}"
+    );
+    assert!(
+        seen.errors.keys().any(|(phase, _)| *phase == "failed"),
+        "{kind}: no call failed while the disk was failed"
+    );
+    assert_eq!(
+        seen.acknowledged.repeated_segment_ids(),
+        0,
+        "{kind}: acknowledged ranges overlap"
+    );
+    assert_eq!(
+        seen.acknowledged.fences_gone_back(),
+        0,
+        "{kind}: a grant's fence went back: an acknowledged grant was lost"
+    );
+    assert!(
+        seen.ok.get("before").is_some_and(|n| *n > 0),
+        "{kind}: nothing was served before the disk failed"
+    );
+}
+
+#[test]
+fn sqlite_disk_fails() {
+    disk_fails(StoreKind::Sqlite);
+}
+
+#[test]
+fn redis_disk_fails() {
+    disk_fails(StoreKind::RedisDurable);
+}
+
+#[test]
+fn postgres_disk_fails() {
+    disk_fails(StoreKind::Postgres);
 }

@@ -7,6 +7,8 @@
 //! - Live servers are registered; an `atexit` hook kills them and removes
 //!   their directories when the test binary exits, also after failed tests
 //!   (statics are never dropped in Rust, so shared servers need this).
+//! - Mounts a test made (a failing disk) are registered too; the same hook
+//!   detaches them once the servers on them are dead.
 
 use std::collections::HashMap;
 use std::io;
@@ -24,6 +26,8 @@ type Registry = HashMap<u64, (Option<u32>, PathBuf)>;
 
 static LIVE: Mutex<Option<Registry>> = Mutex::new(None);
 static HOOK: Once = Once::new();
+/// Mount points to detach (`umount -l`) when the binary exits.
+static MOUNTS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 /// Spawns `command` so that it is killed when this process dies.
 pub(crate) fn spawn(mut command: Command) -> io::Result<Child> {
@@ -64,12 +68,7 @@ pub(crate) fn spawn(mut command: Command) -> io::Result<Child> {
 
 /// Records a server (its current pid and its directory) for the exit hook.
 pub(crate) fn register(key: u64, pid: Option<u32>, dir: PathBuf) {
-    HOOK.call_once(|| {
-        // SAFETY: registering a plain extern "C" function.
-        unsafe {
-            libc::atexit(kill_all_at_exit);
-        }
-    });
+    install_hook();
     LIVE.lock()
         .unwrap_or_else(|e| e.into_inner())
         .get_or_insert_with(HashMap::new)
@@ -85,6 +84,33 @@ pub(crate) fn register_dir(dir: PathBuf) {
         None,
         dir,
     );
+}
+
+fn install_hook() {
+    HOOK.call_once(|| {
+        // SAFETY: registering a plain extern "C" function.
+        unsafe {
+            libc::atexit(kill_all_at_exit);
+        }
+    });
+}
+
+/// Records a mount point to detach when the binary exits, if it is still
+/// mounted then.
+pub(crate) fn register_mount(mount_point: PathBuf) {
+    install_hook();
+    MOUNTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(mount_point);
+}
+
+/// Forgets a mount point its owner detached.
+pub(crate) fn unregister_mount(mount_point: &std::path::Path) {
+    MOUNTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|m| m != mount_point);
 }
 
 pub(crate) fn unregister(key: u64) {
@@ -107,5 +133,19 @@ extern "C" fn kill_all_at_exit() {
             }
         }
         let _ = std::fs::remove_dir_all(dir);
+    }
+    let mounts = match MOUNTS.lock() {
+        Ok(mut mounts) => std::mem::take(&mut *mounts),
+        Err(_) => Vec::new(),
+    };
+    for mount_point in mounts {
+        if let Ok(path) = std::ffi::CString::new(mount_point.as_os_str().as_encoded_bytes()) {
+            // SAFETY: a plain syscall on a path we own; a loop device
+            // mounted with autoclear is freed once the file system is.
+            unsafe {
+                libc::umount2(path.as_ptr(), libc::MNT_DETACH);
+            }
+        }
+        let _ = std::fs::remove_dir(mount_point);
     }
 }

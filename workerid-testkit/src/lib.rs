@@ -44,12 +44,16 @@
 //! [`netns::Netns`] puts clients in a network namespace of their own,
 //! linked to the servers by a relay, and drops packets on that link.
 //!
+//! For disks: [`small_disk::SmallDisk`] fills up,
+//! [`failing_disk::FailingDisk`] fails (`EIO`) while it has room.
+//!
 //! A missing server program is a test failure with a message that says how to
 //! install it (`bash scripts/test.sh` does), never a silent skip.
 #![deny(missing_docs)]
 
 mod cleanup;
 pub mod etcd;
+pub mod failing_disk;
 mod fake_clock;
 pub mod mariadb;
 pub mod netns;

@@ -36,6 +36,15 @@ pub(crate) fn temp_dir(prefix: &str) -> tempfile::TempDir {
     made.unwrap_or_else(|e| panic!("cannot make a temporary directory: {e}"))
 }
 
+/// Starts a store of `kind` whose servers (or file) keep their data under
+/// `parent`.
+pub(crate) fn start_under(parent: &Path, kind: StoreKind) -> RunningStore {
+    PARENT.with(|p| *p.borrow_mut() = Some(parent.to_path_buf()));
+    let store = std::panic::catch_unwind(|| kind.start());
+    PARENT.with(|p| *p.borrow_mut() = None);
+    store.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
 /// A size-limited tmpfs, unmounted when dropped.
 #[derive(Debug)]
 pub struct SmallDisk {
@@ -99,10 +108,7 @@ impl SmallDisk {
     /// Starts a store of `kind` whose servers (or file) keep their data on
     /// this disk.
     pub fn start(&self, kind: StoreKind) -> RunningStore {
-        PARENT.with(|p| *p.borrow_mut() = Some(self.path().to_path_buf()));
-        let store = std::panic::catch_unwind(|| kind.start());
-        PARENT.with(|p| *p.borrow_mut() = None);
-        store.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        start_under(self.path(), kind)
     }
 
     /// Bytes still free for writing.

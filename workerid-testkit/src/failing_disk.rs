@@ -1,0 +1,233 @@
+//! A disk that fails while it still has room: an ext4 file system on a
+//! loop device (an image file made by the test, mounted as root), which the
+//! test makes fail at once, as a dying disk or a lost network volume does.
+//!
+//! [`FailingDisk::fail`] shuts the file system down through the kernel's
+//! own `EXT4_IOC_SHUTDOWN` (`xfs_io -c shutdown`, which xfstests uses to
+//! make a disk go away), without flushing its journal: from then on every
+//! `write`, `fsync`, `open` and `read` on it fails with `EIO`, and whatever
+//! had not reached the disk by an `fsync` (or a journal commit) before is
+//! lost, as on a disk that dies. [`FailingDisk::recover`] mounts it again
+//! (the journal is replayed), once nothing holds a file on it any more: the
+//! store's servers must be stopped first, as an operator would after a
+//! volume came back.
+//!
+//! This machine's kernel has no device mapper (no `dm-error` or
+//! `dm-flakey`), so an `EIO` that comes and goes while the file system
+//! stays mounted is out of reach; the shutdown is the failure it can make.
+//!
+//! ```no_run
+//! use workerid_testkit::{failing_disk::FailingDisk, StoreKind};
+//!
+//! let disk = FailingDisk::mount(64);
+//! let store = disk.start(StoreKind::RedisDurable); // its data on the disk
+//! disk.fail(); // every write and fsync now fails with EIO
+//! for (_, process) in store.processes() {
+//!     process.kill();
+//! }
+//! disk.recover();
+//! for (_, process) in store.processes() {
+//!     process.start();
+//! }
+//! ```
+
+use std::fs::File;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::{cleanup, RunningStore, StoreKind};
+
+/// `EXT4_IOC_SHUTDOWN`, `_IOR('X', 125, __u32)` (the same number as XFS's
+/// `XFS_IOC_GOINGDOWN`).
+const EXT4_IOC_SHUTDOWN: libc::c_ulong = 0x8004_587D;
+/// `EXT4_GOING_FLAGS_NOLOGFLUSH`: shut down without flushing the journal.
+const EXT4_GOING_FLAGS_NOLOGFLUSH: u32 = 0x2;
+
+/// An ext4 file system on a loop device, detached when dropped.
+#[derive(Debug)]
+pub struct FailingDisk {
+    mount_point: tempfile::TempDir,
+    /// The image file's directory (not on the disk).
+    image_dir: tempfile::TempDir,
+    failed: AtomicBool,
+}
+
+impl FailingDisk {
+    /// Makes an image file of `mib` MiB, an ext4 file system on it, and
+    /// mounts it on a fresh directory through a loop device (freed when
+    /// the file system is unmounted).
+    ///
+    /// Panics, saying what is missing, when it cannot: `mkfs.ext4`
+    /// (package e2fsprogs), root, or a loop device.
+    pub fn mount(mib: u64) -> FailingDisk {
+        let image_dir = tempfile::Builder::new()
+            .prefix("workerid-failing-disk-image-")
+            .tempdir()
+            .unwrap_or_else(|e| panic!("cannot make a temporary directory: {e}"));
+        let image = image_dir.path().join("disk.img");
+        File::create(&image)
+            .and_then(|f| f.set_len(mib << 20))
+            .unwrap_or_else(|e| panic!("cannot make the disk image {}: {e}", image.display()));
+        run(
+            Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image),
+            "mkfs.ext4 (package e2fsprogs)",
+        );
+        let mount_point = tempfile::Builder::new()
+            .prefix("workerid-failing-disk-")
+            .tempdir()
+            .unwrap_or_else(|e| panic!("cannot make a temporary directory: {e}"));
+        let disk = FailingDisk {
+            mount_point,
+            image_dir,
+            failed: AtomicBool::new(false),
+        };
+        disk.mount_image();
+        cleanup::register_mount(disk.path().to_path_buf());
+        // Every server user (PostgreSQL's, MariaDB's) may make its
+        // directory here, as on a tmpfs mounted with mode=1777.
+        std::fs::set_permissions(disk.path(), std::fs::Permissions::from_mode(0o1777))
+            .unwrap_or_else(|e| panic!("cannot open up {}: {e}", disk.path().display()));
+        disk
+    }
+
+    /// Mounts a disk with room for a short run of a store of `kind` (as
+    /// much as [`SmallDisk::for_store`](crate::small_disk::SmallDisk::for_store)
+    /// gives it, and more than an ext4 file system's own metadata needs).
+    pub fn for_store(kind: StoreKind) -> FailingDisk {
+        let mib = match kind {
+            StoreKind::Sqlite => 32,
+            StoreKind::Postgres => 160,
+            StoreKind::MariaDb => 320,
+            StoreKind::Etcd => 200,
+            StoreKind::EtcdCluster => 600,
+            _ => 64,
+        };
+        FailingDisk::mount(mib)
+    }
+
+    /// The mount point.
+    pub fn path(&self) -> &Path {
+        self.mount_point.path()
+    }
+
+    fn image(&self) -> PathBuf {
+        self.image_dir.path().join("disk.img")
+    }
+
+    fn mount_image(&self) {
+        run(
+            Command::new("mount")
+                .args(["-t", "ext4", "-o", "loop"])
+                .arg(self.image())
+                .arg(self.path()),
+            "mount -o loop (root, and a free loop device)",
+        );
+    }
+
+    /// Starts a store of `kind` whose servers (or file) keep their data on
+    /// this disk, then syncs the disk: what the store was set up with is on
+    /// it before any fault (the test kit runs `initdb --no-sync` for speed,
+    /// where a real deployment's `initdb` syncs).
+    pub fn start(&self, kind: StoreKind) -> RunningStore {
+        let store = crate::small_disk::start_under(self.path(), kind);
+        self.sync();
+        store
+    }
+
+    /// Writes everything on the disk to it (`syncfs`).
+    pub fn sync(&self) {
+        let root = File::open(self.path())
+            .unwrap_or_else(|e| panic!("cannot open {}: {e}", self.path().display()));
+        // SAFETY: a plain syscall on a file we hold open.
+        let done = unsafe { libc::syncfs(root.as_raw_fd()) };
+        assert!(
+            done == 0,
+            "cannot sync {}: {}",
+            self.path().display(),
+            std::io::Error::last_os_error()
+        );
+    }
+
+    /// Makes the disk fail now: the file system is shut down without
+    /// flushing its journal, and every call on a file of it fails with
+    /// `EIO` from then on, while it still has room.
+    pub fn fail(&self) {
+        let root = File::open(self.path())
+            .unwrap_or_else(|e| panic!("cannot open {}: {e}", self.path().display()));
+        let flags = EXT4_GOING_FLAGS_NOLOGFLUSH;
+        // SAFETY: the ioctl reads one u32 we own from a file we hold open.
+        let done = unsafe { libc::ioctl(root.as_raw_fd(), EXT4_IOC_SHUTDOWN as _, &flags) };
+        assert!(
+            done == 0,
+            "cannot shut down the ext4 file system on {} (EXT4_IOC_SHUTDOWN): {}",
+            self.path().display(),
+            std::io::Error::last_os_error()
+        );
+        self.failed.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`fail`](Self::fail) was called since the disk was last
+    /// mounted.
+    pub fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::SeqCst)
+    }
+
+    /// Mounts the failed disk again: its journal is replayed, and what had
+    /// reached the disk before it failed is there again.
+    ///
+    /// Panics, saying so, while something still holds a file on it: stop
+    /// the store's servers, and drop the clients that opened its file,
+    /// first.
+    pub fn recover(&self) {
+        // A file closed a moment ago may still be held by a thread that
+        // is closing it (SQLite's): busy is retried for a few seconds.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let out = loop {
+            let out = Command::new("umount")
+                .arg(self.path())
+                .output()
+                .unwrap_or_else(|e| panic!("cannot run umount: {e}"));
+            if out.status.success() || std::time::Instant::now() > deadline {
+                break out;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        assert!(
+            out.status.success(),
+            "cannot unmount the failed disk {} (stop every process with a file on it \
+             first): {}",
+            self.path().display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        self.mount_image();
+        self.failed.store(false, Ordering::SeqCst);
+    }
+}
+
+impl Drop for FailingDisk {
+    fn drop(&mut self) {
+        // Lazily: a server killed moments ago may still hold a file open;
+        // the loop device goes once the file system is released.
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.mount_point.path())
+            .output();
+        cleanup::unregister_mount(self.mount_point.path());
+    }
+}
+
+/// Runs `command`, panicking with its error output (naming `what` is
+/// needed) when it cannot be run or fails.
+fn run(command: &mut Command, what: &str) {
+    let out = command
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+}
