@@ -1,42 +1,19 @@
 //! Fault tests on Redis servers of their own: killed, paused, restarted with
 //! and without persistence.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use workerid_conformance::{scenarios, segments, Outcome, SegmentFactory, StoreFactory};
 use workerid_core::compat::LibxCompat;
-use workerid_core::{Allocator, Error, LeaseOptions, LeaseStore, Result};
+use workerid_core::{Allocator, Error, LeaseStore};
 use workerid_redis::RedisStore;
 use workerid_segment::SegmentStore;
 use workerid_testkit::redis::{RedisConfig, RedisServer};
 
-fn options() -> LeaseOptions {
-    LeaseOptions::new()
-        .worker_bits(4)
-        .max_lease_time(Duration::from_secs(60))
-        .request_timeout(Duration::from_secs(3))
-}
-
-/// Retries `op` while the store is unavailable (a reconnect in progress), for
-/// at most 15 s; returns the first other answer.
-async fn once_reachable<T, F, Fut>(mut op: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        match op().await {
-            Err(e) if e.is_retryable() && Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(100)).await
-            }
-            answer => return answer,
-        }
-    }
-}
+mod support;
+use support::{options, retry_unavailable};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_server_is_unavailable_never_a_false_success_and_the_store_recovers() {
@@ -69,7 +46,7 @@ async fn a_killed_server_is_unavailable_never_a_false_success_and_the_store_reco
     }
 
     server.process().start();
-    let fresh = once_reachable(|| allocator.acquire()).await;
+    let fresh = retry_unavailable(|| allocator.acquire()).await;
     fresh.expect("the store recovers when the server is back");
 }
 
@@ -99,7 +76,7 @@ async fn a_paused_server_is_unavailable_within_the_response_timeout() {
     );
 
     let (id, token) = (u64::from(lease.id()), lease.token().to_string());
-    once_reachable(|| allocator.renew_id(id, &token))
+    retry_unavailable(|| allocator.renew_id(id, &token))
         .await
         .expect("the lease is still live once the server thaws");
 }
@@ -170,7 +147,7 @@ async fn without_persistence_the_store_says_so_and_a_restart_forgets() {
     let (id, token) = (u64::from(lease.id()), lease.token().to_string());
 
     server.process().restart();
-    let renew = once_reachable(|| allocator.renew_id(id, &token)).await;
+    let renew = retry_unavailable(|| allocator.renew_id(id, &token)).await;
     assert!(
         matches!(renew, Err(Error::NotAssigned { .. })),
         "after a restart without persistence: {renew:?}"

@@ -11,38 +11,16 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use workerid_core::compat::LibxCompat;
-use workerid_core::{Allocator, Error, LeaseOptions, Result};
+use workerid_core::{Allocator, Error, Result};
 use workerid_redis::{RedisStore, RedisStoreBuilder};
-use workerid_testkit::redis::{RedisConfig, RedisServer};
+use workerid_testkit::redis::RedisServer;
 use workerid_testkit::redis_cluster::RedisReplicatedCluster;
 use workerid_testkit::ServerProcess;
 
+mod support;
+use support::{options, retry_unavailable};
+
 const NAMESPACE: &str = "waits";
-
-fn options() -> LeaseOptions {
-    LeaseOptions::new()
-        .worker_bits(4)
-        .max_lease_time(Duration::from_secs(60))
-        .request_timeout(Duration::from_secs(3))
-}
-
-/// Retries `op` while it is `Unavailable` (a replica still syncing), for at
-/// most 15 s; returns the first other answer.
-async fn once_replicated<T, F, Fut>(mut op: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        match op().await {
-            Err(e) if e.is_retryable() && Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(100)).await
-            }
-            answer => return answer,
-        }
-    }
-}
 
 fn assert_too_few_replicas<T: std::fmt::Debug>(what: &str, answer: Result<T>, reached: u32) {
     match answer {
@@ -72,7 +50,7 @@ where
         .await
         .expect("connect");
     let allocator = Allocator::new(store, NAMESPACE, options()).unwrap();
-    let mut lease = once_replicated(|| allocator.acquire())
+    let mut lease = retry_unavailable(|| allocator.acquire())
         .await
         .expect("a grant the replica acknowledged");
     allocator
@@ -93,7 +71,7 @@ where
         "two writes waited {waited:?} for a paused replica"
     );
     let (id, token) = (u64::from(lease.id()), lease.token().to_string());
-    once_replicated(|| allocator.renew_id(id, &token))
+    retry_unavailable(|| allocator.renew_id(id, &token))
         .await
         .expect("the lease renews once the replica is back");
 
@@ -110,15 +88,7 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_master_with_a_replica() {
-    let durable = RedisConfig {
-        persistence: true,
-        ..RedisConfig::default()
-    };
-    let master = RedisServer::start(durable);
-    let replica = RedisServer::start(RedisConfig {
-        replica_of: Some(master.port()),
-        ..durable
-    });
+    let (master, replica) = RedisServer::start_durable_pair();
     let url = master.url();
     a_write_waits_for_the_replica_of_its_master(
         |builder| {

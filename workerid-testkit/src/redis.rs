@@ -54,6 +54,21 @@ impl RedisServer {
         Self::launch(config, None, false)
     }
 
+    /// Starts a durable master (AOF, `appendfsync always`) and a durable
+    /// replica of it: `(master, replica)`.
+    pub fn start_durable_pair() -> (RedisServer, RedisServer) {
+        let durable = RedisConfig {
+            persistence: true,
+            ..RedisConfig::default()
+        };
+        let master = RedisServer::start(durable);
+        let replica = RedisServer::start(RedisConfig {
+            replica_of: Some(master.port()),
+            ..durable
+        });
+        (master, replica)
+    }
+
     /// Starts a server that also listens for TLS on a port of its own
     /// ([`tls_url`](Self::tls_url)), with the certificates of
     /// [`crate::tls::files`]. The plain port stays open on 127.0.0.1 for the

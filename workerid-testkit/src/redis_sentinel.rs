@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::redis::{ask, ping, RedisConfig, RedisServer};
+use crate::redis::{ask, ping, RedisServer};
 use crate::{free_port, require_program, ServerProcess, ServerSpec};
 
 /// The name under which the Sentinels know the master.
@@ -25,15 +25,7 @@ impl RedisSentinelGroup {
     /// every Sentinel knows the replica and the other Sentinels.
     pub fn start() -> RedisSentinelGroup {
         let program = require_program("redis-sentinel", "redis-sentinel");
-        let durable = RedisConfig {
-            persistence: true,
-            ..RedisConfig::default()
-        };
-        let master = RedisServer::start(durable);
-        let replica = RedisServer::start(RedisConfig {
-            replica_of: Some(master.port()),
-            ..durable
-        });
+        let (master, replica) = RedisServer::start_durable_pair();
         let master_port = master.port();
         let sentinels = (0..3)
             .map(|i| {
