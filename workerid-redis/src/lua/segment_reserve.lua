@@ -14,7 +14,12 @@ if ARGV[2] ~= '' then
 end
 local result = redis.pcall('HINCRBY', KEYS[1], ARGV[1], used)
 if type(result) == 'table' and result.err then
-  return 'exhausted'
+  -- Only the overflow is the tag's end; any other refusal (MISCONF while
+  -- the AOF cannot be written, OOM) is the server's, and goes back as is.
+  if string.find(result.err, 'overflow', 1, true) then
+    return 'exhausted'
+  end
+  return redis.error_reply(result.err)
 end
 local version = redis.call('HINCRBY', KEYS[3], ARGV[1], 1)
 return {'ok', redis.call('HGET', KEYS[1], ARGV[1]), used, tostring(version)}
