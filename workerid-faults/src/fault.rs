@@ -59,6 +59,11 @@ pub enum Fault {
     /// exited for want of space is started again (a store started on a
     /// small disk: [`Target::start_on_small_disk`](crate::targets::Target::start_on_small_disk)).
     FillStoreDisk,
+    /// Make the store's disk fail (`EIO` on every write, fsync and read,
+    /// what was not fsynced lost) for 1 to 3 ttls, then stop its servers,
+    /// mount it again and start them (a store started on a failing disk:
+    /// [`Target::start_on_failing_disk`](crate::targets::Target::start_on_failing_disk)).
+    FailStoreDisk,
 }
 
 impl Fault {

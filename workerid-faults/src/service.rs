@@ -70,6 +70,9 @@ pub enum ServiceFault {
     /// Fill the store's disk for 1 to 3 ttls, then free it (a store started
     /// on a small disk: [`Target::start_on_small_disk`]).
     FillStoreDisk,
+    /// Fail the store's disk, then mount it again and restart the store (a
+    /// store on a failing disk: [`Target::start_on_failing_disk`]).
+    FailStoreDisk,
 }
 
 impl ServiceFault {
@@ -112,8 +115,13 @@ impl ServiceFault {
         if store.contains(&Fault::PauseStore) {
             faults.push(ServiceFault::PauseStore);
         }
-        if store.contains(&Fault::FillStoreDisk) {
-            faults.push(ServiceFault::FillStoreDisk);
+        for (disk, fault) in [
+            (Fault::FillStoreDisk, ServiceFault::FillStoreDisk),
+            (Fault::FailStoreDisk, ServiceFault::FailStoreDisk),
+        ] {
+            if store.contains(&disk) {
+                faults.push(fault);
+            }
         }
         faults
     }

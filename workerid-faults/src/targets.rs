@@ -8,6 +8,7 @@ use rand::Rng;
 use std::net::SocketAddr;
 
 use workerid_testkit::etcd::{EtcdCluster, EtcdNode};
+use workerid_testkit::failing_disk::FailingDisk;
 use workerid_testkit::small_disk::SmallDisk;
 pub use workerid_testkit::StoreKind;
 use workerid_testkit::{RunningStore, ServerProcess, Servers};
@@ -34,9 +35,19 @@ pub struct Applied {
 #[derive(Debug)]
 pub struct Target {
     running: RunningStore,
-    /// The small disk the store's data is on, if it was started on one
-    /// (dropped after the store: its servers stop before it is unmounted).
-    disk: Option<SmallDisk>,
+    /// The disk the store's data is on, if it was started on one of its
+    /// own (dropped after the store: its servers stop before it is
+    /// unmounted).
+    disk: Option<Disk>,
+}
+
+/// A disk of the store's own.
+#[derive(Debug)]
+enum Disk {
+    /// One that fills up ([`Fault::FillStoreDisk`]).
+    Small(SmallDisk),
+    /// One that fails ([`Fault::FailStoreDisk`]).
+    Failing(FailingDisk),
 }
 
 impl Target {
@@ -88,7 +99,36 @@ impl Target {
         let disk = SmallDisk::for_store(kind);
         Ok(Target {
             running: disk.start(kind),
-            disk: Some(disk),
+            disk: Some(Disk::Small(disk)),
+        })
+    }
+
+    /// Starts a store of `kind` whose servers keep their data on a disk of
+    /// their own that can fail (ext4 on a loop device,
+    /// [`FailingDisk::for_store`]; needs root), so that the nemesis can make
+    /// it fail ([`Fault::FailStoreDisk`]).
+    ///
+    /// # Errors
+    /// [`FaultsError::Config`] for the memory store and Redis without
+    /// persistence, which write nothing to a disk, and for SQLite, whose
+    /// file its clients open themselves: mounting the disk again after it
+    /// failed needs every file on it closed, which only stopping the
+    /// clients would do.
+    pub fn start_on_failing_disk(kind: StoreKind) -> Result<Target> {
+        if matches!(
+            kind,
+            StoreKind::Memory | StoreKind::Redis | StoreKind::RedisCluster | StoreKind::Sqlite
+        ) {
+            return Err(FaultsError::Config(format!(
+                "{}: no server of its own keeps its data on a disk to fail (SQLite's \
+                 clients open its file themselves; tests/disk_full.rs fails its disk)",
+                kind.name()
+            )));
+        }
+        let disk = FailingDisk::for_store(kind);
+        Ok(Target {
+            running: disk.start(kind),
+            disk: Some(Disk::Failing(disk)),
         })
     }
 
@@ -105,8 +145,10 @@ impl Target {
     /// The server faults it can undergo.
     pub fn server_faults(&self) -> Vec<Fault> {
         let mut faults = self.process_faults();
-        if self.disk.is_some() {
-            faults.push(Fault::FillStoreDisk);
+        match self.disk {
+            Some(Disk::Small(_)) => faults.push(Fault::FillStoreDisk),
+            Some(Disk::Failing(_)) => faults.push(Fault::FailStoreDisk),
+            None => {}
         }
         faults
     }
@@ -134,15 +176,21 @@ impl Target {
     /// again on the same data and waits until it answers; or freezes it
     /// (SIGSTOP) for 1.5 to 2.5 times `ttl` and thaws it.
     pub fn apply(&self, fault: Fault, rng: &mut StdRng, ttl: Duration) -> Applied {
-        if fault == Fault::FillStoreDisk {
-            return match &self.disk {
-                Some(disk) => fill_disk(disk, &self.running.processes(), rng, ttl),
-                None => Applied {
-                    what: "FillStoreDisk: the store is not on a small disk".into(),
+        match (fault, &self.disk) {
+            (Fault::FillStoreDisk, Some(Disk::Small(disk))) => {
+                return fill_disk(disk, &self.running.processes(), rng, ttl);
+            }
+            (Fault::FailStoreDisk, Some(Disk::Failing(disk))) => {
+                return fail_disk(disk, &self.running.processes(), rng, ttl);
+            }
+            (Fault::FillStoreDisk | Fault::FailStoreDisk, _) => {
+                return Applied {
+                    what: format!("{fault:?}: the store is not on such a disk"),
                     killed_at: None,
                     ended: mono_ns(),
-                },
-            };
+                };
+            }
+            _ => {}
         }
         if let Servers::EtcdCluster(cluster) = self.running.servers() {
             return etcd_member_fault(cluster, fault, rng, ttl);
@@ -285,6 +333,50 @@ fn fill_disk(
             filled >> 20
         ),
         killed_at: None,
+        ended,
+    }
+}
+
+/// Makes `disk` fail (every write, fsync and read `EIO`, nothing unsynced
+/// kept) for one to three ttls; then, as an operator would once the volume
+/// is back, stops every server still running, mounts the disk again (its
+/// journal replayed) and starts every server again on what it holds.
+fn fail_disk(
+    disk: &FailingDisk,
+    processes: &[(String, &ServerProcess)],
+    rng: &mut StdRng,
+    ttl: Duration,
+) -> Applied {
+    let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+    let failed_for = Duration::from_millis(rng.random_range(ttl_ms..=ttl_ms * 3));
+    let failed_at = mono_ns();
+    disk.fail();
+    std::thread::sleep(failed_for);
+    let exited: Vec<&str> = processes
+        .iter()
+        .filter(|(_, p)| !p.is_running())
+        .map(|(name, _)| name.as_str())
+        .collect();
+    for (_, process) in processes {
+        process.kill();
+    }
+    disk.recover();
+    let ended = mono_ns();
+    for (_, process) in processes {
+        process.start();
+    }
+    Applied {
+        what: format!(
+            "fail the store's disk (EIO) for {failed_for:?} (exited by themselves: {}), \
+             stop its servers, mount it again and start them: back in {:.1} s",
+            if exited.is_empty() {
+                "none".to_string()
+            } else {
+                exited.join(", ")
+            },
+            (mono_ns() - failed_at) as f64 / 1e9
+        ),
+        killed_at: Some(failed_at),
         ended,
     }
 }

@@ -256,6 +256,26 @@ fn the_service_on_redis_through_full_disks() {
     the_service_through_full_disks(StoreKind::RedisDurable);
 }
 
+/// Three servers on a store whose disk fails now and then (and is mounted
+/// again, the store restarted): no rule of the service checker broken,
+/// every server serving again within ttl + 2 s.
+fn the_service_through_failing_disks(kind: StoreKind) {
+    let target = Target::start_on_failing_disk(kind).unwrap();
+    let mut config = support::service_config(&target, Duration::from_secs(12));
+    config.faults = vec![ServiceFault::FailStoreDisk];
+    support::service_survives(&target, config);
+}
+
+#[test]
+fn the_service_on_redis_through_failing_disks() {
+    the_service_through_failing_disks(StoreKind::RedisDurable);
+}
+
+#[test]
+fn the_service_on_postgres_through_failing_disks() {
+    the_service_through_failing_disks(StoreKind::Postgres);
+}
+
 /// Starts the load of [`disk_full`] on `store` (the reservations, the lease
 /// churn and a snowflake worker) until `load.stop`; each task returns the
 /// snowflake IDs it issued.

@@ -83,6 +83,13 @@ struct Args {
     #[arg(long)]
     small_disk: bool,
 
+    /// The store's data on a disk of its own that can fail (ext4 on a loop
+    /// device; needs root), and the fault that makes it fail (EIO), then
+    /// mounts it again and restarts the store (fail-store-disk) among the
+    /// store's faults; not for SQLite, whose clients open its file
+    #[arg(long, conflicts_with = "small_disk")]
+    failing_disk: bool,
+
     /// With --store etcd-cluster: each member in a network namespace of its
     /// own (needs root), and the fault that cuts the leader from the others
     /// (isolate-etcd-leader) among the store's faults; with --network,
@@ -248,6 +255,8 @@ fn start_target(args: &Args) -> workerid_faults::Result<Target> {
     }
     if args.small_disk {
         Target::start_on_small_disk(args.store)
+    } else if args.failing_disk {
+        Target::start_on_failing_disk(args.store)
     } else {
         Target::start(args.store)
     }

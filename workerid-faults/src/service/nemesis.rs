@@ -162,10 +162,14 @@ impl Nemesis<'_> {
                 );
                 (what, ended)
             }
-            ServiceFault::RestartStore | ServiceFault::PauseStore | ServiceFault::FillStoreDisk => {
+            ServiceFault::RestartStore
+            | ServiceFault::PauseStore
+            | ServiceFault::FillStoreDisk
+            | ServiceFault::FailStoreDisk => {
                 let store_fault = match fault {
                     ServiceFault::RestartStore => Fault::RestartStore,
                     ServiceFault::PauseStore => Fault::PauseStore,
+                    ServiceFault::FailStoreDisk => Fault::FailStoreDisk,
                     _ => Fault::FillStoreDisk,
                 };
                 let applied = self
