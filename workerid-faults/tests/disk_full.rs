@@ -466,6 +466,16 @@ fn postgres_disk_fails() {
     disk_fails(StoreKind::Postgres);
 }
 
+#[test]
+fn mariadb_disk_fails() {
+    disk_fails(StoreKind::MariaDb);
+}
+
+#[test]
+fn etcd_disk_fails() {
+    disk_fails(StoreKind::Etcd);
+}
+
 /// The test's teeth: Redis told to leave the AOF to the kernel
 /// (`appendfsync no`) acknowledges writes that the failed disk never got,
 /// and the checker must find them lost after the remount.

@@ -36,7 +36,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use crate::{cleanup, RunningStore, StoreKind};
 
@@ -52,6 +52,8 @@ pub struct FailingDisk {
     mount_point: tempfile::TempDir,
     /// The image file's directory (not on the disk).
     image_dir: tempfile::TempDir,
+    /// How many times the disk was mounted again: the image's generation.
+    generation: AtomicU32,
     failed: AtomicBool,
 }
 
@@ -67,7 +69,7 @@ impl FailingDisk {
             .prefix("workerid-failing-disk-image-")
             .tempdir()
             .unwrap_or_else(|e| panic!("cannot make a temporary directory: {e}"));
-        let image = image_dir.path().join("disk.img");
+        let image = image_at(image_dir.path(), 0);
         File::create(&image)
             .and_then(|f| f.set_len(mib << 20))
             .unwrap_or_else(|e| panic!("cannot make the disk image {}: {e}", image.display()));
@@ -82,6 +84,7 @@ impl FailingDisk {
         let disk = FailingDisk {
             mount_point,
             image_dir,
+            generation: AtomicU32::new(0),
             failed: AtomicBool::new(false),
         };
         disk.mount_image();
@@ -114,7 +117,10 @@ impl FailingDisk {
     }
 
     fn image(&self) -> PathBuf {
-        self.image_dir.path().join("disk.img")
+        image_at(
+            self.image_dir.path(),
+            self.generation.load(Ordering::SeqCst),
+        )
     }
 
     fn mount_image(&self) {
@@ -175,8 +181,9 @@ impl FailingDisk {
         self.failed.load(Ordering::SeqCst)
     }
 
-    /// Mounts the failed disk again: its journal is replayed, and what had
-    /// reached the disk before it failed is there again.
+    /// Mounts the failed disk again (a copy of its image, taken once it is
+    /// unmounted here): its journal is replayed, and what had reached the
+    /// disk before it failed is there again.
     ///
     /// Panics, saying so, while something still holds a file on it: stop
     /// the store's servers, and drop the clients that opened its file,
@@ -202,6 +209,22 @@ impl FailingDisk {
             self.path().display(),
             String::from_utf8_lossy(&out.stderr).trim()
         );
+        // A copy of the image is mounted, through a loop device of its own:
+        // a mount namespace made while the disk was mounted (`ip netns
+        // exec` makes one) keeps the failed file system alive after this
+        // unmount, and mounting its loop device again would hand back that
+        // same failed file system.
+        let failed = self.image();
+        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let copy = image_at(self.image_dir.path(), generation);
+        run(
+            Command::new("cp")
+                .arg("--sparse=always")
+                .arg(&failed)
+                .arg(&copy),
+            "cp (copying the failed disk's image)",
+        );
+        let _ = std::fs::remove_file(&failed);
         self.mount_image();
         self.failed.store(false, Ordering::SeqCst);
     }
@@ -217,6 +240,11 @@ impl Drop for FailingDisk {
             .output();
         cleanup::unregister_mount(self.mount_point.path());
     }
+}
+
+/// The image file of generation `generation` in `dir`.
+fn image_at(dir: &Path, generation: u32) -> PathBuf {
+    dir.join(format!("disk-{generation}.img"))
 }
 
 /// Runs `command`, panicking with its error output (naming `what` is
