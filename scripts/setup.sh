@@ -7,9 +7,10 @@
 # own, and Python's gRPC (its stubs generated from the service's .proto by
 # grpc_tools, which carries its own compiler) for the test of the gRPC API
 # from another language, libfaketime (`faketime`), under which the tests
-# step a store server's wall clock, and Redis Sentinel, which fails a Redis
-# master over to its replica in the failover tests. Installs only what is
-# missing.
+# step a store server's wall clock, Redis Sentinel, which fails a Redis
+# master over to its replica in the failover tests, and e2fsprogs
+# (`mkfs.ext4`), with which the failing-disk tests make an ext4 file system
+# on a loop device. Installs only what is missing.
 #
 # etcd is Debian 13's (trixie, etcd 3.5), fetched and verified by apt with
 # the machine's Debian archive keys and unpacked into $ETCD_DIR, without
@@ -33,6 +34,7 @@ declare -A needs=(
   [python3-grpc-tools]=/usr/lib/python3/dist-packages/grpc_tools
   [faketime]=faketime
   [redis-sentinel]=redis-sentinel
+  [e2fsprogs]=mkfs.ext4
 )
 missing=()
 for pkg in "${!needs[@]}"; do
