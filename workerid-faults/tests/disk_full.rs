@@ -14,7 +14,10 @@
 //! failed every call that fails answers `Unavailable`; then the clients
 //! and the servers stop, the disk is mounted again (its journal replayed),
 //! the servers start again and new clients serve, and nothing acknowledged
-//! before the failure is lost or repeated.
+//! before the failure is lost or repeated. The `*_fsync_fails` tests make
+//! the same disk fail as thin-provisioned storage that ran out of space
+//! does (`Failure::ThinPoolFull`): writes succeed, the `fsync` that must
+//! store them fails.
 
 mod support;
 
@@ -29,7 +32,7 @@ use workerid::{Allocator, LeaseOptions, LeaseStore, Namespace};
 use workerid_faults::acknowledged::{churn_leases_until, reserve_until, Acknowledged, Answer};
 use workerid_faults::service::ServiceFault;
 use workerid_faults::targets::Target;
-use workerid_testkit::failing_disk::FailingDisk;
+use workerid_testkit::failing_disk::{FailingDisk, Failure};
 use workerid_testkit::small_disk::SmallDisk;
 use workerid_testkit::{RunningStore, StoreKind};
 
@@ -310,8 +313,12 @@ fn start_load(
 /// A store whose disk fails under load, after `prepare` had its way with
 /// it: see the module's doc. Returns what the load saw and how many
 /// snowflake IDs repeated.
-fn fail_disk_under_load(kind: StoreKind, prepare: impl FnOnce(&RunningStore)) -> (Seen, usize) {
-    let disk = FailingDisk::for_store(kind);
+fn fail_disk_under_load(
+    kind: StoreKind,
+    failure: Failure,
+    prepare: impl FnOnce(&RunningStore),
+) -> (Seen, usize) {
+    let disk = FailingDisk::for_store_failing_as(kind, failure);
     let running = disk.start(kind);
     prepare(&running);
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
@@ -419,8 +426,8 @@ fn fail_disk_under_load(kind: StoreKind, prepare: impl FnOnce(&RunningStore)) ->
 
 /// A store whose disk fails under load loses nothing it acknowledged, and
 /// every call that fails answers `Unavailable`.
-fn disk_fails(kind: StoreKind) {
-    let (seen, repeated_ids) = fail_disk_under_load(kind, |_| {});
+fn disk_fails(kind: StoreKind, failure: Failure) {
+    let (seen, repeated_ids) = fail_disk_under_load(kind, failure, |_| {});
     assert_eq!(repeated_ids, 0, "{kind}: a snowflake ID repeated");
     let wrong: Vec<_> = seen
         .errors
@@ -453,27 +460,52 @@ fn disk_fails(kind: StoreKind) {
 
 #[test]
 fn sqlite_disk_fails() {
-    disk_fails(StoreKind::Sqlite);
+    disk_fails(StoreKind::Sqlite, Failure::Shutdown);
 }
 
 #[test]
 fn redis_disk_fails() {
-    disk_fails(StoreKind::RedisDurable);
+    disk_fails(StoreKind::RedisDurable, Failure::Shutdown);
 }
 
 #[test]
 fn postgres_disk_fails() {
-    disk_fails(StoreKind::Postgres);
+    disk_fails(StoreKind::Postgres, Failure::Shutdown);
 }
 
 #[test]
 fn mariadb_disk_fails() {
-    disk_fails(StoreKind::MariaDb);
+    disk_fails(StoreKind::MariaDb, Failure::Shutdown);
 }
 
 #[test]
 fn etcd_disk_fails() {
-    disk_fails(StoreKind::Etcd);
+    disk_fails(StoreKind::Etcd, Failure::Shutdown);
+}
+
+#[test]
+fn sqlite_fsync_fails() {
+    disk_fails(StoreKind::Sqlite, Failure::ThinPoolFull);
+}
+
+#[test]
+fn redis_fsync_fails() {
+    disk_fails(StoreKind::RedisDurable, Failure::ThinPoolFull);
+}
+
+#[test]
+fn postgres_fsync_fails() {
+    disk_fails(StoreKind::Postgres, Failure::ThinPoolFull);
+}
+
+#[test]
+fn mariadb_fsync_fails() {
+    disk_fails(StoreKind::MariaDb, Failure::ThinPoolFull);
+}
+
+#[test]
+fn etcd_fsync_fails() {
+    disk_fails(StoreKind::Etcd, Failure::ThinPoolFull);
 }
 
 /// The test's teeth: Redis told to leave the AOF to the kernel
@@ -481,7 +513,7 @@ fn etcd_disk_fails() {
 /// and the checker must find them lost after the remount.
 #[test]
 fn redis_without_fsync_loses_acknowledged_writes_when_its_disk_fails() {
-    let (seen, _) = fail_disk_under_load(StoreKind::RedisDurable, |running| {
+    let (seen, _) = fail_disk_under_load(StoreKind::RedisDurable, Failure::Shutdown, |running| {
         let url = running.url();
         let port = url
             .rsplit(':')

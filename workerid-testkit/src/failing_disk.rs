@@ -1,20 +1,28 @@
 //! A disk that fails while it still has room: an ext4 file system on a
 //! loop device (an image file made by the test, mounted as root), which the
-//! test makes fail at once, as a dying disk or a lost network volume does.
+//! test makes fail in one of two ways ([`Failure`]):
 //!
-//! [`FailingDisk::fail`] shuts the file system down through the kernel's
-//! own `EXT4_IOC_SHUTDOWN` (`xfs_io -c shutdown`, which xfstests uses to
-//! make a disk go away), without flushing its journal: from then on every
-//! `write`, `fsync`, `open` and `read` on it fails with `EIO`, and whatever
-//! had not reached the disk by an `fsync` (or a journal commit) before is
-//! lost, as on a disk that dies. [`FailingDisk::recover`] mounts it again
-//! (the journal is replayed), once nothing holds a file on it any more: the
-//! store's servers must be stopped first, as an operator would after a
-//! volume came back.
+//! - [`Failure::Shutdown`]: the kernel's own `EXT4_IOC_SHUTDOWN` (`xfs_io
+//!   -c shutdown`, which xfstests uses to make a disk go away), without
+//!   flushing the journal: from then on every `write`, `fsync`, `open` and
+//!   `read` fails with `EIO`, and whatever had not reached the disk by an
+//!   `fsync` (or a journal commit) is lost, as on a disk that dies or a
+//!   network volume that is lost.
+//! - [`Failure::ThinPoolFull`]: the image is sparse on a tmpfs of its own,
+//!   which the failure fills, as thin-provisioned storage runs out: `write`
+//!   still succeeds into the page cache, the `fsync` that must store a new
+//!   block fails (once: the next one succeeds, the kernel having dropped
+//!   what it could not write), and ext4 then aborts its journal and turns
+//!   read-only.
+//!
+//! [`FailingDisk::recover`] mounts it again (a copy of the image, the
+//! journal replayed), once nothing holds a file on it any more: the store's
+//! servers must be stopped first, as an operator would after a volume came
+//! back.
 //!
 //! This machine's kernel has no device mapper (no `dm-error` or
 //! `dm-flakey`), so an `EIO` that comes and goes while the file system
-//! stays mounted is out of reach; the shutdown is the failure it can make.
+//! stays writable is out of reach; these two are the failures it can make.
 //!
 //! ```no_run
 //! use workerid_testkit::{failing_disk::FailingDisk, StoreKind};
@@ -38,6 +46,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
+use crate::small_disk::SmallDisk;
 use crate::{cleanup, RunningStore, StoreKind};
 
 /// `EXT4_IOC_SHUTDOWN`, `_IOR('X', 125, __u32)` (the same number as XFS's
@@ -46,12 +55,47 @@ const EXT4_IOC_SHUTDOWN: libc::c_ulong = 0x8004_587D;
 /// `EXT4_GOING_FLAGS_NOLOGFLUSH`: shut down without flushing the journal.
 const EXT4_GOING_FLAGS_NOLOGFLUSH: u32 = 0x2;
 
+/// How a [`FailingDisk`] fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The file system is shut down (`EXT4_IOC_SHUTDOWN`, no journal
+    /// flush): every `write`, `fsync`, `open` and `read` fails with `EIO`
+    /// at once, as when a disk dies or a network volume is lost.
+    Shutdown,
+    /// The image lives, sparse, on a tmpfs of its own (a thin pool), which
+    /// the failure fills: the file system still shows room and `write`
+    /// succeeds into the page cache, but the device cannot store a block
+    /// it has not stored before, so the `fsync` that has to write it
+    /// fails with `EIO` (reported once: the next `fsync` succeeds), and
+    /// ext4 aborts its journal at its next commit and turns read-only, as
+    /// on thin-provisioned storage that ran out of space.
+    ThinPoolFull,
+}
+
+/// Where the image file is (never on the disk itself).
+#[derive(Debug)]
+enum ImageDir {
+    /// A temporary directory of the machine's.
+    Temp(tempfile::TempDir),
+    /// A tmpfs of its own, which [`Failure::ThinPoolFull`] fills.
+    Pool(SmallDisk),
+}
+
+impl ImageDir {
+    fn path(&self) -> &Path {
+        match self {
+            ImageDir::Temp(dir) => dir.path(),
+            ImageDir::Pool(pool) => pool.path(),
+        }
+    }
+}
+
 /// An ext4 file system on a loop device, detached when dropped.
 #[derive(Debug)]
 pub struct FailingDisk {
     mount_point: tempfile::TempDir,
-    /// The image file's directory (not on the disk).
-    image_dir: tempfile::TempDir,
+    image_dir: ImageDir,
+    failure: Failure,
     /// How many times the disk was mounted again: the image's generation.
     generation: AtomicU32,
     failed: AtomicBool,
@@ -65,10 +109,25 @@ impl FailingDisk {
     /// Panics, saying what is missing, when it cannot: `mkfs.ext4`
     /// (package e2fsprogs), root, or a loop device.
     pub fn mount(mib: u64) -> FailingDisk {
-        let image_dir = tempfile::Builder::new()
-            .prefix("workerid-failing-disk-image-")
-            .tempdir()
-            .unwrap_or_else(|e| panic!("cannot make a temporary directory: {e}"));
+        FailingDisk::make(mib, Failure::Shutdown)
+    }
+
+    /// As [`mount`](Self::mount), for a disk that fails as `failure` says.
+    pub fn mount_failing_as(mib: u64, failure: Failure) -> FailingDisk {
+        FailingDisk::make(mib, failure)
+    }
+
+    fn make(mib: u64, failure: Failure) -> FailingDisk {
+        let image_dir = match failure {
+            Failure::Shutdown => ImageDir::Temp(
+                tempfile::Builder::new()
+                    .prefix("workerid-failing-disk-image-")
+                    .tempdir()
+                    .unwrap_or_else(|e| panic!("cannot make a temporary directory: {e}")),
+            ),
+            // Room for the image and for the copy a recovery makes.
+            Failure::ThinPoolFull => ImageDir::Pool(SmallDisk::mount(2 * mib + 16)),
+        };
         let image = image_at(image_dir.path(), 0);
         File::create(&image)
             .and_then(|f| f.set_len(mib << 20))
@@ -84,6 +143,7 @@ impl FailingDisk {
         let disk = FailingDisk {
             mount_point,
             image_dir,
+            failure,
             generation: AtomicU32::new(0),
             failed: AtomicBool::new(false),
         };
@@ -100,6 +160,12 @@ impl FailingDisk {
     /// much as [`SmallDisk::for_store`](crate::small_disk::SmallDisk::for_store)
     /// gives it, and more than an ext4 file system's own metadata needs).
     pub fn for_store(kind: StoreKind) -> FailingDisk {
+        FailingDisk::for_store_failing_as(kind, Failure::Shutdown)
+    }
+
+    /// As [`for_store`](Self::for_store), for a disk that fails as
+    /// `failure` says.
+    pub fn for_store_failing_as(kind: StoreKind, failure: Failure) -> FailingDisk {
         let mib = match kind {
             StoreKind::Sqlite => 32,
             StoreKind::Postgres => 160,
@@ -108,7 +174,7 @@ impl FailingDisk {
             StoreKind::EtcdCluster => 600,
             _ => 64,
         };
-        FailingDisk::mount(mib)
+        FailingDisk::make(mib, failure)
     }
 
     /// The mount point.
@@ -157,10 +223,19 @@ impl FailingDisk {
         );
     }
 
-    /// Makes the disk fail now: the file system is shut down without
-    /// flushing its journal, and every call on a file of it fails with
-    /// `EIO` from then on, while it still has room.
+    /// How the disk fails.
+    pub fn failure(&self) -> Failure {
+        self.failure
+    }
+
+    /// Makes the disk fail now, as its [`Failure`] says, while it still
+    /// has room.
     pub fn fail(&self) {
+        if let ImageDir::Pool(pool) = &self.image_dir {
+            pool.fill();
+            self.failed.store(true, Ordering::SeqCst);
+            return;
+        }
         let root = File::open(self.path())
             .unwrap_or_else(|e| panic!("cannot open {}: {e}", self.path().display()));
         let flags = EXT4_GOING_FLAGS_NOLOGFLUSH;
@@ -214,6 +289,9 @@ impl FailingDisk {
         // exec` makes one) keeps the failed file system alive after this
         // unmount, and mounting its loop device again would hand back that
         // same failed file system.
+        if let ImageDir::Pool(pool) = &self.image_dir {
+            pool.free();
+        }
         let failed = self.image();
         let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
         let copy = image_at(self.image_dir.path(), generation);
