@@ -35,6 +35,13 @@ pub struct RunOutcome {
 }
 
 impl RunOutcome {
+    /// A network run's recoveries that missed the bound (ttl + 2 s): a
+    /// client that issued nothing that long after a heal while no other
+    /// fault came first.
+    pub fn slow_recoveries(&self) -> Vec<&Recovery> {
+        self.liveness.iter().filter(|r| r.slow).collect()
+    }
+
     /// A summary: seed, faults, the report.
     pub fn summary(&self) -> String {
         let faults: Vec<String> = self

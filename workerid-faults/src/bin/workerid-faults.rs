@@ -1,6 +1,7 @@
 //! The fault-injection run, for soak testing: starts a store (through the
 //! test harness), runs clients against it under a seeded nemesis, checks
-//! their histories, and exits 1 on any violation.
+//! their histories, and exits 1 on any violation (with `--network`, a
+//! client that issued nothing within ttl + 2 s of a heal is one).
 //!
 //! ```sh
 //! cargo run -p workerid-faults --release --bin workerid-faults -- \
@@ -230,8 +231,26 @@ fn main() {
             for e in &outcome.client_errors {
                 println!("client error: {e}");
             }
+            let slow = outcome.slow_recoveries();
+            for r in &slow {
+                println!(
+                    "slow recovery: {} after {:?} in lab {}: {}",
+                    r.client,
+                    r.heal.fault,
+                    r.heal.lab,
+                    r.after
+                        .map_or("issued nothing".to_string(), |after| format!(
+                            "issued {:.2} s after the heal",
+                            after.as_secs_f64()
+                        ))
+                );
+            }
             let drawn = plot(args.plot.as_ref(), &outcome.timeline);
-            if !outcome.report.is_safe() || !outcome.client_errors.is_empty() || !drawn {
+            if !outcome.report.is_safe()
+                || !outcome.client_errors.is_empty()
+                || !slow.is_empty()
+                || !drawn
+            {
                 std::process::exit(1);
             }
         }

@@ -30,6 +30,9 @@ pub struct Recovery {
     /// bound (the service check's rule). A client the next fault hit
     /// before it had its chance says nothing about this heal.
     pub judged: bool,
+    /// Judged, and the client issued nothing within the bound (ttl + 2 s):
+    /// the recovery the network runs promise was missed.
+    pub slow: bool,
 }
 
 /// How a client that lost its lease came back after a heal.
@@ -131,6 +134,7 @@ pub fn liveness(
                 rejoined: first.and_then(|(_, lease)| rejoin_of(history, lease, heal.at)),
                 next_fault,
                 judged,
+                slow: judged && after.is_none_or(|after| after > bound),
             });
         }
     }
@@ -166,6 +170,10 @@ fn instant(event: &Event) -> u64 {
 /// clients that never issued again.
 pub fn summarize(recoveries: &[Recovery]) -> String {
     let mut lines = vec![distribution("liveness after heals", recoveries)];
+    let slow = recoveries.iter().filter(|r| r.slow).count();
+    if slow > 0 {
+        lines[0].push_str(&format!("; past the bound (ttl + 2 s): {slow}"));
+    }
     let cut_short = recoveries.iter().filter(|r| !r.judged).count();
     if cut_short > 0 {
         lines[0].push_str(&format!(
@@ -304,8 +312,8 @@ mod tests {
     }
 
     /// Heal at 10 s; the client issues again at `issued`; the next fault
-    /// begins at `next`; bound 4 s: (judged, after in s).
-    fn judge(issued: u64, next: Option<u64>) -> (bool, u64) {
+    /// begins at `next`; bound 4 s: (judged, slow, after in s).
+    fn judge(issued: u64, next: Option<u64>) -> (bool, bool, u64) {
         let heal = Heal {
             fault: Fault::DropReplies,
             lab: 0,
@@ -322,20 +330,21 @@ mod tests {
         );
         assert_eq!(recoveries.len(), 1);
         let r = &recoveries[0];
-        (r.judged, r.after.map_or(u64::MAX, |d| d.as_secs()))
+        (r.judged, r.slow, r.after.map_or(u64::MAX, |d| d.as_secs()))
     }
 
     #[test]
     fn a_recovery_is_judged_unless_the_next_fault_cut_it_short() {
         // No later fault, or one after the client issued: judged.
-        assert_eq!(judge(12, None), (true, 2));
-        assert_eq!(judge(12, Some(13)), (true, 2));
-        // A slow recovery with time enough before the next fault: judged
-        // (and over the bound).
-        assert_eq!(judge(17, Some(15)), (true, 7));
+        assert_eq!(judge(12, None), (true, false, 2));
+        assert_eq!(judge(12, Some(13)), (true, false, 2));
+        // A slow recovery with time enough before the next fault: judged,
+        // and past the bound.
+        assert_eq!(judge(17, Some(15)), (true, true, 7));
+        assert_eq!(judge(17, None), (true, true, 7));
         // The next fault began 1 s after the heal, before the client
         // issued: not judged.
-        assert_eq!(judge(17, Some(11)), (false, 7));
+        assert_eq!(judge(17, Some(11)), (false, false, 7));
         let summary = summarize(&liveness(
             &[client(&[5, 17])],
             &[Heal {
@@ -350,5 +359,6 @@ mod tests {
         ));
         assert!(summary.contains("not judged: 1"), "{summary}");
         assert!(!summary.contains("worst 7"), "{summary}");
+        assert!(!summary.contains("past the bound"), "{summary}");
     }
 }
