@@ -361,9 +361,41 @@ fn fail_disk_under_load(
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        if failure == Failure::Intermittent {
+            // The errors end under the same mount: the servers that exited
+            // start again, the clients go on, until 20 calls are served.
+            *load.phase.lock().unwrap() = "healed";
+            disk.heal();
+            let healed = Instant::now();
+            for (_, process) in &processes {
+                process.start();
+            }
+            while load
+                .seen
+                .lock()
+                .unwrap()
+                .ok
+                .get("healed")
+                .copied()
+                .unwrap_or(0)
+                < 20
+            {
+                assert!(
+                    healed.elapsed() < Duration::from_secs(20),
+                    "{kind} never served again once the disk's errors ended"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            println!(
+                "{kind}: served again {:.2?} after the errors ended",
+                healed.elapsed()
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
         // The clients stop and let go of their files (the SQLite file is
         // opened by the client itself), the servers that still run are
-        // stopped, the disk is mounted again and everything starts again.
+        // stopped, the disk is mounted again (what only the page cache
+        // held is gone) and everything starts again.
         *load.phase.lock().unwrap() = "stopping";
         load.stop.store(true, Ordering::Relaxed);
         for task in tasks {
@@ -438,8 +470,11 @@ fn disk_fails(kind: StoreKind, failure: Failure) {
         wrong.is_empty(),
         "{kind}: errors other than Unavailable: {wrong:?}"
     );
+    // A store that wrote only over blocks the thin pool already held
+    // (SQLite's WAL, rewound after each checkpoint) never meets the
+    // intermittent failure: nothing to require of it there.
     assert!(
-        seen.errors.keys().any(|(phase, _)| *phase == "failed"),
+        failure == Failure::Intermittent || seen.errors.keys().any(|(phase, _)| *phase == "failed"),
         "{kind}: no call failed while the disk was failed"
     );
     assert_eq!(
@@ -506,6 +541,31 @@ fn mariadb_fsync_fails() {
 #[test]
 fn etcd_fsync_fails() {
     disk_fails(StoreKind::Etcd, Failure::ThinPoolFull);
+}
+
+#[test]
+fn sqlite_fsync_fails_for_a_while() {
+    disk_fails(StoreKind::Sqlite, Failure::Intermittent);
+}
+
+#[test]
+fn redis_fsync_fails_for_a_while() {
+    disk_fails(StoreKind::RedisDurable, Failure::Intermittent);
+}
+
+#[test]
+fn postgres_fsync_fails_for_a_while() {
+    disk_fails(StoreKind::Postgres, Failure::Intermittent);
+}
+
+#[test]
+fn mariadb_fsync_fails_for_a_while() {
+    disk_fails(StoreKind::MariaDb, Failure::Intermittent);
+}
+
+#[test]
+fn etcd_fsync_fails_for_a_while() {
+    disk_fails(StoreKind::Etcd, Failure::Intermittent);
 }
 
 /// The test's teeth: Redis told to leave the AOF to the kernel

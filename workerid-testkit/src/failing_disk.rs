@@ -14,6 +14,10 @@
 //!   block fails (once: the next one succeeds, the kernel having dropped
 //!   what it could not write), and ext4 then aborts its journal and turns
 //!   read-only.
+//! - [`Failure::Intermittent`]: the same on ext4 without a journal, which
+//!   stays writable: [`FailingDisk::heal`] empties the pool and writes
+//!   succeed again, while what a failed `fsync` covered is gone from the
+//!   disk (PostgreSQL's "fsyncgate").
 //!
 //! [`FailingDisk::recover`] mounts it again (a copy of the image, the
 //! journal replayed), once nothing holds a file on it any more: the store's
@@ -21,8 +25,7 @@
 //! back.
 //!
 //! This machine's kernel has no device mapper (no `dm-error` or
-//! `dm-flakey`), so an `EIO` that comes and goes while the file system
-//! stays writable is out of reach; these two are the failures it can make.
+//! `dm-flakey`): these are the failures it can make.
 //!
 //! ```no_run
 //! use workerid_testkit::{failing_disk::FailingDisk, StoreKind};
@@ -70,6 +73,13 @@ pub enum Failure {
     /// ext4 aborts its journal at its next commit and turns read-only, as
     /// on thin-provisioned storage that ran out of space.
     ThinPoolFull,
+    /// As [`ThinPoolFull`](Failure::ThinPoolFull), on ext4 without a
+    /// journal, which stays writable through the errors: after
+    /// [`FailingDisk::heal`] empties the pool, writes and `fsync`s succeed
+    /// again without a remount, and what a failed `fsync` covered is gone
+    /// from the disk while the page cache still shows it (PostgreSQL's
+    /// "fsyncgate"), until the disk is mounted again.
+    Intermittent,
 }
 
 /// Where the image file is (never on the disk itself).
@@ -126,14 +136,23 @@ impl FailingDisk {
                     .unwrap_or_else(|e| panic!("cannot make a temporary directory: {e}")),
             ),
             // Room for the image and for the copy a recovery makes.
-            Failure::ThinPoolFull => ImageDir::Pool(SmallDisk::mount(2 * mib + 16)),
+            Failure::ThinPoolFull | Failure::Intermittent => {
+                ImageDir::Pool(SmallDisk::mount(2 * mib + 16))
+            }
         };
         let image = image_at(image_dir.path(), 0);
         File::create(&image)
             .and_then(|f| f.set_len(mib << 20))
             .unwrap_or_else(|e| panic!("cannot make the disk image {}: {e}", image.display()));
         run(
-            Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image),
+            Command::new("mkfs.ext4")
+                .args(["-q", "-F"])
+                .args(if failure == Failure::Intermittent {
+                    &["-O", "^has_journal"][..]
+                } else {
+                    &[][..]
+                })
+                .arg(&image),
             "mkfs.ext4 (package e2fsprogs)",
         );
         let mount_point = tempfile::Builder::new()
@@ -250,8 +269,20 @@ impl FailingDisk {
         self.failed.store(true, Ordering::SeqCst);
     }
 
+    /// Ends a thin pool's failure without a remount: the pool is emptied,
+    /// and the device stores every block again. On an
+    /// [`Intermittent`](Failure::Intermittent) disk the file system goes on
+    /// as if nothing happened; ext4 with a journal has turned read-only and
+    /// needs [`recover`](Self::recover). Does nothing to a shut-down disk.
+    pub fn heal(&self) {
+        if let ImageDir::Pool(pool) = &self.image_dir {
+            pool.free();
+            self.failed.store(false, Ordering::SeqCst);
+        }
+    }
+
     /// Whether [`fail`](Self::fail) was called since the disk was last
-    /// mounted.
+    /// mounted or healed.
     pub fn is_failed(&self) -> bool {
         self.failed.load(Ordering::SeqCst)
     }
