@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+pub mod disk_load;
 pub mod mixed;
 
 use workerid_faults::nemesis::{self, seed_from_env, Fault, RunConfig, RunOutcome};
