@@ -37,12 +37,12 @@ run() {
 }
 for store in "${stores[@]}"; do
   run "library clients, $store" --store "$store" --network --client-faults-only \
-    --faults partition-clients,drop-replies,drop-requests,lossy-link,half-open,stall-link,partition-store \
+    --faults partition-clients,drop-replies,drop-requests,lossy-link,half-open,stall-link,slow-link,partition-store \
     --clients 4 --worker-bits 3 --duration-secs "$lease_secs"
 done
 for store in "${stores[@]}"; do
   run "service, $store" --service --store "$store" --network \
-    --service-faults cut-server-from-store,drop-store-replies,lossy-store-link,half-open-store-link,partition-store \
+    --service-faults cut-server-from-store,drop-store-replies,lossy-store-link,half-open-store-link,slow-store-link,partition-store \
     --duration-secs "$service_secs"
 done
 cargo run -q --release -p benches --bin record -- soak-network \

@@ -52,6 +52,11 @@ pub enum Fault {
     /// One lab's relay accepts connections and moves nothing for 0.5 to 2
     /// ttls, then delivers what it held.
     StallLink,
+    /// Slow one lab's link for 1 to 3 ttls: every byte each way arrives
+    /// late, so that a round trip takes from a third of the ttl (a renewal
+    /// period) to 1.25 ttls (past the clients' request timeout, the ttl),
+    /// and renewals are answered near their deadline or after it.
+    SlowLink,
     /// Cut the store from every lab at once, both ways, for 0.5 to 3 ttls:
     /// the store keeps running, and no client reaches it.
     PartitionStore,
@@ -71,13 +76,14 @@ impl Fault {
     pub const CLIENT: [Fault; 3] = [Fault::KillClient, Fault::PauseClient, Fault::StepClock];
     /// The faults on the network between clients and the store, for a
     /// network run ([`RunConfig::network`](crate::nemesis::RunConfig::network)).
-    pub const NETWORK: [Fault; 7] = [
+    pub const NETWORK: [Fault; 8] = [
         Fault::PartitionClients,
         Fault::DropReplies,
         Fault::DropRequests,
         Fault::LossyLink,
         Fault::HalfOpen,
         Fault::StallLink,
+        Fault::SlowLink,
         Fault::PartitionStore,
     ];
 }

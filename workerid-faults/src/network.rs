@@ -258,6 +258,16 @@ impl Labs {
                      {d:?}: its connections are half-open"
                 )
             }
+            Fault::SlowLink => {
+                let d = lasting(2, 6);
+                // Each way, a sixth of the ttl to five eighths of it.
+                let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+                let each_way = Duration::from_millis(rng.random_range(ttl_ms / 6..=ttl_ms * 5 / 8));
+                netns.delay(each_way);
+                std::thread::sleep(d);
+                netns.delay(Duration::ZERO);
+                format!("slow lab {lab}'s link by {each_way:?} each way for {d:?}")
+            }
             Fault::StallLink => {
                 let d = lasting(1, 4);
                 netns.stall(true);

@@ -64,6 +64,9 @@ pub enum ServiceFault {
     /// A network run: one server's connections to the store half-open
     /// (forgotten at the store's end during a short cut).
     HalfOpenStoreLink,
+    /// A network run: one server's link to the store slow for 1 to 3 ttls
+    /// (each round trip a third of the ttl to 1.25 ttls longer).
+    SlowStoreLink,
     /// A network run: the store cut from every server at once, both ways,
     /// for 0.5 to 3 ttls, while their HTTP clients still reach them.
     PartitionStore,
@@ -85,11 +88,12 @@ impl ServiceFault {
 
     /// The faults on the network between one server and the store (a
     /// network run, [`ServiceConfig::network`]).
-    pub const NETWORK: [ServiceFault; 5] = [
+    pub const NETWORK: [ServiceFault; 6] = [
         ServiceFault::CutServerFromStore,
         ServiceFault::DropStoreReplies,
         ServiceFault::LossyStoreLink,
         ServiceFault::HalfOpenStoreLink,
+        ServiceFault::SlowStoreLink,
         ServiceFault::PartitionStore,
     ];
 
@@ -100,6 +104,7 @@ impl ServiceFault {
             ServiceFault::DropStoreReplies => Some(Fault::DropReplies),
             ServiceFault::LossyStoreLink => Some(Fault::LossyLink),
             ServiceFault::HalfOpenStoreLink => Some(Fault::HalfOpen),
+            ServiceFault::SlowStoreLink => Some(Fault::SlowLink),
             ServiceFault::PartitionStore => Some(Fault::PartitionStore),
             _ => None,
         }

@@ -59,6 +59,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Once};
+use std::time::Duration;
 
 use crate::relay::Relay;
 
@@ -367,6 +368,14 @@ impl Netns {
     /// faults.
     pub fn stall(&self, stalled: bool) {
         self.relay.stall(stalled);
+    }
+
+    /// Every byte through the relays from now on arrives `delay` late,
+    /// each way (zero: no delay): a slow link, on which a request and its
+    /// answer take twice `delay` more. Bytes already on their way keep the
+    /// delay they were read with, and none overtakes another.
+    pub fn delay(&self, delay: Duration) {
+        self.relay.delay(delay);
     }
 
     /// Ends every connection through the relays: the servers see them

@@ -1,4 +1,4 @@
-//! TCP relays that copy bytes unchanged and can be stalled, made to forget
+//! TCP relays that copy bytes unchanged and can be stalled, slowed, made to forget
 //! their connections, or stopped: a [`Netns`](crate::netns::Netns) forwards
 //! its link's host end to the servers through one, and a test can put one
 //! on loopback in front of a server to take the server away from a client
@@ -7,7 +7,8 @@
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -46,6 +47,8 @@ pub struct Relay {
     /// Signalled when `stalled` turns false, and on resets and stop.
     wake: Condvar,
     stopped: AtomicBool,
+    /// How long every chunk read waits before it is written on, in µs.
+    delay_us: AtomicU64,
     /// The open connections; a connection's sockets close when the last
     /// `Arc` (here and in its two threads) goes.
     connections: Mutex<Vec<Arc<Connection>>>,
@@ -163,6 +166,13 @@ impl Relay {
         self.wake.notify_all();
     }
 
+    /// Every chunk read from now on is written on `delay` later (zero: at
+    /// once): see [`Netns::delay`](crate::netns::Netns::delay).
+    pub fn delay(&self, delay: Duration) {
+        let us = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
+        self.delay_us.store(us, Ordering::SeqCst);
+    }
+
     /// Aborts every connection: see
     /// [`Netns::reset_connections`](crate::netns::Netns::reset_connections);
     /// `lab` names the relays in the panic message.
@@ -248,20 +258,81 @@ impl Relay {
     }
 
     /// Copies `from` to `to` until `from` ends (then closes `to` for
-    /// writing, unless reset) or the connection is reset.
-    fn pump(&self, mut from: &TcpStream, mut to: &TcpStream, connection: &Connection) {
+    /// writing, unless reset) or the connection is reset. Each chunk is
+    /// written on at its due time, the relay's delay after it was read, by
+    /// a thread of its own, so delays do not add up; the queue is short, so
+    /// a slow reader still slows the writer down (TCP flow control).
+    fn pump(self: &Arc<Self>, mut from: &TcpStream, to: &TcpStream, connection: &Arc<Connection>) {
+        let (queue, chunks) = sync_channel::<(Instant, Vec<u8>)>(16);
+        let writer = {
+            let (relay, connection) = (Arc::clone(self), Arc::clone(connection));
+            let to = to.try_clone();
+            thread::Builder::new()
+                .name("workerid-relay".into())
+                .spawn(move || {
+                    if let Ok(to) = to {
+                        relay.write_due(chunks, &to, &connection);
+                    }
+                })
+        };
         let mut buffer = vec![0u8; 64 * 1024];
         loop {
             let read = match from.read(&mut buffer) {
                 Ok(0) | Err(_) => break,
                 Ok(read) => read,
             };
-            if !self.pass(connection) || to.write_all(&buffer[..read]).is_err() {
+            let due = Instant::now() + Duration::from_micros(self.delay_us.load(Ordering::SeqCst));
+            if !self.pass(connection) || queue.send((due, buffer[..read].to_vec())).is_err() {
                 break;
+            }
+        }
+        drop(queue);
+        if let Ok(writer) = writer {
+            let _ = writer.join();
+        }
+    }
+
+    /// Writes the chunks `pump` reads to `to`, each at its due time.
+    fn write_due(
+        &self,
+        chunks: Receiver<(Instant, Vec<u8>)>,
+        mut to: &TcpStream,
+        connection: &Connection,
+    ) {
+        for (due, chunk) in chunks {
+            if !self.wait_until(due, connection)
+                || !self.pass(connection)
+                || to.write_all(&chunk).is_err()
+            {
+                // Ends the reader too, which then finds the queue closed.
+                let _ = to.shutdown(Shutdown::Both);
+                return;
             }
         }
         if !connection.reset.load(Ordering::SeqCst) {
             let _ = to.shutdown(Shutdown::Write);
+        }
+    }
+
+    /// Waits until `due`; `false` when the connection was reset or the
+    /// relay stopped meanwhile (both wake the wait).
+    fn wait_until(&self, due: Instant, connection: &Connection) -> bool {
+        let over =
+            || connection.reset.load(Ordering::SeqCst) || self.stopped.load(Ordering::SeqCst);
+        let mut guard = self.stalled.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if over() {
+                return false;
+            }
+            let now = Instant::now();
+            if now >= due {
+                return true;
+            }
+            guard = self
+                .wake
+                .wait_timeout(guard, due - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
     }
 

@@ -351,6 +351,38 @@ fn stall_accepts_but_moves_nothing_until_released() {
 }
 
 #[test]
+fn delay_slows_each_way_without_adding_up() {
+    let echo = Echo::start();
+    let lab = Netns::new();
+    let through = lab.forward(echo.address);
+    inside(&lab, || {
+        let mut client = connect(through);
+        lab.delay(Duration::from_millis(300));
+        let started = Instant::now();
+        // Three writes 100 ms apart: each is 300 ms late each way (the
+        // last back at 800 ms), not 300 ms after the one before (which
+        // would be 1.2 s and more).
+        for word in [b"one", b"two", b"six"] {
+            client.write_all(word).unwrap();
+            thread::sleep(Duration::from_millis(100));
+        }
+        answer(&mut client, b"onetwosix", ANSWER);
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(800) && took < Duration::from_millis(1100),
+            "the last of three round trips took {took:?} with 300 ms each way"
+        );
+        assert_eq!(lab.dropped_packets(), 0, "nothing was dropped");
+
+        lab.delay(Duration::ZERO);
+        let started = Instant::now();
+        client.write_all(b"now").unwrap();
+        answer(&mut client, b"now", ANSWER);
+        assert!(started.elapsed() < Duration::from_millis(300));
+    });
+}
+
+#[test]
 fn command_runs_the_program_itself_inside_the_namespace() {
     let lab = Netns::new();
     let mut child = lab
