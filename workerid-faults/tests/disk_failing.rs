@@ -73,6 +73,11 @@ fn fail_disk_under_load(
             .create_tag(&tag, 1, 100)
             .await
             .expect("create the tag");
+        // Under an intermittent failure SQLite must need new blocks while
+        // the disk fails: else its WAL, rewound after each checkpoint, is
+        // written over blocks the thin pool already holds.
+        let mut reader = (failure == Failure::Intermittent && kind == StoreKind::Sqlite)
+            .then(|| hold_a_read_transaction(&running.url()));
         let tasks = start_load(&load, &store);
         tokio::time::sleep(Duration::from_millis(1_500)).await;
         *load.phase.lock().unwrap() = "failed";
@@ -131,6 +136,10 @@ fn fail_disk_under_load(
         // stopped, the disk is mounted again (what only the page cache
         // held is gone) and everything starts again.
         *load.phase.lock().unwrap() = "stopping";
+        if let Some(reader) = reader.as_mut() {
+            let _ = reader.kill();
+            let _ = reader.wait();
+        }
         load.stop.store(true, Ordering::Relaxed);
         for task in tasks {
             ids.extend(task.await.expect("a load task"));
@@ -188,6 +197,26 @@ fn fail_disk_under_load(
         seen.acknowledged.grants.len()
     );
     (seen, ids.len() - sorted.len())
+}
+
+/// Keeps a read transaction open on the SQLite file of `url` (a Python
+/// process, until killed): the WAL cannot start over from its beginning
+/// after a checkpoint, so it grows into blocks the disk never held.
+fn hold_a_read_transaction(url: &str) -> std::process::Child {
+    let path = url
+        .trim_start_matches("sqlite://")
+        .split('?')
+        .next()
+        .expect("a path");
+    let script = "import sqlite3, sys, time\n\
+                  c = sqlite3.connect(sys.argv[1], isolation_level=None)\n\
+                  c.execute('BEGIN')\n\
+                  c.execute('SELECT count(*) FROM sqlite_master').fetchall()\n\
+                  time.sleep(600)\n";
+    std::process::Command::new("python3")
+        .args(["-c", script, path])
+        .spawn()
+        .expect("python3 (for a SQLite reader)")
 }
 
 /// A store whose disk fails under load loses nothing it acknowledged, and
