@@ -78,7 +78,9 @@ pub enum Failure {
     /// [`FailingDisk::heal`] empties the pool, writes and `fsync`s succeed
     /// again without a remount, and what a failed `fsync` covered is gone
     /// from the disk while the page cache still shows it (PostgreSQL's
-    /// "fsyncgate"), until the disk is mounted again.
+    /// "fsyncgate"), until the disk is mounted again. The file system
+    /// loses its own metadata too (block bitmaps, inodes), which
+    /// [`FailingDisk::recover`] checks with `e2fsck` and panics on.
     Intermittent,
 }
 
@@ -334,6 +336,22 @@ impl FailingDisk {
             "cp (copying the failed disk's image)",
         );
         let _ = std::fs::remove_file(&failed);
+        if self.failure == Failure::Intermittent {
+            // Without a journal, ext4 loses its own metadata whose
+            // write-back failed (block bitmaps, inodes): that would be
+            // taken for the store's loss, so it is checked first.
+            let out = Command::new("e2fsck")
+                .arg("-fn")
+                .arg(&copy)
+                .output()
+                .unwrap_or_else(|e| panic!("cannot run e2fsck: {e}"));
+            assert!(
+                out.status.success(),
+                "the failed disk's own file system lost metadata (e2fsck -fn: {}):\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
         self.mount_image();
         self.failed.store(false, Ordering::SeqCst);
     }
