@@ -121,7 +121,7 @@ impl Target {
         ) {
             return Err(FaultsError::Config(format!(
                 "{}: no server of its own keeps its data on a disk to fail (SQLite's \
-                 clients open its file themselves; tests/disk_full.rs fails its disk)",
+                 clients open its file themselves; tests/disk_failing.rs fails its disk)",
                 kind.name()
             )));
         }
