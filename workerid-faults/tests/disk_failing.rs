@@ -20,8 +20,7 @@ mod support;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use support::disk_load::{start_load, Load, Seen};
-use workerid::segment::Tag;
+use support::disk_load::{create_tag, repeated, start_load, Load, Seen};
 use workerid_faults::service::ServiceFault;
 use workerid_faults::targets::Target;
 use workerid_testkit::failing_disk::{FailingDisk, Failure};
@@ -68,12 +67,7 @@ fn fail_disk_under_load(
     let mut exits: Vec<(String, Option<Duration>)> = Vec::new();
     let (probe, healed_after) = runtime.block_on(async {
         let store = options.open(&running.url()).await.expect("open");
-        let tag = Tag::new("disk").expect("tag");
-        store
-            .segment_store()
-            .create_tag(&tag, 1, 100)
-            .await
-            .expect("create the tag");
+        let tag = create_tag(&store).await;
         // Under an intermittent failure SQLite must need new blocks while
         // the disk fails: else its WAL, rewound after each checkpoint, is
         // written over blocks the thin pool already holds.
@@ -110,22 +104,9 @@ fn fail_disk_under_load(
             for (_, process) in &processes {
                 process.start();
             }
-            while load
-                .seen
-                .lock()
-                .unwrap()
-                .ok
-                .get("healed")
-                .copied()
-                .unwrap_or(0)
-                < 20
-            {
-                assert!(
-                    healed.elapsed() < Duration::from_secs(20),
-                    "{kind} never served again once the disk's errors ended"
-                );
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            let what = format!("{kind} once the disk's errors ended");
+            load.served_again("healed", healed, Duration::from_secs(20), &what)
+                .await;
             println!(
                 "{kind}: served again {:.2?} after the errors ended",
                 healed.elapsed()
@@ -159,24 +140,10 @@ fn fail_disk_under_load(
         }
         let store = options.open(&running.url()).await.expect("open again");
         let tasks = start_load(&load, &store);
-        let healed_after = loop {
-            let served = load
-                .seen
-                .lock()
-                .unwrap()
-                .ok
-                .get("recovered")
-                .copied()
-                .unwrap_or(0);
-            if served >= 20 {
-                break recovering.elapsed();
-            }
-            assert!(
-                recovering.elapsed() < Duration::from_secs(30),
-                "{kind} never served again after the disk was mounted again"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        let what = format!("{kind} after the disk was mounted again");
+        let healed_after = load
+            .served_again("recovered", recovering, Duration::from_secs(30), &what)
+            .await;
         tokio::time::sleep(Duration::from_secs(2)).await;
         load.stop.store(true, Ordering::Relaxed);
         for task in tasks {
@@ -184,9 +151,6 @@ fn fail_disk_under_load(
         }
         (probe, healed_after)
     });
-    let mut sorted = ids.clone();
-    sorted.sort_unstable();
-    sorted.dedup();
     let seen = std::mem::take(&mut *load.seen.lock().unwrap());
     println!(
         "{kind}: served {:?}; errors {:?}; a reservation 1 s into the failure: {probe:?}; \
@@ -197,7 +161,7 @@ fn fail_disk_under_load(
         seen.acknowledged.ranges.len(),
         seen.acknowledged.grants.len()
     );
-    (seen, ids.len() - sorted.len())
+    (seen, repeated(&ids))
 }
 
 /// Keeps a read transaction open on the SQLite file of `url` (a Python
@@ -225,35 +189,13 @@ fn hold_a_read_transaction(url: &str) -> std::process::Child {
 fn disk_fails(kind: StoreKind, failure: Failure) {
     let (seen, repeated_ids) = fail_disk_under_load(kind, failure, |_| {});
     assert_eq!(repeated_ids, 0, "{kind}: a snowflake ID repeated");
-    let wrong: Vec<_> = seen
-        .errors
-        .keys()
-        .filter(|(_, kind)| !kind.ends_with("unavailable"))
-        .collect();
-    assert!(
-        wrong.is_empty(),
-        "{kind}: errors other than Unavailable: {wrong:?}"
-    );
+    seen.assert_nothing_lost(kind);
     // A store that wrote only over blocks the thin pool already held
     // (SQLite's WAL, rewound after each checkpoint) never meets the
     // intermittent failure: nothing to require of it there.
     assert!(
         failure == Failure::Intermittent || seen.errors.keys().any(|(phase, _)| *phase == "failed"),
         "{kind}: no call failed while the disk was failed"
-    );
-    assert_eq!(
-        seen.acknowledged.repeated_segment_ids(),
-        0,
-        "{kind}: acknowledged ranges overlap"
-    );
-    assert_eq!(
-        seen.acknowledged.fences_gone_back(),
-        0,
-        "{kind}: a grant's fence went back: an acknowledged grant was lost"
-    );
-    assert!(
-        seen.ok.get("before").is_some_and(|n| *n > 0),
-        "{kind}: nothing was served before the disk failed"
     );
 }
 

@@ -13,10 +13,7 @@ mod support;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use support::disk_load::{worker_loop, Load, TTL};
-use workerid::segment::Tag;
-use workerid::Namespace;
-use workerid_faults::acknowledged::{churn_leases_until, reserve_until};
+use support::disk_load::{create_tag, repeated, start_load, Load};
 use workerid_faults::service::ServiceFault;
 use workerid_faults::targets::Target;
 use workerid_testkit::small_disk::SmallDisk;
@@ -33,31 +30,8 @@ fn disk_full(kind: StoreKind) {
     let healed_after = runtime.block_on(async {
         let options = workerid::OpenOptions::new().request_timeout(Duration::from_secs(1));
         let store = options.open(&running.url()).await.expect("open");
-        let segments = store.segment_store();
-        let tag = Tag::new("disk").expect("tag");
-        segments
-            .create_tag(&tag, 1, 100)
-            .await
-            .expect("create the tag");
-        let pause = Duration::from_millis(5);
-        let reserves = tokio::spawn({
-            let load = load.clone();
-            async move {
-                reserve_until(&load.stop, &*segments, &tag, pause, |a| load.note(a)).await;
-            }
-        });
-        let leases = tokio::spawn({
-            let (load, leases) = (load.clone(), store.lease_store());
-            async move {
-                let namespace = Namespace::new("disk-churn").expect("namespace");
-                let pool = (63, TTL);
-                churn_leases_until(&load.stop, &*leases, &namespace, pool, pause, |a| {
-                    load.note(a)
-                })
-                .await;
-            }
-        });
-        let worker = tokio::spawn(worker_loop(load.clone(), store.lease_store()));
+        create_tag(&store).await;
+        let tasks = start_load(&load, &store);
         tokio::time::sleep(Duration::from_millis(1_500)).await;
         *load.phase.lock().unwrap() = "full";
         let filled = disk.fill();
@@ -72,33 +46,17 @@ fn disk_full(kind: StoreKind) {
                 process.start();
             }
         }
-        let healed_after = loop {
-            let served = load
-                .seen
-                .lock()
-                .unwrap()
-                .ok
-                .get("freed")
-                .copied()
-                .unwrap_or(0);
-            if served >= 20 {
-                break freed.elapsed();
-            }
-            assert!(
-                freed.elapsed() < Duration::from_secs(20),
-                "{kind} never served again after the disk was freed"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        let what = format!("{kind} after the disk was freed");
+        let healed_after = load
+            .served_again("freed", freed, Duration::from_secs(20), &what)
+            .await;
         tokio::time::sleep(Duration::from_secs(2)).await;
         load.stop.store(true, Ordering::Relaxed);
-        reserves.await.expect("reserves");
-        leases.await.expect("leases");
-        let ids = worker.await.expect("the worker");
-        let mut sorted = ids.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        assert_eq!(sorted.len(), ids.len(), "{kind}: a snowflake ID repeated");
+        let mut ids = Vec::new();
+        for task in tasks {
+            ids.extend(task.await.expect("a load task"));
+        }
+        assert_eq!(repeated(&ids), 0, "{kind}: a snowflake ID repeated");
         healed_after
     });
     let seen = load.seen.lock().unwrap();
@@ -110,29 +68,7 @@ fn disk_full(kind: StoreKind) {
         seen.acknowledged.ranges.len(),
         seen.acknowledged.grants.len()
     );
-    let wrong: Vec<_> = seen
-        .errors
-        .keys()
-        .filter(|(_, kind)| !kind.ends_with("unavailable"))
-        .collect();
-    assert!(
-        wrong.is_empty(),
-        "{kind}: errors other than Unavailable: {wrong:?}"
-    );
-    assert_eq!(
-        seen.acknowledged.repeated_segment_ids(),
-        0,
-        "{kind}: acknowledged ranges overlap"
-    );
-    assert_eq!(
-        seen.acknowledged.fences_gone_back(),
-        0,
-        "{kind}: a grant's fence went back: an acknowledged grant was lost"
-    );
-    assert!(
-        seen.ok.get("before").is_some_and(|n| *n > 0),
-        "{kind}: nothing was served before the disk filled"
-    );
+    seen.assert_nothing_lost(kind);
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use workerid::segment::Tag;
 use workerid::snowflake::{Worker, WorkerOptions, WorkerState};
@@ -47,7 +47,68 @@ impl Load {
     }
 }
 
+impl Seen {
+    /// Asserts what a disk that fills or fails must not break: every call
+    /// that failed answered `Unavailable`, no acknowledged ranges overlap,
+    /// no worker ID's fence went back, and something was served before
+    /// the fault. `kind` names the store in the messages.
+    pub fn assert_nothing_lost(&self, kind: impl std::fmt::Display) {
+        let wrong: Vec<_> = self
+            .errors
+            .keys()
+            .filter(|(_, kind)| !kind.ends_with("unavailable"))
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "{kind}: errors other than Unavailable: {wrong:?}"
+        );
+        assert_eq!(
+            self.acknowledged.repeated_segment_ids(),
+            0,
+            "{kind}: acknowledged ranges overlap"
+        );
+        assert_eq!(
+            self.acknowledged.fences_gone_back(),
+            0,
+            "{kind}: a grant's fence went back: an acknowledged grant was lost"
+        );
+        assert!(
+            self.ok.get("before").is_some_and(|n| *n > 0),
+            "{kind}: nothing was served before the disk's fault"
+        );
+    }
+}
+
 impl Load {
+    /// Waits until 20 calls were served in `phase`, at most `within` after
+    /// `since`; returns how long after `since` that was.
+    ///
+    /// # Panics
+    /// When they were not, naming `what` (the store and the event).
+    pub async fn served_again(
+        &self,
+        phase: &'static str,
+        since: Instant,
+        within: Duration,
+        what: &str,
+    ) -> Duration {
+        loop {
+            let served = self
+                .seen
+                .lock()
+                .unwrap()
+                .ok
+                .get(phase)
+                .copied()
+                .unwrap_or(0);
+            if served >= 20 {
+                return since.elapsed();
+            }
+            assert!(since.elapsed() < within, "{what}: never served again");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Notes what a call of the load answered, under the current phase.
     pub fn note(&self, answer: Answer) {
         let phase = *self.phase.lock().unwrap();
@@ -89,6 +150,25 @@ pub async fn worker_loop(load: Arc<Load>, store: Arc<dyn LeaseStore>) -> Vec<u64
         worker.stop().await;
     }
     ids
+}
+
+/// Creates the tag the load reserves from (`disk`, steps of 100).
+pub async fn create_tag(store: &workerid::AnyStore) -> Tag {
+    let tag = Tag::new("disk").expect("tag");
+    store
+        .segment_store()
+        .create_tag(&tag, 1, 100)
+        .await
+        .expect("create the tag");
+    tag
+}
+
+/// How many of `ids` repeat one before them.
+pub fn repeated(ids: &[u64]) -> usize {
+    let mut sorted = ids.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    ids.len() - sorted.len()
 }
 
 /// Starts the load on `store` (the reservations, the lease
