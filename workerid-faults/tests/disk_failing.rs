@@ -249,44 +249,17 @@ fn etcd_fsync_fails() {
     disk_fails(StoreKind::Etcd, Failure::ThinPoolFull);
 }
 
+/// An fsync that fails for a while under a file system that stays
+/// writable, on every store in turn (one at a time: run together they share
+/// the machine's tmpfs and page cache).
 #[test]
 #[ignore = "ext4 without a journal loses its own metadata with the failed writes (e2fsck), \
             which cannot be told from the store's loss: guarantees.md, 'An fsync that fails for \
             a while'; run with --ignored to see it"]
-fn sqlite_fsync_fails_for_a_while() {
-    disk_fails(StoreKind::Sqlite, Failure::Intermittent);
-}
-
-#[test]
-#[ignore = "ext4 without a journal loses its own metadata with the failed writes (e2fsck), \
-            which cannot be told from the store's loss: guarantees.md, 'An fsync that fails for \
-            a while'; run with --ignored to see it"]
-fn redis_fsync_fails_for_a_while() {
-    disk_fails(StoreKind::RedisDurable, Failure::Intermittent);
-}
-
-#[test]
-#[ignore = "ext4 without a journal loses its own metadata with the failed writes (e2fsck), \
-            which cannot be told from the store's loss: guarantees.md, 'An fsync that fails for \
-            a while'; run with --ignored to see it"]
-fn postgres_fsync_fails_for_a_while() {
-    disk_fails(StoreKind::Postgres, Failure::Intermittent);
-}
-
-#[test]
-#[ignore = "ext4 without a journal loses its own metadata with the failed writes (e2fsck), \
-            which cannot be told from the store's loss: guarantees.md, 'An fsync that fails for \
-            a while'; run with --ignored to see it"]
-fn mariadb_fsync_fails_for_a_while() {
-    disk_fails(StoreKind::MariaDb, Failure::Intermittent);
-}
-
-#[test]
-#[ignore = "ext4 without a journal loses its own metadata with the failed writes (e2fsck), \
-            which cannot be told from the store's loss: guarantees.md, 'An fsync that fails for \
-            a while'; run with --ignored to see it"]
-fn etcd_fsync_fails_for_a_while() {
-    disk_fails(StoreKind::Etcd, Failure::Intermittent);
+fn every_store_fsync_fails_for_a_while() {
+    for kind in StoreKind::ON_A_DISK {
+        disk_fails(kind, Failure::Intermittent);
+    }
 }
 
 /// The test's teeth: Redis told to leave the AOF to the kernel

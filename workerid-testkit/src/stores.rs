@@ -49,6 +49,16 @@ impl StoreKind {
         StoreKind::MariaDb,
     ];
 
+    /// The kinds of one server (or file) that keep their data on a disk
+    /// of their own: what a disk fault is tried on.
+    pub const ON_A_DISK: [StoreKind; 5] = [
+        StoreKind::Sqlite,
+        StoreKind::RedisDurable,
+        StoreKind::Etcd,
+        StoreKind::Postgres,
+        StoreKind::MariaDb,
+    ];
+
     /// The name on a command line: `memory`, `sqlite`, `redis`,
     /// `redis-durable`, `redis-cluster`, `etcd`, `etcd-cluster`, `postgres`,
     /// `mariadb`.
