@@ -50,6 +50,7 @@ pub mod nemesis;
 pub mod network;
 pub mod outcome;
 pub mod peers;
+pub mod recovery;
 pub mod service;
 pub mod service_check;
 mod service_clients;

@@ -105,10 +105,10 @@ impl RunConfig {
         }
     }
 
-    /// How soon after a heal every client must issue again: ttl + 2 s, the
-    /// service's bound too.
+    /// How soon after a heal every client must issue again
+    /// ([`recovery::bound`](crate::recovery::bound) of the ttl).
     pub fn recovery_bound(&self) -> Duration {
-        self.ttl + Duration::from_secs(2)
+        crate::recovery::bound(self.ttl)
     }
 }
 

@@ -215,7 +215,7 @@ impl ServiceConfig {
             step: 50,
             faults: ServiceFault::SERVER.to_vec(),
             fault_every: Duration::from_secs(1),
-            recovery_bound: ttl + Duration::from_secs(2),
+            recovery_bound: crate::recovery::bound(ttl),
             request_pause: Duration::from_millis(2),
             unsafe_shared_worker_id: false,
             peers: None,

@@ -475,7 +475,6 @@ fn recoveries(
     options: &ServiceCheckOptions,
     worst: &mut BTreeMap<String, Option<Duration>>,
 ) -> Vec<ServiceViolation> {
-    let bound = crate::nemesis::nanos(options.recovery_bound);
     let mut by_server: Vec<Vec<&Received>> = vec![Vec::new(); options.servers];
     for r in ids.iter().filter(|r| r.endpoint.served_snowflake()) {
         if let Some(list) = by_server.get_mut(r.server) {
@@ -501,8 +500,12 @@ fn recoveries(
         // The first to serve again (never: last) are judged.
         tooks.sort_by_key(|&(took, server)| (took.is_none(), took, server));
         for (took, server) in tooks.into_iter().take(options.serving) {
-            let judged =
-                took.is_some_and(|t| fault.at + t <= fault.next) || fault.next >= fault.at + bound;
+            let next = Duration::from_nanos(fault.next.saturating_sub(fault.at));
+            let judged = crate::recovery::judged(
+                took.map(Duration::from_nanos),
+                Some(next),
+                options.recovery_bound,
+            );
             if !judged {
                 continue;
             }

@@ -310,7 +310,7 @@ fn run_service(args: &Args, seed: u64) -> i32 {
     }
     config.duration = Duration::from_secs(args.duration_secs);
     config.ttl = Duration::from_secs(args.ttl_ms.div_ceil(1000).max(1));
-    config.recovery_bound = config.ttl + Duration::from_secs(2);
+    config.recovery_bound = workerid_faults::recovery::bound(config.ttl);
     config.fault_every = Duration::from_millis(args.fault_every_ms);
     config.dir = args.dir.clone();
     if args.peers > 0 {

@@ -125,8 +125,7 @@ pub fn liveness(
                 .filter(|&began| began > heal.at)
                 .min()
                 .map(|began| Duration::from_nanos(began - heal.at));
-            let judged = next_fault
-                .is_none_or(|next| next >= bound || after.is_some_and(|after| after <= next));
+            let judged = crate::recovery::judged(after, next_fault, bound);
             out.push(Recovery {
                 client: history.client.clone(),
                 heal: *heal,
