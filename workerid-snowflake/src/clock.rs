@@ -99,7 +99,9 @@ pub trait Clock: Any + Debug + Send + Sync + 'static {
 /// reads the current time at once.
 #[derive(Debug)]
 pub struct SystemClock {
-    /// The operating system's monotonic time at creation, in nanoseconds.
+    /// The operating system's monotonic time at creation, in nanoseconds:
+    /// the coarse one where there is one, which no later reading of either
+    /// clock is below.
     origin_ns: u64,
     /// How far the coarse clock may be behind (0: no coarse clock).
     coarse_lag: Duration,
@@ -107,6 +109,8 @@ pub struct SystemClock {
     coarse_lag_ns: u64,
     /// Wall time minus monotonic time, in nanoseconds.
     offset: AtomicI64,
+    /// Wall time minus the operating system's reading (`offset - origin_ns`).
+    os_to_wall: AtomicI64,
 }
 
 /// The operating system's monotonic clocks, in nanoseconds.
@@ -195,10 +199,11 @@ impl SystemClock {
     pub fn new() -> Self {
         let coarse_lag = os::coarse_lag();
         let clock = SystemClock {
-            origin_ns: os::precise(),
+            origin_ns: Self::os_coarse(whole_nanos(coarse_lag)),
             coarse_lag,
             coarse_lag_ns: whole_nanos(coarse_lag),
             offset: AtomicI64::new(0),
+            os_to_wall: AtomicI64::new(0),
         };
         clock.resync();
         clock
@@ -223,13 +228,12 @@ impl Clock for SystemClock {
 
     #[inline]
     fn now_coarse_nanos(&self) -> CoarseNanos {
-        let (os_ns, behind) = if self.coarse_lag_ns == 0 {
-            (os::precise(), 0)
-        } else {
-            (os::coarse(), self.coarse_lag_ns)
-        };
-        let (mono, wall) = self.nanos(os_ns);
-        CoarseNanos { mono, wall, behind }
+        let (mono, wall) = self.nanos(Self::os_coarse(self.coarse_lag_ns));
+        CoarseNanos {
+            mono,
+            wall,
+            behind: self.coarse_lag_ns,
+        }
     }
 
     fn sleep(&self, duration: Duration) {
@@ -253,14 +257,67 @@ impl Clock for SystemClock {
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
         let mono = self.mono_ns(os::precise());
-        self.offset
-            .store(nanos(wall) - mono as i64, Ordering::Relaxed);
+        let offset = nanos(wall) - mono as i64;
+        self.offset.store(offset, Ordering::Relaxed);
+        self.os_to_wall.store(
+            offset.wrapping_sub(self.origin_ns as i64),
+            Ordering::Relaxed,
+        );
     }
 }
 
+// The generator's fast path reads the operating system's clock and compares
+// it with its deadline and epoch converted to the same terms, so that no
+// conversion stands between the reading and the fetch-and-add.
 impl SystemClock {
+    /// The operating system reading [`now_coarse_nanos`](Clock::now_coarse_nanos)
+    /// is made of, in nanoseconds, for a clock whose
+    /// [`os_coarse_lag`](SystemClock::os_coarse_lag) is `lag_ns` (0: the
+    /// precise clock).
+    #[inline(always)]
+    pub(crate) fn os_coarse(lag_ns: u64) -> u64 {
+        if lag_ns == 0 {
+            os::precise()
+        } else {
+            os::coarse()
+        }
+    }
+
+    /// How far an [`os_coarse`](SystemClock::os_coarse) reading may be
+    /// behind the precise one, in nanoseconds: fixed at creation.
+    #[inline(always)]
+    pub(crate) fn os_coarse_lag(&self) -> u64 {
+        self.coarse_lag_ns
+    }
+
+    /// The operating system reading from which a coarse reading's
+    /// monotonic time plus its lag may be at or past `deadline_mono_ns`:
+    /// a reading below it is surely before the deadline.
+    pub(crate) fn os_deadline(&self, deadline_mono_ns: u64) -> u64 {
+        match deadline_mono_ns.checked_sub(self.coarse_lag_ns) {
+            Some(0) | None => 0,
+            Some(ahead) => ahead.saturating_add(self.origin_ns),
+        }
+    }
+
+    /// What to add to an operating system reading for the wall time since
+    /// `epoch_ns`, in nanoseconds: the wall time of
+    /// [`now_coarse_nanos`](Clock::now_coarse_nanos) made of that reading,
+    /// less the epoch.
+    #[inline(always)]
+    pub(crate) fn os_to_since(&self, epoch_ns: u64) -> i64 {
+        self.os_to_wall
+            .load(Ordering::Relaxed)
+            .wrapping_sub(epoch_ns as i64)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn origin_ns(&self) -> u64 {
+        self.origin_ns
+    }
+
     fn mono_ns(&self, os_ns: u64) -> u64 {
-        // A coarse reading taken just after creation can be a tick before it.
+        // Never below the origin (see `origin_ns`); saturating all the same.
         os_ns.saturating_sub(self.origin_ns)
     }
 

@@ -69,6 +69,12 @@ pub struct Generator {
     window_end: AtomicU64,
     /// IDs only while the clock's monotonic time is below this (ns); 0: closed.
     deadline_ns: AtomicU64,
+    /// The same deadline as a [`SystemClock`]'s operating system reading
+    /// (`SystemClock::os_deadline`), set with it, for the fast path.
+    os_deadline: AtomicU64,
+    /// The [`SystemClock`]'s `os_coarse_lag` (fixed), kept here so the fast
+    /// path reads it without going through the clock's `Arc`.
+    os_lag: u64,
     /// The last deadline `open_until` set (ns), kept when the generator
     /// closes; `u64::MAX` for an open generator that never had one.
     opened_until_ns: AtomicU64,
@@ -80,10 +86,9 @@ pub struct Generator {
     seen: AtomicU64,
     /// The value of `last` when [`seal`](Generator::seal) replaced it.
     sealed_last: AtomicU64,
-    /// The layout's epoch and unit in milliseconds (units are whole
-    /// milliseconds), so the hot path divides u64s; the epoch also in
-    /// nanoseconds (whole milliseconds).
-    epoch_ms: u64,
+    /// The layout's epoch in nanoseconds (whole milliseconds) and unit in
+    /// milliseconds (units are whole milliseconds), so the hot path divides
+    /// u64s.
     epoch_ns: u64,
     unit_ms: u64,
     /// The layout's sequence and worker widths, the largest sequence number
@@ -160,6 +165,7 @@ impl Generator {
         let any: Arc<dyn Any + Send + Sync> = clock.clone();
         let system = any.clone().downcast::<SystemClock>().ok();
         let ticking = any.downcast::<TickingClock>().ok();
+        let os_lag = system.as_ref().map_or(0, |s| s.os_coarse_lag());
         Ok(Generator {
             layout,
             worker_id,
@@ -170,12 +176,13 @@ impl Generator {
             last: Line(AtomicU64::new(0)),
             window_end: AtomicU64::new(layout.max_timestamp()),
             deadline_ns: AtomicU64::new(u64::MAX),
+            os_deadline: AtomicU64::new(u64::MAX),
+            os_lag,
             opened_until_ns: AtomicU64::new(u64::MAX),
             leave: None,
             left: AtomicBool::new(false),
             seen: AtomicU64::new(0),
             sealed_last: AtomicU64::new(0),
-            epoch_ms: millis(layout.epoch()),
             epoch_ns: millis(layout.epoch()).saturating_mul(1_000_000),
             unit_ms: millis(layout.unit()),
             seq_bits: u32::from(layout.sequence_bits()),
@@ -204,6 +211,7 @@ impl Generator {
 
     pub(crate) fn closed(mut self, leave: Arc<Notify>) -> Self {
         self.deadline_ns = AtomicU64::new(0);
+        self.os_deadline = AtomicU64::new(0);
         self.opened_until_ns = AtomicU64::new(0);
         self.leave = Some(leave);
         self
@@ -270,21 +278,16 @@ impl Generator {
     #[inline(always)]
     fn increment(&self) -> Option<u64> {
         let (seq_bits, max_seq) = (self.seq_bits, self.max_seq);
-        let now = self.coarse();
-        if now.mono.saturating_add(now.behind) >= self.deadline_ns.load(Ordering::Acquire)
-            || now.wall < self.epoch_ns
-        {
-            return None;
-        }
+        let (since, behind) = self.live_since_epoch()?;
         let current = self.last.load(Ordering::Relaxed);
         let last_ts = current >> seq_bits;
         if current & max_seq == max_seq || last_ts > self.window_end.load(Ordering::Acquire) {
             return None;
         }
-        let now_ts = self.unit_at(now.wall);
+        let now_ts = self.unit_since(since);
         if last_ts != now_ts
             && !(last_ts > now_ts
-                && last_ts <= self.unit_at(now.wall.saturating_add(now.behind))
+                && last_ts <= self.unit_since(since.saturating_add(behind))
                 && last_ts <= self.seen.load(Ordering::Acquire))
         {
             return None;
@@ -401,14 +404,29 @@ impl Generator {
         }
     }
 
-    /// A coarse reading, when the lease is surely live by it (the fast path
-    /// of a [`LocalGenerator`](super::LocalGenerator); `None` sends it to
-    /// [`claim`](Generator::claim), which looks closer).
-    #[inline]
-    pub(crate) fn coarse_if_live(&self) -> Option<CoarseNanos> {
+    /// A coarse reading of the wall time since the layout's epoch and how
+    /// far behind the precise one it may be (both in ns), when the lease is
+    /// surely live by it; `None` near or past the deadline and before the
+    /// epoch, which sends the fast paths to [`claim`](Generator::claim).
+    /// On the [`SystemClock`] the operating system's reading is compared
+    /// with the deadline converted to its terms, and one addition makes the
+    /// time since the epoch: nothing else between the reading and the
+    /// fetch-and-add.
+    #[inline(always)]
+    pub(crate) fn live_since_epoch(&self) -> Option<(u64, u64)> {
+        if let Some(system) = &self.system {
+            // The loads before the reading: it is a call the compiler
+            // cannot see into, so a load after it would wait for it.
+            let deadline = self.os_deadline.load(Ordering::Acquire);
+            let to_since = system.os_to_since(self.epoch_ns);
+            let os = SystemClock::os_coarse(self.os_lag);
+            let since = (os as i64).wrapping_add(to_since);
+            return (os < deadline && since >= 0).then_some((since as u64, self.os_lag));
+        }
+        let deadline = self.deadline_ns.load(Ordering::Acquire);
         let now = self.coarse();
-        (now.mono.saturating_add(now.behind) < self.deadline_ns.load(Ordering::Acquire))
-            .then_some(now)
+        (now.mono.saturating_add(now.behind) < deadline && now.wall >= self.epoch_ns)
+            .then(|| (now.wall - self.epoch_ns, now.behind))
     }
 
     /// The clock's coarse reading.
@@ -425,8 +443,14 @@ impl Generator {
 
     /// The time unit of a wall time in nanoseconds (0 before the epoch).
     #[inline]
-    pub(crate) fn unit_at(&self, wall_ns: u64) -> u64 {
-        let ms = (wall_ns / 1_000_000).saturating_sub(self.epoch_ms);
+    fn unit_at(&self, wall_ns: u64) -> u64 {
+        self.unit_since(wall_ns.saturating_sub(self.epoch_ns))
+    }
+
+    /// The time unit of a time since the layout's epoch in nanoseconds.
+    #[inline(always)]
+    pub(crate) fn unit_since(&self, since_ns: u64) -> u64 {
+        let ms = since_ns / 1_000_000;
         if self.unit_ms == 1 {
             ms
         } else {
@@ -510,12 +534,25 @@ impl Generator {
             .unwrap_or(u64::MAX)
             .clamp(1, u64::MAX - 1);
         self.opened_until_ns.store(deadline, Ordering::Release);
-        self.deadline_ns.store(deadline, Ordering::Release);
+        self.set_deadline(deadline);
     }
 
     /// Stops issuing IDs, at once.
     pub(crate) fn close(&self) {
-        self.deadline_ns.store(0, Ordering::Release);
+        self.set_deadline(0);
+    }
+
+    /// The deadline in both terms; closing makes the fast path's fail
+    /// first.
+    fn set_deadline(&self, deadline: u64) {
+        let os = self.system.as_ref().map_or(0, |s| s.os_deadline(deadline));
+        if deadline == 0 {
+            self.os_deadline.store(os, Ordering::Release);
+            self.deadline_ns.store(deadline, Ordering::Release);
+        } else {
+            self.deadline_ns.store(deadline, Ordering::Release);
+            self.os_deadline.store(os, Ordering::Release);
+        }
     }
 }
 

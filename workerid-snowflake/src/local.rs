@@ -84,15 +84,15 @@ impl LocalGenerator {
     #[inline(always)]
     pub fn next_id(&mut self) -> Result<u64> {
         if self.next < self.end {
-            if let Some(now) = self.shared.coarse_if_live() {
+            if let Some((since, behind)) = self.shared.live_since_epoch() {
                 // The batch's unit must be the coarse reading's, or ahead of
                 // it by no more than the coarse clock's lag (it was claimed
                 // on a precise reading). Further ahead is a clock that went
                 // back: `claim` applies the drift policy.
-                let now_ts = self.shared.unit_at(now.wall);
+                let now_ts = self.shared.unit_since(since);
                 let in_unit = now_ts == self.ts
                     || (now_ts < self.ts
-                        && self.ts <= self.shared.unit_at(now.wall.saturating_add(now.behind)));
+                        && self.ts <= self.shared.unit_since(since.saturating_add(behind)));
                 if in_unit && self.ts <= self.shared.window_end() {
                     let seq = self.next;
                     self.next += 1;

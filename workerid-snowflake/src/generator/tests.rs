@@ -437,3 +437,72 @@ fn a_ticking_clock_serves_the_generator() {
     let now = std::time::UNIX_EPOCH + clock.now().wall;
     assert!(parts.time <= now, "never ahead of the clock");
 }
+
+/// On the system clock the fast path's own reading (the operating system's,
+/// with the deadline and epoch converted to its terms) is the clock's
+/// coarse reading: the same time since the epoch within one tick, live
+/// exactly while the coarse reading plus its lag is before the deadline.
+#[test]
+fn the_system_clocks_fast_path_reads_what_the_clock_reads() {
+    let clock = Arc::new(SystemClock::new());
+    let g = Generator::new(Layout::classic(), 1, clock.clone()).unwrap();
+    let epoch_ns = g.epoch_ns;
+    let mut compared = 0;
+    for _ in 0..10_000 {
+        let before = clock.now_coarse_nanos();
+        let fast = g.live_since_epoch().expect("an open generator is live");
+        if clock.now_coarse_nanos() == before {
+            assert_eq!(fast, (before.wall - epoch_ns, before.behind));
+            compared += 1;
+        }
+    }
+    assert!(compared > 0, "the coarse clock ticked between every pair");
+    let window_end = Layout::classic().max_timestamp();
+    let deadline = clock.now_coarse_nanos().mono + clock.os_coarse_lag() + 30_000_000;
+    g.open_until(Duration::from_nanos(deadline), window_end);
+    assert!(g.live_since_epoch().is_some());
+    g.next_id().unwrap();
+    loop {
+        let before = clock.now_coarse_nanos();
+        let live = g.live_since_epoch().is_some();
+        let after = clock.now_coarse_nanos();
+        if before == after {
+            assert_eq!(
+                live,
+                before.mono + before.behind < deadline,
+                "at {before:?}"
+            );
+        }
+        if before.mono > deadline + 10_000_000 {
+            break;
+        }
+    }
+    assert!(matches!(g.next_id(), Err(Error::NotReady { reason }) if reason.contains("deadline")));
+    g.open_until(Duration::from_secs(1_000_000), window_end);
+    assert!(g.next_id().is_ok());
+    g.close();
+    assert_eq!(g.live_since_epoch(), None, "closed: at once");
+    assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+}
+
+#[test]
+fn deadlines_in_the_system_clocks_terms_are_never_later() {
+    let clock = SystemClock::new();
+    let lag = clock.os_coarse_lag();
+    assert_eq!(clock.os_deadline(0), 0, "closed stays closed");
+    assert_eq!(clock.os_deadline(lag), 0, "within the lag: not live");
+    assert_eq!(clock.os_deadline(u64::MAX), u64::MAX, "open stays open");
+    let origin = clock.origin_ns();
+    for deadline in [lag + 1, lag + 7, 1_000_000_000, 86_400_000_000_000] {
+        let os = clock.os_deadline(deadline);
+        // The last reading that is live by it and the first that is not.
+        for (reading, live) in [(os - 1, true), (os, false)] {
+            let mono = reading.saturating_sub(origin);
+            assert_eq!(
+                mono + lag < deadline,
+                live,
+                "deadline {deadline}, reading {reading}"
+            );
+        }
+    }
+}
