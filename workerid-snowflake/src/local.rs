@@ -51,6 +51,10 @@ pub struct LocalGenerator {
     /// The batch's next sequence number and its end (exclusive).
     next: u64,
     end: u64,
+    /// The batch's ID with sequence number 0, and the shift that puts a
+    /// sequence number in place: an ID is `base | seq << seq_shift`.
+    base: u64,
+    seq_shift: u32,
 }
 
 impl Generator {
@@ -70,6 +74,8 @@ impl Generator {
             ts: 0,
             next: 0,
             end: 0,
+            base: 0,
+            seq_shift: self.layout().shifts().1,
         })
     }
 }
@@ -96,10 +102,7 @@ impl LocalGenerator {
                 if in_unit && self.ts <= self.shared.window_end() {
                     let seq = self.next;
                     self.next += 1;
-                    return Ok(self
-                        .shared
-                        .layout()
-                        .compose(self.ts, self.shared.worker_id(), seq));
+                    return Ok(self.base | seq << self.seq_shift);
                 }
             }
         }
@@ -112,10 +115,8 @@ impl LocalGenerator {
         self.end = self.next;
         let (ts, seq, count) = self.shared.claim(self.batch)?;
         (self.ts, self.next, self.end) = (ts, seq + 1, seq + count);
-        Ok(self
-            .shared
-            .layout()
-            .compose(ts, self.shared.worker_id(), seq))
+        self.base = self.shared.layout().compose(ts, self.shared.worker_id(), 0);
+        Ok(self.base | seq << self.seq_shift)
     }
 
     /// The shared generator.

@@ -44,6 +44,10 @@ fn sonyflakes_field_order_rises_and_decodes() {
         assert_eq!((parts.worker_id, local_parts.worker_id), (4355, 4356));
         assert_eq!(id, layout.compose(parts.timestamp, 4355, parts.sequence));
         assert_eq!(
+            from_local,
+            layout.compose(local_parts.timestamp, 4356, local_parts.sequence)
+        );
+        assert_eq!(
             id & 0xffff,
             4355,
             "the machine ID in the low bits, as Sonyflake puts it"
