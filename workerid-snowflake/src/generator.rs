@@ -274,7 +274,8 @@ impl Generator {
     /// it does not wait for that load, and contending threads never retry.
     /// An increment that raced past the checked unit (another thread's new
     /// unit, or a carry out of an exhausted sequence) is given up: that
-    /// number is never issued.
+    /// number is never issued. (It is told by the bits above the sequence
+    /// differing from the loaded value's: an exclusive or, no shift.)
     #[inline(always)]
     fn increment(&self) -> Option<u64> {
         let (seq_bits, max_seq) = (self.seq_bits, self.max_seq);
@@ -293,7 +294,7 @@ impl Generator {
             return None;
         }
         let id = self.last.fetch_add(1, Ordering::AcqRel) + 1;
-        (id >> seq_bits == last_ts).then_some(id)
+        ((id ^ current) <= max_seq).then_some(id)
     }
 
     /// Claims up to `want` (at least 1) consecutive sequence numbers of one
