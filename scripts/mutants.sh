@@ -3,7 +3,7 @@
 # files are mutated one change at a time and judged by the tests named for
 # it. Results go to mutants.out/<area>/mutants.out/ (caught.txt, missed.txt,
 # ...);
-# docs/mutants.md records the latest run and explains every missed mutant.
+# docs/conformance.md records the latest run and explains every missed mutant.
 #
 #   cargo install --locked cargo-mutants   # once
 #   bash scripts/mutants.sh                # every area
@@ -24,6 +24,7 @@ areas=(
   "allocator|workerid-core/src/allocator.rs|workerid-core workerid-memory"
   "segments|workerid-segment/src/allocator.rs workerid-segment/src/batch.rs workerid-segment/src/cursor.rs|workerid-segment workerid-memory"
   "snowflake|workerid-snowflake/src/worker.rs|workerid-snowflake workerid-memory"
+  "generator|workerid-snowflake/src/generator.rs workerid-snowflake/src/clock.rs workerid-snowflake/src/ticking.rs workerid-snowflake/src/local.rs workerid-snowflake/src/meters.rs|workerid-snowflake"
 )
 
 wanted=("$@")

@@ -158,7 +158,16 @@ mod os {
     /// one for a tick the kernel handles late), if that is fine enough to be
     /// worth it.
     pub fn coarse_lag() -> Duration {
-        let lag = 2 * Duration::from_nanos(read(libc::CLOCK_MONOTONIC_COARSE, libc::clock_getres));
+        lag_of_resolution(Duration::from_nanos(read(
+            libc::CLOCK_MONOTONIC_COARSE,
+            libc::clock_getres,
+        )))
+    }
+
+    /// The lag of a coarse clock of `resolution` (its tick), or zero when
+    /// it is too coarse to be worth it (ticks over 10 ms) or reports none.
+    pub fn lag_of_resolution(resolution: Duration) -> Duration {
+        let lag = 2 * resolution;
         if !lag.is_zero() && lag <= Duration::from_millis(20) {
             lag
         } else {
@@ -169,24 +178,8 @@ mod os {
 
 /// Elsewhere: the standard library's monotonic clock, and no coarse one.
 #[cfg(not(target_os = "linux"))]
-mod os {
-    use std::sync::OnceLock;
-    use std::time::{Duration, Instant};
-
-    pub fn precise() -> u64 {
-        static ORIGIN: OnceLock<Instant> = OnceLock::new();
-        let elapsed = ORIGIN.get_or_init(Instant::now).elapsed();
-        elapsed.as_secs() * 1_000_000_000 + u64::from(elapsed.subsec_nanos())
-    }
-
-    pub fn coarse() -> u64 {
-        precise()
-    }
-
-    pub fn coarse_lag() -> Duration {
-        Duration::ZERO
-    }
-}
+#[path = "clock/os_other.rs"]
+mod os;
 
 impl Default for SystemClock {
     fn default() -> Self {
@@ -474,6 +467,8 @@ impl Clock for LaggingClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::TickingClock;
+    use std::sync::Arc;
 
     #[test]
     fn the_system_clock_tracks_the_wall_clock() {
@@ -485,6 +480,62 @@ mod tests {
         let a = clock.now().mono;
         clock.sleep(Duration::from_millis(1));
         assert!(clock.now().mono >= a + Duration::from_millis(1));
+        // Later, and after a resync: wall = monotonic time plus the offset.
+        clock.sleep(Duration::from_millis(100));
+        clock.resync();
+        let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        let diff = clock.now().wall.abs_diff(wall);
+        assert!(diff < Duration::from_millis(50), "{diff:?}");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_coarse_clock_is_used_when_its_ticks_are_fine_enough() {
+        let lag = os::lag_of_resolution;
+        assert_eq!(lag(Duration::ZERO), Duration::ZERO, "no tick reported");
+        assert_eq!(lag(Duration::from_millis(4)), Duration::from_millis(8));
+        assert_eq!(lag(Duration::from_millis(10)), Duration::from_millis(20));
+        assert_eq!(lag(Duration::from_millis(11)), Duration::ZERO, "too coarse");
+    }
+
+    #[test]
+    fn only_clocks_over_the_system_clock_pass_real_time() {
+        let fake = || Arc::new(FakeClock::at(Duration::from_secs(5)));
+        assert!(SystemClock::new().real_time());
+        assert!(!fake().real_time());
+        assert!(OffsetClock::new(SystemClock::new(), 5).real_time());
+        assert!(!OffsetClock::new(FakeClock::default(), 5).real_time());
+        let period = Duration::from_millis(1);
+        assert!(TickingClock::over(Arc::new(SystemClock::new()), period).real_time());
+        assert!(!TickingClock::over(fake(), period).real_time());
+    }
+
+    /// A fake clock that counts its resyncs.
+    #[derive(Debug, Default)]
+    struct Resyncs {
+        inner: FakeClock,
+        count: std::sync::atomic::AtomicU32,
+    }
+
+    impl Clock for Resyncs {
+        fn now(&self) -> Reading {
+            self.inner.now()
+        }
+        fn sleep(&self, duration: Duration) {
+            self.inner.sleep(duration)
+        }
+        fn resync(&self) {
+            self.count.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn an_offset_clock_sleeps_and_resyncs_its_inner_clock() {
+        let clock = OffsetClock::new(Resyncs::default(), -3_000);
+        clock.sleep(Duration::from_millis(7));
+        assert_eq!(clock.inner.now().mono, Duration::from_millis(7));
+        clock.resync();
+        assert_eq!(clock.inner.count.load(Ordering::SeqCst), 1);
     }
 
     #[test]

@@ -421,8 +421,7 @@ impl Generator {
             let deadline = self.os_deadline.load(Ordering::Acquire);
             let to_since = system.os_to_since(self.epoch_ns);
             let os = SystemClock::os_coarse(self.os_lag);
-            let since = (os as i64).wrapping_add(to_since);
-            return (os < deadline && since >= 0).then_some((since as u64, self.os_lag));
+            return live_reading(os, deadline, to_since, self.os_lag);
         }
         let deadline = self.deadline_ns.load(Ordering::Acquire);
         let now = self.coarse();
@@ -557,6 +556,16 @@ impl Generator {
     }
 }
 
+/// The fast path's verdict on an operating system reading `os` of a clock
+/// whose readings lag by up to `lag`: the time since the layout's epoch and
+/// the lag while `os` is below `os_deadline` and `to_since` (wall minus
+/// reading, less the epoch) does not put it before the epoch.
+#[inline(always)]
+fn live_reading(os: u64, os_deadline: u64, to_since: i64, lag: u64) -> Option<(u64, u64)> {
+    let since = (os as i64).wrapping_add(to_since);
+    (os < os_deadline && since >= 0).then_some((since as u64, lag))
+}
+
 /// Why no ID can be issued at the lease deadline `deadline` (0: closed).
 #[cold]
 fn past_deadline(deadline: u64) -> Error {
@@ -573,3 +582,6 @@ fn past_deadline(deadline: u64) -> Error {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod edge_tests;

@@ -132,3 +132,102 @@ impl WorkerMeters {
             .set(end.saturating_sub(wall).as_secs_f64());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+
+    use metrics::{Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
+
+    use super::*;
+    use crate::{Clock, FakeClock, Generator};
+
+    /// A recorder that keeps its counters, by name and labels.
+    #[derive(Debug, Default)]
+    struct Counters(Mutex<HashMap<String, Arc<AtomicU64>>>);
+
+    impl Counters {
+        fn get(&self, name: &str) -> u64 {
+            let counters = self.0.lock().unwrap();
+            counters.get(name).map_or(0, |c| c.load(Ordering::SeqCst))
+        }
+    }
+
+    impl Recorder for Counters {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+            let mut name = key.name().to_string();
+            for label in key.labels() {
+                name += &format!("{{{}={}}}", label.key(), label.value());
+            }
+            Counter::from_arc(self.0.lock().unwrap().entry(name).or_default().clone())
+        }
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::noop()
+        }
+        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::noop()
+        }
+    }
+
+    #[test]
+    fn a_generator_counts_each_units_ids_when_it_ends_and_each_wait_once() {
+        let counters = Counters::default();
+        let t0 = Duration::from_secs(1_800_000_000) + Duration::from_micros(300);
+        let clock = Arc::new(FakeClock::at(t0));
+        let g = metrics::with_local_recorder(&counters, || {
+            Generator::new(Layout::classic(), 5, clock.clone()).unwrap()
+        });
+        for _ in 0..3 {
+            g.next_id().unwrap();
+        }
+        assert_eq!(counters.get(SNOWFLAKE_IDS), 0, "counted when the unit ends");
+        clock.advance(Duration::from_millis(1));
+        g.next_id().unwrap();
+        assert_eq!(counters.get(SNOWFLAKE_IDS), 3);
+        for _ in 0..4095 {
+            g.next_id().unwrap();
+        }
+        assert_eq!(counters.get(SNOWFLAKE_SEQUENCE_WAITS), 0, "4096 in a unit");
+        let before = clock.now().mono;
+        g.next_id().unwrap();
+        assert_eq!(clock.now().mono - before, Duration::from_micros(700));
+        assert_eq!(
+            counters.get(SNOWFLAKE_SEQUENCE_WAITS),
+            1,
+            "one wait, to the next unit's start"
+        );
+        assert_eq!(counters.get(SNOWFLAKE_IDS), 3 + 4096);
+        g.seal();
+        assert_eq!(
+            counters.get(SNOWFLAKE_IDS),
+            3 + 4096 + 1,
+            "sealing counts the last unit"
+        );
+    }
+
+    #[test]
+    fn a_generator_counts_each_step_back_in_its_bucket() {
+        let counters = Counters::default();
+        let clock = Arc::new(FakeClock::at(Duration::from_secs(1_800_000_000)));
+        let g = metrics::with_local_recorder(&counters, || {
+            Generator::new(Layout::classic(), 5, clock.clone()).unwrap()
+        });
+        g.next_id().unwrap();
+        let bucket =
+            |name: &str| counters.get(&format!("{SNOWFLAKE_CLOCK_DRIFT}{{bucket={name}}}"));
+        clock.step_wall(-500);
+        g.next_id().unwrap();
+        clock.step_wall(-3_000);
+        assert!(g.next_id().is_err());
+        clock.step_wall(-30_000);
+        assert!(g.next_id().is_err());
+        assert_eq!(
+            (bucket("waited"), bucket("try_later"), bucket("too_large")),
+            (1, 1, 1)
+        );
+    }
+}

@@ -222,8 +222,26 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         let later = clock.now_coarse_nanos();
         assert!(later.mono > first.mono, "the ticker stores the time");
-        assert!(clock.ticks() > 0);
         assert!(Duration::from_nanos(later.mono) <= clock.now().mono);
+        let waited = std::time::Instant::now();
+        while clock.ticks() < 3 {
+            assert!(waited.elapsed() < Duration::from_secs(10), "ticks counted");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn the_period_is_kept_and_sleeps_are_the_base_clocks() {
+        let base = Arc::new(crate::FakeClock::at(Duration::from_secs(1_800_000_000)));
+        let clock = TickingClock::over(base.clone(), Duration::from_micros(300));
+        assert_eq!(clock.period(), Duration::from_micros(300));
+        assert_eq!(
+            TickingClock::over(base.clone(), Duration::from_nanos(1)).period(),
+            Duration::from_micros(10),
+            "at least 10 µs"
+        );
+        clock.sleep(Duration::from_millis(3));
+        assert_eq!(base.now().mono, Duration::from_millis(3));
     }
 
     #[test]

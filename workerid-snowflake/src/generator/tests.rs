@@ -29,7 +29,7 @@ fn ids_rise_and_carry_the_worker_id() {
 
 #[test]
 fn sonyflakes_field_order_rises_and_decodes() {
-    let clock = Arc::new(FakeClock::at(T0));
+    let clock = Arc::new(FakeClock::at(T0 + Duration::from_millis(25)));
     let layout = Layout::sonyflake();
     let g = Generator::new(layout, 4355, clock.clone()).unwrap();
     let mut local = Arc::new(Generator::new(layout, 4356, clock.clone()).unwrap())
@@ -52,6 +52,8 @@ fn sonyflakes_field_order_rises_and_decodes() {
             4355,
             "the machine ID in the low bits, as Sonyflake puts it"
         );
+        let unit = layout.timestamp_at(clock.now().wall).unwrap();
+        assert_eq!((parts.timestamp, local_parts.timestamp), (unit, unit));
         (last, last_local) = (id, from_local);
         if i % 100 == 99 {
             clock.advance(Duration::from_millis(10));

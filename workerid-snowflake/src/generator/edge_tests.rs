@@ -1,0 +1,104 @@
+//! The generator's edges: the epoch, the window's last unit, a batch's
+//! size, the deadline's representation, the notice to leave.
+
+use super::*;
+use crate::clock::LaggingClock;
+use crate::FakeClock;
+use std::future::Future;
+
+const T0: Duration = Duration::from_secs(1_800_000_000);
+
+#[test]
+fn the_fast_path_is_live_strictly_before_the_deadline_and_from_the_epoch() {
+    assert_eq!(live_reading(99, 100, 0, 4), Some((99, 4)));
+    assert_eq!(live_reading(100, 100, 0, 4), None, "at the deadline");
+    assert_eq!(live_reading(5, 100, -5, 4), Some((0, 4)), "at the epoch");
+    assert_eq!(live_reading(5, 100, -6, 4), None, "before the epoch");
+}
+
+#[test]
+fn the_epoch_itself_is_a_time_and_before_it_is_beyond_recovery() {
+    let layout = Layout::classic();
+    let clock = Arc::new(FakeClock::at(layout.epoch()));
+    let g = Generator::new(layout, 5, clock.clone()).unwrap();
+    assert_eq!(layout.decompose(g.next_id().unwrap()).timestamp, 0);
+    assert_eq!(g.claim(1).unwrap().0, 0, "a claim at the epoch");
+    clock.advance(Duration::from_millis(5));
+    assert_eq!(layout.decompose(g.next_id().unwrap()).timestamp, 5);
+    // 19.995 s before the epoch: the drift is measured to the epoch.
+    clock.step_wall(-20_000);
+    assert!(matches!(
+        g.next_id(),
+        Err(Error::ClockDriftTooLarge { drift }) if drift == Duration::from_millis(19_995)
+    ));
+}
+
+#[test]
+fn the_windows_last_unit_is_issued() {
+    let clock = Arc::new(FakeClock::at(T0));
+    let g = Generator::new(Layout::classic(), 5, clock.clone()).unwrap();
+    let ts = Layout::classic().timestamp_at(T0).unwrap();
+    g.open_until(Duration::from_secs(1), ts);
+    assert_eq!(
+        Layout::classic().decompose(g.next_id().unwrap()).timestamp,
+        ts
+    );
+    assert_eq!(g.claim(3).unwrap(), (ts, 1, 3), "a batch too");
+    clock.advance(Duration::from_millis(1));
+    assert!(matches!(g.next_id(), Err(Error::NotReady { reason }) if reason.contains("window")));
+}
+
+#[test]
+fn a_batch_never_runs_past_its_units_sequence() {
+    let clock = Arc::new(FakeClock::at(T0));
+    let g = Generator::new(Layout::classic(), 5, clock.clone()).unwrap();
+    let ts = Layout::classic().decompose(g.next_id().unwrap()).timestamp;
+    assert_eq!(
+        g.claim(u64::MAX).unwrap(),
+        (ts, 1, 4095),
+        "the rest of the unit"
+    );
+    assert_eq!(g.last_used_timestamp(), ts);
+    assert_eq!(g.claim(10).unwrap(), (ts + 1, 0, 10), "then the next unit");
+}
+
+#[test]
+fn batches_on_a_lagging_coarse_clock_need_no_precise_reads() {
+    let clock = Arc::new(LaggingClock::at(T0));
+    let g = Generator::new(Layout::classic(), 5, clock.clone()).unwrap();
+    let (ts, _, _) = g.claim(1).unwrap();
+    // The coarse clock now reads 3 ms behind, 2 ms before the last batch.
+    clock.lag_ms.store(3, Ordering::SeqCst);
+    clock.inner.advance(Duration::from_millis(1));
+    let reads = clock.precise_reads.load(Ordering::SeqCst);
+    for n in 0..10 {
+        assert_eq!(g.claim(2).unwrap(), (ts, 1 + 2 * n, 2));
+    }
+    assert_eq!(clock.precise_reads.load(Ordering::SeqCst), reads);
+}
+
+#[test]
+fn a_deadline_too_far_to_write_is_the_farthest_one_not_none() {
+    let clock = Arc::new(FakeClock::at(T0));
+    let g = Generator::new(Layout::classic(), 5, clock).unwrap();
+    g.open_until(Duration::MAX, Layout::classic().max_timestamp());
+    assert_eq!(g.lease_deadline(), Some(Duration::from_nanos(u64::MAX - 1)));
+    g.open_until(Duration::ZERO, Layout::classic().max_timestamp());
+    assert_eq!(g.lease_deadline(), Some(Duration::from_nanos(1)));
+}
+
+#[test]
+fn a_drift_beyond_recovery_tells_the_worker_to_leave() {
+    let clock = Arc::new(FakeClock::at(T0));
+    let leave = Arc::new(Notify::new());
+    let g = Generator::new(Layout::classic(), 5, clock.clone())
+        .unwrap()
+        .closed(leave.clone());
+    g.open_until(Duration::from_secs(100), Layout::classic().max_timestamp());
+    g.next_id().unwrap();
+    clock.step_wall(-30_000);
+    assert!(matches!(g.next_id(), Err(Error::ClockDriftTooLarge { .. })));
+    let mut told = std::pin::pin!(leave.notified());
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    assert!(told.as_mut().poll(&mut cx).is_ready(), "told to leave");
+}
