@@ -464,6 +464,39 @@ impl Clock for LaggingClock {
     }
 }
 
+/// A fake clock whose resync applies a pending step of its wall clock, as
+/// the system clock's resync picks up a step of the machine's clock.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct SteppedAtResync {
+    pub(crate) inner: FakeClock,
+    pub(crate) pending_ms: AtomicI64,
+}
+
+#[cfg(test)]
+impl SteppedAtResync {
+    pub(crate) fn at(wall: Duration) -> Self {
+        SteppedAtResync {
+            inner: FakeClock::at(wall),
+            pending_ms: AtomicI64::new(0),
+        }
+    }
+}
+
+#[cfg(test)]
+impl Clock for SteppedAtResync {
+    fn now(&self) -> Reading {
+        self.inner.now()
+    }
+    fn sleep(&self, duration: Duration) {
+        self.inner.sleep(duration)
+    }
+    fn resync(&self) {
+        self.inner
+            .step_wall(self.pending_ms.swap(0, Ordering::SeqCst));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -510,32 +543,14 @@ mod tests {
         assert!(!TickingClock::over(fake(), period).real_time());
     }
 
-    /// A fake clock that counts its resyncs.
-    #[derive(Debug, Default)]
-    struct Resyncs {
-        inner: FakeClock,
-        count: std::sync::atomic::AtomicU32,
-    }
-
-    impl Clock for Resyncs {
-        fn now(&self) -> Reading {
-            self.inner.now()
-        }
-        fn sleep(&self, duration: Duration) {
-            self.inner.sleep(duration)
-        }
-        fn resync(&self) {
-            self.count.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
     #[test]
     fn an_offset_clock_sleeps_and_resyncs_its_inner_clock() {
-        let clock = OffsetClock::new(Resyncs::default(), -3_000);
+        let clock = OffsetClock::new(SteppedAtResync::at(Duration::from_secs(100)), -3_000);
         clock.sleep(Duration::from_millis(7));
-        assert_eq!(clock.inner.now().mono, Duration::from_millis(7));
+        assert_eq!(clock.now().mono, Duration::from_millis(7));
+        clock.inner.pending_ms.store(2_000, Ordering::SeqCst);
         clock.resync();
-        assert_eq!(clock.inner.count.load(Ordering::SeqCst), 1);
+        assert_eq!(clock.now().wall, Duration::from_millis(99_007));
     }
 
     #[test]

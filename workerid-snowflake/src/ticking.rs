@@ -211,6 +211,7 @@ impl<C: Clock> Clock for TickingClock<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::SteppedAtResync;
 
     #[test]
     fn the_stored_time_is_never_ahead_and_moves_on() {
@@ -253,27 +254,6 @@ mod tests {
         assert!(weak.upgrade().is_none());
     }
 
-    /// A fake clock whose resync applies a pending step of its wall clock,
-    /// as the system clock's resync picks up a step of the machine's clock.
-    #[derive(Debug)]
-    struct SteppedAtResync {
-        inner: crate::FakeClock,
-        pending_ms: std::sync::atomic::AtomicI64,
-    }
-
-    impl Clock for SteppedAtResync {
-        fn now(&self) -> Reading {
-            self.inner.now()
-        }
-        fn sleep(&self, duration: Duration) {
-            self.inner.sleep(duration)
-        }
-        fn resync(&self) {
-            self.inner
-                .step_wall(self.pending_ms.swap(0, Ordering::SeqCst));
-        }
-    }
-
     #[test]
     fn over_any_clock_the_stored_time_follows_at_the_next_tick() {
         let base = Arc::new(crate::FakeClock::at(Duration::from_secs(1_800_000_000)));
@@ -303,10 +283,7 @@ mod tests {
 
     #[test]
     fn a_resync_stores_the_base_clocks_new_time_at_once() {
-        let base = Arc::new(SteppedAtResync {
-            inner: crate::FakeClock::at(Duration::from_secs(1_800_000_000)),
-            pending_ms: std::sync::atomic::AtomicI64::new(0),
-        });
+        let base = Arc::new(SteppedAtResync::at(Duration::from_secs(1_800_000_000)));
         // A period long enough that no tick comes during the test.
         let clock = TickingClock::over(base.clone(), Duration::from_secs(3_600));
         let before = clock.now_coarse_nanos();
