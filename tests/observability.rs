@@ -508,3 +508,81 @@ async fn a_call_the_caller_stopped_waiting_for_is_recorded_as_cancelled() {
     assert_eq!(spans.len(), 1);
     assert_eq!(spans[0].field("error.type"), Some("cancelled"));
 }
+
+/// The memory store, whose next renewals fail with `Unavailable` while
+/// `failing` counts them down.
+#[derive(Debug)]
+struct RenewalsFail {
+    inner: Arc<workerid::memory::MemoryStore>,
+    failing: std::sync::atomic::AtomicU32,
+}
+
+#[async_trait::async_trait]
+impl workerid::LeaseStore for RenewalsFail {
+    fn capabilities(&self) -> workerid::Capabilities {
+        self.inner.capabilities()
+    }
+    async fn acquire(
+        &self,
+        namespace: &workerid::Namespace,
+        max_worker_id: u32,
+        token: &workerid::Token,
+        ttl: Duration,
+        holder: &workerid::Holder,
+    ) -> workerid::Result<workerid::Grant> {
+        self.inner
+            .acquire(namespace, max_worker_id, token, ttl, holder)
+            .await
+    }
+    async fn renew(
+        &self,
+        namespace: &workerid::Namespace,
+        id: workerid::WorkerId,
+        token: &workerid::Token,
+        ttl: Duration,
+        watermark: u64,
+    ) -> workerid::Result<()> {
+        let fail = |n: u32| n.checked_sub(1);
+        let ordering = std::sync::atomic::Ordering::SeqCst;
+        if self.failing.fetch_update(ordering, ordering, fail).is_ok() {
+            return Err(workerid::Error::unavailable("test", "no answer"));
+        }
+        self.inner.renew(namespace, id, token, ttl, watermark).await
+    }
+    async fn release(
+        &self,
+        namespace: &workerid::Namespace,
+        id: workerid::WorkerId,
+        token: &workerid::Token,
+        watermark: u64,
+    ) -> workerid::Result<()> {
+        self.inner.release(namespace, id, token, watermark).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_retried_after_the_store_did_not_answer_is_counted() {
+    observed();
+    let ns = "observe-retried";
+    let store = Arc::new(RenewalsFail {
+        inner: Arc::new(workerid::memory::MemoryStore::new()),
+        failing: std::sync::atomic::AtomicU32::new(0),
+    });
+    let allocator =
+        Allocator::new(store.clone(), ns, lease_options(Duration::from_secs(3))).unwrap();
+    let options = WorkerOptions::new().retry_every(Duration::from_millis(50));
+    let worker = Worker::join(allocator, options).await.unwrap();
+    let retries = || counter(observe::WORKER_RENEWAL_RETRIES, &[("namespace", ns)]);
+    assert_eq!(retries(), 0);
+    store.failing.store(2, std::sync::atomic::Ordering::SeqCst);
+    eventually("two renewals retried", || retries() == 2).await;
+    let renewed = [("namespace", ns), ("outcome", "ok")];
+    let before = counter(observe::LEASE_RENEWALS, &renewed);
+    eventually("a renewal after the retries", || {
+        counter(observe::LEASE_RENEWALS, &renewed) > before
+    })
+    .await;
+    assert_eq!(retries(), 2);
+    worker.next_id().unwrap();
+    assert_eq!(worker.stop().await, WorkerState::Stopped);
+}
