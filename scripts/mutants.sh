@@ -24,6 +24,9 @@ areas=(
   "allocator|workerid-core/src/allocator.rs|workerid-core workerid-memory"
   "segments|workerid-segment/src/allocator.rs workerid-segment/src/batch.rs workerid-segment/src/cursor.rs|workerid-segment workerid-memory"
   "snowflake|workerid-snowflake/src/worker.rs|workerid-snowflake workerid-memory"
+  "reservation|workerid-snowflake/src/reservation.rs|workerid-snowflake workerid-memory"
+  "layout|workerid-snowflake/src/layout.rs|workerid-snowflake"
+  "segment-tags|workerid-segment/src/tag.rs workerid-segment/src/local.rs workerid-segment/src/gapless.rs|workerid-segment workerid-memory"
   "generator|workerid-snowflake/src/generator.rs workerid-snowflake/src/clock.rs workerid-snowflake/src/ticking.rs workerid-snowflake/src/local.rs workerid-snowflake/src/meters.rs|workerid-snowflake"
 )
 

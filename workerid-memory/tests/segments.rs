@@ -103,6 +103,7 @@ async fn buffers_keep_serving_through_an_outage_then_say_unavailable() {
     let ids = SegmentAllocator::new(store.clone(), options);
     ids.create_tag("t", 1, 100).await.unwrap();
     let tag = ids.tag("t").unwrap();
+    assert_eq!(tag.stalls(), 0);
     for _ in 0..20 {
         tag.next_id().await.unwrap(); // past 10 %: the next segment loads in the background
     }
@@ -114,6 +115,11 @@ async fn buffers_keep_serving_through_an_outage_then_say_unavailable() {
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    assert_eq!(
+        tag.left(),
+        180,
+        "the current segment's 80 and the prefetched 100"
+    );
     store.down.store(true, Ordering::SeqCst);
     let mut served = 0;
     loop {
@@ -140,6 +146,8 @@ async fn buffers_keep_serving_through_an_outage_then_say_unavailable() {
     }
     let probes = store.refused.load(Ordering::SeqCst) - calls;
     assert!(probes < 100, "1000 requests made {probes} store calls");
+    assert!(tag.store_failing());
+    assert!(matches!(tag.fill().await, Err(Error::Unavailable { .. })));
     store.down.store(false, Ordering::SeqCst);
     // The probe loads a segment within one probe interval (200 ms at most).
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -158,6 +166,43 @@ async fn buffers_keep_serving_through_an_outage_then_say_unavailable() {
     );
     assert_eq!(tag.stalls(), 1, "the probe's segment was waiting: no stall");
     assert!(!tag.store_failing());
+}
+
+#[tokio::test]
+async fn a_fill_hands_out_nothing_and_memory_serves_without_waiting() {
+    let options = SegmentOptions {
+        min_step: 100,
+        max_step: 100,
+        ..SegmentOptions::default()
+    };
+    let ids = SegmentAllocator::new(MemoryStore::new(), options);
+    ids.create_tag("sync", 1, 100).await.unwrap();
+    let tag = ids.tag("sync").unwrap();
+    assert_eq!(tag.try_next_id(), None, "nothing loaded yet");
+    assert_eq!(
+        tag.fill().await.unwrap(),
+        100,
+        "a segment, no ID handed out"
+    );
+    assert_eq!(tag.fill().await.unwrap(), 100, "already there");
+    assert_eq!(
+        tag.try_next_id(),
+        None,
+        "the loaded segment waits for a switch"
+    );
+    assert_eq!(
+        tag.next_id().await.unwrap(),
+        1,
+        "the switch, no wait for the store"
+    );
+    assert_eq!(tag.stalls(), 0);
+    assert_eq!((tag.try_next_id(), tag.try_next_id()), (Some(2), Some(3)));
+    assert_eq!(tag.left(), 97);
+    let mut batch = tag.local(10).unwrap();
+    for id in 4..14 {
+        assert_eq!(batch.next_id().await.unwrap(), id, "one claim of 10");
+    }
+    assert_eq!(tag.try_next_id(), Some(14));
 }
 
 #[tokio::test]
@@ -256,6 +301,70 @@ async fn the_step_follows_each_segment_not_the_tags_age() {
     assert!(
         steps.contains(&Some(80)),
         "segments used in microseconds double the step up to its largest: {steps:?}"
+    );
+}
+
+/// Segments that last longer than `shrink_above` halve the step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_step_halves_when_segments_last_long() {
+    let store = Arc::new(Outage::new());
+    let options = SegmentOptions {
+        min_step: 10,
+        max_step: 80,
+        grow_below: Duration::ZERO,
+        shrink_above: Duration::from_millis(30),
+        // The next segment loads when 90 % of the current one is used, so
+        // how long a segment lasted is nearly all of its use.
+        refill_at: 0.9,
+        ..SegmentOptions::default()
+    };
+    let ids = SegmentAllocator::new(store.clone(), options);
+    ids.create_tag("slow", 1, 80).await.unwrap();
+    for _ in 0..200 {
+        ids.next_id("slow").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let steps: Vec<u64> = store
+        .steps
+        .lock()
+        .unwrap()
+        .iter()
+        .flatten()
+        .copied()
+        .collect();
+    // The first load keeps the tag's step (nothing measured yet); each
+    // later one halves it.
+    assert_eq!(steps, [80, 40, 20], "halved each time");
+}
+
+/// Once the store answers again, the probe loads a segment by itself: the
+/// outage ends without a caller asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_probe_ends_an_outage_by_itself() {
+    let store = Arc::new(Outage::new());
+    let ids = SegmentAllocator::new(store.clone(), SegmentOptions::default());
+    ids.create_tag("probed", 1, 10).await.unwrap();
+    let tag = ids.tag("probed").unwrap();
+    store.down.store(true, Ordering::SeqCst);
+    assert!(matches!(
+        tag.next_id().await,
+        Err(Error::Unavailable { .. })
+    ));
+    assert!(tag.store_failing());
+    store.down.store(false, Ordering::SeqCst);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while tag.store_failing() || tag.left() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no segment loaded by the probe"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(tag.left(), 10);
+    assert_eq!(
+        tag.next_id().await.unwrap(),
+        1,
+        "the failed loads burnt no ID"
     );
 }
 

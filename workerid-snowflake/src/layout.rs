@@ -443,6 +443,70 @@ mod tests {
     }
 
     #[test]
+    fn each_field_needs_a_bit_and_the_worker_field_may_take_every_worker_bit() {
+        let ms = Duration::from_millis(1);
+        for (t, w, s) in [(0, 10, 12), (41, 0, 12), (41, 10, 0)] {
+            let err = Layout::new(t, w, s, ms, CLASSIC_EPOCH)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("at least one bit"), "{t}/{w}/{s}: {err}");
+        }
+        let widest = workerid_core::MAX_WORKER_BITS;
+        Layout::new(62 - widest, widest, 1, ms, CLASSIC_EPOCH).unwrap();
+    }
+
+    #[test]
+    fn a_layout_must_last_ten_years_of_365_days_from_now() {
+        assert_eq!(MIN_LIFETIME, Duration::from_secs(315_360_000));
+        let layout = Layout::classic();
+        let last_valid = layout.end() - MIN_LIFETIME;
+        layout.validate(last_valid).unwrap();
+        let err = layout.validate(last_valid + Duration::from_nanos(1));
+        assert!(err.unwrap_err().to_string().contains("within 10 years"));
+    }
+
+    #[test]
+    fn presets_keep_their_own_epochs() {
+        for (layout, epoch) in [
+            (Layout::classic(), CLASSIC_EPOCH),
+            (Layout::sonyflake(), SONYFLAKE_EPOCH),
+            (Layout::sonyflake_v2(), SONYFLAKE_V2_EPOCH),
+            (Layout::twitter(), TWITTER_EPOCH),
+            (Layout::discord(), DISCORD_EPOCH),
+            (Layout::instagram(), INSTAGRAM_EPOCH),
+            (Layout::javascript_safe(), CLASSIC_EPOCH),
+        ] {
+            assert_eq!(layout.epoch(), epoch, "{layout:?}");
+        }
+    }
+
+    /// Day by day from 1970 to 2517, through the century years that are
+    /// not leap years (2100, 2200, 2300) and one that is (2400).
+    #[test]
+    fn dates_follow_the_gregorian_calendar_day_by_day() {
+        let leap =
+            |y: u64| y.is_multiple_of(4) && (!y.is_multiple_of(100) || y.is_multiple_of(400));
+        let (mut y, mut m, mut d) = (1970, 1, 1);
+        for day in 0..200_000u64 {
+            let date = format_date(Duration::from_secs(day * 86_400 + 86_399));
+            assert_eq!(date, format!("{y:04}-{m:02}-{d:02}"), "day {day}");
+            let days_in_month = match m {
+                2 if leap(y) => 29,
+                2 => 28,
+                4 | 6 | 9 | 11 => 30,
+                _ => 31,
+            };
+            (y, m, d) = if d < days_in_month {
+                (y, m, d + 1)
+            } else if m < 12 {
+                (y, m + 1, 1)
+            } else {
+                (y + 1, 1, 1)
+            };
+        }
+    }
+
+    #[test]
     fn compose_and_decompose_round_trip() {
         let layout = Layout::sonyflake();
         let id = layout.compose(123_456, 65_535, 255);
