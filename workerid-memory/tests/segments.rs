@@ -368,6 +368,49 @@ async fn the_probe_ends_an_outage_by_itself() {
     );
 }
 
+/// A shutdown gives back what was not handed out: the next reservation
+/// starts at the first ID nobody got, whether a prefetched segment follows
+/// the current one or not, and a prefetched segment that another
+/// allocator's reservation separates from the current one goes back alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_gives_back_what_was_not_handed_out() {
+    let options = SegmentOptions {
+        min_step: 100,
+        max_step: 100,
+        ..SegmentOptions::default()
+    };
+    // (IDs taken before and after another allocator reserves, the next first ID)
+    for (before, after, next) in [(5, 0, 6), (20, 0, 21), (100, 0, 101), (5, 15, 201)] {
+        let store = MemoryStore::new();
+        let tag = Tag::new("tail").unwrap();
+        let ours = SegmentAllocator::new(store.clone(), options.clone());
+        ours.create_tag("tail", 1, 100).await.unwrap();
+        for _ in 0..before {
+            ours.next_id("tail").await.unwrap();
+        }
+        if after > 0 {
+            let theirs = SegmentAllocator::new(store.clone(), options.clone());
+            assert_eq!(theirs.next_id("tail").await.unwrap(), 101);
+            for _ in 0..after {
+                ours.next_id("tail").await.unwrap();
+            }
+        }
+        let handle = ours.tag("tail").unwrap();
+        let buffered = 100 - (before + after) + if before + after >= 10 { 100 } else { 0 };
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while handle.left() != buffered {
+            assert!(std::time::Instant::now() < deadline, "never prefetched");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        ours.shutdown().await;
+        let first = store.reserve(&tag, Some(1)).await.unwrap().first;
+        assert_eq!(
+            first, next,
+            "{before} taken, {after} after another reserved"
+        );
+    }
+}
+
 #[tokio::test]
 async fn gapless_sequences_are_consecutive() {
     let store = MemoryStore::new();
