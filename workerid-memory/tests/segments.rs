@@ -383,13 +383,13 @@ async fn a_shutdown_gives_back_what_was_not_handed_out() {
     for (before, after, next) in [(5, 0, 6), (20, 0, 21), (100, 0, 101), (5, 15, 201)] {
         let store = MemoryStore::new();
         let tag = Tag::new("tail").unwrap();
-        let ours = SegmentAllocator::new(store.clone(), options.clone());
+        let ours = SegmentAllocator::new(store.clone(), options);
         ours.create_tag("tail", 1, 100).await.unwrap();
         for _ in 0..before {
             ours.next_id("tail").await.unwrap();
         }
         if after > 0 {
-            let theirs = SegmentAllocator::new(store.clone(), options.clone());
+            let theirs = SegmentAllocator::new(store.clone(), options);
             assert_eq!(theirs.next_id("tail").await.unwrap(), 101);
             for _ in 0..after {
                 ours.next_id("tail").await.unwrap();
