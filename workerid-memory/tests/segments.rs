@@ -337,6 +337,29 @@ async fn the_step_halves_when_segments_last_long() {
     assert_eq!(steps, [80, 40, 20], "halved each time");
 }
 
+/// A prefetch that finds the store down puts the tag in outage mode while
+/// its current segment still has IDs: those are still served, and a fill
+/// (a health check) answers them rather than the outage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_prefetch_leaves_the_current_segment_served() {
+    let store = Arc::new(Outage::new());
+    let ids = SegmentAllocator::new(store.clone(), SegmentOptions::default());
+    ids.create_tag("half", 1, 100).await.unwrap();
+    let tag = ids.tag("half").unwrap();
+    tag.next_id().await.unwrap();
+    store.down.store(true, Ordering::SeqCst);
+    for _ in 0..19 {
+        tag.next_id().await.unwrap(); // past 10 %: the prefetch fails
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !tag.store_failing() {
+        assert!(std::time::Instant::now() < deadline, "no prefetch failed");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(tag.fill().await.unwrap(), 80);
+    assert_eq!(tag.next_id().await.unwrap(), 21);
+}
+
 /// Once the store answers again, the probe loads a segment by itself: the
 /// outage ends without a caller asking.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
