@@ -9,6 +9,9 @@ use tokio::sync::Notify;
 
 use super::{Clock, CoarseNanos, FieldOrder, Layout, SystemClock, TickingClock};
 use crate::meters::GeneratorMeters;
+use packing::Packing;
+
+mod packing;
 use crate::{Error, Result};
 
 /// What to do when the wall clock is behind the last timestamp used, in
@@ -63,7 +66,8 @@ pub struct Generator {
     system: Option<Arc<SystemClock>>,
     ticking: Option<Arc<TickingClock>>,
     drift: DriftPolicy,
-    /// `(timestamp << sequence_bits) | sequence` of the last ID.
+    /// The timestamp and sequence number of the last ID, as `packing`
+    /// holds them.
     last: Line,
     /// The largest timestamp that may be used (inclusive).
     window_end: AtomicU64,
@@ -91,16 +95,9 @@ pub struct Generator {
     /// u64s.
     epoch_ns: u64,
     unit_ms: u64,
-    /// The layout's sequence and worker widths, the largest sequence number
-    /// and the worker ID in place, for the hot path; `id_of` moves the bits
-    /// of `last` under `above` left by `worker_bits` and keeps those under
-    /// `below` (the sequence, for a layout with the worker ID above it).
-    seq_bits: u32,
-    max_seq: u64,
-    worker_bits: u32,
-    worker_field: u64,
-    above: u64,
-    below: u64,
+    /// Where `last` holds the timestamp and the sequence number, and how
+    /// it becomes the ID.
+    packing: Packing,
     meters: GeneratorMeters,
 }
 
@@ -166,6 +163,7 @@ impl Generator {
         let system = any.clone().downcast::<SystemClock>().ok();
         let ticking = any.downcast::<TickingClock>().ok();
         let os_lag = system.as_ref().map_or(0, |s| s.os_coarse_lag());
+        let packing = Packing::new(&layout, worker_id);
         Ok(Generator {
             layout,
             worker_id,
@@ -173,7 +171,7 @@ impl Generator {
             system,
             ticking,
             drift,
-            last: Line(AtomicU64::new(0)),
+            last: Line(AtomicU64::new(packing.pack(0, 0))),
             window_end: AtomicU64::new(layout.max_timestamp()),
             deadline_ns: AtomicU64::new(u64::MAX),
             os_deadline: AtomicU64::new(u64::MAX),
@@ -185,18 +183,7 @@ impl Generator {
             sealed_last: AtomicU64::new(0),
             epoch_ns: millis(layout.epoch()).saturating_mul(1_000_000),
             unit_ms: millis(layout.unit()),
-            seq_bits: u32::from(layout.sequence_bits()),
-            max_seq: layout.max_sequence(),
-            worker_bits: u32::from(layout.worker_bits()),
-            worker_field: u64::from(worker_id) << layout.shifts().0,
-            above: match layout.field_order() {
-                FieldOrder::WorkerThenSequence => !layout.max_sequence(),
-                FieldOrder::SequenceThenWorker => u64::MAX,
-            },
-            below: match layout.field_order() {
-                FieldOrder::WorkerThenSequence => layout.max_sequence(),
-                FieldOrder::SequenceThenWorker => 0,
-            },
+            packing,
             meters: GeneratorMeters::new(),
         })
     }
@@ -246,22 +233,14 @@ impl Generator {
             Some(claimed) => claimed,
             None => self.next_id_slow()?,
         };
-        Ok(self.id_of(claimed))
+        Ok(self.packing.id(claimed))
     }
 
     #[cold]
     #[inline(never)]
     fn next_id_slow(&self) -> Result<u64> {
         let (ts, seq, _) = self.claim(1)?;
-        Ok((ts << self.seq_bits) | seq)
-    }
-
-    /// The ID of a value of `last`: `Layout::compose` with the shifts and
-    /// the worker field worked out once (the timestamp is in the window, so
-    /// within the layout's width), for either field order.
-    #[inline(always)]
-    fn id_of(&self, claimed: u64) -> u64 {
-        ((claimed & self.above) << self.worker_bits) | self.worker_field | (claimed & self.below)
+        Ok(self.packing.pack(ts, seq))
     }
 
     /// The common case of [`next_id`](Generator::next_id) in one atomic
@@ -274,15 +253,18 @@ impl Generator {
     /// it does not wait for that load, and contending threads never retry.
     /// An increment that raced past the checked unit (another thread's new
     /// unit, or a carry out of an exhausted sequence) is given up: that
-    /// number is never issued. (It is told by the bits above the sequence
-    /// differing from the loaded value's: an exclusive or, no shift.)
+    /// number is never issued. (It is told by the new value being above the
+    /// loaded one's unit, as `last` never goes down: one comparison with a
+    /// bound worked out before the increment.) `last` holds the ID itself
+    /// but for the worker field (see [`Packing`]), so nothing but an
+    /// exclusive or follows the increment to make the ID.
     #[inline(always)]
     fn increment(&self) -> Option<u64> {
-        let (seq_bits, max_seq) = (self.seq_bits, self.max_seq);
+        let packing = &self.packing;
         let (since, behind) = self.live_since_epoch()?;
         let current = self.last.load(Ordering::Relaxed);
-        let last_ts = current >> seq_bits;
-        if current & max_seq == max_seq || last_ts > self.window_end.load(Ordering::Acquire) {
+        let last_ts = packing.ts(current);
+        if !packing.issuable(current) || last_ts > self.window_end.load(Ordering::Acquire) {
             return None;
         }
         let now_ts = self.unit_since(since);
@@ -293,8 +275,12 @@ impl Generator {
         {
             return None;
         }
-        let id = self.last.fetch_add(1, Ordering::AcqRel) + 1;
-        ((id ^ current) <= max_seq).then_some(id)
+        let (step, end) = (packing.step(), packing.unit_end(current));
+        let next = self
+            .last
+            .fetch_add(step, Ordering::AcqRel)
+            .wrapping_add(step);
+        (next <= end).then_some(next)
     }
 
     /// Claims up to `want` (at least 1) consecutive sequence numbers of one
@@ -302,7 +288,7 @@ impl Generator {
     /// count)`, with every check of [`next_id`](Generator::next_id).
     #[inline]
     pub(crate) fn claim(&self, want: u64) -> Result<(u64, u64, u64)> {
-        let seq_bits = u32::from(self.layout.sequence_bits());
+        let packing = &self.packing;
         let max_seq = self.layout.max_sequence();
         // The coarse clock first (a few ns); the precise one where being up
         // to `behind` late could matter: near the deadline, when the
@@ -338,7 +324,7 @@ impl Generator {
                     reason: "the worker has stopped".into(),
                 });
             }
-            let (last_ts, seq) = (current >> seq_bits, current & max_seq);
+            let (last_ts, seq) = (packing.ts(current), packing.seq(current));
             let (ts, next_seq) = if now_ts > last_ts {
                 (now_ts, 0)
             } else if seq < max_seq
@@ -390,15 +376,18 @@ impl Generator {
                 });
             }
             let count = want.clamp(1, max_seq - next_seq + 1);
-            let next = (ts << seq_bits) | (next_seq + count - 1);
+            let next = packing.pack(ts, next_seq + count - 1);
             if self
                 .last
                 .compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
                 if ts != last_ts {
-                    self.meters
-                        .new_unit(current, (ts << seq_bits) | next_seq, seq_bits);
+                    self.meters.new_unit(
+                        packing.dense(current),
+                        packing.dense(packing.pack(ts, next_seq)),
+                        u32::from(self.layout.sequence_bits()),
+                    );
                 }
                 return Ok((ts, next_seq, count));
             }
@@ -474,7 +463,7 @@ impl Generator {
             sealed if sealed >= SEALED => self.sealed_last.load(Ordering::Acquire),
             last => last,
         };
-        last >> self.layout.sequence_bits()
+        self.packing.ts(last)
     }
 
     /// Closes the generator for good and returns the timestamp (in layout
@@ -488,8 +477,11 @@ impl Generator {
             last => last,
         };
         self.sealed_last.store(last, Ordering::Release);
-        self.meters.count_unit(last, self.seq_bits);
-        last >> self.seq_bits
+        self.meters.count_unit(
+            self.packing.dense(last),
+            u32::from(self.layout.sequence_bits()),
+        );
+        self.packing.ts(last)
     }
 
     /// Raises the last used timestamp to `ts` (libx.net/workerid's
@@ -498,7 +490,7 @@ impl Generator {
     /// later has a larger timestamp (a batch claimed before may still be
     /// issued; call it before handing the generator out). Never lowers it.
     pub fn set_last_used_timestamp(&self, ts: u64) {
-        let floor = (ts << self.layout.sequence_bits()) | self.layout.max_sequence();
+        let floor = self.packing.pack(ts, self.layout.max_sequence());
         self.last.fetch_max(floor, Ordering::AcqRel);
     }
 

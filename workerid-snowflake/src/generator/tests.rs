@@ -145,7 +145,7 @@ fn a_sealed_generator_issues_nothing_even_to_calls_in_flight() {
     for _ in 0..3 {
         assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
         assert!(matches!(g.claim(4), Err(Error::NotReady { .. })));
-        g.last.fetch_add(1, Ordering::AcqRel);
+        g.last.fetch_add(g.packing.step(), Ordering::AcqRel);
         clock.advance(Duration::from_millis(1));
     }
     assert_eq!(g.seal(), last, "sealing twice keeps the first answer");
@@ -226,18 +226,18 @@ fn a_coarse_clock_behind_the_last_id_does_not_force_precise_reads() {
     assert_eq!((next.timestamp, next.sequence), (first.timestamp + 1, 0));
 }
 
-/// The timestamp and sequence of the ID an increment issues, through
-/// `id_of` (checked against `Layout::decompose`).
+/// The timestamp and sequence of the ID an increment issues (checked
+/// against `Layout::decompose`).
 fn incremented(g: &Generator) -> Option<(u64, u64)> {
     g.increment().map(|claimed| {
-        let parts = g.layout().decompose(g.id_of(claimed));
+        let parts = g.layout().decompose(g.packing.id(claimed));
         assert_eq!(parts.worker_id, g.worker_id());
         (parts.timestamp, parts.sequence)
     })
 }
 
 #[test]
-fn id_of_is_compose() {
+fn the_packing_of_last_makes_the_layouts_ids() {
     let clock: Arc<dyn Clock> = Arc::new(FakeClock::at(T0));
     let wide = Layout::new(41, 2, 20, Duration::from_millis(1), crate::CLASSIC_EPOCH).unwrap();
     for (layout, worker) in [
@@ -247,14 +247,13 @@ fn id_of_is_compose() {
         (wide, 3),
     ] {
         let g = Generator::new(layout, worker, clock.clone()).unwrap();
-        let bits = layout.sequence_bits();
         for (ts, seq) in [
             (0, 0),
             (1, 1),
             (layout.max_timestamp(), layout.max_sequence()),
         ] {
             assert_eq!(
-                g.id_of((ts << bits) | seq),
+                g.packing.id(g.packing.pack(ts, seq)),
                 layout.compose(ts, worker, seq),
                 "{layout:?} {worker} {ts} {seq}"
             );
@@ -333,7 +332,10 @@ fn a_unit_carried_into_is_issued_only_once_the_clock_is_in_it() {
     let g = Generator::with_policy(Layout::classic(), 5, clock.clone(), none).unwrap();
     let ts = Layout::classic().timestamp_at(T0).unwrap();
     g.next_id().unwrap();
-    g.last.store((ts + 1) << 12, Ordering::SeqCst);
+    // (What an overflowing increment leaves with a worker field below the
+    // sequence; with one above it, the field carries too and only `claim`
+    // goes on from it.)
+    g.last.store(g.packing.pack(ts + 1, 0), Ordering::SeqCst);
     assert_eq!(incremented(&g), None);
     let id = Layout::classic().decompose(g.next_id().unwrap());
     assert_eq!((id.timestamp, id.sequence), (ts + 1, 1));
@@ -346,36 +348,60 @@ fn a_unit_carried_into_is_issued_only_once_the_clock_is_in_it() {
     assert_eq!(incremented(&g), Some((ts + 1, 2)));
 }
 
+/// Two increments racing at a unit's last sequence number: the second
+/// carries through the worker field (zeroing it) into the next unit. Once
+/// the clock is in that unit, an increment of it would issue another
+/// worker's ID; `claim` goes on from it instead.
+#[test]
+fn a_value_carried_through_the_worker_field_is_never_incremented() {
+    let clock = Arc::new(FakeClock::at(T0));
+    let g = generator(&clock);
+    let ts = Layout::classic().timestamp_at(T0).unwrap();
+    g.next_id().unwrap();
+    let full = g.packing.pack(ts, Layout::classic().max_sequence());
+    g.last.store(full + g.packing.step(), Ordering::SeqCst);
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(incremented(&g), None);
+    let id = Layout::classic().decompose(g.next_id().unwrap());
+    assert_eq!((id.worker_id, id.timestamp, id.sequence), (5, ts + 1, 1));
+    assert_eq!(incremented(&g), Some((ts + 1, 2)));
+}
+
 #[test]
 fn threads_exhausting_units_share_no_id_and_never_run_ahead_of_the_clock() {
     // The classic layout's 4096 IDs per ms run out every few µs here, so
-    // increments race into exhausted units and carry.
-    let clock = Arc::new(SystemClock::new());
-    let g = Arc::new(Generator::new(Layout::classic(), 1, clock.clone()).unwrap());
-    let threads: Vec<_> = (0..4)
-        .map(|_| {
-            let (g, clock) = (g.clone(), clock.clone());
-            std::thread::spawn(move || {
-                let mut ids = Vec::with_capacity(50_000);
-                for _ in 0..50_000 {
-                    let id = g.next_id().unwrap();
-                    let unit_start = Layout::classic().decompose(id).time;
-                    assert!(unit_start <= std::time::UNIX_EPOCH + clock.now().wall);
-                    assert!(ids.last().is_none_or(|&last| id > last));
-                    ids.push(id);
-                }
-                ids
+    // increments race into exhausted units and carry (through the worker
+    // field, for the classic order: every ID must still carry worker 1).
+    let sonyflake_order = Layout::classic().with_field_order(FieldOrder::SequenceThenWorker);
+    for layout in [Layout::classic(), sonyflake_order] {
+        let clock = Arc::new(SystemClock::new());
+        let g = Arc::new(Generator::new(layout, 1, clock.clone()).unwrap());
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let (g, clock) = (g.clone(), clock.clone());
+                std::thread::spawn(move || {
+                    let mut ids = Vec::with_capacity(50_000);
+                    for _ in 0..50_000 {
+                        let id = g.next_id().unwrap();
+                        let parts = layout.decompose(id);
+                        assert_eq!(parts.worker_id, 1, "{layout:?}");
+                        assert!(parts.time <= std::time::UNIX_EPOCH + clock.now().wall);
+                        assert!(ids.last().is_none_or(|&last| id > last));
+                        ids.push(id);
+                    }
+                    ids
+                })
             })
-        })
-        .collect();
-    let mut all: Vec<u64> = threads
-        .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect();
-    let n = all.len();
-    all.sort_unstable();
-    all.dedup();
-    assert_eq!(all.len(), n, "duplicate IDs across threads");
+            .collect();
+        let mut all: Vec<u64> = threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "duplicate IDs across threads");
+    }
 }
 
 #[test]
