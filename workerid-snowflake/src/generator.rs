@@ -101,11 +101,12 @@ pub struct Generator {
     meters: GeneratorMeters,
 }
 
-/// The value of `last` once sealed: above every real value (a timestamp
-/// never fills the top bit), with every sequence bit set so the fast path
-/// passes it to `claim`; increments racing the seal only move it further
-/// from any real timestamp.
-const SEALED: u64 = u64::MAX >> 1;
+/// The value of `last` once sealed: above every real value (an ID never
+/// sets the top bit, and the last ID of a layout that takes all 63 bits has
+/// every other bit set), with every bit below the timestamp set so the fast
+/// path passes it to `claim`; increments racing the seal only move it up,
+/// 2^62 of them away from wrapping.
+const SEALED: u64 = u64::MAX ^ (1 << 62);
 
 /// An atomic on a cache line of its own (two, for the adjacent-line
 /// prefetcher), so that threads contending for it do not also take the

@@ -167,6 +167,16 @@ fn the_last_used_timestamp_only_rises() {
 }
 
 #[test]
+fn the_last_id_of_a_layout_using_every_bit_is_not_taken_for_a_seal() {
+    let clock = Arc::new(FakeClock::at(T0));
+    let g = generator(&clock);
+    let end = Layout::classic().max_timestamp();
+    g.set_last_used_timestamp(end);
+    assert_eq!(g.last_used_timestamp(), end);
+    assert_eq!(g.seal(), end);
+}
+
+#[test]
 fn a_closed_generator_or_a_passed_deadline_or_window_issues_nothing() {
     let clock = Arc::new(FakeClock::at(T0));
     let g = generator(&clock);
