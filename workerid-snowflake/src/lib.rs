@@ -40,3 +40,6 @@ pub use layout::{
 pub use local::LocalGenerator;
 pub use ticking::TickingClock;
 pub use worker::{Worker, WorkerOptions, WorkerState};
+
+#[cfg(test)]
+mod test_support;

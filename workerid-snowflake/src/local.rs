@@ -164,10 +164,7 @@ mod tests {
                 clock.advance(Duration::from_micros(1500));
             }
         }
-        let n = all.len();
-        all.sort_unstable();
-        all.dedup();
-        assert_eq!(all.len(), n, "duplicate IDs between handles");
+        crate::test_support::assert_distinct(&all, "handles");
         let parts = Layout::classic().decompose(last_a);
         assert_eq!(parts.worker_id, 5);
     }
@@ -293,13 +290,6 @@ mod tests {
                 })
             })
             .collect();
-        let mut all: Vec<u64> = threads
-            .into_iter()
-            .flat_map(|t| t.join().unwrap())
-            .collect();
-        let n = all.len();
-        all.sort_unstable();
-        all.dedup();
-        assert_eq!(all.len(), n, "duplicate IDs across threads");
+        crate::test_support::assert_threads_distinct(threads);
     }
 }

@@ -403,14 +403,7 @@ fn threads_exhausting_units_share_no_id_and_never_run_ahead_of_the_clock() {
                 })
             })
             .collect();
-        let mut all: Vec<u64> = threads
-            .into_iter()
-            .flat_map(|t| t.join().unwrap())
-            .collect();
-        let n = all.len();
-        all.sort_unstable();
-        all.dedup();
-        assert_eq!(all.len(), n, "duplicate IDs across threads");
+        crate::test_support::assert_threads_distinct(threads);
     }
 }
 
