@@ -9,10 +9,10 @@ use tokio::sync::Notify;
 
 use super::{Clock, CoarseNanos, FieldOrder, Layout, SystemClock, TickingClock};
 use crate::meters::GeneratorMeters;
+use crate::{Error, Result};
 use packing::Packing;
 
 mod packing;
-use crate::{Error, Result};
 
 /// What to do when the wall clock is behind the last timestamp used, in
 /// libx.net/workerid's three buckets: below `block_below`, wait until it catches up and
