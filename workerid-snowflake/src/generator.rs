@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::{Clock, CoarseNanos, FieldOrder, Layout, SystemClock, TickingClock};
+use super::{Clock, CoarseNanos, Layout, SystemClock, TickingClock};
 use crate::meters::GeneratorMeters;
 use crate::{Error, Result};
 use packing::Packing;

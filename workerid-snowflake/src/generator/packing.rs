@@ -5,7 +5,7 @@
 //! and an increment that overflows the sequence carries through the set
 //! bits into the timestamp, as it would with the two fields side by side.
 
-use super::{FieldOrder, Layout};
+use super::Layout;
 
 /// The positions of a layout's fields in `last`, for one worker ID.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,10 +33,7 @@ impl Packing {
             u32::from(layout.sequence_bits()),
             u32::from(layout.worker_bits()),
         );
-        let (worker_shift, seq_shift) = match layout.field_order() {
-            FieldOrder::WorkerThenSequence => (seq_bits, 0),
-            FieldOrder::SequenceThenWorker => (0, worker_bits),
-        };
+        let (worker_shift, seq_shift) = layout.shifts();
         let fill = u64::from(layout.max_worker_id()) << worker_shift;
         Packing {
             ts_shift: seq_bits + worker_bits,
@@ -111,7 +108,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::CLASSIC_EPOCH;
+    use crate::{FieldOrder, CLASSIC_EPOCH};
 
     fn layouts() -> Vec<Layout> {
         vec![

@@ -1,6 +1,6 @@
 use super::*;
 use crate::clock::LaggingClock;
-use crate::FakeClock;
+use crate::{FakeClock, FieldOrder};
 
 const T0: Duration = Duration::from_secs(1_800_000_000);
 
