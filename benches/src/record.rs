@@ -3,7 +3,7 @@
 //! the date, the machine and the command, so the docs link to real output
 //! rather than copied numbers.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -90,21 +90,20 @@ pub fn machine() -> String {
 
 /// Writes `body` (the markdown a benchmark printed) to
 /// `<results_dir>/<today>-<name>.md` under a header with the date, the
-/// machine and `command`; returns the path. A failure to write is printed,
-/// not fatal: the figures were printed already.
+/// machine and `command`; returns the path. A run on the machine that
+/// wrote today's file replaces it; a run on another machine goes beside
+/// it, named after its CPU (see [`path_for`]). A failure to write is
+/// printed, not fatal: the figures were printed already.
 pub fn record(name: &str, command: &str, body: &str) -> Option<PathBuf> {
     let dir = results_dir();
     let day = today();
+    let machine = machine();
     let text = format!(
-        "# {name}, {day}\n\nMachine: {}.\n\nCommand: `{command}`\n\n{}\n",
-        machine(),
+        "# {name}, {day}\n\nMachine: {machine}.\n\nCommand: `{command}`\n\n{}\n",
         body.trim()
     );
     let made = std::fs::create_dir_all(&dir);
-    let path = dir
-        .canonicalize()
-        .unwrap_or(dir)
-        .join(format!("{day}-{name}.md"));
+    let path = path_for(&dir.canonicalize().unwrap_or(dir), &day, name, &machine);
     let written = made.and_then(|()| std::fs::write(&path, text));
     match written {
         Ok(()) => {
@@ -115,6 +114,55 @@ pub fn record(name: &str, command: &str, body: &str) -> Option<PathBuf> {
             eprintln!("could not record the results in {}: {e}", path.display());
             None
         }
+    }
+}
+
+/// Where today's results of `name` on `machine` go in `dir`:
+/// `<day>-<name>.md`, unless that file holds another machine's results;
+/// then `<day>-<name>-<cpu>.md`, the CPU model in lowercase words joined by
+/// dashes, so that two machines' runs of one day are both kept.
+pub fn path_for(dir: &Path, day: &str, name: &str, machine: &str) -> PathBuf {
+    let plain = dir.join(format!("{day}-{name}.md"));
+    let header = format!("Machine: {machine}.");
+    match std::fs::read_to_string(&plain) {
+        Ok(text) if !text.lines().any(|line| line == header) => {
+            dir.join(format!("{day}-{name}-{}.md", cpu_slug(machine)))
+        }
+        _ => plain,
+    }
+}
+
+/// The CPU model of a [`machine`] line (the text in its first parentheses,
+/// which may nest)
+/// in lowercase words joined by dashes, trademark marks dropped.
+fn cpu_slug(machine: &str) -> String {
+    let model = machine.split_once('(').map_or(machine, |(_, rest)| {
+        let mut depth = 0usize;
+        let end = rest.char_indices().find_map(|(at, c)| match c {
+            '(' => {
+                depth += 1;
+                None
+            }
+            ')' if depth == 0 => Some(at),
+            ')' => {
+                depth -= 1;
+                None
+            }
+            _ => None,
+        });
+        &rest[..end.unwrap_or(rest.len())]
+    });
+    let words: Vec<String> = model
+        .replace("(R)", " ")
+        .replace("(TM)", " ")
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .map(str::to_ascii_lowercase)
+        .collect();
+    if words.is_empty() {
+        "other".to_owned()
+    } else {
+        words.join("-")
     }
 }
 
@@ -129,5 +177,40 @@ mod tests {
         assert_eq!(civil_from_days(11_016), (2000, 2, 29));
         assert_eq!(civil_from_days(20_782), (2026, 11, 25));
         assert_eq!(civil_from_days(-1), (1969, 12, 31));
+    }
+
+    #[test]
+    fn cpu_models_name_files() {
+        let intel = "2 CPUs (Intel(R) Xeon(R) Processor), Debian GNU/Linux 12 (bookworm), kernel 6";
+        assert_eq!(cpu_slug(intel), "intel-xeon-processor");
+        assert_eq!(cpu_slug("2 CPUs (AMD EPYC), Debian, kernel 6"), "amd-epyc");
+        assert_eq!(cpu_slug("1 CPUs (), x, y"), "other");
+    }
+
+    #[test]
+    fn another_machine_goes_beside_todays_file() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let (intel, amd) = (
+            "2 CPUs (Intel(R) Xeon(R)), Debian",
+            "2 CPUs (AMD EPYC), Debian",
+        );
+        let plain = dir.path().join("2026-11-28-snowflake.md");
+        assert_eq!(
+            path_for(dir.path(), "2026-11-28", "snowflake", intel),
+            plain
+        );
+        std::fs::write(
+            &plain,
+            format!("# snowflake, 2026-11-28\n\nMachine: {intel}.\n"),
+        )
+        .expect("write");
+        assert_eq!(
+            path_for(dir.path(), "2026-11-28", "snowflake", intel),
+            plain
+        );
+        assert_eq!(
+            path_for(dir.path(), "2026-11-28", "snowflake", amd),
+            dir.path().join("2026-11-28-snowflake-amd-epyc.md")
+        );
     }
 }
