@@ -9,6 +9,7 @@ use tokio::sync::Notify;
 
 use super::{Clock, CoarseNanos, Layout, SystemClock, TickingClock};
 use crate::meters::GeneratorMeters;
+use crate::ticking::StoredTime;
 use crate::{Error, Result};
 use packing::Packing;
 
@@ -60,11 +61,11 @@ pub struct Generator {
     layout: Layout,
     worker_id: u32,
     clock: Arc<dyn Clock>,
-    /// The same clock when it is the [`SystemClock`] or the
-    /// [`TickingClock`], so the hot path calls it directly (inlined) rather
-    /// than through the vtable.
+    /// The same clock when it is the [`SystemClock`], or the stored time
+    /// of the [`TickingClock`], so the hot path reads it directly (inlined)
+    /// rather than through the vtable.
     system: Option<Arc<SystemClock>>,
-    ticking: Option<Arc<TickingClock>>,
+    ticking: Option<StoredTime>,
     drift: DriftPolicy,
     /// The timestamp and sequence number of the last ID, as `packing`
     /// holds them.
@@ -162,7 +163,7 @@ impl Generator {
         }
         let any: Arc<dyn Any + Send + Sync> = clock.clone();
         let system = any.clone().downcast::<SystemClock>().ok();
-        let ticking = any.downcast::<TickingClock>().ok();
+        let ticking = any.downcast::<TickingClock>().ok().map(|t| t.stored_time());
         let os_lag = system.as_ref().map_or(0, |s| s.os_coarse_lag());
         let packing = Packing::new(&layout, worker_id);
         Ok(Generator {
@@ -414,7 +415,12 @@ impl Generator {
             return live_reading(os, deadline, to_since, self.os_lag);
         }
         let deadline = self.deadline_ns.load(Ordering::Acquire);
-        let now = self.coarse();
+        // Not `coarse()`: the compiler may keep it out of line, and a call
+        // returning the reading through memory costs more than the reading.
+        let now = match &self.ticking {
+            Some(ticking) => ticking.now_coarse_nanos(),
+            None => self.clock.now_coarse_nanos(),
+        };
         (now.mono.saturating_add(now.behind) < deadline && now.wall >= self.epoch_ns)
             .then(|| (now.wall - self.epoch_ns, now.behind))
     }
