@@ -63,12 +63,7 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 pub fn machine() -> String {
     let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
     let cpuinfo = read("/proc/cpuinfo");
-    let cpu = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name"))
-        .and_then(|l| l.split_once(':'))
-        .map(|(_, model)| model.trim().to_string())
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let cpu = cpu_model();
     // The machine's CPUs, not the ones this thread may run on: a bench that
     // pinned itself to one CPU still records the machine it ran on.
     let cpus = match cpuinfo
@@ -88,6 +83,18 @@ pub fn machine() -> String {
     format!("{cpus} CPUs ({cpu}), {os}, kernel {}", kernel.trim())
 }
 
+/// The CPU model (`/proc/cpuinfo`'s model name; the architecture where
+/// there is none).
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, model)| model.trim().to_string())
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+}
+
 /// Writes `body` (the markdown a benchmark printed) to
 /// `<results_dir>/<today>-<name>.md` under a header with the date, the
 /// machine and `command`; returns the path. A run on the machine that
@@ -103,7 +110,13 @@ pub fn record(name: &str, command: &str, body: &str) -> Option<PathBuf> {
         body.trim()
     );
     let made = std::fs::create_dir_all(&dir);
-    let path = path_for(&dir.canonicalize().unwrap_or(dir), &day, name, &machine);
+    let path = path_for(
+        &dir.canonicalize().unwrap_or(dir),
+        &day,
+        name,
+        &machine,
+        &cpu_model(),
+    );
     let written = made.and_then(|()| std::fs::write(&path, text));
     match written {
         Ok(()) => {
@@ -119,40 +132,23 @@ pub fn record(name: &str, command: &str, body: &str) -> Option<PathBuf> {
 
 /// Where today's results of `name` on `machine` go in `dir`:
 /// `<day>-<name>.md`, unless that file holds another machine's results;
-/// then `<day>-<name>-<cpu>.md`, the CPU model in lowercase words joined by
-/// dashes, so that two machines' runs of one day are both kept.
-pub fn path_for(dir: &Path, day: &str, name: &str, machine: &str) -> PathBuf {
+/// then `<day>-<name>-<cpu>.md`, named after the CPU model `cpu` (see
+/// [`cpu_slug`]), so that two machines' runs of one day are both kept.
+pub fn path_for(dir: &Path, day: &str, name: &str, machine: &str, cpu: &str) -> PathBuf {
     let plain = dir.join(format!("{day}-{name}.md"));
     let header = format!("Machine: {machine}.");
     match std::fs::read_to_string(&plain) {
         Ok(text) if !text.lines().any(|line| line == header) => {
-            dir.join(format!("{day}-{name}-{}.md", cpu_slug(machine)))
+            dir.join(format!("{day}-{name}-{}.md", cpu_slug(cpu)))
         }
         _ => plain,
     }
 }
 
-/// The CPU model of a [`machine`] line (the text in its first parentheses,
-/// which may nest)
-/// in lowercase words joined by dashes, trademark marks dropped.
-fn cpu_slug(machine: &str) -> String {
-    let model = machine.split_once('(').map_or(machine, |(_, rest)| {
-        let mut depth = 0usize;
-        let end = rest.char_indices().find_map(|(at, c)| match c {
-            '(' => {
-                depth += 1;
-                None
-            }
-            ')' if depth == 0 => Some(at),
-            ')' => {
-                depth -= 1;
-                None
-            }
-            _ => None,
-        });
-        &rest[..end.unwrap_or(rest.len())]
-    });
-    let words: Vec<String> = model
+/// A CPU model in lowercase words joined by dashes, trademark marks
+/// dropped: `Intel(R) Xeon(R) Processor` is `intel-xeon-processor`.
+fn cpu_slug(cpu: &str) -> String {
+    let words: Vec<String> = cpu
         .replace("(R)", " ")
         .replace("(TM)", " ")
         .split(|c: char| !c.is_ascii_alphanumeric())
@@ -181,10 +177,13 @@ mod tests {
 
     #[test]
     fn cpu_models_name_files() {
-        let intel = "2 CPUs (Intel(R) Xeon(R) Processor), Debian GNU/Linux 12 (bookworm), kernel 6";
-        assert_eq!(cpu_slug(intel), "intel-xeon-processor");
-        assert_eq!(cpu_slug("2 CPUs (AMD EPYC), Debian, kernel 6"), "amd-epyc");
-        assert_eq!(cpu_slug("1 CPUs (), x, y"), "other");
+        assert_eq!(
+            cpu_slug("Intel(R) Xeon(R) Processor"),
+            "intel-xeon-processor"
+        );
+        assert_eq!(cpu_slug("AMD EPYC"), "amd-epyc");
+        assert_eq!(cpu_slug("Intel(R) Core(TM) i7-8700"), "intel-core-i7-8700");
+        assert_eq!(cpu_slug(""), "other");
     }
 
     #[test]
@@ -194,22 +193,19 @@ mod tests {
             "2 CPUs (Intel(R) Xeon(R)), Debian",
             "2 CPUs (AMD EPYC), Debian",
         );
+        let at = |machine: &str, cpu: &str| {
+            path_for(dir.path(), "2026-11-28", "snowflake", machine, cpu)
+        };
         let plain = dir.path().join("2026-11-28-snowflake.md");
-        assert_eq!(
-            path_for(dir.path(), "2026-11-28", "snowflake", intel),
-            plain
-        );
+        assert_eq!(at(intel, "Intel(R) Xeon(R)"), plain);
         std::fs::write(
             &plain,
             format!("# snowflake, 2026-11-28\n\nMachine: {intel}.\n"),
         )
         .expect("write");
+        assert_eq!(at(intel, "Intel(R) Xeon(R)"), plain);
         assert_eq!(
-            path_for(dir.path(), "2026-11-28", "snowflake", intel),
-            plain
-        );
-        assert_eq!(
-            path_for(dir.path(), "2026-11-28", "snowflake", amd),
+            at(amd, "AMD EPYC"),
             dir.path().join("2026-11-28-snowflake-amd-epyc.md")
         );
     }

@@ -415,12 +415,7 @@ impl Generator {
             return live_reading(os, deadline, to_since, self.os_lag);
         }
         let deadline = self.deadline_ns.load(Ordering::Acquire);
-        // Not `coarse()`: the compiler may keep it out of line, and a call
-        // returning the reading through memory costs more than the reading.
-        let now = match &self.ticking {
-            Some(ticking) => ticking.now_coarse_nanos(),
-            None => self.clock.now_coarse_nanos(),
-        };
+        let now = self.coarse_not_system();
         (now.mono.saturating_add(now.behind) < deadline && now.wall >= self.epoch_ns)
             .then(|| (now.wall - self.epoch_ns, now.behind))
     }
@@ -431,6 +426,14 @@ impl Generator {
         if let Some(system) = &self.system {
             return system.now_coarse_nanos();
         }
+        self.coarse_not_system()
+    }
+
+    /// The coarse reading of a clock other than the [`SystemClock`].
+    /// Always inlined: kept out of line, the call would return the reading
+    /// through memory, which costs more than the ticking clock's reading.
+    #[inline(always)]
+    fn coarse_not_system(&self) -> CoarseNanos {
         match &self.ticking {
             Some(ticking) => ticking.now_coarse_nanos(),
             None => self.clock.now_coarse_nanos(),
