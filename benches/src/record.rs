@@ -132,8 +132,9 @@ pub fn record(name: &str, command: &str, body: &str) -> Option<PathBuf> {
 
 /// Where today's results of `name` on `machine` go in `dir`:
 /// `<day>-<name>.md`, unless that file holds another machine's results;
-/// then `<day>-<name>-<cpu>.md`, named after the CPU model `cpu` (see
-/// [`cpu_slug`]), so that two machines' runs of one day are both kept.
+/// then `<day>-<name>-<cpu>.md`, named after the CPU model `cpu` in
+/// lowercase words joined by dashes, so that two machines' runs of one day
+/// are both kept.
 pub fn path_for(dir: &Path, day: &str, name: &str, machine: &str, cpu: &str) -> PathBuf {
     let plain = dir.join(format!("{day}-{name}.md"));
     let header = format!("Machine: {machine}.");
