@@ -83,6 +83,14 @@ pub trait Clock: Any + Debug + Send + Sync + 'static {
     fn real_time(&self) -> bool {
         false
     }
+
+    /// The time a ticker keeps for this clock in memory, for a
+    /// [`Generator`](crate::Generator) to read without calling the clock:
+    /// only a [`TickingClock`](crate::TickingClock) whose ticker runs gives
+    /// one. Other clocks keep this default, `None`.
+    fn stored_time(&self) -> Option<crate::StoredTime> {
+        None
+    }
 }
 
 /// The production clock: wall time = the wall clock read at the last

@@ -7,13 +7,15 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::{Clock, CoarseNanos, Layout, SystemClock, TickingClock};
+use super::{Clock, CoarseNanos, Layout, SystemClock};
 use crate::meters::GeneratorMeters;
-use crate::ticking::StoredTime;
 use crate::{Error, Result};
 use packing::Packing;
+pub(crate) use tick_cell::TickCell;
 
+mod lease;
 mod packing;
+mod tick_cell;
 
 /// What to do when the wall clock is behind the last timestamp used, in
 /// libx.net/workerid's three buckets: below `block_below`, wait until it catches up and
@@ -61,11 +63,11 @@ pub struct Generator {
     layout: Layout,
     worker_id: u32,
     clock: Arc<dyn Clock>,
-    /// The same clock when it is the [`SystemClock`], or the stored time
-    /// of the [`TickingClock`], so the hot path reads it directly (inlined)
-    /// rather than through the vtable.
+    /// The same clock when it is the [`SystemClock`], so the hot path reads
+    /// it directly (inlined) rather than through the vtable.
     system: Option<Arc<SystemClock>>,
-    ticking: Option<StoredTime>,
+    /// On a [`TickingClock`](crate::TickingClock): what its ticker keeps for this generator.
+    tick: Option<Arc<TickCell>>,
     drift: DriftPolicy,
     /// The timestamp and sequence number of the last ID, as `packing`
     /// holds them.
@@ -74,12 +76,16 @@ pub struct Generator {
     window_end: AtomicU64,
     /// IDs only while the clock's monotonic time is below this (ns); 0: closed.
     deadline_ns: AtomicU64,
-    /// The same deadline as a [`SystemClock`]'s operating system reading
-    /// (`SystemClock::os_deadline`), set with it, for the fast path.
-    os_deadline: AtomicU64,
-    /// The [`SystemClock`]'s `os_coarse_lag` (fixed), kept here so the fast
-    /// path reads it without going through the clock's `Arc`.
-    os_lag: u64,
+    /// The same deadline in the terms of the fast path's reading, set with
+    /// it: a [`SystemClock`]'s operating system reading
+    /// (`SystemClock::os_deadline`), or a [`TickingClock`](crate::TickingClock)'s stored
+    /// monotonic time (`StoredTime::deadline`); a reading below it is
+    /// surely before the deadline.
+    fast_deadline: AtomicU64,
+    /// How far the fast path's reading may be behind the precise one (ns,
+    /// fixed), kept here so the fast path reads it without going through
+    /// the clock's `Arc`.
+    fast_lag: u64,
     /// The last deadline `open_until` set (ns), kept when the generator
     /// closes; `u64::MAX` for an open generator that never had one.
     opened_until_ns: AtomicU64,
@@ -108,6 +114,10 @@ pub struct Generator {
 /// path passes it to `claim`; increments racing the seal only move it up,
 /// 2^62 of them away from wrapping.
 const SEALED: u64 = u64::MAX ^ (1 << 62);
+
+/// What [`Generator::live_since_epoch_other`] gives for `None`; a reading
+/// this far from the epoch (2^64 - 1 ns) goes to `claim` with it.
+const NOT_LIVE: u64 = u64::MAX;
 
 /// An atomic on a cache line of its own (two, for the adjacent-line
 /// prefetcher), so that threads contending for it do not also take the
@@ -163,28 +173,36 @@ impl Generator {
         }
         let any: Arc<dyn Any + Send + Sync> = clock.clone();
         let system = any.clone().downcast::<SystemClock>().ok();
-        let ticking = any.downcast::<TickingClock>().ok().map(|t| t.stored_time());
-        let os_lag = system.as_ref().map_or(0, |s| s.os_coarse_lag());
         let packing = Packing::new(&layout, worker_id);
+        let epoch_ns = millis(layout.epoch()).saturating_mul(1_000_000);
+        let unit_ms = millis(layout.unit());
+        let tick = clock.stored_time().map(|stored| {
+            TickCell::follow(stored, packing, epoch_ns, unit_ms, layout.max_timestamp())
+        });
+        let fast_lag = match (&system, &tick) {
+            (Some(system), _) => system.os_coarse_lag(),
+            (None, Some(tick)) => tick.stored().lag(),
+            (None, None) => 0,
+        };
         Ok(Generator {
             layout,
             worker_id,
             clock,
             system,
-            ticking,
+            tick,
             drift,
             last: Line(AtomicU64::new(packing.pack(0, 0))),
             window_end: AtomicU64::new(layout.max_timestamp()),
             deadline_ns: AtomicU64::new(u64::MAX),
-            os_deadline: AtomicU64::new(u64::MAX),
-            os_lag,
+            fast_deadline: AtomicU64::new(u64::MAX),
+            fast_lag,
             opened_until_ns: AtomicU64::new(u64::MAX),
             leave: None,
             left: AtomicBool::new(false),
             seen: AtomicU64::new(0),
             sealed_last: AtomicU64::new(0),
-            epoch_ns: millis(layout.epoch()).saturating_mul(1_000_000),
-            unit_ms: millis(layout.unit()),
+            epoch_ns,
+            unit_ms,
             packing,
             meters: GeneratorMeters::new(),
         })
@@ -200,8 +218,11 @@ impl Generator {
 
     pub(crate) fn closed(mut self, leave: Arc<Notify>) -> Self {
         self.deadline_ns = AtomicU64::new(0);
-        self.os_deadline = AtomicU64::new(0);
+        self.fast_deadline = AtomicU64::new(0);
         self.opened_until_ns = AtomicU64::new(0);
+        if let Some(tick) = &self.tick {
+            tick.set(0, self.layout.max_timestamp());
+        }
         self.leave = Some(leave);
         self
     }
@@ -263,6 +284,14 @@ impl Generator {
     #[inline(always)]
     fn increment(&self) -> Option<u64> {
         let packing = &self.packing;
+        if let Some(tick) = &self.tick {
+            // On a ticking clock: the unit its ticker found, the lease live
+            // and the window open, in one comparison.
+            let current = self.last.load(Ordering::Relaxed);
+            if tick.admits(current) {
+                return self.fetch_add_in_unit(current);
+            }
+        }
         let (since, behind) = self.live_since_epoch()?;
         let current = self.last.load(Ordering::Relaxed);
         let last_ts = packing.ts(current);
@@ -277,7 +306,14 @@ impl Generator {
         {
             return None;
         }
-        let (step, end) = (packing.step(), packing.unit_end(current));
+        self.fetch_add_in_unit(current)
+    }
+
+    /// The increment of `last`, whose value was `current`, when it stays in
+    /// `current`'s unit: the new value, or `None` when it raced past it.
+    #[inline(always)]
+    fn fetch_add_in_unit(&self, current: u64) -> Option<u64> {
+        let (step, end) = (self.packing.step(), self.packing.unit_end(current));
         let next = self
             .last
             .fetch_add(step, Ordering::AcqRel)
@@ -409,15 +445,34 @@ impl Generator {
         if let Some(system) = &self.system {
             // The loads before the reading: it is a call the compiler
             // cannot see into, so a load after it would wait for it.
-            let deadline = self.os_deadline.load(Ordering::Acquire);
+            let deadline = self.fast_deadline.load(Ordering::Acquire);
             let to_since = system.os_to_since(self.epoch_ns);
-            let os = SystemClock::os_coarse(self.os_lag);
-            return live_reading(os, deadline, to_since, self.os_lag);
+            let os = SystemClock::os_coarse(self.fast_lag);
+            return live_reading(os, deadline, to_since, self.fast_lag);
         }
+        if let Some(tick) = &self.tick {
+            let deadline = self.fast_deadline.load(Ordering::Acquire);
+            let (mono, wall) = tick.stored().read();
+            return (mono < deadline && wall >= self.epoch_ns)
+                .then(|| (wall - self.epoch_ns, self.fast_lag));
+        }
+        let (since, behind) = self.live_since_epoch_other();
+        (since != NOT_LIVE).then_some((since, behind))
+    }
+
+    /// [`live_since_epoch`](Generator::live_since_epoch) on any other
+    /// clock, through its vtable; `NOT_LIVE` for `None`. Out of line and in
+    /// two registers: the clock's reading comes back through memory, and
+    /// merged into the fast paths' readings it would send theirs through
+    /// memory too.
+    #[inline(never)]
+    fn live_since_epoch_other(&self) -> (u64, u64) {
         let deadline = self.deadline_ns.load(Ordering::Acquire);
-        let now = self.coarse_not_system();
-        (now.mono.saturating_add(now.behind) < deadline && now.wall >= self.epoch_ns)
-            .then(|| (now.wall - self.epoch_ns, now.behind))
+        let now = self.clock.now_coarse_nanos();
+        match now.wall.checked_sub(self.epoch_ns) {
+            Some(since) if now.mono.saturating_add(now.behind) < deadline => (since, now.behind),
+            _ => (NOT_LIVE, 0),
+        }
     }
 
     /// The clock's coarse reading.
@@ -426,18 +481,18 @@ impl Generator {
         if let Some(system) = &self.system {
             return system.now_coarse_nanos();
         }
-        self.coarse_not_system()
+        self.clock.now_coarse_nanos()
     }
 
-    /// The coarse reading of a clock other than the [`SystemClock`].
-    /// Always inlined: kept out of line, the call would return the reading
-    /// through memory, which costs more than the ticking clock's reading.
+    /// On a [`TickingClock`](crate::TickingClock): what its ticker keeps for this generator.
     #[inline(always)]
-    fn coarse_not_system(&self) -> CoarseNanos {
-        match &self.ticking {
-            Some(ticking) => ticking.now_coarse_nanos(),
-            None => self.clock.now_coarse_nanos(),
-        }
+    pub(crate) fn tick_cell(&self) -> Option<&Arc<TickCell>> {
+        self.tick.as_ref()
+    }
+
+    /// The floor a [`TickCell`] has while `ts` is the current unit.
+    pub(crate) fn unit_floor(&self, ts: u64) -> u64 {
+        self.packing.pack(ts, 0)
     }
 
     /// The time unit of a wall time in nanoseconds (0 before the epoch).
@@ -449,12 +504,7 @@ impl Generator {
     /// The time unit of a time since the layout's epoch in nanoseconds.
     #[inline(always)]
     pub(crate) fn unit_since(&self, since_ns: u64) -> u64 {
-        let ms = since_ns / 1_000_000;
-        if self.unit_ms == 1 {
-            ms
-        } else {
-            ms / self.unit_ms
-        }
+        unit_since(since_ns, self.unit_ms)
     }
 
     fn too_large(&self, drift: Duration) -> Error {
@@ -466,96 +516,6 @@ impl Generator {
         }
         Error::ClockDriftTooLarge { drift }
     }
-
-    /// The timestamp (in layout units) of the last ID (libx.net/workerid's `LastUsedTimestamp`).
-    pub fn last_used_timestamp(&self) -> u64 {
-        let last = match self.last.load(Ordering::Acquire) {
-            sealed if sealed >= SEALED => self.sealed_last.load(Ordering::Acquire),
-            last => last,
-        };
-        self.packing.ts(last)
-    }
-
-    /// Closes the generator for good and returns the timestamp (in layout
-    /// units) of the last ID it issued: final even against calls in flight,
-    /// whose compare-and-swap or increment of `last` fails from here on.
-    /// What a worker leaves for the next holder when it stops.
-    pub(crate) fn seal(&self) -> u64 {
-        self.close();
-        let last = match self.last.swap(SEALED, Ordering::AcqRel) {
-            sealed if sealed >= SEALED => self.sealed_last.load(Ordering::Acquire),
-            last => last,
-        };
-        self.sealed_last.store(last, Ordering::Release);
-        self.meters.count_unit(
-            self.packing.dense(last),
-            u32::from(self.layout.sequence_bits()),
-        );
-        self.packing.ts(last)
-    }
-
-    /// Raises the last used timestamp to `ts` (libx.net/workerid's
-    /// `SetLastUsedTimestamp`): every later ID of [`next_id`](Self::next_id)
-    /// and of every batch a [`LocalGenerator`](super::LocalGenerator) claims
-    /// later has a larger timestamp (a batch claimed before may still be
-    /// issued; call it before handing the generator out). Never lowers it.
-    pub fn set_last_used_timestamp(&self, ts: u64) {
-        let floor = self.packing.pack(ts, self.layout.max_sequence());
-        self.last.fetch_max(floor, Ordering::AcqRel);
-    }
-
-    /// The largest timestamp (in layout units) this generator may use: the
-    /// upper end of the time window its worker reserved in the store as the
-    /// lease's watermark (the layout's maximum for a generator made with
-    /// [`Generator::new`]). Lowered when a renewal reserves a lower window
-    /// (the wall clock went back).
-    #[inline]
-    pub fn window_end(&self) -> u64 {
-        self.window_end.load(Ordering::Acquire)
-    }
-
-    /// The lease deadline the generator was last opened until, on its
-    /// clock's monotonic time ([`Reading::mono`](super::Reading::mono)): no
-    /// ID is issued at or after it. It stays readable after the generator
-    /// closes (stop, lost lease), so an observer can compare the instants of
-    /// issued IDs with it. `None` for a generator made with
-    /// [`Generator::new`] (no lease, no deadline); zero for a worker's
-    /// generator that was never opened.
-    pub fn lease_deadline(&self) -> Option<Duration> {
-        match self.opened_until_ns.load(Ordering::Acquire) {
-            u64::MAX => None,
-            ns => Some(Duration::from_nanos(ns)),
-        }
-    }
-
-    /// Lets the generator issue IDs until the clock's monotonic time reaches
-    /// `deadline` and with timestamps up to `window_end` (inclusive).
-    pub(crate) fn open_until(&self, deadline: Duration, window_end: u64) {
-        self.window_end.store(window_end, Ordering::Release);
-        let deadline = u64::try_from(deadline.as_nanos())
-            .unwrap_or(u64::MAX)
-            .clamp(1, u64::MAX - 1);
-        self.opened_until_ns.store(deadline, Ordering::Release);
-        self.set_deadline(deadline);
-    }
-
-    /// Stops issuing IDs, at once.
-    pub(crate) fn close(&self) {
-        self.set_deadline(0);
-    }
-
-    /// The deadline in both terms; closing makes the fast path's fail
-    /// first.
-    fn set_deadline(&self, deadline: u64) {
-        let os = self.system.as_ref().map_or(0, |s| s.os_deadline(deadline));
-        if deadline == 0 {
-            self.os_deadline.store(os, Ordering::Release);
-            self.deadline_ns.store(deadline, Ordering::Release);
-        } else {
-            self.deadline_ns.store(deadline, Ordering::Release);
-            self.os_deadline.store(os, Ordering::Release);
-        }
-    }
 }
 
 /// The fast path's verdict on an operating system reading `os` of a clock
@@ -566,6 +526,18 @@ impl Generator {
 fn live_reading(os: u64, os_deadline: u64, to_since: i64, lag: u64) -> Option<(u64, u64)> {
     let since = (os as i64).wrapping_add(to_since);
     (os < os_deadline && since >= 0).then_some((since as u64, lag))
+}
+
+/// The time unit of a time since a layout's epoch in nanoseconds, for units
+/// of `unit_ms` milliseconds.
+#[inline(always)]
+fn unit_since(since_ns: u64, unit_ms: u64) -> u64 {
+    let ms = since_ns / 1_000_000;
+    if unit_ms == 1 {
+        ms
+    } else {
+        ms / unit_ms
+    }
 }
 
 /// Why no ID can be issued at the lease deadline `deadline` (0: closed).

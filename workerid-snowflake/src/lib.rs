@@ -38,7 +38,7 @@ pub use layout::{
     SONYFLAKE_V2_EPOCH, TWITTER_EPOCH,
 };
 pub use local::LocalGenerator;
-pub use ticking::TickingClock;
+pub use ticking::{StoredTime, TickingClock};
 pub use worker::{Worker, WorkerOptions, WorkerState};
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::Generator;
+use crate::generator::TickCell;
 use crate::{Error, Result};
 
 /// A handle for one thread (or task) that claims sequence numbers from a
@@ -55,6 +56,10 @@ pub struct LocalGenerator {
     /// sequence number in place: an ID is `base | seq << seq_shift`.
     base: u64,
     seq_shift: u32,
+    /// On a ticking clock: what its ticker keeps for the shared generator,
+    /// and the floor it has while the batch's unit is current.
+    tick: Option<Arc<TickCell>>,
+    floor: u64,
 }
 
 impl Generator {
@@ -76,6 +81,8 @@ impl Generator {
             end: 0,
             base: 0,
             seq_shift: self.layout().shifts().1,
+            tick: self.tick_cell().cloned(),
+            floor: 0,
         })
     }
 }
@@ -90,6 +97,13 @@ impl LocalGenerator {
     #[inline(always)]
     pub fn next_id(&mut self) -> Result<u64> {
         if self.next < self.end {
+            // On a ticking clock: the batch's unit is the one its ticker
+            // found, the lease live and the window open.
+            if let Some(tick) = &self.tick {
+                if tick.floor() == self.floor {
+                    return Ok(self.issue());
+                }
+            }
             if let Some((since, behind)) = self.shared.live_since_epoch() {
                 // The batch's unit must be the coarse reading's, or ahead of
                 // it by no more than the coarse clock's lag (it was claimed
@@ -100,13 +114,19 @@ impl LocalGenerator {
                     || (now_ts < self.ts
                         && self.ts <= self.shared.unit_since(since.saturating_add(behind)));
                 if in_unit && self.ts <= self.shared.window_end() {
-                    let seq = self.next;
-                    self.next += 1;
-                    return Ok(self.base | seq << self.seq_shift);
+                    return Ok(self.issue());
                 }
             }
         }
         self.refill()
+    }
+
+    /// The batch's next ID (there is one).
+    #[inline(always)]
+    fn issue(&mut self) -> u64 {
+        let seq = self.next;
+        self.next += 1;
+        self.base | seq << self.seq_shift
     }
 
     #[cold]
@@ -116,6 +136,7 @@ impl LocalGenerator {
         let (ts, seq, count) = self.shared.claim(self.batch)?;
         (self.ts, self.next, self.end) = (ts, seq + 1, seq + count);
         self.base = self.shared.layout().compose(ts, self.shared.worker_id(), 0);
+        self.floor = self.shared.unit_floor(ts);
         Ok(self.base | seq << self.seq_shift)
     }
 
@@ -133,7 +154,7 @@ mod tests {
     use std::sync::atomic::Ordering;
 
     use crate::clock::LaggingClock;
-    use crate::{FakeClock, Layout};
+    use crate::{Clock, FakeClock, Layout};
 
     const T0: Duration = Duration::from_secs(1_800_000_000);
 
@@ -215,6 +236,29 @@ mod tests {
             matches!(local.next_id(), Err(Error::NotReady { reason }) if reason.contains("window")),
             "a lowered window stops the batch in hand"
         );
+    }
+
+    #[test]
+    fn a_batch_on_a_ticking_clock_is_issued_from_its_floor_until_closed() {
+        use crate::TickingClock;
+        // A ticker that does not tick during the test, over a fake clock.
+        let base = Arc::new(FakeClock::at(T0));
+        let clock = Arc::new(TickingClock::over(base.clone(), Duration::from_secs(3_600)));
+        let g = Generator::new(Layout::classic(), 5, clock).unwrap();
+        let g = Arc::new(g.closed(Arc::new(tokio::sync::Notify::new())));
+        let lag = Duration::from_secs(7_200);
+        g.open_until(base.now().mono + lag + Duration::from_secs(60), 1 << 40);
+        let mut local = g.local(32).unwrap();
+        let first = local.next_id().unwrap();
+        let cell = g.tick_cell().expect("a cell");
+        assert_eq!(
+            local.floor,
+            cell.floor(),
+            "the batch is in the floor's unit"
+        );
+        assert!(local.next_id().unwrap() > first);
+        g.close();
+        assert!(matches!(local.next_id(), Err(Error::NotReady { .. })));
     }
 
     #[test]

@@ -1,19 +1,27 @@
-//! A clock the generator reads with plain loads: a thread of its own keeps
-//! the time.
+//! A clock a thread of its own keeps: the generator's fast path compares
+//! with what the ticker found instead of reading a clock.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use crate::clock::whole_nanos;
+use crate::generator::TickCell;
 use crate::{Clock, CoarseNanos, Reading, SystemClock};
 
 /// A clock whose cheap reading is the time a ticker thread stored at its
-/// last tick: the generator's hot path reads it with two plain loads
-/// instead of a call into the kernel's clock. Precise readings
-/// ([`now`](Clock::now)), the wall clock's resync and sleeps are those of
-/// the clock it ticks over, the [`SystemClock`] unless made with
-/// [`TickingClock::over`].
+/// last tick. Precise readings ([`now`](Clock::now)), the wall clock's
+/// resync and sleeps are those of the clock it ticks over, the
+/// [`SystemClock`] unless made with [`TickingClock::over`].
+///
+/// At each tick (and at once when a generator's lease deadline or window
+/// changes, or the clock resyncs) the ticker also works out, for each
+/// [`Generator`](crate::Generator) on the clock, the unit of the stored
+/// time, whether the lease is live by it and whether the unit is within
+/// the window, and stores the answer in the generator's memory as the
+/// smallest value its last ID may have in that unit. The generator's fast
+/// path is then one load and one comparison with its last ID, no clock
+/// read and no conversion, before its fetch-and-add.
 ///
 /// What stays true when the ticker is late (descheduled, the machine
 /// overloaded): the cheap reading is older, never newer, so IDs carry older
@@ -42,13 +50,7 @@ pub struct TickingClock<C: Clock = SystemClock> {
 #[derive(Debug)]
 struct Shared<C> {
     base: Arc<C>,
-    /// The base clock's reading at the last tick (ns); `NO_TICKER` in
-    /// `mono_ns` when no ticker runs.
-    mono_ns: AtomicU64,
-    wall_ns: AtomicU64,
-    /// How far behind the stored time may be when the ticker keeps up: two
-    /// periods.
-    behind_ns: u64,
+    stored: Arc<Stored>,
     period: Duration,
     ticks: AtomicU64,
     /// Held while storing a reading, so a resync's reading is never
@@ -56,28 +58,54 @@ struct Shared<C> {
     storing: Mutex<()>,
 }
 
+/// What the ticker stores, apart from the clock it ticks over (so a
+/// generator holds it whatever that clock's type).
+#[derive(Debug)]
+struct Stored {
+    /// The base clock's reading at the last tick (ns); `NO_TICKER` in
+    /// `mono_ns` when no ticker runs.
+    mono_ns: AtomicU64,
+    wall_ns: AtomicU64,
+    /// How far behind the stored time may be when the ticker keeps up: two
+    /// periods.
+    behind_ns: u64,
+    /// What the ticker keeps for each generator on the clock, held
+    /// weakly: a dropped generator's is forgotten at the next tick.
+    followers: Mutex<Vec<Weak<TickCell>>>,
+}
+
 /// `mono_ns` of a clock without a ticker: every reading is precise.
 const NO_TICKER: u64 = u64::MAX;
 
 impl<C: Clock> Shared<C> {
+    /// Stores the base clock's time, then the followers' cells from it.
     fn store_now(&self) {
         let _storing = self.storing.lock().unwrap_or_else(|e| e.into_inner());
         let now = CoarseNanos::exact(self.base.now());
-        self.wall_ns.store(now.wall, Ordering::Release);
-        self.mono_ns.store(now.mono, Ordering::Release);
+        let stored = &self.stored;
+        stored.wall_ns.store(now.wall, Ordering::Release);
+        stored.mono_ns.store(now.mono, Ordering::Release);
+        let mut followers = stored.followers.lock().unwrap_or_else(|e| e.into_inner());
+        followers.retain(|follower| match follower.upgrade() {
+            Some(cell) => {
+                cell.update();
+                true
+            }
+            None => false,
+        });
     }
 
     /// The stored time (the base clock's precise time when no ticker runs).
     #[inline(always)]
     fn stored(&self) -> CoarseNanos {
-        let mono = self.mono_ns.load(Ordering::Acquire);
+        let mono = self.stored.mono_ns.load(Ordering::Acquire);
         if mono == NO_TICKER {
             return CoarseNanos::exact(self.base.now());
         }
         CoarseNanos {
             mono,
-            wall: self.wall_ns.load(Ordering::Acquire),
-            behind: self.behind_ns,
+            wall: self.stored.wall_ns.load(Ordering::Acquire),
+            behind: self.stored.behind_ns,
         }
     }
 }
@@ -123,9 +151,12 @@ impl<C: Clock> TickingClock<C> {
         let period = period.max(Duration::from_micros(10));
         let shared = Arc::new(Shared {
             base,
-            mono_ns: AtomicU64::new(NO_TICKER),
-            wall_ns: AtomicU64::new(0),
-            behind_ns: whole_nanos(period).saturating_mul(2),
+            stored: Arc::new(Stored {
+                mono_ns: AtomicU64::new(NO_TICKER),
+                wall_ns: AtomicU64::new(0),
+                behind_ns: whole_nanos(period).saturating_mul(2),
+                followers: Mutex::new(Vec::new()),
+            }),
             period,
             ticks: AtomicU64::new(0),
             storing: Mutex::new(()),
@@ -139,7 +170,7 @@ impl<C: Clock> TickingClock<C> {
             // Without a ticker the stored time would never move: every
             // reading goes to the precise clock instead.
             tracing::warn!("no ticker thread ({e}): the clock reads its base clock");
-            shared.mono_ns.store(NO_TICKER, Ordering::Release);
+            shared.stored.mono_ns.store(NO_TICKER, Ordering::Release);
         }
         TickingClock { shared }
     }
@@ -160,24 +191,45 @@ impl<C: Clock> TickingClock<C> {
     }
 }
 
-impl TickingClock {
-    /// The stored time, for a generator to keep beside the clock.
-    pub(crate) fn stored_time(&self) -> StoredTime {
-        StoredTime(self.shared.clone())
-    }
-}
-
-/// A [`TickingClock`]'s stored time held directly: a generator reads it one
-/// pointer away rather than two (through the clock, then its shared state),
-/// a dependent load less before the fetch-and-add.
+/// The time the ticker of a [`TickingClock`] stores, as a
+/// [`Generator`](crate::Generator) holds it: the generator reads it without
+/// a call through the clock, and the ticker keeps what the generator's fast
+/// path compares with at each tick. Only a [`TickingClock`] whose ticker
+/// runs gives one ([`Clock::stored_time`]); nothing else can be done with
+/// it.
 #[derive(Debug, Clone)]
-pub(crate) struct StoredTime(Arc<Shared<SystemClock>>);
+pub struct StoredTime(Arc<Stored>);
 
 impl StoredTime {
-    /// The clock's [`now_coarse_nanos`](Clock::now_coarse_nanos).
+    /// The stored monotonic and wall times (ns), as
+    /// [`now_coarse_nanos`](Clock::now_coarse_nanos) gives them.
     #[inline(always)]
-    pub(crate) fn now_coarse_nanos(&self) -> CoarseNanos {
-        self.0.stored()
+    pub(crate) fn read(&self) -> (u64, u64) {
+        (
+            self.0.mono_ns.load(Ordering::Acquire),
+            self.0.wall_ns.load(Ordering::Acquire),
+        )
+    }
+
+    /// Has the ticker update `cell` at every tick from now on.
+    pub(crate) fn follow(&self, cell: Weak<TickCell>) {
+        self.0
+            .followers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(cell);
+    }
+
+    /// How far behind the precise time a reading may be (ns).
+    pub(crate) fn lag(&self) -> u64 {
+        self.0.behind_ns
+    }
+
+    /// The stored monotonic time from which the lease may be past
+    /// `deadline_mono_ns` (the stored time plus its lag at or past it): a
+    /// reading below it is surely before the deadline.
+    pub(crate) fn deadline(&self, deadline_mono_ns: u64) -> u64 {
+        deadline_mono_ns.saturating_sub(self.0.behind_ns)
     }
 }
 
@@ -225,13 +277,21 @@ impl<C: Clock> Clock for TickingClock<C> {
     /// clock set back is never read ahead from a reading stored before.
     fn resync(&self) {
         self.shared.base.resync();
-        if self.shared.mono_ns.load(Ordering::Acquire) != NO_TICKER {
+        if self.shared.stored.mono_ns.load(Ordering::Acquire) != NO_TICKER {
             self.shared.store_now();
         }
     }
 
     fn real_time(&self) -> bool {
         self.shared.base.real_time()
+    }
+
+    /// The stored time, while the ticker runs (it could be started, which
+    /// is known for good once the clock is made).
+    fn stored_time(&self) -> Option<StoredTime> {
+        let stored = &self.shared.stored;
+        let ticking = stored.mono_ns.load(Ordering::Acquire) != NO_TICKER;
+        ticking.then(|| StoredTime(stored.clone()))
     }
 }
 
@@ -270,6 +330,24 @@ mod tests {
         );
         clock.sleep(Duration::from_millis(3));
         assert_eq!(base.now().mono, Duration::from_millis(3));
+    }
+
+    #[test]
+    fn a_dropped_generators_cell_is_forgotten_at_the_next_tick() {
+        let clock = Arc::new(TickingClock::with_period(Duration::from_micros(100)));
+        let followers = || clock.shared.stored.followers.lock().unwrap().len();
+        let g = crate::Generator::new(crate::Layout::classic(), 1, clock.clone()).unwrap();
+        assert_eq!(followers(), 1);
+        drop(g);
+        let waited = std::time::Instant::now();
+        while followers() != 0 {
+            assert!(
+                waited.elapsed() < Duration::from_secs(10),
+                "never forgotten"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(clock.stored_time().is_some(), "the ticker runs on");
     }
 
     #[test]

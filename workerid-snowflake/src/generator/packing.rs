@@ -76,6 +76,13 @@ impl Packing {
         (last & self.below_ts).wrapping_sub(self.fill) < self.seq_limit
     }
 
+    /// The largest sequence number in place: a value of `last` less its
+    /// unit's sequence-0 value is below it when it is issuable.
+    #[inline(always)]
+    pub(crate) fn seq_limit(&self) -> u64 {
+        self.seq_limit
+    }
+
     /// What one increment of the sequence adds to `last`.
     #[inline(always)]
     pub(crate) fn step(&self) -> u64 {

@@ -1,6 +1,6 @@
 use super::*;
 use crate::clock::LaggingClock;
-use crate::{FakeClock, FieldOrder};
+use crate::{FakeClock, FieldOrder, TickingClock};
 
 const T0: Duration = Duration::from_secs(1_800_000_000);
 

@@ -1,0 +1,107 @@
+//! What a worker sets on its generator (the lease deadline, the window
+//! reserved in the store, the seal when it stops) and the last used
+//! timestamp it reads for the store's watermark.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::{Generator, SEALED};
+
+impl Generator {
+    /// The timestamp (in layout units) of the last ID (libx.net/workerid's `LastUsedTimestamp`).
+    pub fn last_used_timestamp(&self) -> u64 {
+        let last = match self.last.load(Ordering::Acquire) {
+            sealed if sealed >= SEALED => self.sealed_last.load(Ordering::Acquire),
+            last => last,
+        };
+        self.packing.ts(last)
+    }
+
+    /// Closes the generator for good and returns the timestamp (in layout
+    /// units) of the last ID it issued: final even against calls in flight,
+    /// whose compare-and-swap or increment of `last` fails from here on.
+    /// What a worker leaves for the next holder when it stops.
+    pub(crate) fn seal(&self) -> u64 {
+        self.close();
+        let last = match self.last.swap(SEALED, Ordering::AcqRel) {
+            sealed if sealed >= SEALED => self.sealed_last.load(Ordering::Acquire),
+            last => last,
+        };
+        self.sealed_last.store(last, Ordering::Release);
+        self.meters.count_unit(
+            self.packing.dense(last),
+            u32::from(self.layout.sequence_bits()),
+        );
+        self.packing.ts(last)
+    }
+
+    /// Raises the last used timestamp to `ts` (libx.net/workerid's
+    /// `SetLastUsedTimestamp`): every later ID of [`next_id`](Self::next_id)
+    /// and of every batch a [`LocalGenerator`](super::LocalGenerator) claims
+    /// later has a larger timestamp (a batch claimed before may still be
+    /// issued; call it before handing the generator out). Never lowers it.
+    pub fn set_last_used_timestamp(&self, ts: u64) {
+        let floor = self.packing.pack(ts, self.layout.max_sequence());
+        self.last.fetch_max(floor, Ordering::AcqRel);
+    }
+
+    /// The largest timestamp (in layout units) this generator may use: the
+    /// upper end of the time window its worker reserved in the store as the
+    /// lease's watermark (the layout's maximum for a generator made with
+    /// [`Generator::new`]). Lowered when a renewal reserves a lower window
+    /// (the wall clock went back).
+    #[inline]
+    pub fn window_end(&self) -> u64 {
+        self.window_end.load(Ordering::Acquire)
+    }
+
+    /// The lease deadline the generator was last opened until, on its
+    /// clock's monotonic time ([`Reading::mono`](super::Reading::mono)): no
+    /// ID is issued at or after it. It stays readable after the generator
+    /// closes (stop, lost lease), so an observer can compare the instants of
+    /// issued IDs with it. `None` for a generator made with
+    /// [`Generator::new`] (no lease, no deadline); zero for a worker's
+    /// generator that was never opened.
+    pub fn lease_deadline(&self) -> Option<Duration> {
+        match self.opened_until_ns.load(Ordering::Acquire) {
+            u64::MAX => None,
+            ns => Some(Duration::from_nanos(ns)),
+        }
+    }
+
+    /// Lets the generator issue IDs until the clock's monotonic time reaches
+    /// `deadline` and with timestamps up to `window_end` (inclusive).
+    pub(crate) fn open_until(&self, deadline: Duration, window_end: u64) {
+        self.window_end.store(window_end, Ordering::Release);
+        let deadline = u64::try_from(deadline.as_nanos())
+            .unwrap_or(u64::MAX)
+            .clamp(1, u64::MAX - 1);
+        self.opened_until_ns.store(deadline, Ordering::Release);
+        self.set_deadline(deadline);
+    }
+
+    /// Stops issuing IDs, at once.
+    pub(crate) fn close(&self) {
+        self.set_deadline(0);
+    }
+
+    /// The deadline in both terms; closing makes the fast path's fail
+    /// first.
+    fn set_deadline(&self, deadline: u64) {
+        let fast = match (&self.system, &self.tick) {
+            (Some(system), _) => system.os_deadline(deadline),
+            (None, Some(tick)) => tick.stored().deadline(deadline),
+            (None, None) => 0,
+        };
+        if deadline == 0 {
+            self.fast_deadline.store(fast, Ordering::Release);
+            self.deadline_ns.store(deadline, Ordering::Release);
+        } else {
+            self.deadline_ns.store(deadline, Ordering::Release);
+            self.fast_deadline.store(fast, Ordering::Release);
+        }
+        if let Some(tick) = &self.tick {
+            tick.set(deadline, self.window_end.load(Ordering::Acquire));
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! What the ticker of a [`TickingClock`](crate::TickingClock) keeps for one
+//! generator: the values of `last` the fast path may increment, as of the
+//! clock's last tick, so that the fast path compares `last` with one
+//! number instead of reading the clock and converting its time.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::{unit_since, Packing};
+use crate::ticking::StoredTime;
+
+/// The floor of a cell that admits nothing: every value of `last` less it
+/// wraps to at least 2^62 - 1, and no layout's sequence range in place
+/// reaches 2^62 (the timestamp takes at least the top bit below the sign).
+const ADMITS_NOTHING: u64 = 1 << 63;
+
+/// Whether a cell with `floor` admits `last`, for a layout whose sequence
+/// range in place is `seq_limit`: one subtraction and one comparison.
+#[inline(always)]
+fn admitted(last: u64, floor: u64, seq_limit: u64) -> bool {
+    last.wrapping_sub(floor) < seq_limit
+}
+
+/// A generator's view of its ticking clock, set at each tick and at each
+/// change of the lease deadline or the window.
+#[derive(Debug)]
+pub(crate) struct TickCell {
+    /// `last` with sequence number 0 in the unit of the clock's stored time,
+    /// while the lease is live by that time (plus its lag) and the unit is
+    /// within the window; `ADMITS_NOTHING` otherwise.
+    floor: AtomicU64,
+    /// The largest sequence number in place: `last - floor` below it is a
+    /// value of `last` in the floor's unit with a sequence number left.
+    seq_limit: u64,
+    stored: StoredTime,
+    /// The lease deadline in the stored time's terms
+    /// ([`StoredTime::deadline`]) and the window's end, as the generator
+    /// last set them.
+    deadline: AtomicU64,
+    window_end: AtomicU64,
+    epoch_ns: u64,
+    unit_ms: u64,
+    packing: Packing,
+    /// Held while setting `floor`, so that a floor worked out from a
+    /// deadline or window since replaced never overwrites a newer one.
+    setting: Mutex<()>,
+}
+
+impl TickCell {
+    /// A cell for a generator of `packing`'s layout (its epoch and unit
+    /// given in ns and ms), live (no deadline) up to `window_end`, which
+    /// the clock's ticker sets from now on.
+    pub(crate) fn follow(
+        stored: StoredTime,
+        packing: Packing,
+        epoch_ns: u64,
+        unit_ms: u64,
+        window_end: u64,
+    ) -> Arc<Self> {
+        let cell = Arc::new(TickCell {
+            floor: AtomicU64::new(ADMITS_NOTHING),
+            seq_limit: packing.seq_limit(),
+            stored,
+            deadline: AtomicU64::new(u64::MAX),
+            window_end: AtomicU64::new(window_end),
+            epoch_ns,
+            unit_ms,
+            packing,
+            setting: Mutex::new(()),
+        });
+        cell.stored.follow(Arc::downgrade(&cell));
+        cell.update();
+        cell
+    }
+
+    /// The clock's stored time.
+    #[inline(always)]
+    pub(crate) fn stored(&self) -> &StoredTime {
+        &self.stored
+    }
+
+    /// Whether `last` may be incremented on the fast path: it is in the
+    /// unit of the clock's stored time with a sequence number left, the
+    /// lease is live by that time and the unit within the window.
+    #[inline(always)]
+    pub(crate) fn admits(&self, last: u64) -> bool {
+        admitted(last, self.floor.load(Ordering::Acquire), self.seq_limit)
+    }
+
+    /// The floor: `last` with sequence number 0 in the current unit, or a
+    /// value no such `last` has when nothing is admitted.
+    #[inline(always)]
+    pub(crate) fn floor(&self) -> u64 {
+        self.floor.load(Ordering::Acquire)
+    }
+
+    /// Sets the lease deadline (on the clock's monotonic time, ns; 0:
+    /// closed) and the window's end, and the floor from them at once.
+    pub(crate) fn set(&self, deadline_mono_ns: u64, window_end: u64) {
+        self.deadline
+            .store(self.stored.deadline(deadline_mono_ns), Ordering::Release);
+        self.window_end.store(window_end, Ordering::Release);
+        self.update();
+    }
+
+    /// Sets the floor from the clock's stored time, the deadline and the
+    /// window as they are now (what the ticker calls at each tick).
+    pub(crate) fn update(&self) {
+        let _setting = self.setting.lock().unwrap_or_else(|e| e.into_inner());
+        let (mono, wall) = self.stored.read();
+        let floor = match wall.checked_sub(self.epoch_ns) {
+            Some(since) if mono < self.deadline.load(Ordering::Acquire) => {
+                let unit = unit_since(since, self.unit_ms);
+                if unit <= self.window_end.load(Ordering::Acquire) {
+                    self.packing.pack(unit, 0)
+                } else {
+                    ADMITS_NOTHING
+                }
+            }
+            _ => ADMITS_NOTHING,
+        };
+        self.floor.store(floor, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests;
