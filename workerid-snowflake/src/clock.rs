@@ -87,7 +87,10 @@ pub trait Clock: Any + Debug + Send + Sync + 'static {
     /// The time a ticker keeps for this clock in memory, for a
     /// [`Generator`](crate::Generator) to read without calling the clock:
     /// only a [`TickingClock`](crate::TickingClock) whose ticker runs gives
-    /// one. Other clocks keep this default, `None`.
+    /// one. Other clocks keep this default, `None`; a clock that wraps a
+    /// `TickingClock` forwards its stored time only if its own coarse
+    /// readings are that clock's, and holds that clock for as long as it
+    /// forwards it (a generator trusts the stored time as the clock's).
     fn stored_time(&self) -> Option<crate::StoredTime> {
         None
     }

@@ -2,7 +2,7 @@
 
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -86,6 +86,9 @@ pub struct Generator {
     /// fixed), kept here so the fast path reads it without going through
     /// the clock's `Arc`.
     fast_lag: u64,
+    /// Held while the deadline or the window changes (see
+    /// `changing_lease`).
+    changing_lease: Mutex<()>,
     /// The last deadline `open_until` set (ns), kept when the generator
     /// closes; `u64::MAX` for an open generator that never had one.
     opened_until_ns: AtomicU64,
@@ -177,7 +180,7 @@ impl Generator {
         let epoch_ns = millis(layout.epoch()).saturating_mul(1_000_000);
         let unit_ms = millis(layout.unit());
         let tick = clock.stored_time().map(|stored| {
-            TickCell::follow(stored, packing, epoch_ns, unit_ms, layout.max_timestamp())
+            TickCell::new(stored, packing, epoch_ns, unit_ms, layout.max_timestamp())
         });
         let fast_lag = match (&system, &tick) {
             (Some(system), _) => system.os_coarse_lag(),
@@ -196,6 +199,7 @@ impl Generator {
             deadline_ns: AtomicU64::new(u64::MAX),
             fast_deadline: AtomicU64::new(u64::MAX),
             fast_lag,
+            changing_lease: Mutex::new(()),
             opened_until_ns: AtomicU64::new(u64::MAX),
             leave: None,
             left: AtomicBool::new(false),
@@ -490,8 +494,8 @@ impl Generator {
         self.tick.as_ref()
     }
 
-    /// The floor a [`TickCell`] has while `ts` is the current unit.
-    pub(crate) fn unit_floor(&self, ts: u64) -> u64 {
+    /// The unit base a [`TickCell`] has while `ts` is the current unit.
+    pub(crate) fn unit_base(&self, ts: u64) -> u64 {
         self.packing.pack(ts, 0)
     }
 

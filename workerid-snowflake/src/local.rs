@@ -57,9 +57,9 @@ pub struct LocalGenerator {
     base: u64,
     seq_shift: u32,
     /// On a ticking clock: what its ticker keeps for the shared generator,
-    /// and the floor it has while the batch's unit is current.
+    /// and the unit base it has while the batch's unit is current.
     tick: Option<Arc<TickCell>>,
-    floor: u64,
+    unit_base: u64,
 }
 
 impl Generator {
@@ -82,7 +82,7 @@ impl Generator {
             base: 0,
             seq_shift: self.layout().shifts().1,
             tick: self.tick_cell().cloned(),
-            floor: 0,
+            unit_base: 0,
         })
     }
 }
@@ -100,7 +100,7 @@ impl LocalGenerator {
             // On a ticking clock: the batch's unit is the one its ticker
             // found, the lease live and the window open.
             if let Some(tick) = &self.tick {
-                if tick.floor() == self.floor {
+                if tick.unit_base() == self.unit_base {
                     return Ok(self.issue());
                 }
             }
@@ -136,7 +136,7 @@ impl LocalGenerator {
         let (ts, seq, count) = self.shared.claim(self.batch)?;
         (self.ts, self.next, self.end) = (ts, seq + 1, seq + count);
         self.base = self.shared.layout().compose(ts, self.shared.worker_id(), 0);
-        self.floor = self.shared.unit_floor(ts);
+        self.unit_base = self.shared.unit_base(ts);
         Ok(self.base | seq << self.seq_shift)
     }
 
@@ -239,22 +239,22 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_on_a_ticking_clock_is_issued_from_its_floor_until_closed() {
+    fn a_batch_on_a_ticking_clock_is_issued_while_its_unit_is_the_cells() {
         use crate::TickingClock;
         // A ticker that does not tick during the test, over a fake clock.
         let base = Arc::new(FakeClock::at(T0));
         let clock = Arc::new(TickingClock::over(base.clone(), Duration::from_secs(3_600)));
         let g = Generator::new(Layout::classic(), 5, clock).unwrap();
         let g = Arc::new(g.closed(Arc::new(tokio::sync::Notify::new())));
-        let lag = Duration::from_secs(7_200);
+        let cell = g.tick_cell().expect("a cell").clone();
+        let lag = Duration::from_nanos(cell.stored().lag());
         g.open_until(base.now().mono + lag + Duration::from_secs(60), 1 << 40);
         let mut local = g.local(32).unwrap();
         let first = local.next_id().unwrap();
-        let cell = g.tick_cell().expect("a cell");
         assert_eq!(
-            local.floor,
-            cell.floor(),
-            "the batch is in the floor's unit"
+            local.unit_base,
+            cell.unit_base(),
+            "the batch is in the cell's unit"
         );
         assert!(local.next_id().unwrap() > first);
         g.close();

@@ -1,6 +1,20 @@
 //! Checks the crate's tests share.
 
 use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::{FieldOrder, Layout, CLASSIC_EPOCH};
+
+/// Layouts of each field order and of several field sizes.
+pub(crate) fn layouts() -> Vec<Layout> {
+    vec![
+        Layout::classic(),
+        Layout::sonyflake(),
+        Layout::classic().with_field_order(FieldOrder::SequenceThenWorker),
+        Layout::new(41, 2, 20, Duration::from_millis(1), CLASSIC_EPOCH).expect("layout"),
+        Layout::new(41, 1, 21, Duration::from_millis(1), CLASSIC_EPOCH).expect("layout"),
+    ]
+}
 
 /// Fails when two of `ids` are equal; `between` names where they came
 /// from.

@@ -14,14 +14,15 @@ use crate::{Clock, CoarseNanos, Reading, SystemClock};
 /// resync and sleeps are those of the clock it ticks over, the
 /// [`SystemClock`] unless made with [`TickingClock::over`].
 ///
-/// At each tick (and at once when a generator's lease deadline or window
-/// changes, or the clock resyncs) the ticker also works out, for each
+/// At each tick the ticker also works out, for each
 /// [`Generator`](crate::Generator) on the clock, the unit of the stored
 /// time, whether the lease is live by it and whether the unit is within
 /// the window, and stores the answer in the generator's memory as the
-/// smallest value its last ID may have in that unit. The generator's fast
-/// path is then one load and one comparison with its last ID, no clock
-/// read and no conversion, before its fetch-and-add.
+/// smallest value its last ID may have in that unit; a generator whose
+/// lease deadline or window changes works it out again at once, and so
+/// does a resync. The generator's fast path is then one load and one
+/// comparison with its last ID, no clock read and no conversion, before
+/// its fetch-and-add.
 ///
 /// What stays true when the ticker is late (descheduled, the machine
 /// overloaded): the cheap reading is older, never newer, so IDs carry older
@@ -74,25 +75,38 @@ struct Stored {
     followers: Mutex<Vec<Weak<TickCell>>>,
 }
 
-/// `mono_ns` of a clock without a ticker: every reading is precise.
-const NO_TICKER: u64 = u64::MAX;
-
-impl<C: Clock> Shared<C> {
-    /// Stores the base clock's time, then the followers' cells from it.
-    fn store_now(&self) {
-        let _storing = self.storing.lock().unwrap_or_else(|e| e.into_inner());
-        let now = CoarseNanos::exact(self.base.now());
-        let stored = &self.stored;
-        stored.wall_ns.store(now.wall, Ordering::Release);
-        stored.mono_ns.store(now.mono, Ordering::Release);
-        let mut followers = stored.followers.lock().unwrap_or_else(|e| e.into_inner());
+impl Stored {
+    /// Calls `f` on each follower's cell, forgetting those of dropped
+    /// generators.
+    fn each_follower(&self, f: impl Fn(&TickCell)) {
+        let mut followers = self.followers.lock().unwrap_or_else(|e| e.into_inner());
         followers.retain(|follower| match follower.upgrade() {
             Some(cell) => {
-                cell.update();
+                f(&cell);
                 true
             }
             None => false,
         });
+    }
+}
+
+/// `mono_ns` of a clock without a ticker: every reading is precise.
+const NO_TICKER: u64 = u64::MAX;
+
+impl<C: Clock> Shared<C> {
+    /// Stores the base clock's time, then sets the followers' cells from
+    /// it. A wall time set back shuts every cell first, so that none admits
+    /// the former unit once the new time is stored.
+    fn store_now(&self) {
+        let _storing = self.storing.lock().unwrap_or_else(|e| e.into_inner());
+        let now = CoarseNanos::exact(self.base.now());
+        let stored = &self.stored;
+        if now.wall < stored.wall_ns.load(Ordering::Acquire) {
+            stored.each_follower(|cell| cell.shut());
+        }
+        stored.wall_ns.store(now.wall, Ordering::Release);
+        stored.mono_ns.store(now.mono, Ordering::Release);
+        stored.each_follower(|cell| cell.update());
     }
 
     /// The stored time (the base clock's precise time when no ticker runs).
@@ -162,10 +176,10 @@ impl<C: Clock> TickingClock<C> {
             storing: Mutex::new(()),
         });
         shared.store_now();
-        let weak = Arc::downgrade(&shared);
+        let (weak, stored) = (Arc::downgrade(&shared), shared.stored.clone());
         let spawned = std::thread::Builder::new()
             .name("workerid-ticker".into())
-            .spawn(move || tick(&weak, period));
+            .spawn(move || tick(&weak, &stored, period));
         if let Err(e) = spawned {
             // Without a ticker the stored time would never move: every
             // reading goes to the precise clock instead.
@@ -234,10 +248,14 @@ impl StoredTime {
 }
 
 /// The ticker: stores the time every `period` until the clock is gone.
-fn tick<C: Clock>(shared: &Weak<Shared<C>>, period: Duration) {
+fn tick<C: Clock>(shared: &Weak<Shared<C>>, stored: &Stored, period: Duration) {
     loop {
         std::thread::sleep(period);
         let Some(shared) = shared.upgrade() else {
+            // A generator that still holds the stored time (through a clock
+            // that handed it on) reads it frozen: its cell admits nothing,
+            // so its IDs go through the checks of the general path.
+            stored.each_follower(TickCell::shut);
             return;
         };
         shared.store_now();
@@ -347,7 +365,14 @@ mod tests {
             );
             std::thread::sleep(Duration::from_millis(1));
         }
-        assert!(clock.stored_time().is_some(), "the ticker runs on");
+        let ticks = clock.ticks();
+        while clock.ticks() == ticks {
+            assert!(
+                waited.elapsed() < Duration::from_secs(10),
+                "the ticker runs on"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     #[test]

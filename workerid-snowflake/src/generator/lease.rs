@@ -72,6 +72,7 @@ impl Generator {
     /// Lets the generator issue IDs until the clock's monotonic time reaches
     /// `deadline` and with timestamps up to `window_end` (inclusive).
     pub(crate) fn open_until(&self, deadline: Duration, window_end: u64) {
+        let _changing = self.changing_lease();
         self.window_end.store(window_end, Ordering::Release);
         let deadline = u64::try_from(deadline.as_nanos())
             .unwrap_or(u64::MAX)
@@ -82,26 +83,40 @@ impl Generator {
 
     /// Stops issuing IDs, at once.
     pub(crate) fn close(&self) {
+        let _changing = self.changing_lease();
         self.set_deadline(0);
     }
 
-    /// The deadline in both terms; closing makes the fast path's fail
-    /// first.
+    /// Held while the deadline or the window changes: a close and an
+    /// opening that race end in the order they took it, every fast path's
+    /// gate included (each is set in steps).
+    fn changing_lease(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.changing_lease
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The deadline in every term a fast path compares with; closing makes
+    /// the fast paths fail first, opening makes them pass last.
     fn set_deadline(&self, deadline: u64) {
         let fast = match (&self.system, &self.tick) {
             (Some(system), _) => system.os_deadline(deadline),
             (None, Some(tick)) => tick.stored().deadline(deadline),
             (None, None) => 0,
         };
+        let window_end = self.window_end.load(Ordering::Acquire);
         if deadline == 0 {
+            if let Some(tick) = &self.tick {
+                tick.set(deadline, window_end);
+            }
             self.fast_deadline.store(fast, Ordering::Release);
             self.deadline_ns.store(deadline, Ordering::Release);
         } else {
             self.deadline_ns.store(deadline, Ordering::Release);
             self.fast_deadline.store(fast, Ordering::Release);
-        }
-        if let Some(tick) = &self.tick {
-            tick.set(deadline, self.window_end.load(Ordering::Acquire));
+            if let Some(tick) = &self.tick {
+                tick.set(deadline, window_end);
+            }
         }
     }
 }

@@ -112,20 +112,9 @@ impl Packing {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
-    use crate::{FieldOrder, CLASSIC_EPOCH};
-
-    fn layouts() -> Vec<Layout> {
-        vec![
-            Layout::classic(),
-            Layout::sonyflake(),
-            Layout::classic().with_field_order(FieldOrder::SequenceThenWorker),
-            Layout::new(41, 2, 20, Duration::from_millis(1), CLASSIC_EPOCH).expect("layout"),
-            Layout::new(41, 1, 21, Duration::from_millis(1), CLASSIC_EPOCH).expect("layout"),
-        ]
-    }
+    use crate::test_support::layouts;
+    use crate::FieldOrder;
 
     #[test]
     fn the_id_is_the_layouts_composition() {

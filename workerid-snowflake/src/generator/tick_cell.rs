@@ -9,29 +9,30 @@ use std::sync::{Arc, Mutex};
 use super::{unit_since, Packing};
 use crate::ticking::StoredTime;
 
-/// The floor of a cell that admits nothing: every value of `last` less it
-/// wraps to at least 2^62 - 1, and no layout's sequence range in place
-/// reaches 2^62 (the timestamp takes at least the top bit below the sign).
-const ADMITS_NOTHING: u64 = 1 << 63;
-
-/// Whether a cell with `floor` admits `last`, for a layout whose sequence
-/// range in place is `seq_limit`: one subtraction and one comparison.
+/// Whether a cell whose unit base is `base` admits `last`, for a layout
+/// whose sequence range in place is `seq_limit`: one subtraction and one
+/// comparison. Admitted are the values from `base` up to the unit's
+/// second-to-last sequence number; with `base` at `seq_limit`'s negation
+/// (the cell's "nothing"), only values within `seq_limit` of 2^64, which
+/// `last` never reaches (see `SEALED`).
 #[inline(always)]
-fn admitted(last: u64, floor: u64, seq_limit: u64) -> bool {
-    last.wrapping_sub(floor) < seq_limit
+fn admitted(last: u64, base: u64, seq_limit: u64) -> bool {
+    last.wrapping_sub(base) < seq_limit
 }
 
-/// A generator's view of its ticking clock, set at each tick and at each
-/// change of the lease deadline or the window.
+/// A generator's view of its ticking clock, set by the ticker at each tick
+/// and by the generator at each change of its lease deadline or window.
 #[derive(Debug)]
 pub(crate) struct TickCell {
-    /// `last` with sequence number 0 in the unit of the clock's stored time,
-    /// while the lease is live by that time (plus its lag) and the unit is
-    /// within the window; `ADMITS_NOTHING` otherwise.
-    floor: AtomicU64,
-    /// The largest sequence number in place: `last - floor` below it is a
-    /// value of `last` in the floor's unit with a sequence number left.
+    /// `last` with sequence number 0 in the unit of the clock's stored
+    /// time, while the lease is live by that time (plus its lag) and the
+    /// unit is within the window; `nothing` otherwise.
+    unit_base: AtomicU64,
+    /// The largest sequence number in place: `last - unit_base` below it is
+    /// a value of `last` in the base's unit with a sequence number left.
     seq_limit: u64,
+    /// The unit base that admits no value of `last`.
+    nothing: u64,
     stored: StoredTime,
     /// The lease deadline in the stored time's terms
     /// ([`StoredTime::deadline`]) and the window's end, as the generator
@@ -41,25 +42,27 @@ pub(crate) struct TickCell {
     epoch_ns: u64,
     unit_ms: u64,
     packing: Packing,
-    /// Held while setting `floor`, so that a floor worked out from a
+    /// Held while setting `unit_base`, so that a base worked out from a
     /// deadline or window since replaced never overwrites a newer one.
     setting: Mutex<()>,
 }
 
 impl TickCell {
     /// A cell for a generator of `packing`'s layout (its epoch and unit
-    /// given in ns and ms), live (no deadline) up to `window_end`, which
-    /// the clock's ticker sets from now on.
-    pub(crate) fn follow(
+    /// given in ns and ms), live (no deadline) up to `window_end`, that the
+    /// clock's ticker updates from now on.
+    pub(crate) fn new(
         stored: StoredTime,
         packing: Packing,
         epoch_ns: u64,
         unit_ms: u64,
         window_end: u64,
     ) -> Arc<Self> {
+        let nothing = packing.seq_limit().wrapping_neg();
         let cell = Arc::new(TickCell {
-            floor: AtomicU64::new(ADMITS_NOTHING),
+            unit_base: AtomicU64::new(nothing),
             seq_limit: packing.seq_limit(),
+            nothing,
             stored,
             deadline: AtomicU64::new(u64::MAX),
             window_end: AtomicU64::new(window_end),
@@ -84,18 +87,18 @@ impl TickCell {
     /// lease is live by that time and the unit within the window.
     #[inline(always)]
     pub(crate) fn admits(&self, last: u64) -> bool {
-        admitted(last, self.floor.load(Ordering::Acquire), self.seq_limit)
+        admitted(last, self.unit_base(), self.seq_limit)
     }
 
-    /// The floor: `last` with sequence number 0 in the current unit, or a
-    /// value no such `last` has when nothing is admitted.
+    /// `last` with sequence number 0 in the current unit, or a value no
+    /// such `last` has when nothing is admitted.
     #[inline(always)]
-    pub(crate) fn floor(&self) -> u64 {
-        self.floor.load(Ordering::Acquire)
+    pub(crate) fn unit_base(&self) -> u64 {
+        self.unit_base.load(Ordering::Acquire)
     }
 
     /// Sets the lease deadline (on the clock's monotonic time, ns; 0:
-    /// closed) and the window's end, and the floor from them at once.
+    /// closed) and the window's end, and the unit base from them at once.
     pub(crate) fn set(&self, deadline_mono_ns: u64, window_end: u64) {
         self.deadline
             .store(self.stored.deadline(deadline_mono_ns), Ordering::Release);
@@ -103,23 +106,31 @@ impl TickCell {
         self.update();
     }
 
-    /// Sets the floor from the clock's stored time, the deadline and the
-    /// window as they are now (what the ticker calls at each tick).
+    /// Sets the unit base from the clock's stored time, the deadline and
+    /// the window as they are now (what the ticker calls at each tick).
     pub(crate) fn update(&self) {
         let _setting = self.setting.lock().unwrap_or_else(|e| e.into_inner());
         let (mono, wall) = self.stored.read();
-        let floor = match wall.checked_sub(self.epoch_ns) {
+        let base = match wall.checked_sub(self.epoch_ns) {
             Some(since) if mono < self.deadline.load(Ordering::Acquire) => {
                 let unit = unit_since(since, self.unit_ms);
                 if unit <= self.window_end.load(Ordering::Acquire) {
                     self.packing.pack(unit, 0)
                 } else {
-                    ADMITS_NOTHING
+                    self.nothing
                 }
             }
-            _ => ADMITS_NOTHING,
+            _ => self.nothing,
         };
-        self.floor.store(floor, Ordering::Release);
+        self.unit_base.store(base, Ordering::Release);
+    }
+
+    /// Admits nothing until the next update: before the stored time is set
+    /// back (a resync of a wall clock that went back), and when the ticker
+    /// ends.
+    pub(crate) fn shut(&self) {
+        let _setting = self.setting.lock().unwrap_or_else(|e| e.into_inner());
+        self.unit_base.store(self.nothing, Ordering::Release);
     }
 }
 

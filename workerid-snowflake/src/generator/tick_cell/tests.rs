@@ -8,53 +8,56 @@ use tokio::sync::Notify;
 use super::*;
 use crate::clock::{whole_nanos, SteppedAtResync};
 use crate::generator::SEALED;
-use crate::{Clock, Error, FakeClock, FieldOrder, Generator, Layout, TickingClock, CLASSIC_EPOCH};
+use crate::test_support::layouts;
+use crate::{
+    Clock, CoarseNanos, Error, FakeClock, Generator, Layout, Reading, StoredTime, TickingClock,
+};
 
 const T0: Duration = Duration::from_secs(1_800_000_000);
 
-/// The lag of a clock ticking every hour: no tick comes during a test.
-const LAG: Duration = Duration::from_secs(7_200);
-
-fn layouts() -> Vec<Layout> {
-    vec![
-        Layout::classic(),
-        Layout::sonyflake(),
-        Layout::classic().with_field_order(FieldOrder::SequenceThenWorker),
-        Layout::new(41, 2, 20, Duration::from_millis(1), CLASSIC_EPOCH).expect("layout"),
-        Layout::new(41, 1, 21, Duration::from_millis(1), CLASSIC_EPOCH).expect("layout"),
-    ]
-}
-
 proptest! {
-    /// The fast path's one comparison is its rule: `last` in the floor's
+    /// The fast path's one comparison is its rule: `last` in the base's
     /// unit, with its worker field whole and a sequence number left, for
-    /// every value `last` takes (packed ones, an increment carried out of a
-    /// full sequence, sealed ones); a cell that admits nothing admits none.
+    /// every value `last` takes (packed ones, increments carried out of a
+    /// full sequence, up to the layout's last unit and past it, sealed
+    /// ones); a cell that admits nothing admits none of them.
     #[test]
-    fn the_floor_admits_exactly_the_issuable_values_of_its_unit(
+    fn the_unit_base_admits_exactly_the_issuable_values_of_its_unit(
         layout in 0..5usize,
         worker in any::<u32>(),
         unit in any::<u64>(),
         offset in 0u64..5,
         seq in any::<u64>(),
+        carries in 1u64..4,
         above_sealed in 0u64..1_000,
     ) {
         let layout = layouts()[layout];
+        let max_ts = layout.max_timestamp();
         let packing = Packing::new(&layout, worker % (layout.max_worker_id() + 1));
-        let unit = 2 + unit % (layout.max_timestamp() - 4);
-        let ts = unit + offset - 2;
+        // Units near both ends of the range as often as in between.
+        let unit = match unit % 3 {
+            0 => max_ts - unit % 3,
+            1 => 2 + unit % 3,
+            _ => 2 + unit % (max_ts - 2),
+        };
+        let ts = (unit + offset).saturating_sub(2).min(max_ts);
         let seq = seq % (layout.max_sequence() + 1);
-        let floor = packing.pack(unit, 0);
+        let full = packing.pack(ts, layout.max_sequence());
         let values = [
             packing.pack(ts, seq),
-            packing.pack(ts, layout.max_sequence()) + packing.step(),
+            full + carries * packing.step(),
+            packing.pack(max_ts, layout.max_sequence()) + carries * packing.step(),
             packing.pack(0, 0),
             SEALED + above_sealed,
         ];
+        let nothing = packing.seq_limit().wrapping_neg();
         for last in values {
-            let rule = last < SEALED && packing.ts(last) == unit && packing.issuable(last);
-            prop_assert_eq!(admitted(last, floor, packing.seq_limit()), rule, "last {:#x}", last);
-            prop_assert!(!admitted(last, ADMITS_NOTHING, packing.seq_limit()));
+            let rule = packing.ts(last) == unit
+                && packing.issuable(last)
+                && last >> 63 == 0;
+            let base = packing.pack(unit, 0);
+            prop_assert_eq!(admitted(last, base, packing.seq_limit()), rule, "last {:#x}", last);
+            prop_assert!(!admitted(last, nothing, packing.seq_limit()), "last {:#x}", last);
         }
     }
 }
@@ -65,15 +68,29 @@ fn cell(generator: &Generator) -> &Arc<TickCell> {
         .expect("a ticking clock's generator has a cell")
 }
 
-/// The floor of the unit a wall time is in.
-fn floor_at(generator: &Generator, wall: Duration) -> u64 {
-    generator.unit_floor(generator.unit_at(whole_nanos(wall)))
+/// How far the cell's stored time may lag.
+fn lag(generator: &Generator) -> Duration {
+    Duration::from_nanos(cell(generator).stored().lag())
 }
 
-/// A worker's generator on a ticking clock that does not tick during the
-/// test, over a fake clock.
-fn worker_generator(base: &Arc<FakeClock>) -> Arc<Generator> {
-    let clock = Arc::new(TickingClock::over(base.clone(), Duration::from_secs(3_600)));
+/// The unit base of the unit a wall time is in.
+fn base_at(generator: &Generator, wall: Duration) -> u64 {
+    generator.unit_base(generator.unit_at(whole_nanos(wall)))
+}
+
+/// Waits (up to ten seconds) until `done`.
+fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let waited = Instant::now();
+    while !done() {
+        assert!(waited.elapsed() < Duration::from_secs(10), "never: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A worker's generator (closed until opened) on a ticking clock over a
+/// fake clock, ticking every `period`.
+fn worker_generator(base: &Arc<FakeClock>, period: Duration) -> Arc<Generator> {
+    let clock = Arc::new(TickingClock::over(base.clone(), period));
     let generator = Generator::new(Layout::classic(), 5, clock).unwrap();
     Arc::new(generator.closed(Arc::new(Notify::new())))
 }
@@ -81,31 +98,33 @@ fn worker_generator(base: &Arc<FakeClock>) -> Arc<Generator> {
 #[test]
 fn the_fast_path_is_open_only_while_the_lease_is_live_and_the_window_open() {
     let base = Arc::new(FakeClock::at(T0));
-    let g = worker_generator(&base);
-    assert_eq!(cell(&g).floor(), ADMITS_NOTHING, "closed from the start");
+    // No tick comes during the test.
+    let g = worker_generator(&base, Duration::from_secs(3_600));
+    let nothing = cell(&g).nothing;
+    assert_eq!(cell(&g).unit_base(), nothing, "closed from the start");
     assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
 
     let max = Layout::classic().max_timestamp();
     let now = base.now();
-    g.open_until(now.mono + LAG + Duration::from_secs(60), max);
-    assert_eq!(cell(&g).floor(), floor_at(&g, now.wall), "open at once");
+    g.open_until(now.mono + lag(&g) + Duration::from_secs(60), max);
+    assert_eq!(cell(&g).unit_base(), base_at(&g, now.wall), "open at once");
     g.next_id().unwrap();
     assert!(cell(&g).admits(g.last.load(Ordering::SeqCst)));
 
     g.close();
-    assert_eq!(cell(&g).floor(), ADMITS_NOTHING, "closed at once");
+    assert_eq!(cell(&g).unit_base(), nothing, "closed at once");
     assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
 
     // Within the stored time's lag of the deadline the lease is not surely
     // live by that time: the fast path refuses, the precise clock decides.
-    g.open_until(now.mono + LAG, max);
-    assert_eq!(cell(&g).floor(), ADMITS_NOTHING);
+    g.open_until(now.mono + lag(&g), max);
+    assert_eq!(cell(&g).unit_base(), nothing);
     g.next_id().unwrap();
 
     // A window that ends before the stored time's unit.
     let unit = g.unit_at(whole_nanos(now.wall));
-    g.open_until(now.mono + LAG + Duration::from_secs(60), unit - 1);
-    assert_eq!(cell(&g).floor(), ADMITS_NOTHING);
+    g.open_until(now.mono + lag(&g) + Duration::from_secs(60), unit - 1);
+    assert_eq!(cell(&g).unit_base(), nothing);
     let refused = g.next_id();
     assert!(
         matches!(&refused, Err(Error::NotReady { reason }) if reason.contains("window")),
@@ -114,21 +133,16 @@ fn the_fast_path_is_open_only_while_the_lease_is_live_and_the_window_open() {
 }
 
 #[test]
-fn the_ticker_moves_the_floor_to_the_clocks_new_unit() {
+fn the_ticker_moves_the_unit_base_to_the_clocks_new_unit() {
     let base = Arc::new(FakeClock::at(T0));
     let clock = Arc::new(TickingClock::over(base.clone(), Duration::from_micros(100)));
     let g = Generator::new(Layout::classic(), 5, clock).unwrap();
     g.next_id().unwrap();
     base.advance(Duration::from_millis(5));
-    let later = floor_at(&g, T0 + Duration::from_millis(5));
-    let waited = Instant::now();
-    while cell(&g).floor() != later {
-        assert!(
-            waited.elapsed() < Duration::from_secs(10),
-            "the ticker never moved the floor"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    let later = base_at(&g, T0 + Duration::from_millis(5));
+    wait_until("the ticker moves the unit base", || {
+        cell(&g).unit_base() == later
+    });
     let id = g.next_id().unwrap();
     assert_eq!(
         Layout::classic().decompose(id).time,
@@ -137,18 +151,87 @@ fn the_ticker_moves_the_floor_to_the_clocks_new_unit() {
 }
 
 #[test]
-fn a_resync_moves_the_floor_back_at_once() {
+fn a_tick_past_the_deadline_less_the_lag_admits_nothing() {
+    let base = Arc::new(FakeClock::at(T0));
+    let g = worker_generator(&base, Duration::from_micros(100));
+    let deadline = base.now().mono + lag(&g) + Duration::from_millis(3);
+    g.open_until(deadline, Layout::classic().max_timestamp());
+    assert_ne!(cell(&g).unit_base(), cell(&g).nothing, "live");
+    base.advance(Duration::from_millis(3));
+    wait_until("a tick at the deadline less the lag", || {
+        cell(&g).unit_base() == cell(&g).nothing
+    });
+}
+
+#[test]
+fn a_close_racing_the_ticker_is_never_undone_by_it() {
+    let base = Arc::new(FakeClock::at(T0));
+    // The ticker updates the cell every 10 µs while the lease is opened
+    // and closed: a base it worked out from the open lease must never land
+    // after the close.
+    let g = worker_generator(&base, Duration::from_micros(10));
+    let far = base.now().mono + lag(&g) + Duration::from_secs(3_600);
+    for _ in 0..5_000 {
+        g.open_until(far, Layout::classic().max_timestamp());
+        g.close();
+        assert_eq!(cell(&g).unit_base(), cell(&g).nothing);
+    }
+}
+
+#[test]
+fn a_resync_moves_the_unit_base_back_at_once() {
     let base = Arc::new(SteppedAtResync::at(T0));
     let clock = Arc::new(TickingClock::over(base.clone(), Duration::from_secs(3_600)));
     let g = Generator::new(Layout::classic(), 5, clock.clone()).unwrap();
     g.next_id().unwrap();
-    assert_eq!(cell(&g).floor(), floor_at(&g, T0));
+    assert_eq!(cell(&g).unit_base(), base_at(&g, T0));
     base.pending_ms.store(-2_000, Ordering::SeqCst);
     clock.resync();
     assert_eq!(
-        cell(&g).floor(),
-        floor_at(&g, T0 - Duration::from_secs(2)),
-        "the wall clock set back is the floor's at once, not at the next tick"
+        cell(&g).unit_base(),
+        base_at(&g, T0 - Duration::from_secs(2)),
+        "the wall clock set back is the cell's at once, not at the next tick"
     );
     assert!(!cell(&g).admits(g.last.load(Ordering::SeqCst)));
+}
+
+/// A clock that hands on a ticking clock's stored time without holding
+/// that clock.
+#[derive(Debug)]
+struct HandsOn {
+    base: Arc<FakeClock>,
+    stored: StoredTime,
+}
+
+impl Clock for HandsOn {
+    fn now(&self) -> Reading {
+        self.base.now()
+    }
+    fn now_coarse_nanos(&self) -> CoarseNanos {
+        CoarseNanos::exact(self.base.now())
+    }
+    fn sleep(&self, duration: Duration) {
+        self.base.sleep(duration)
+    }
+    fn stored_time(&self) -> Option<StoredTime> {
+        Some(self.stored.clone())
+    }
+}
+
+#[test]
+fn a_ticker_that_ends_shuts_the_cells_it_kept() {
+    let base = Arc::new(FakeClock::at(T0));
+    let ticking = TickingClock::over(base.clone(), Duration::from_micros(100));
+    let stored = ticking.stored_time().expect("the ticker runs");
+    let clock = Arc::new(HandsOn {
+        base: base.clone(),
+        stored,
+    });
+    let g = Generator::new(Layout::classic(), 5, clock).unwrap();
+    assert_ne!(cell(&g).unit_base(), cell(&g).nothing);
+    drop(ticking);
+    wait_until("the ending ticker shuts the cell", || {
+        cell(&g).unit_base() == cell(&g).nothing
+    });
+    g.next_id().expect("the general path");
 }
