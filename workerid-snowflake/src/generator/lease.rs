@@ -37,7 +37,7 @@ impl Generator {
 
     /// Raises the last used timestamp to `ts` (libx.net/workerid's
     /// `SetLastUsedTimestamp`): every later ID of [`next_id`](Self::next_id)
-    /// and of every batch a [`LocalGenerator`](super::LocalGenerator) claims
+    /// and of every batch a [`LocalGenerator`](crate::LocalGenerator) claims
     /// later has a larger timestamp (a batch claimed before may still be
     /// issued; call it before handing the generator out). Never lowers it.
     pub fn set_last_used_timestamp(&self, ts: u64) {
@@ -56,7 +56,7 @@ impl Generator {
     }
 
     /// The lease deadline the generator was last opened until, on its
-    /// clock's monotonic time ([`Reading::mono`](super::Reading::mono)): no
+    /// clock's monotonic time ([`Reading::mono`](crate::Reading::mono)): no
     /// ID is issued at or after it. It stays readable after the generator
     /// closes (stop, lost lease), so an observer can compare the instants of
     /// issued IDs with it. `None` for a generator made with
