@@ -45,6 +45,7 @@ proptest! {
         let full = packing.pack(ts, layout.max_sequence());
         let values = [
             packing.pack(ts, seq),
+            full,
             full + carries * packing.step(),
             packing.pack(max_ts, layout.max_sequence()) + carries * packing.step(),
             packing.pack(0, 0),
@@ -161,6 +162,33 @@ fn a_tick_past_the_deadline_less_the_lag_admits_nothing() {
     wait_until("a tick at the deadline less the lag", || {
         cell(&g).unit_base() == cell(&g).nothing
     });
+}
+
+/// When the cell declines because the stored time is past the deadline
+/// less the lag, the general path reads the same stored time and declines
+/// too: `claim` then asks the precise clock, which is past the deadline.
+#[test]
+fn past_the_deadline_by_the_stored_time_no_path_issues() {
+    // At a whole millisecond, so that what follows stays in one unit.
+    let base = Arc::new(FakeClock::at(T0));
+    let g = worker_generator(&base, Duration::from_micros(100));
+    let now = base.now();
+    let deadline = now.mono + lag(&g) + Duration::from_micros(100);
+    g.open_until(deadline, Layout::classic().max_timestamp());
+    g.next_id().unwrap();
+    let (_, wall) = cell(&g).stored().read();
+    assert_eq!(
+        g.live_since_epoch(),
+        Some((wall - g.epoch_ns, whole_nanos(lag(&g)))),
+        "the general path reads the stored time since the epoch"
+    );
+    base.advance(Duration::from_micros(400));
+    let stored_past = now.mono + Duration::from_micros(400);
+    wait_until("a tick stores the time past the deadline", || {
+        g.tick_cell().unwrap().stored().read().0 >= whole_nanos(stored_past)
+    });
+    assert_eq!(cell(&g).unit_base(), cell(&g).nothing);
+    assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
 }
 
 #[test]
