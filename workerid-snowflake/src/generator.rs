@@ -76,16 +76,12 @@ pub struct Generator {
     window_end: AtomicU64,
     /// IDs only while the clock's monotonic time is below this (ns); 0: closed.
     deadline_ns: AtomicU64,
-    /// The same deadline in the terms of the fast path's reading, set with
-    /// it: a [`SystemClock`]'s operating system reading
-    /// (`SystemClock::os_deadline`), or a [`TickingClock`](crate::TickingClock)'s stored
-    /// monotonic time (`StoredTime::deadline`); a reading below it is
-    /// surely before the deadline.
-    fast_deadline: AtomicU64,
-    /// How far the fast path's reading may be behind the precise one (ns,
-    /// fixed), kept here so the fast path reads it without going through
-    /// the clock's `Arc`.
-    fast_lag: u64,
+    /// The same deadline as a [`SystemClock`]'s operating system reading
+    /// (`SystemClock::os_deadline`), set with it, for the fast path.
+    os_deadline: AtomicU64,
+    /// The [`SystemClock`]'s `os_coarse_lag` (fixed), kept here so the fast
+    /// path reads it without going through the clock's `Arc`.
+    os_lag: u64,
     /// Held while the deadline or the window changes (see
     /// `changing_lease`).
     changing_lease: Mutex<()>,
@@ -182,11 +178,7 @@ impl Generator {
         let tick = clock.stored_time().map(|stored| {
             TickCell::new(stored, packing, epoch_ns, unit_ms, layout.max_timestamp())
         });
-        let fast_lag = match (&system, &tick) {
-            (Some(system), _) => system.os_coarse_lag(),
-            (None, Some(tick)) => tick.stored().lag(),
-            (None, None) => 0,
-        };
+        let os_lag = system.as_ref().map_or(0, |s| s.os_coarse_lag());
         Ok(Generator {
             layout,
             worker_id,
@@ -197,8 +189,8 @@ impl Generator {
             last: Line(AtomicU64::new(packing.pack(0, 0))),
             window_end: AtomicU64::new(layout.max_timestamp()),
             deadline_ns: AtomicU64::new(u64::MAX),
-            fast_deadline: AtomicU64::new(u64::MAX),
-            fast_lag,
+            os_deadline: AtomicU64::new(u64::MAX),
+            os_lag,
             changing_lease: Mutex::new(()),
             opened_until_ns: AtomicU64::new(u64::MAX),
             leave: None,
@@ -222,7 +214,7 @@ impl Generator {
 
     pub(crate) fn closed(mut self, leave: Arc<Notify>) -> Self {
         self.deadline_ns = AtomicU64::new(0);
-        self.fast_deadline = AtomicU64::new(0);
+        self.os_deadline = AtomicU64::new(0);
         self.opened_until_ns = AtomicU64::new(0);
         if let Some(tick) = &self.tick {
             tick.set(0, self.layout.max_timestamp());
@@ -449,16 +441,15 @@ impl Generator {
         if let Some(system) = &self.system {
             // The loads before the reading: it is a call the compiler
             // cannot see into, so a load after it would wait for it.
-            let deadline = self.fast_deadline.load(Ordering::Acquire);
+            let deadline = self.os_deadline.load(Ordering::Acquire);
             let to_since = system.os_to_since(self.epoch_ns);
-            let os = SystemClock::os_coarse(self.fast_lag);
-            return live_reading(os, deadline, to_since, self.fast_lag);
+            let os = SystemClock::os_coarse(self.os_lag);
+            return live_reading(os, deadline, to_since, self.os_lag);
         }
         if let Some(tick) = &self.tick {
-            let deadline = self.fast_deadline.load(Ordering::Acquire);
             let (mono, wall) = tick.stored().read();
-            return (mono < deadline && wall >= self.epoch_ns)
-                .then(|| (wall - self.epoch_ns, self.fast_lag));
+            return (mono < tick.deadline() && wall >= self.epoch_ns)
+                .then(|| (wall - self.epoch_ns, tick.stored().lag()));
         }
         let (since, behind) = self.live_since_epoch_other();
         (since != NOT_LIVE).then_some((since, behind))

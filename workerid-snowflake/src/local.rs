@@ -240,12 +240,9 @@ mod tests {
 
     #[test]
     fn a_batch_on_a_ticking_clock_is_issued_while_its_unit_is_the_cells() {
-        use crate::TickingClock;
         // A ticker that does not tick during the test, over a fake clock.
         let base = Arc::new(FakeClock::at(T0));
-        let clock = Arc::new(TickingClock::over(base.clone(), Duration::from_secs(3_600)));
-        let g = Generator::new(Layout::classic(), 5, clock).unwrap();
-        let g = Arc::new(g.closed(Arc::new(tokio::sync::Notify::new())));
+        let g = crate::test_support::ticking_worker_generator(&base, Duration::from_secs(3_600));
         let cell = g.tick_cell().expect("a cell").clone();
         let lag = Duration::from_nanos(cell.stored().lag());
         g.open_until(base.now().mono + lag + Duration::from_secs(60), 1 << 40);

@@ -1,9 +1,20 @@
 //! Checks the crate's tests share.
 
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::{FieldOrder, Layout, CLASSIC_EPOCH};
+use tokio::sync::Notify;
+
+use crate::{FakeClock, FieldOrder, Generator, Layout, TickingClock, CLASSIC_EPOCH};
+
+/// A worker's generator (classic layout, worker 5, closed until opened) on
+/// a ticking clock over a fake clock, ticking every `period`.
+pub(crate) fn ticking_worker_generator(base: &Arc<FakeClock>, period: Duration) -> Arc<Generator> {
+    let clock = Arc::new(TickingClock::over(base.clone(), period));
+    let generator = Generator::new(Layout::classic(), 5, clock).unwrap();
+    Arc::new(generator.closed(Arc::new(Notify::new())))
+}
 
 /// Layouts of each field order and of several field sizes.
 pub(crate) fn layouts() -> Vec<Layout> {

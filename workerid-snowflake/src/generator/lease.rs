@@ -99,21 +99,17 @@ impl Generator {
     /// The deadline in every term a fast path compares with; closing makes
     /// the fast paths fail first, opening makes them pass last.
     fn set_deadline(&self, deadline: u64) {
-        let fast = match (&self.system, &self.tick) {
-            (Some(system), _) => system.os_deadline(deadline),
-            (None, Some(tick)) => tick.stored().deadline(deadline),
-            (None, None) => 0,
-        };
+        let os = self.system.as_ref().map_or(0, |s| s.os_deadline(deadline));
         let window_end = self.window_end.load(Ordering::Acquire);
         if deadline == 0 {
             if let Some(tick) = &self.tick {
                 tick.set(deadline, window_end);
             }
-            self.fast_deadline.store(fast, Ordering::Release);
+            self.os_deadline.store(os, Ordering::Release);
             self.deadline_ns.store(deadline, Ordering::Release);
         } else {
             self.deadline_ns.store(deadline, Ordering::Release);
-            self.fast_deadline.store(fast, Ordering::Release);
+            self.os_deadline.store(os, Ordering::Release);
             if let Some(tick) = &self.tick {
                 tick.set(deadline, window_end);
             }

@@ -97,6 +97,13 @@ impl TickCell {
         self.unit_base.load(Ordering::Acquire)
     }
 
+    /// The lease deadline in the stored time's terms: a stored monotonic
+    /// time below it is surely before the deadline.
+    #[inline]
+    pub(crate) fn deadline(&self) -> u64 {
+        self.deadline.load(Ordering::Acquire)
+    }
+
     /// Sets the lease deadline (on the clock's monotonic time, ns; 0:
     /// closed) and the window's end, and the unit base from them at once.
     pub(crate) fn set(&self, deadline_mono_ns: u64, window_end: u64) {

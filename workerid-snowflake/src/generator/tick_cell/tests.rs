@@ -3,12 +3,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use proptest::prelude::*;
-use tokio::sync::Notify;
 
 use super::*;
 use crate::clock::{whole_nanos, SteppedAtResync};
 use crate::generator::SEALED;
-use crate::test_support::layouts;
+use crate::test_support::{layouts, ticking_worker_generator as worker_generator};
 use crate::{
     Clock, CoarseNanos, Error, FakeClock, Generator, Layout, Reading, StoredTime, TickingClock,
 };
@@ -86,14 +85,6 @@ fn wait_until(what: &str, done: impl Fn() -> bool) {
         assert!(waited.elapsed() < Duration::from_secs(10), "never: {what}");
         std::thread::sleep(Duration::from_millis(1));
     }
-}
-
-/// A worker's generator (closed until opened) on a ticking clock over a
-/// fake clock, ticking every `period`.
-fn worker_generator(base: &Arc<FakeClock>, period: Duration) -> Arc<Generator> {
-    let clock = Arc::new(TickingClock::over(base.clone(), period));
-    let generator = Generator::new(Layout::classic(), 5, clock).unwrap();
-    Arc::new(generator.closed(Arc::new(Notify::new())))
 }
 
 #[test]
