@@ -11,10 +11,12 @@ use super::{Clock, CoarseNanos, Layout, SystemClock};
 use crate::meters::GeneratorMeters;
 use crate::{Error, Result};
 use packing::Packing;
+use reading::{in_unit, live_reading, span_ns, unit_since};
 pub(crate) use tick_cell::TickCell;
 
 mod lease;
 mod packing;
+mod reading;
 mod tick_cell;
 
 /// What to do when the wall clock is behind the last timestamp used, in
@@ -101,6 +103,10 @@ pub struct Generator {
     /// u64s.
     epoch_ns: u64,
     unit_ms: u64,
+    /// A unit in nanoseconds, for the system clock's fast path; 0 (which
+    /// that path never passes) for a layout whose units do not all start
+    /// below 2^63 ns after its epoch.
+    span_ns: u64,
     /// Where `last` holds the timestamp and the sequence number, and how
     /// it becomes the ID.
     packing: Packing,
@@ -199,6 +205,7 @@ impl Generator {
             sealed_last: AtomicU64::new(0),
             epoch_ns,
             unit_ms,
+            span_ns: span_ns(unit_ms, layout.max_timestamp()),
             packing,
             meters: GeneratorMeters::new(),
         })
@@ -264,10 +271,15 @@ impl Generator {
 
     /// The common case of [`next_id`](Generator::next_id) in one atomic
     /// increment of `last`, whose new value it returns: the lease is live
-    /// by the coarse clock, the clock is in the last ID's unit (or that unit
-    /// is within the coarse clock's lag and a reading has been in it), the
-    /// unit is in the window and has sequence numbers left. `None` sends
-    /// the caller to [`claim`](Generator::claim), which handles every case.
+    /// by the coarse clock, the clock is in the last ID's unit, the unit is
+    /// in the window and has sequence numbers left. On the system clock the
+    /// unit is checked as a span of nanoseconds (a subtraction and a
+    /// comparison, see `in_unit`); on a ticking clock its ticker's cell
+    /// checks all of it in one comparison. Otherwise
+    /// [`increment_checked`](Generator::increment_checked) decides, which
+    /// also takes a unit within the coarse clock's lag that a reading has
+    /// been in. `None` sends the caller to [`claim`](Generator::claim),
+    /// which handles every case.
     /// A fetch-and-add rather than a compare-and-swap of the loaded value:
     /// it does not wait for that load, and contending threads never retry.
     /// An increment that raced past the checked unit (another thread's new
@@ -280,7 +292,22 @@ impl Generator {
     #[inline(always)]
     fn increment(&self) -> Option<u64> {
         let packing = &self.packing;
-        if let Some(tick) = &self.tick {
+        if let Some(system) = &self.system {
+            // The reading first, then what it is checked against: nothing
+            // is kept across the call, which measured faster than loading
+            // before it (as `live_since_epoch` does).
+            let os = SystemClock::os_coarse(self.os_lag);
+            let current = self.last.load(Ordering::Relaxed);
+            let to_since = system.os_to_since(self.epoch_ns);
+            let last_ts = packing.ts(current);
+            if in_unit(os, to_since, last_ts, self.span_ns)
+                && os < self.os_deadline.load(Ordering::Acquire)
+                && packing.issuable(current)
+                && last_ts <= self.window_end.load(Ordering::Acquire)
+            {
+                return self.fetch_add_in_unit(current);
+            }
+        } else if let Some(tick) = &self.tick {
             // On a ticking clock: the unit its ticker found, the lease live
             // and the window open, in one comparison.
             let current = self.last.load(Ordering::Relaxed);
@@ -288,6 +315,16 @@ impl Generator {
                 return self.fetch_add_in_unit(current);
             }
         }
+        self.increment_checked()
+    }
+
+    /// [`increment`](Generator::increment) with every check, from a new
+    /// reading of the clock. Out of line: it is needed when the clock has
+    /// left the last ID's unit or a check failed, and inlined it would take
+    /// registers from the fast paths.
+    #[inline(never)]
+    fn increment_checked(&self) -> Option<u64> {
+        let packing = &self.packing;
         let (since, behind) = self.live_since_epoch()?;
         let current = self.last.load(Ordering::Relaxed);
         let last_ts = packing.ts(current);
@@ -510,28 +547,6 @@ impl Generator {
             }
         }
         Error::ClockDriftTooLarge { drift }
-    }
-}
-
-/// The fast path's verdict on an operating system reading `os` of a clock
-/// whose readings lag by up to `lag`: the time since the layout's epoch and
-/// the lag while `os` is below `os_deadline` and `to_since` (wall minus
-/// reading, less the epoch) does not put it before the epoch.
-#[inline(always)]
-fn live_reading(os: u64, os_deadline: u64, to_since: i64, lag: u64) -> Option<(u64, u64)> {
-    let since = (os as i64).wrapping_add(to_since);
-    (os < os_deadline && since >= 0).then_some((since as u64, lag))
-}
-
-/// The time unit of a time since a layout's epoch in nanoseconds, for units
-/// of `unit_ms` milliseconds.
-#[inline(always)]
-fn unit_since(since_ns: u64, unit_ms: u64) -> u64 {
-    let ms = since_ns / 1_000_000;
-    if unit_ms == 1 {
-        ms
-    } else {
-        ms / unit_ms
     }
 }
 

@@ -9,14 +9,6 @@ use std::future::Future;
 const T0: Duration = Duration::from_secs(1_800_000_000);
 
 #[test]
-fn the_fast_path_is_live_strictly_before_the_deadline_and_from_the_epoch() {
-    assert_eq!(live_reading(99, 100, 0, 4), Some((99, 4)));
-    assert_eq!(live_reading(100, 100, 0, 4), None, "at the deadline");
-    assert_eq!(live_reading(5, 100, -5, 4), Some((0, 4)), "at the epoch");
-    assert_eq!(live_reading(5, 100, -6, 4), None, "before the epoch");
-}
-
-#[test]
 fn the_epoch_itself_is_a_time_and_before_it_is_beyond_recovery() {
     let layout = Layout::classic();
     let clock = Arc::new(FakeClock::at(layout.epoch()));

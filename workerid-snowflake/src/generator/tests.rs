@@ -416,6 +416,27 @@ fn the_system_clock_is_called_directly_and_others_through_the_trait() {
     assert!(fake.system.is_none());
 }
 
+/// On the system clock, IDs rise across units both where the fast path
+/// checks the unit as a span of nanoseconds and where the layout's units
+/// reach past 2^63 ns, so every ID takes the division.
+#[test]
+fn the_system_clock_issues_rising_ids_with_and_without_the_span_check() {
+    let wide = Layout::new(50, 6, 7, Duration::from_millis(1), crate::CLASSIC_EPOCH).unwrap();
+    for (layout, spanned) in [(Layout::classic(), true), (wide, false)] {
+        let g = Generator::with_system_clock(layout, 1).unwrap();
+        assert_eq!(g.span_ns != 0, spanned);
+        let until = std::time::Instant::now() + Duration::from_millis(5);
+        let mut ids = vec![g.next_id().unwrap()];
+        while std::time::Instant::now() < until {
+            ids.push(g.next_id().unwrap());
+        }
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "rising and distinct");
+        let first = layout.decompose(ids[0]).timestamp;
+        let last = layout.decompose(*ids.last().unwrap()).timestamp;
+        assert!(last >= first + 3, "across units: {first} to {last}");
+    }
+}
+
 #[test]
 fn worker_ids_must_fit_the_layout() {
     let clock: Arc<dyn Clock> = Arc::new(FakeClock::at(T0));

@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::{unit_since, Packing};
+use super::{reading::unit_since, Packing};
 use crate::ticking::StoredTime;
 
 /// Whether a cell whose unit base is `base` admits `last`, for a layout
