@@ -65,8 +65,10 @@ pub struct Generator {
     layout: Layout,
     worker_id: u32,
     clock: Arc<dyn Clock>,
-    /// The same clock when it is the [`SystemClock`], so the hot path reads
-    /// it directly (inlined) rather than through the vtable.
+    /// The same clock when it is the [`SystemClock`] and `span_ns` is not 0,
+    /// so the hot path reads it directly (inlined) rather than through the
+    /// vtable and checks the unit without a division; otherwise the trait's
+    /// reading serves every path.
     system: Option<Arc<SystemClock>>,
     /// On a [`TickingClock`](crate::TickingClock): what its ticker keeps for this generator.
     tick: Option<Arc<TickCell>>,
@@ -103,9 +105,9 @@ pub struct Generator {
     /// u64s.
     epoch_ns: u64,
     unit_ms: u64,
-    /// A unit in nanoseconds, for the system clock's fast path; 0 (which
-    /// that path never passes) for a layout whose units do not all start
-    /// below 2^63 ns after its epoch.
+    /// A unit in nanoseconds, for the system clock's fast path; 0 for a
+    /// layout whose last unit ends past 2^63 ns after its epoch (see
+    /// `span_ns`), which takes no fast path on the system clock.
     span_ns: u64,
     /// Where `last` holds the timestamp and the sequence number, and how
     /// it becomes the ID.
@@ -177,10 +179,15 @@ impl Generator {
             )));
         }
         let any: Arc<dyn Any + Send + Sync> = clock.clone();
-        let system = any.clone().downcast::<SystemClock>().ok();
         let packing = Packing::new(&layout, worker_id);
         let epoch_ns = millis(layout.epoch()).saturating_mul(1_000_000);
         let unit_ms = millis(layout.unit());
+        let span_ns = span_ns(unit_ms, layout.max_timestamp());
+        let system = any
+            .clone()
+            .downcast::<SystemClock>()
+            .ok()
+            .filter(|_| span_ns != 0);
         let tick = clock.stored_time().map(|stored| {
             TickCell::new(stored, packing, epoch_ns, unit_ms, layout.max_timestamp())
         });
@@ -205,7 +212,7 @@ impl Generator {
             sealed_last: AtomicU64::new(0),
             epoch_ns,
             unit_ms,
-            span_ns: span_ns(unit_ms, layout.max_timestamp()),
+            span_ns,
             packing,
             meters: GeneratorMeters::new(),
         })
@@ -272,14 +279,14 @@ impl Generator {
     /// The common case of [`next_id`](Generator::next_id) in one atomic
     /// increment of `last`, whose new value it returns: the lease is live
     /// by the coarse clock, the clock is in the last ID's unit, the unit is
-    /// in the window and has sequence numbers left. On the system clock the
-    /// unit is checked as a span of nanoseconds (a subtraction and a
-    /// comparison, see `in_unit`); on a ticking clock its ticker's cell
-    /// checks all of it in one comparison. Otherwise
-    /// [`increment_checked`](Generator::increment_checked) decides, which
-    /// also takes a unit within the coarse clock's lag that a reading has
-    /// been in. `None` sends the caller to [`claim`](Generator::claim),
-    /// which handles every case.
+    /// in the window and has sequence numbers left. On the system clock
+    /// that is [`system_admits`](Generator::system_admits), which checks
+    /// the unit without a division; on a ticking clock its ticker's cell
+    /// checks all of it in one comparison. Otherwise (and on every other
+    /// clock) [`increment_checked`](Generator::increment_checked) decides,
+    /// which also takes a unit within the coarse clock's lag that a
+    /// reading has been in. `None` sends the caller to
+    /// [`claim`](Generator::claim), which handles every case.
     /// A fetch-and-add rather than a compare-and-swap of the loaded value:
     /// it does not wait for that load, and contending threads never retry.
     /// An increment that raced past the checked unit (another thread's new
@@ -291,20 +298,14 @@ impl Generator {
     /// exclusive or follows the increment to make the ID.
     #[inline(always)]
     fn increment(&self) -> Option<u64> {
-        let packing = &self.packing;
         if let Some(system) = &self.system {
-            // The reading first, then what it is checked against: nothing
-            // is kept across the call, which measured faster than loading
-            // before it (as `live_since_epoch` does).
+            // The reading first, then the values it is checked against: no
+            // loaded value is kept across the call, which measured faster
+            // than loading them before it (as `live_since_epoch` does).
             let os = SystemClock::os_coarse(self.os_lag);
             let current = self.last.load(Ordering::Relaxed);
             let to_since = system.os_to_since(self.epoch_ns);
-            let last_ts = packing.ts(current);
-            if in_unit(os, to_since, last_ts, self.span_ns)
-                && os < self.os_deadline.load(Ordering::Acquire)
-                && packing.issuable(current)
-                && last_ts <= self.window_end.load(Ordering::Acquire)
-            {
+            if self.system_admits(os, to_since, current) {
                 return self.fetch_add_in_unit(current);
             }
         } else if let Some(tick) = &self.tick {
@@ -318,10 +319,28 @@ impl Generator {
         self.increment_checked()
     }
 
+    /// Whether the system clock's fast path may increment `current`, the
+    /// value of `last`, at the operating system reading `os` (`to_since`
+    /// as [`live_reading`] takes it): the reading is before the deadline
+    /// and in `current`'s unit, and that unit is in the window and has
+    /// sequence numbers left. [`increment_checked`](Generator::increment_checked)
+    /// admits all of it too. The window's bound also keeps the unit within
+    /// the layout, where `in_unit` is exact (`open_until` caps the window
+    /// at the layout's last unit).
+    #[inline(always)]
+    fn system_admits(&self, os: u64, to_since: i64, current: u64) -> bool {
+        let last_ts = self.packing.ts(current);
+        in_unit(os, to_since, last_ts, self.span_ns)
+            && os < self.os_deadline.load(Ordering::Acquire)
+            && self.packing.issuable(current)
+            && last_ts <= self.window_end.load(Ordering::Acquire)
+    }
+
     /// [`increment`](Generator::increment) with every check, from a new
-    /// reading of the clock. Out of line: it is needed when the clock has
-    /// left the last ID's unit or a check failed, and inlined it would take
-    /// registers from the fast paths.
+    /// reading of the clock: every ID on a clock other than the system and
+    /// ticking ones, and otherwise when the clock has left the last ID's
+    /// unit or a check failed. Out of line, so that it takes no registers
+    /// from the fast paths.
     #[inline(never)]
     fn increment_checked(&self) -> Option<u64> {
         let packing = &self.packing;

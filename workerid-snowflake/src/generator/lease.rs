@@ -70,9 +70,11 @@ impl Generator {
     }
 
     /// Lets the generator issue IDs until the clock's monotonic time reaches
-    /// `deadline` and with timestamps up to `window_end` (inclusive).
+    /// `deadline` and with timestamps up to `window_end` (inclusive), and
+    /// never past the layout's last unit.
     pub(crate) fn open_until(&self, deadline: Duration, window_end: u64) {
         let _changing = self.changing_lease();
+        let window_end = window_end.min(self.layout.max_timestamp());
         self.window_end.store(window_end, Ordering::Release);
         let deadline = u64::try_from(deadline.as_nanos())
             .unwrap_or(u64::MAX)

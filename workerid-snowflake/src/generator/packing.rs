@@ -110,6 +110,33 @@ impl Packing {
     }
 }
 
+/// Values `last` takes around unit `ts` of `layout`, packed as `packing`
+/// packs them, for tests of what a fast path admits: sequence number `seq`
+/// of the unit, the unit's last, `carries` increments past it (carried into
+/// the next unit with the worker field cleared), the same past the layout's
+/// last unit, the first value of all, and sealed values moved on by racing
+/// increments.
+#[cfg(test)]
+pub(crate) fn values_of_last(
+    layout: &Layout,
+    packing: &Packing,
+    ts: u64,
+    seq: u64,
+    carries: u64,
+    above_sealed: u64,
+) -> [u64; 7] {
+    let full = packing.pack(ts, layout.max_sequence());
+    [
+        packing.pack(ts, seq % (layout.max_sequence() + 1)),
+        full,
+        full + carries * packing.step(),
+        packing.pack(layout.max_timestamp(), layout.max_sequence()) + carries * packing.step(),
+        packing.pack(0, 0),
+        super::SEALED + above_sealed,
+        super::SEALED + carries * packing.step(),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,6 @@
 //! What the generator's hot paths make of a clock reading: whether the
-//! lease is live, the time since the layout's epoch, and its time unit,
-//! with u64 arithmetic only.
+//! lease is live, the time since the layout's epoch, and its time unit, in
+//! integer arithmetic without a floating point or a 128-bit value.
 
 /// The fast path's verdict on an operating system reading `os` of a clock
 /// whose readings lag by up to `lag`: the time since the layout's epoch and
@@ -22,8 +22,8 @@ pub(super) fn live_reading(
 /// time since the layout's epoch: [`live_reading`]'s time since the epoch
 /// is not negative and [`unit_since`] of it is `ts`, without a division.
 /// Never true for a `span_ns` of 0; exact while unit `ts` ends at or below
-/// 2^63 ns after the epoch (what [`span_ns`] ensures for the layout's
-/// timestamps).
+/// 2^63 ns after the epoch, which [`span_ns`] ensures for the layout's
+/// timestamps: the caller keeps `ts` within the layout.
 #[inline(always)]
 pub(super) fn in_unit(os: u64, to_since: i64, ts: u64, span_ns: u64) -> bool {
     // The unit's start as a reading; the subtraction wraps below it.

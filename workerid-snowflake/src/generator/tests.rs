@@ -416,24 +416,42 @@ fn the_system_clock_is_called_directly_and_others_through_the_trait() {
     assert!(fake.system.is_none());
 }
 
-/// On the system clock, IDs rise across units both where the fast path
-/// checks the unit as a span of nanoseconds and where the layout's units
-/// reach past 2^63 ns, so every ID takes the division.
+/// On the system clock, across units, every ID's timestamp is the unit of
+/// a reading taken during its call, both where the fast path checks the
+/// unit as a span of nanoseconds and where the layout's units reach past
+/// 2^63 ns, so that every ID goes through the trait's reading.
 #[test]
-fn the_system_clock_issues_rising_ids_with_and_without_the_span_check() {
+fn the_system_clock_issues_the_units_of_its_readings_with_and_without_the_span_check() {
     let wide = Layout::new(50, 6, 7, Duration::from_millis(1), crate::CLASSIC_EPOCH).unwrap();
     for (layout, spanned) in [(Layout::classic(), true), (wide, false)] {
-        let g = Generator::with_system_clock(layout, 1).unwrap();
-        assert_eq!(g.span_ns != 0, spanned);
-        let until = std::time::Instant::now() + Duration::from_millis(5);
-        let mut ids = vec![g.next_id().unwrap()];
-        while std::time::Instant::now() < until {
-            ids.push(g.next_id().unwrap());
+        let clock = Arc::new(SystemClock::new());
+        let g = Generator::new(layout, 1, clock.clone()).unwrap();
+        assert_eq!(g.system.is_some(), spanned);
+        let lag = clock.os_coarse_lag();
+        let began = std::time::Instant::now();
+        let (mut first, mut last_id) = (None, 0);
+        loop {
+            let before = clock.now().wall;
+            let id = g.next_id().unwrap();
+            let after = clock.now().wall;
+            let ts = layout.decompose(id).timestamp;
+            // A coarse reading is behind the precise one by up to its lag.
+            let earliest = g.unit_at(crate::clock::whole_nanos(before).saturating_sub(lag));
+            let latest = g.unit_at(crate::clock::whole_nanos(after));
+            assert!(
+                earliest <= ts && ts <= latest,
+                "{earliest} <= {ts} <= {latest}"
+            );
+            assert!(id > last_id, "rising");
+            last_id = id;
+            if ts >= *first.get_or_insert(ts) + 3 {
+                break;
+            }
+            assert!(
+                began.elapsed() < Duration::from_secs(1),
+                "the clock moved 3 units"
+            );
         }
-        assert!(ids.windows(2).all(|w| w[0] < w[1]), "rising and distinct");
-        let first = layout.decompose(ids[0]).timestamp;
-        let last = layout.decompose(*ids.last().unwrap()).timestamp;
-        assert!(last >= first + 3, "across units: {first} to {last}");
     }
 }
 
@@ -509,6 +527,22 @@ fn the_system_clocks_fast_path_reads_what_the_clock_reads() {
         let fast = g.live_since_epoch().expect("an open generator is live");
         if clock.now_coarse_nanos() == before {
             assert_eq!(fast, (before.wall - epoch_ns, before.behind));
+            compared += 1;
+        }
+    }
+    assert!(compared > 0, "the coarse clock ticked between every pair");
+    // The span check on the operating system's reading finds the unit of
+    // the clock's own reading, and not the units beside it.
+    let mut compared = 0;
+    for _ in 0..10_000 {
+        let before = clock.now_coarse_nanos();
+        let os = SystemClock::os_coarse(g.os_lag);
+        let to_since = clock.os_to_since(epoch_ns);
+        if clock.now_coarse_nanos() == before {
+            let unit = g.unit_at(before.wall);
+            assert!(in_unit(os, to_since, unit, g.span_ns), "at {before:?}");
+            assert!(!in_unit(os, to_since, unit + 1, g.span_ns));
+            assert!(!in_unit(os, to_since, unit - 1, g.span_ns));
             compared += 1;
         }
     }

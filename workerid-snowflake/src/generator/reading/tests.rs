@@ -1,13 +1,31 @@
+use std::sync::atomic::Ordering;
+
 use proptest::prelude::*;
 
 use super::*;
+use crate::generator::packing::values_of_last;
+use crate::generator::Generator;
 use crate::test_support::layouts;
 
-/// The rule [`in_unit`] stands for: the reading is live by time since the
-/// epoch (not before it) and that time's unit is `ts`.
+/// Units (ms) of every size: a millisecond to a day, and one so long that
+/// only eight of them fit below 2^63 ns.
+const UNITS_MS: [u64; 6] = [1, 2, 10, 1_000, 86_400_000, 1 << 40];
+
+/// The rule [`in_unit`] stands for: the time since the epoch of `os` is
+/// not negative and its unit is `ts`.
 fn in_unit_by_division(os: u64, to_since: i64, ts: u64, unit_ms: u64) -> bool {
-    live_reading(os, u64::MAX, to_since, 0)
-        .is_some_and(|(since, _)| unit_since(since, unit_ms) == ts)
+    let since = (os as i64).wrapping_add(to_since);
+    since >= 0 && unit_since(since as u64, unit_ms) == ts
+}
+
+/// A timestamp up to `max_ts` (at least 2) from `ts`: within two of either
+/// end as often as in between.
+fn near_the_ends(ts: u64, max_ts: u64) -> u64 {
+    match ts % 3 {
+        0 => max_ts - (ts / 3) % 3,
+        1 => (ts / 3) % 3,
+        _ => ts % (max_ts + 1),
+    }
 }
 
 proptest! {
@@ -17,25 +35,20 @@ proptest! {
     /// clock; without a span it is never true.
     #[test]
     fn a_reading_is_in_a_unit_exactly_when_its_time_since_the_epoch_is(
-        layout in 0..6usize,
-        unit_ms in prop::sample::select(vec![1u64, 2, 10, 1_000, 86_400_000]),
+        layout in 0..=layouts().len(),
+        unit_ms in prop::sample::select(UNITS_MS.to_vec()),
         ts in any::<u64>(),
         to_since in any::<i64>(),
         units_off in -2i64..=2,
         within in any::<u64>(),
         anywhere in any::<u64>(),
     ) {
-        // The test layouts, and the largest timestamps that still span.
-        let max_ts = layouts()
-            .get(layout)
-            .map_or((1 << 63) / (unit_ms * 1_000_000) - 1, |l| l.max_timestamp());
+        // The test layouts, and the largest timestamp whose unit still
+        // spans.
+        let largest_spanned = (1 << 63) / (unit_ms * 1_000_000) - 1;
+        let max_ts = layouts().get(layout).map_or(largest_spanned, |l| l.max_timestamp());
         let span = span_ns(unit_ms, max_ts);
-        // Timestamps near both ends of the range as often as in between.
-        let ts = match ts % 3 {
-            0 => max_ts - ts % 3,
-            1 => ts % 3,
-            _ => ts % (max_ts + 1),
-        };
+        let ts = near_the_ends(ts, max_ts);
         if span == 0 {
             prop_assert!(!in_unit(anywhere, to_since, ts, span));
             return Ok(());
@@ -49,13 +62,64 @@ proptest! {
             _ => within % span,
         };
         let near = start
-            .wrapping_add((units_off * span as i64) as u64)
+            .wrapping_add((units_off as u64).wrapping_mul(span))
             .wrapping_add(offset);
         for os in [near, anywhere] {
             prop_assert_eq!(
                 in_unit(os, to_since, ts, span),
                 in_unit_by_division(os, to_since, ts, unit_ms),
                 "reading {}, offset {}, unit {} of {} ns", os, to_since, ts, span
+            );
+        }
+    }
+
+    /// The system clock's fast path admits a value of `last` at a reading
+    /// exactly where the full rule does (less the coarse clock's allowance,
+    /// which is `increment_checked`'s): the reading before the deadline and
+    /// in the value's unit, the unit in the window, a sequence number left
+    /// with the worker field whole. For every value `last` takes (carried
+    /// and sealed ones too), in every field order, with the deadline and
+    /// the window's end on either side.
+    #[test]
+    fn the_system_clocks_fast_path_admits_what_the_full_rule_does(
+        layout in 0..5usize,
+        worker in any::<u32>(),
+        ts in any::<u64>(),
+        seq in any::<u64>(),
+        carries in 1u64..4,
+        above_sealed in 0u64..1_000,
+        units_off in -1i64..=1,
+        within in any::<u64>(),
+        to_since in any::<i64>(),
+        window_off in 0u64..3,
+        deadline_off in -1i64..=1,
+    ) {
+        let layout = layouts()[layout];
+        let max_ts = layout.max_timestamp();
+        let worker = worker % (layout.max_worker_id() + 1);
+        let g = Generator::with_system_clock(layout, worker).unwrap();
+        let (packing, span) = (g.packing, g.span_ns);
+        let ts = near_the_ends(ts, max_ts);
+        let window_end = (ts + window_off).saturating_sub(1).min(max_ts);
+        g.window_end.store(window_end, Ordering::Release);
+        for current in values_of_last(&layout, &packing, ts, seq, carries, above_sealed) {
+            let current_ts = packing.ts(current);
+            // A reading in the value's unit or one unit off.
+            let os = current_ts
+                .wrapping_add(units_off as u64)
+                .wrapping_mul(span)
+                .wrapping_add(within % span)
+                .wrapping_sub(to_since as u64);
+            let os_deadline = os.wrapping_add(deadline_off as u64);
+            g.os_deadline.store(os_deadline, Ordering::Release);
+            let rule = os < os_deadline
+                && in_unit_by_division(os, to_since, current_ts, g.unit_ms)
+                && packing.issuable(current)
+                && current_ts <= window_end;
+            prop_assert_eq!(
+                g.system_admits(os, to_since, current),
+                rule,
+                "last {:#x} at reading {}, window to {}", current, os, window_end
             );
         }
     }

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::clock::{whole_nanos, SteppedAtResync};
-use crate::generator::SEALED;
+use crate::generator::packing::values_of_last;
 use crate::test_support::{layouts, ticking_worker_generator as worker_generator};
 use crate::{
     Clock, CoarseNanos, Error, FakeClock, Generator, Layout, Reading, StoredTime, TickingClock,
@@ -40,16 +40,7 @@ proptest! {
             _ => 2 + unit % (max_ts - 2),
         };
         let ts = (unit + offset).saturating_sub(2).min(max_ts);
-        let seq = seq % (layout.max_sequence() + 1);
-        let full = packing.pack(ts, layout.max_sequence());
-        let values = [
-            packing.pack(ts, seq),
-            full,
-            full + carries * packing.step(),
-            packing.pack(max_ts, layout.max_sequence()) + carries * packing.step(),
-            packing.pack(0, 0),
-            SEALED + above_sealed,
-        ];
+        let values = values_of_last(&layout, &packing, ts, seq, carries, above_sealed);
         let nothing = packing.seq_limit().wrapping_neg();
         for last in values {
             let rule = packing.ts(last) == unit
