@@ -16,6 +16,16 @@ pub(crate) fn ticking_worker_generator(base: &Arc<FakeClock>, period: Duration) 
     Arc::new(generator.closed(Arc::new(Notify::new())))
 }
 
+/// A timestamp up to `max_ts` (at least 2) drawn from `n`: within two of
+/// either end as often as in between.
+pub(crate) fn near_the_ends(n: u64, max_ts: u64) -> u64 {
+    match n % 3 {
+        0 => max_ts - (n / 3) % 3,
+        1 => (n / 3) % 3,
+        _ => n % (max_ts + 1),
+    }
+}
+
 /// Layouts of each field order and of several field sizes.
 pub(crate) fn layouts() -> Vec<Layout> {
     vec![

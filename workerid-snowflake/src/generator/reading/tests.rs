@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::generator::packing::values_of_last;
 use crate::generator::Generator;
-use crate::test_support::layouts;
+use crate::test_support::{layouts, near_the_ends};
 
 /// Units (ms) of every size: a millisecond to a day, and one so long that
 /// only eight of them fit below 2^63 ns.
@@ -16,16 +16,6 @@ const UNITS_MS: [u64; 6] = [1, 2, 10, 1_000, 86_400_000, 1 << 40];
 fn in_unit_by_division(os: u64, to_since: i64, ts: u64, unit_ms: u64) -> bool {
     let since = (os as i64).wrapping_add(to_since);
     since >= 0 && unit_since(since as u64, unit_ms) == ts
-}
-
-/// A timestamp up to `max_ts` (at least 2) from `ts`: within two of either
-/// end as often as in between.
-fn near_the_ends(ts: u64, max_ts: u64) -> u64 {
-    match ts % 3 {
-        0 => max_ts - (ts / 3) % 3,
-        1 => (ts / 3) % 3,
-        _ => ts % (max_ts + 1),
-    }
 }
 
 proptest! {

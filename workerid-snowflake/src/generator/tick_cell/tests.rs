@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::clock::{whole_nanos, SteppedAtResync};
 use crate::generator::packing::values_of_last;
-use crate::test_support::{layouts, ticking_worker_generator as worker_generator};
+use crate::test_support::{layouts, near_the_ends, ticking_worker_generator as worker_generator};
 use crate::{
     Clock, CoarseNanos, Error, FakeClock, Generator, Layout, Reading, StoredTime, TickingClock,
 };
@@ -34,11 +34,7 @@ proptest! {
         let max_ts = layout.max_timestamp();
         let packing = Packing::new(&layout, worker % (layout.max_worker_id() + 1));
         // Units near both ends of the range as often as in between.
-        let unit = match unit % 3 {
-            0 => max_ts - unit % 3,
-            1 => 2 + unit % 3,
-            _ => 2 + unit % (max_ts - 2),
-        };
+        let unit = near_the_ends(unit, max_ts);
         let ts = (unit + offset).saturating_sub(2).min(max_ts);
         let values = values_of_last(&layout, &packing, ts, seq, carries, above_sealed);
         let nothing = packing.seq_limit().wrapping_neg();
