@@ -51,8 +51,8 @@ impl Acknowledged {
 pub enum Answer {
     /// A reservation acknowledged: (first, last), and how long it took.
     Reserved((u64, u64), Duration),
-    /// A grant acknowledged: (worker ID, fence).
-    Granted((u32, u64)),
+    /// A grant acknowledged: (worker ID, fence), and how long it took.
+    Granted((u32, u64), Duration),
     /// A call refused or failed: which call, and `"unavailable"` or the
     /// error's debug form.
     Failed(&'static str, String),
@@ -106,12 +106,16 @@ pub async fn churn_leases_until(
 ) {
     while !stop.load(Ordering::Relaxed) {
         let token = Token::generate();
+        let began = std::time::Instant::now();
         match store
             .acquire(namespace, max, &token, ttl, &Holder::default())
             .await
         {
             Ok(grant) => {
-                answered(Answer::Granted((grant.id.get(), grant.fence)));
+                answered(Answer::Granted(
+                    (grant.id.get(), grant.fence),
+                    began.elapsed(),
+                ));
                 if let Err(e) = store.release(namespace, grant.id, &token, 1).await {
                     answered(Answer::Failed("release", kind_of_lease_error(&e)));
                 }

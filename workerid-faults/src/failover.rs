@@ -113,7 +113,7 @@ impl Load {
                     .unwrap_or_else(PoisonError::into_inner)
                     .push(took);
             }
-            Answer::Granted(grant) => acknowledged().grants.push(grant),
+            Answer::Granted(grant, _) => acknowledged().grants.push(grant),
             Answer::Failed(..) => {
                 self.unavailable.fetch_add(1, Ordering::Relaxed);
             }

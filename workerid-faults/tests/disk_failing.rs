@@ -75,8 +75,7 @@ fn fail_disk_under_load(
             .then(|| hold_a_read_transaction(&running.url()));
         let tasks = start_load(&load, &store);
         tokio::time::sleep(Duration::from_millis(1_500)).await;
-        *load.phase.lock().unwrap() = "failed";
-        disk.fail();
+        load.fail(&disk, kind);
         let failed = Instant::now();
         let mut probe = None;
         let processes = running.processes();
@@ -155,11 +154,13 @@ fn fail_disk_under_load(
     println!(
         "{kind}: served {:?}; errors {:?}; a reservation 1 s into the failure: {probe:?}; \
          servers that exited by themselves (after the failure): {exits:?}; served again \
-         {healed_after:.2?} after the remount began; {} ranges, {} grants",
+         {healed_after:.2?} after the remount began; {} ranges, {} grants; calls of a store in \
+         this process in flight across the failure (no verdict): {}",
         seen.ok,
         seen.errors,
         seen.acknowledged.ranges.len(),
-        seen.acknowledged.grants.len()
+        seen.acknowledged.grants.len(),
+        seen.in_flight
     );
     (seen, repeated(&ids))
 }

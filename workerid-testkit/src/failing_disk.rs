@@ -7,7 +7,9 @@
 //!   flushing the journal: from then on every `write`, `fsync`, `open` and
 //!   `read` fails with `EIO`, and whatever had not reached the disk by an
 //!   `fsync` (or a journal commit) is lost, as on a disk that dies or a
-//!   network volume that is lost.
+//!   network volume that is lost. It lands between the system calls of the
+//!   processes with files on the disk (see [`FailingDisk::fail`]), so that
+//!   every `fsync` that succeeded is kept.
 //! - [`Failure::ThinPoolFull`]: the image is sparse on a tmpfs of its own,
 //!   which the failure fills, as thin-provisioned storage runs out: `write`
 //!   still succeeds into the page cache, the `fsync` that must store a new
@@ -49,6 +51,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
+use crate::holders::Frozen;
 use crate::small_disk::SmallDisk;
 use crate::{cleanup, RunningStore, StoreKind};
 
@@ -251,6 +254,22 @@ impl FailingDisk {
 
     /// Makes the disk fail now, as its [`Failure`] says, while it still
     /// has room.
+    ///
+    /// A [`Shutdown`](Failure::Shutdown) lands between the system calls of
+    /// every other process with a file on the disk: they are stopped
+    /// (SIGSTOP) until none is inside a call, the file system is shut
+    /// down, and they go on (SIGCONT); one stopped already stays stopped.
+    /// The shutdown is not atomic to an `fsync` in flight: it ends the
+    /// journal's running transaction without a commit record, and an
+    /// `fdatasync` that reaches that transaction afterwards is told it
+    /// committed (`jbd2_complete_transaction` takes a transaction no longer
+    /// running or committing as done), so its write is lost after a
+    /// success. The calling process is not stopped: an `fsync` of its own
+    /// in flight across this call may be lost that way.
+    ///
+    /// # Panics
+    /// When the file system cannot be shut down, or a process with a file
+    /// on it has not stopped within 10 s.
     pub fn fail(&self) {
         if let ImageDir::Pool(pool) = &self.image_dir {
             pool.fill();
@@ -260,8 +279,10 @@ impl FailingDisk {
         let root = File::open(self.path())
             .unwrap_or_else(|e| panic!("cannot open {}: {e}", self.path().display()));
         let flags = EXT4_GOING_FLAGS_NOLOGFLUSH;
+        let holders = Frozen::holders_of(self.path());
         // SAFETY: the ioctl reads one u32 we own from a file we hold open.
         let done = unsafe { libc::ioctl(root.as_raw_fd(), EXT4_IOC_SHUTDOWN as _, &flags) };
+        drop(holders);
         assert!(
             done == 0,
             "cannot shut down the ext4 file system on {} (EXT4_IOC_SHUTDOWN): {}",

@@ -11,6 +11,8 @@ use workerid::segment::Tag;
 use workerid::snowflake::{Worker, WorkerOptions, WorkerState};
 use workerid::{Allocator, LeaseOptions, LeaseStore, Namespace};
 use workerid_faults::acknowledged::{churn_leases_until, reserve_until, Acknowledged, Answer};
+use workerid_testkit::failing_disk::FailingDisk;
+use workerid_testkit::StoreKind;
 
 /// The leases' ttl.
 pub const TTL: Duration = Duration::from_secs(2);
@@ -24,6 +26,9 @@ pub struct Seen {
     pub errors: BTreeMap<(&'static str, String), usize>,
     /// Successes by phase.
     pub ok: BTreeMap<&'static str, usize>,
+    /// Successes with no verdict: calls of a store in this process in
+    /// flight while its disk was being failed ([`Load::fail`]).
+    pub in_flight: usize,
 }
 
 /// The load's shared state.
@@ -34,6 +39,10 @@ pub struct Load {
     pub seen: Mutex<Seen>,
     /// Set to stop the load.
     pub stop: AtomicBool,
+    /// Set when the disk of a store in this process began to fail.
+    failing_in_process: AtomicBool,
+    /// When [`FailingDisk::fail`] returned, once it has.
+    failed_at: Mutex<Option<Instant>>,
 }
 
 impl Load {
@@ -43,7 +52,38 @@ impl Load {
             phase: Mutex::new("before"),
             seen: Mutex::default(),
             stop: AtomicBool::new(false),
+            failing_in_process: AtomicBool::new(false),
+            failed_at: Mutex::new(None),
         })
+    }
+
+    /// Makes `disk` fail under the load, in phase "failed".
+    ///
+    /// `FailingDisk::fail` stops the store's servers so that the failure
+    /// lands between their system calls, but cannot stop this process: a
+    /// store of `kind` that runs here may be told an `fsync` in flight
+    /// across the failure succeeded and lose it. Its calls that began
+    /// before `fail` returned and succeeded after it began have no verdict
+    /// ([`Seen::in_flight`]); every other acknowledged call is judged.
+    pub fn fail(&self, disk: &FailingDisk, kind: StoreKind) {
+        *self.phase.lock().unwrap() = "failed";
+        self.failing_in_process
+            .store(kind.in_process(), Ordering::SeqCst);
+        disk.fail();
+        *self.failed_at.lock().unwrap() = Some(Instant::now());
+    }
+
+    /// Whether a call that succeeded just now, after `took`, was in flight
+    /// across the failure of an in-process store's disk.
+    fn in_flight_across_the_failure(&self, took: Duration) -> bool {
+        if !self.failing_in_process.load(Ordering::SeqCst) {
+            return false;
+        }
+        let failed_at = *self.failed_at.lock().unwrap();
+        match (failed_at, Instant::now().checked_sub(took)) {
+            (Some(failed_at), Some(began)) => began < failed_at,
+            _ => true,
+        }
     }
 }
 
@@ -114,8 +154,14 @@ impl Load {
         let phase = *self.phase.lock().unwrap();
         let mut seen = self.seen.lock().unwrap();
         match answer {
+            Answer::Reserved(_, took) | Answer::Granted(_, took)
+                if self.in_flight_across_the_failure(took) =>
+            {
+                seen.in_flight += 1;
+                return;
+            }
             Answer::Reserved(range, _) => seen.acknowledged.ranges.push(range),
-            Answer::Granted(grant) => seen.acknowledged.grants.push(grant),
+            Answer::Granted(grant, _) => seen.acknowledged.grants.push(grant),
             Answer::Failed(call, kind) => {
                 *seen
                     .errors
