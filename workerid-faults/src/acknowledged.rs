@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use workerid::segment::{Error as SegmentError, SegmentStore, Tag};
 use workerid::{Error, Holder, LeaseStore, Namespace, Token};
@@ -46,13 +46,37 @@ impl Acknowledged {
     }
 }
 
+/// When a call of a load loop began and when its answer came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Call {
+    /// When the call was made.
+    pub began: Instant,
+    /// When its answer came.
+    pub answered: Instant,
+}
+
+impl Call {
+    /// A call that began at `began` and is answered now.
+    fn answered_now(began: Instant) -> Call {
+        Call {
+            began,
+            answered: Instant::now(),
+        }
+    }
+
+    /// How long the call took.
+    pub fn took(&self) -> Duration {
+        self.answered.saturating_duration_since(self.began)
+    }
+}
+
 /// How one call of a load loop ended.
 #[derive(Debug)]
 pub enum Answer {
-    /// A reservation acknowledged: (first, last), and how long it took.
-    Reserved((u64, u64), Duration),
-    /// A grant acknowledged: (worker ID, fence), and how long it took.
-    Granted((u32, u64), Duration),
+    /// A reservation acknowledged: (first, last), and the call.
+    Reserved((u64, u64), Call),
+    /// A grant acknowledged: (worker ID, fence), and the call.
+    Granted((u32, u64), Call),
     /// A call refused or failed: which call, and `"unavailable"` or the
     /// error's debug form.
     Failed(&'static str, String),
@@ -82,9 +106,12 @@ pub async fn reserve_until(
     mut answered: impl FnMut(Answer),
 ) {
     while !stop.load(Ordering::Relaxed) {
-        let began = std::time::Instant::now();
+        let began = Instant::now();
         match store.reserve(tag, None).await {
-            Ok(range) => answered(Answer::Reserved((range.first, range.last), began.elapsed())),
+            Ok(range) => answered(Answer::Reserved(
+                (range.first, range.last),
+                Call::answered_now(began),
+            )),
             Err(e) => {
                 answered(Answer::Failed("reserve", kind_of_segment_error(&e)));
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -106,7 +133,7 @@ pub async fn churn_leases_until(
 ) {
     while !stop.load(Ordering::Relaxed) {
         let token = Token::generate();
-        let began = std::time::Instant::now();
+        let began = Instant::now();
         match store
             .acquire(namespace, max, &token, ttl, &Holder::default())
             .await
@@ -114,7 +141,7 @@ pub async fn churn_leases_until(
             Ok(grant) => {
                 answered(Answer::Granted(
                     (grant.id.get(), grant.fence),
-                    began.elapsed(),
+                    Call::answered_now(began),
                 ));
                 if let Err(e) = store.release(namespace, grant.id, &token, 1).await {
                     answered(Answer::Failed("release", kind_of_lease_error(&e)));

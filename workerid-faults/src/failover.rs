@@ -106,12 +106,12 @@ impl Load {
                 .unwrap_or_else(PoisonError::into_inner)
         };
         match answer {
-            Answer::Reserved(range, took) => {
+            Answer::Reserved(range, call) => {
                 acknowledged().ranges.push(range);
                 self.latencies
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
-                    .push(took);
+                    .push(call.took());
             }
             Answer::Granted(grant, _) => acknowledged().grants.push(grant),
             Answer::Failed(..) => {

@@ -8,8 +8,8 @@
 //!   `read` fails with `EIO`, and whatever had not reached the disk by an
 //!   `fsync` (or a journal commit) is lost, as on a disk that dies or a
 //!   network volume that is lost. It lands between the system calls of the
-//!   processes with files on the disk (see [`FailingDisk::fail`]), so that
-//!   every `fsync` that succeeded is kept.
+//!   test's processes with files on the disk (see [`FailingDisk::fail`]),
+//!   so that every `fsync` of theirs that succeeded is kept.
 //! - [`Failure::ThinPoolFull`]: the image is sparse on a tmpfs of its own,
 //!   which the failure fills, as thin-provisioned storage runs out: `write`
 //!   still succeeds into the page cache, the `fsync` that must store a new
@@ -256,20 +256,21 @@ impl FailingDisk {
     /// has room.
     ///
     /// A [`Shutdown`](Failure::Shutdown) lands between the system calls of
-    /// every other process with a file on the disk: they are stopped
-    /// (SIGSTOP) until none is inside a call, the file system is shut
-    /// down, and they go on (SIGCONT); one stopped already stays stopped.
-    /// The shutdown is not atomic to an `fsync` in flight: it ends the
-    /// journal's running transaction without a commit record, and an
-    /// `fdatasync` that reaches that transaction afterwards is told it
-    /// committed (`jbd2_complete_transaction` takes a transaction no longer
-    /// running or committing as done), so its write is lost after a
-    /// success. The calling process is not stopped: an `fsync` of its own
-    /// in flight across this call may be lost that way.
+    /// every process descended from this one with a file on the disk: they
+    /// are stopped (SIGSTOP) until none is inside a call, the file system
+    /// is shut down, and they go on (SIGCONT). One stopped already stays
+    /// stopped, so this must not run while such a process is being paused
+    /// or resumed elsewhere. The shutdown is not atomic to an `fsync` in
+    /// flight: it ends the journal's running transaction without a commit
+    /// record, and an `fdatasync` that reaches that transaction afterwards
+    /// is told it committed (`jbd2_complete_transaction` takes a
+    /// transaction no longer running or committing as done), so its write
+    /// is lost after a success. The calling process is not stopped: an
+    /// `fsync` of its own in flight across this call may be lost that way.
     ///
     /// # Panics
     /// When the file system cannot be shut down, or a process with a file
-    /// on it has not stopped within 10 s.
+    /// on it cannot be stopped or has not stopped within 10 s.
     pub fn fail(&self) {
         if let ImageDir::Pool(pool) = &self.image_dir {
             pool.fill();

@@ -6,60 +6,84 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::process::descendants;
+
 /// How long a thread may take to stop (it finishes the system call it is
 /// in first) before [`Frozen::holders_of`] gives up.
 const STOP_WITHIN: Duration = Duration::from_secs(10);
 
 /// Processes stopped (SIGSTOP) by [`Frozen::holders_of`], each thawed
-/// (SIGCONT) when this is dropped.
+/// (SIGCONT) when this is dropped, also when a panic unwinds.
 #[derive(Debug)]
+#[must_use = "the processes are thawed when this is dropped"]
 pub(crate) struct Frozen {
     pids: Vec<u32>,
 }
 
 impl Frozen {
-    /// Stops every process other than this one that holds a file on the
-    /// file system mounted at `mount` (an open file, a mapped one, or its
-    /// working directory), and waits until every thread of each has
-    /// stopped, which a thread does only once it has left the system call
-    /// it was in. A process that was stopped already is left as it is and
-    /// is not thawed when this is dropped.
+    /// Stops every process descended from this one that holds a file on
+    /// the file system mounted at `mount` (its working or root directory,
+    /// an open file, or a mapped one), and waits until every thread of
+    /// each has stopped, which a thread does only once it has left the
+    /// system call it was in. The processes are looked for again until a
+    /// search finds none left running, so a child that a holder forked
+    /// while it was being stopped is stopped too.
+    ///
+    /// A holder found stopped already (a server paused by a fault) is left
+    /// as it is and not thawed: this must not run while a holder is being
+    /// paused or resumed elsewhere. Not covered: a process that opens a
+    /// file on the disk only after the last search, and an `fsync` the
+    /// kernel runs for a process in a thread of its own (Linux AIO's
+    /// `IOCB_CMD_FSYNC`).
     ///
     /// # Panics
-    /// When `mount` cannot be read, or a thread has not stopped within 10 s.
+    /// When `mount` is not the root of a file system of its own (every
+    /// process on the machine would hold a file on the one above it), when
+    /// a holder cannot be signalled, or when a thread has not stopped
+    /// within 10 s.
     pub(crate) fn holders_of(mount: &Path) -> Frozen {
-        let device = std::fs::metadata(mount)
-            .unwrap_or_else(|e| panic!("cannot read {}: {e}", mount.display()))
-            .dev();
-        let own = std::process::id();
-        let holders: Vec<u32> = processes()
-            .filter(|&pid| pid != own && holds_a_file_on(pid, device))
-            .collect();
+        let device = mounted_device(mount);
         let mut frozen = Frozen { pids: Vec::new() };
-        for pid in holders {
-            if every_thread_stopped(pid) {
-                continue;
-            }
-            // SAFETY: a plain syscall on a process that holds a file on the
-            // test's own file system.
-            if unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) } == 0 {
-                frozen.pids.push(pid);
-            }
-        }
         let deadline = Instant::now() + STOP_WITHIN;
-        for &pid in &frozen.pids {
-            while !every_thread_stopped(pid) {
-                assert!(
-                    Instant::now() < deadline,
-                    "process {pid}, which holds a file on {}, did not stop within {STOP_WITHIN:?} \
-                     (threads: {:?})",
-                    mount.display(),
-                    thread_states(pid)
-                );
-                std::thread::sleep(Duration::from_micros(200));
+        loop {
+            let mut stopped_more = false;
+            for pid in descendants(std::process::id()) {
+                if frozen.pids.contains(&pid)
+                    || !holds_a_file_on(pid, device)
+                    || every_thread_stopped(pid)
+                {
+                    continue;
+                }
+                // SAFETY: a plain syscall on a process descended from this
+                // one that holds a file on the test's own file system.
+                if unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) } != 0 {
+                    let error = std::io::Error::last_os_error();
+                    assert!(
+                        error.raw_os_error() == Some(libc::ESRCH),
+                        "cannot stop process {pid}, which holds a file on {}: {error}",
+                        mount.display()
+                    );
+                    continue;
+                }
+                frozen.pids.push(pid);
+                stopped_more = true;
+            }
+            if !stopped_more {
+                return frozen;
+            }
+            for &pid in &frozen.pids {
+                while !every_thread_stopped(pid) {
+                    assert!(
+                        Instant::now() < deadline,
+                        "process {pid}, which holds a file on {}, did not stop within \
+                         {STOP_WITHIN:?} (its threads' states: {:?})",
+                        mount.display(),
+                        thread_states(pid)
+                    );
+                    std::thread::sleep(Duration::from_micros(200));
+                }
             }
         }
-        frozen
     }
 }
 
@@ -74,22 +98,35 @@ impl Drop for Frozen {
     }
 }
 
-/// The IDs of the processes now running (their thread groups).
-fn processes() -> impl Iterator<Item = u32> {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+/// The device of the file system mounted at `mount`.
+///
+/// # Panics
+/// When `mount` is not the root of a file system of its own.
+fn mounted_device(mount: &Path) -> u64 {
+    let device_of = |path: &Path| {
+        std::fs::metadata(path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+            .dev()
+    };
+    let device = device_of(mount);
+    assert!(
+        device != device_of(&mount.join("..")),
+        "{} is not a mounted file system of its own",
+        mount.display()
+    );
+    device
 }
 
-/// Whether process `pid` has its working directory, an open file or a
-/// mapped file on the file system of `device`. Devices are compared, not
-/// paths: a process in a mount namespace of its own sees the same file
-/// system under paths of its own.
+/// Whether process `pid` has its working or root directory, an open file
+/// or a mapped file on the file system of `device`. Devices are compared,
+/// not paths: a process in a mount namespace of its own sees the same
+/// file system under paths of its own.
 fn holds_a_file_on(pid: u32, device: u64) -> bool {
     let on_device = |path: &Path| std::fs::metadata(path).is_ok_and(|meta| meta.dev() == device);
-    if on_device(Path::new(&format!("/proc/{pid}/cwd"))) {
+    if ["cwd", "root"]
+        .iter()
+        .any(|link| on_device(Path::new(&format!("/proc/{pid}/{link}"))))
+    {
         return true;
     }
     let open = std::fs::read_dir(format!("/proc/{pid}/fd"))
@@ -124,11 +161,12 @@ fn thread_states(pid: u32) -> Vec<char> {
         .collect()
 }
 
-/// Whether every thread of `pid` is stopped (or gone).
+/// Whether every thread of `pid` is stopped by a signal (`T`, not a
+/// tracer's `t`, which a tracer may let into a call at any time) or gone.
 fn every_thread_stopped(pid: u32) -> bool {
     thread_states(pid)
         .iter()
-        .all(|state| matches!(state, 'T' | 't' | 'Z' | 'X'))
+        .all(|state| matches!(state, 'T' | 'Z' | 'X'))
 }
 
 /// The state letter of a `/proc/.../stat` line: the first field after the
@@ -143,46 +181,5 @@ fn state_of(stat: &str) -> Option<char> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_state_follows_the_last_parenthesis() {
-        assert_eq!(state_of("42 (redis-server) S 1 42 42"), Some('S'));
-        assert_eq!(state_of("42 (a) b) (c) T 1 42 42"), Some('T'));
-        assert_eq!(state_of("42 (no state)"), None);
-        assert_eq!(state_of(""), None);
-    }
-
-    #[test]
-    fn a_maps_line_names_its_device() {
-        let line = "7f00-7f10 rw-s 00000000 07:03 1234   /mnt/disk/db";
-        assert_eq!(maps_line_device(line), Some(libc::makedev(7, 3)));
-        let anonymous = "7f00-7f10 rw-p 00000000 00:00 0";
-        assert_eq!(maps_line_device(anonymous), Some(libc::makedev(0, 0)));
-        assert_eq!(maps_line_device("garbage"), None);
-    }
-
-    #[test]
-    fn a_holder_is_frozen_and_thawed() {
-        // A file system of its own: every process working on the one
-        // holding the temporary directories would be frozen too.
-        let disk = crate::small_disk::SmallDisk::mount(1);
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .current_dir(disk.path())
-            .spawn()
-            .unwrap();
-        let frozen = Frozen::holders_of(disk.path());
-        assert!(frozen.pids.contains(&child.id()), "{frozen:?}");
-        assert!(every_thread_stopped(child.id()));
-        drop(frozen);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while every_thread_stopped(child.id()) {
-            assert!(Instant::now() < deadline, "the holder was not thawed");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        child.kill().unwrap();
-        child.wait().unwrap();
-    }
-}
+#[path = "holders/tests.rs"]
+mod tests;

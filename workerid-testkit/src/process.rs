@@ -344,7 +344,7 @@ impl std::fmt::Debug for ServerProcess {
 
 /// Every process descended from `root` (its children, theirs, ...), read
 /// from `/proc`.
-fn descendants(root: u32) -> Vec<u32> {
+pub(crate) fn descendants(root: u32) -> Vec<u32> {
     let mut parents: Vec<(u32, u32)> = Vec::new();
     if let Ok(entries) = std::fs::read_dir("/proc") {
         for entry in entries.flatten() {

@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 use workerid::segment::Tag;
 use workerid::snowflake::{Worker, WorkerOptions, WorkerState};
 use workerid::{Allocator, LeaseOptions, LeaseStore, Namespace};
-use workerid_faults::acknowledged::{churn_leases_until, reserve_until, Acknowledged, Answer};
-use workerid_testkit::failing_disk::FailingDisk;
+use workerid_faults::acknowledged::{
+    churn_leases_until, reserve_until, Acknowledged, Answer, Call,
+};
+use workerid_testkit::failing_disk::{FailingDisk, Failure};
 use workerid_testkit::StoreKind;
 
 /// The leases' ttl.
@@ -27,7 +29,8 @@ pub struct Seen {
     /// Successes by phase.
     pub ok: BTreeMap<&'static str, usize>,
     /// Successes with no verdict: calls of a store in this process in
-    /// flight while its disk was being failed ([`Load::fail`]).
+    /// flight across its disk's shutdown ([`Load::fail`]), at most one
+    /// for each of the load's two tasks.
     pub in_flight: usize,
 }
 
@@ -39,10 +42,9 @@ pub struct Load {
     pub seen: Mutex<Seen>,
     /// Set to stop the load.
     pub stop: AtomicBool,
-    /// Set when the disk of a store in this process began to fail.
-    failing_in_process: AtomicBool,
-    /// When [`FailingDisk::fail`] returned, once it has.
-    failed_at: Mutex<Option<Instant>>,
+    /// When the disk of a store that runs in this process began to be
+    /// shut down, and when that returned, once it did.
+    shutdown_in_process: Mutex<Option<(Instant, Option<Instant>)>>,
 }
 
 impl Load {
@@ -52,37 +54,40 @@ impl Load {
             phase: Mutex::new("before"),
             seen: Mutex::default(),
             stop: AtomicBool::new(false),
-            failing_in_process: AtomicBool::new(false),
-            failed_at: Mutex::new(None),
+            shutdown_in_process: Mutex::new(None),
         })
     }
 
     /// Makes `disk` fail under the load, in phase "failed".
     ///
-    /// `FailingDisk::fail` stops the store's servers so that the failure
-    /// lands between their system calls, but cannot stop this process: a
-    /// store of `kind` that runs here may be told an `fsync` in flight
-    /// across the failure succeeded and lose it. Its calls that began
-    /// before `fail` returned and succeeded after it began have no verdict
-    /// ([`Seen::in_flight`]); every other acknowledged call is judged.
+    /// A shutdown ([`Failure::Shutdown`]) lands between the system calls
+    /// of the store's servers, which `FailingDisk::fail` stops, but it
+    /// cannot stop this process: a store of `kind` that runs here may be
+    /// told an `fsync` in flight across the shutdown succeeded and lose
+    /// it. Its calls that began before the shutdown returned and were
+    /// answered after it began have no verdict ([`Seen::in_flight`]);
+    /// every other acknowledged call is judged.
     pub fn fail(&self, disk: &FailingDisk, kind: StoreKind) {
         *self.phase.lock().unwrap() = "failed";
-        self.failing_in_process
-            .store(kind.in_process(), Ordering::SeqCst);
+        let in_process = kind.in_process() && disk.failure() == Failure::Shutdown;
+        if in_process {
+            *self.shutdown_in_process.lock().unwrap() = Some((Instant::now(), None));
+        }
         disk.fail();
-        *self.failed_at.lock().unwrap() = Some(Instant::now());
+        if in_process {
+            let mut shutdown = self.shutdown_in_process.lock().unwrap();
+            *shutdown = shutdown.map(|(began, _)| (began, Some(Instant::now())));
+        }
     }
 
-    /// Whether a call that succeeded just now, after `took`, was in flight
-    /// across the failure of an in-process store's disk.
-    fn in_flight_across_the_failure(&self, took: Duration) -> bool {
-        if !self.failing_in_process.load(Ordering::SeqCst) {
-            return false;
-        }
-        let failed_at = *self.failed_at.lock().unwrap();
-        match (failed_at, Instant::now().checked_sub(took)) {
-            (Some(failed_at), Some(began)) => began < failed_at,
-            _ => true,
+    /// Whether `call` was in flight across the shutdown of an in-process
+    /// store's disk.
+    fn in_flight_across_the_shutdown(&self, call: Call) -> bool {
+        match *self.shutdown_in_process.lock().unwrap() {
+            None => false,
+            Some((began, returned)) => {
+                call.answered > began && returned.is_none_or(|returned| call.began < returned)
+            }
         }
     }
 }
@@ -111,6 +116,11 @@ impl Seen {
             self.acknowledged.fences_gone_back(),
             0,
             "{kind}: a grant's fence went back: an acknowledged grant was lost"
+        );
+        assert!(
+            self.in_flight <= 2,
+            "{kind}: {} calls in flight across the shutdown, with two tasks calling",
+            self.in_flight
         );
         assert!(
             self.ok.get("before").is_some_and(|n| *n > 0),
@@ -154,8 +164,8 @@ impl Load {
         let phase = *self.phase.lock().unwrap();
         let mut seen = self.seen.lock().unwrap();
         match answer {
-            Answer::Reserved(_, took) | Answer::Granted(_, took)
-                if self.in_flight_across_the_failure(took) =>
+            Answer::Reserved(_, call) | Answer::Granted(_, call)
+                if self.in_flight_across_the_shutdown(call) =>
             {
                 seen.in_flight += 1;
                 return;
