@@ -166,7 +166,7 @@ fn instant(event: &Event) -> u64 {
 
 /// The judged recoveries as a distribution (count, median, p90, worst),
 /// overall and per fault, how many the next fault cut short, and the
-/// clients that never issued again.
+/// clients that never issued again after a heal they were judged on.
 pub fn summarize(recoveries: &[Recovery]) -> String {
     let mut lines = vec![distribution("liveness after heals", recoveries)];
     let slow = recoveries.iter().filter(|r| r.slow).count();
@@ -240,7 +240,7 @@ fn distribution(what: &str, recoveries: &[Recovery]) -> String {
     times.sort_unstable();
     let stuck: Vec<String> = recoveries
         .iter()
-        .filter(|r| r.after.is_none())
+        .filter(|r| r.judged && r.after.is_none())
         .map(|r| format!("{} after the heal at {}", r.client, r.heal.at))
         .collect();
     if times.is_empty() && stuck.is_empty() {
@@ -359,5 +359,42 @@ mod tests {
         assert!(summary.contains("not judged: 1"), "{summary}");
         assert!(!summary.contains("worst 7"), "{summary}");
         assert!(!summary.contains("past the bound"), "{summary}");
+    }
+
+    #[test]
+    fn a_client_silent_after_a_heal_is_stuck_only_when_judged() {
+        let silent = |next: Option<u64>| {
+            let recoveries = liveness(
+                &[client(&[5])],
+                &[Heal {
+                    fault: Fault::DropReplies,
+                    lab: 0,
+                    at: 10 * S,
+                }],
+                &next.into_iter().map(window).collect::<Vec<_>>(),
+                |_| Some(0),
+                Duration::from_secs(6),
+                Duration::from_secs(4),
+            );
+            let summary = summarize(&recoveries);
+            let r = recoveries[0].clone();
+            (r.after, r.judged, r.slow, summary)
+        };
+        // No fault after the heal, or one the client had the bound before:
+        // stuck, and named.
+        for next in [None, Some(15)] {
+            let (after, judged, slow, summary) = silent(next);
+            assert_eq!((after, judged, slow), (None, true, true), "{next:?}");
+            assert!(
+                summary.contains("never issued again: c000 after the heal at"),
+                "{summary}"
+            );
+        }
+        // The next fault began 1 s after the heal: the client's silence
+        // through it until its end says nothing about this heal.
+        let (after, judged, slow, summary) = silent(Some(11));
+        assert_eq!((after, judged, slow), (None, false, false));
+        assert!(!summary.contains("c000"), "{summary}");
+        assert!(summary.contains("not judged: 1"), "{summary}");
     }
 }
