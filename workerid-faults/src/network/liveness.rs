@@ -33,6 +33,11 @@ pub struct Recovery {
     /// Judged, and the client issued nothing within the bound (ttl + 2 s):
     /// the recovery the network runs promise was missed.
     pub slow: bool,
+    /// The client issued nothing after the heal, though the run left it
+    /// a stretch of the bound without any fault before it ended: it never
+    /// recovered. A client the next faults kept silent until its end is
+    /// not stuck.
+    pub stuck: bool,
 }
 
 /// How a client that lost its lease came back after a heal.
@@ -126,6 +131,7 @@ pub fn liveness(
                 .min()
                 .map(|began| Duration::from_nanos(began - heal.at));
             let judged = crate::recovery::judged(after, next_fault, bound);
+            let stuck = after.is_none() && quiet_stretch(windows, heal.at, end, bound);
             out.push(Recovery {
                 client: history.client.clone(),
                 heal: *heal,
@@ -134,10 +140,31 @@ pub fn liveness(
                 next_fault,
                 judged,
                 slow: judged && after.is_none_or(|after| after > bound),
+                stuck,
             });
         }
     }
     out
+}
+
+/// Whether `windows` leave a stretch of `bound` without any fault between
+/// `from` and `until` (ns).
+fn quiet_stretch(windows: &[FaultWindow], from: u64, until: u64, bound: Duration) -> bool {
+    let bound = u64::try_from(bound.as_nanos()).unwrap_or(u64::MAX);
+    let mut faults: Vec<(u64, u64)> = windows
+        .iter()
+        .filter(|w| w.ended > from && w.began < until)
+        .map(|w| (w.began, w.ended))
+        .collect();
+    faults.sort_unstable();
+    let mut quiet_since = from;
+    for (began, ended) in faults {
+        if began.saturating_sub(quiet_since) >= bound {
+            return true;
+        }
+        quiet_since = quiet_since.max(ended);
+    }
+    until.saturating_sub(quiet_since) >= bound
 }
 
 fn first_instant(history: &ClientHistory) -> Option<u64> {
@@ -166,7 +193,8 @@ fn instant(event: &Event) -> u64 {
 
 /// The judged recoveries as a distribution (count, median, p90, worst),
 /// overall and per fault, how many the next fault cut short, and the
-/// clients that never issued again after a heal they were judged on.
+/// clients that never issued again though a stretch without faults
+/// followed the heal ([`Recovery::stuck`]).
 pub fn summarize(recoveries: &[Recovery]) -> String {
     let mut lines = vec![distribution("liveness after heals", recoveries)];
     let slow = recoveries.iter().filter(|r| r.slow).count();
@@ -240,7 +268,7 @@ fn distribution(what: &str, recoveries: &[Recovery]) -> String {
     times.sort_unstable();
     let stuck: Vec<String> = recoveries
         .iter()
-        .filter(|r| r.judged && r.after.is_none())
+        .filter(|r| r.stuck)
         .map(|r| format!("{} after the heal at {}", r.client, r.heal.at))
         .collect();
     if times.is_empty() && stuck.is_empty() {
@@ -363,9 +391,13 @@ mod tests {
 
     #[test]
     fn a_client_silent_after_a_heal_is_stuck_only_when_judged() {
-        let silent = |next: Option<u64>| {
+        let silent = |next: Option<u64>, until: u64| {
+            let mut history = client(&[5]);
+            if let Some(Event::Stopping { at, .. }) = history.events.last_mut() {
+                *at = until * S;
+            }
             let recoveries = liveness(
-                &[client(&[5])],
+                &[history],
                 &[Heal {
                     fault: Fault::DropReplies,
                     lab: 0,
@@ -378,23 +410,52 @@ mod tests {
             );
             let summary = summarize(&recoveries);
             let r = recoveries[0].clone();
-            (r.after, r.judged, r.slow, summary)
+            assert_eq!(r.after, None);
+            (r.judged, r.slow, r.stuck, summary)
         };
-        // No fault after the heal, or one the client had the bound before:
-        // stuck, and named.
+        // Heal at 10 s, bound 4 s. No fault after the heal, or one the
+        // client had the bound before: judged, slow and stuck, and named.
         for next in [None, Some(15)] {
-            let (after, judged, slow, summary) = silent(next);
-            assert_eq!((after, judged, slow), (None, true, true), "{next:?}");
+            let (judged, slow, stuck, summary) = silent(next, 100);
+            assert_eq!((judged, slow, stuck), (true, true, true), "{next:?}");
             assert!(
                 summary.contains("never issued again: c000 after the heal at"),
                 "{summary}"
             );
         }
-        // The next fault began 1 s after the heal: the client's silence
-        // through it until its end says nothing about this heal.
-        let (after, judged, slow, summary) = silent(Some(11));
-        assert_eq!((after, judged, slow), (None, false, false));
+        // The next fault (11 s to 14 s) cut the recovery short, but the
+        // client ran on long after it: not judged, yet stuck.
+        let (judged, slow, stuck, summary) = silent(Some(11), 100);
+        assert_eq!((judged, slow, stuck), (false, false, true));
+        assert!(summary.contains("never issued again: c000"), "{summary}");
+        // The same, the client ending at 17 s, before the bound had passed
+        // after that fault: its silence says nothing.
+        let (judged, slow, stuck, summary) = silent(Some(11), 17);
+        assert_eq!((judged, slow, stuck), (false, false, false));
         assert!(!summary.contains("c000"), "{summary}");
         assert!(summary.contains("not judged: 1"), "{summary}");
+    }
+
+    #[test]
+    fn a_quiet_stretch_is_one_of_the_bound_without_any_fault() {
+        let w = |began: u64, ended: u64| FaultWindow {
+            kind: "DropReplies".into(),
+            began: began * S,
+            ended: ended * S,
+        };
+        let bound = Duration::from_secs(4);
+        let quiet =
+            |windows: &[FaultWindow], until: u64| quiet_stretch(windows, 10 * S, until * S, bound);
+        assert!(quiet(&[], 14));
+        assert!(!quiet(&[], 13));
+        // Faults 1 s apart until 20 s, overlapping ones, then quiet.
+        let chain = [w(11, 13), w(14, 16), w(15, 19), w(20, 22)];
+        assert!(!quiet(&chain, 25));
+        assert!(quiet(&chain, 26));
+        // A gap of the bound between two faults.
+        assert!(quiet(&[w(11, 12), w(16, 30)], 30));
+        assert!(!quiet(&[w(11, 12), w(15, 30)], 30));
+        // Faults before the heal or after the end do not count.
+        assert!(quiet(&[w(1, 5), w(40, 50)], 14));
     }
 }
