@@ -28,6 +28,7 @@ use crate::targets::Target;
 use crate::timeline::{FaultWindow, Timeline};
 
 mod inject;
+mod recovered;
 use crate::{io_error, FaultsError, Result};
 
 /// How a run goes.
@@ -271,6 +272,7 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
                 None => config.faults[c.rng.random_range(0..config.faults.len())],
             };
             let began = mono_ns();
+            let heals_before = c.heals.len();
             if let Some(ended) = c.inject(fault) {
                 *counts.entry(fault).or_default() += 1;
                 c.windows.push(FaultWindow {
@@ -279,6 +281,8 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
                     ended,
                 });
             }
+            let healed = c.heals[heals_before..].to_vec();
+            c.wait_recovered(&healed)?;
             // The first round (every fault once) goes twice as fast.
             let gap = c.gap();
             next_fault = mono_ns() + if first_round.is_empty() { gap } else { gap / 2 };

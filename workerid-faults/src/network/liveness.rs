@@ -34,9 +34,8 @@ pub struct Recovery {
     /// the recovery the network runs promise was missed.
     pub slow: bool,
     /// The client issued nothing after the heal, though the run left it
-    /// a stretch of the bound without any fault before it ended: it never
-    /// recovered. A client the next faults kept silent until its end is
-    /// not stuck.
+    /// a stretch of the bound without any fault between the heal and its
+    /// end. A client the faults left no such stretch is not stuck.
     pub stuck: bool,
 }
 
@@ -97,7 +96,9 @@ fn rejoin_of(history: &ClientHistory, lease_of_first: u32, heal: u64) -> Option<
 /// `lab_of` names each client's lab; clients that the nemesis stopped,
 /// killed or that ended within the horizon are left out (their silence is
 /// the nemesis's, not the network's). `windows` are the run's faults: a
-/// recovery the next of them cut short before `bound` is not judged.
+/// recovery the next of them cut short before `bound` is not judged, and a
+/// client that issued nothing after the heal is stuck only if they left it
+/// a stretch of `bound` without any fault before it ended.
 pub fn liveness(
     histories: &[ClientHistory],
     heals: &[Heal],
@@ -390,7 +391,7 @@ mod tests {
     }
 
     #[test]
-    fn a_client_silent_after_a_heal_is_stuck_only_when_judged() {
+    fn a_client_silent_after_a_heal_is_stuck_when_a_quiet_stretch_followed() {
         let silent = |next: Option<u64>, until: u64| {
             let mut history = client(&[5]);
             if let Some(Event::Stopping { at, .. }) = history.events.last_mut() {
@@ -457,5 +458,13 @@ mod tests {
         assert!(!quiet(&[w(11, 12), w(15, 30)], 30));
         // Faults before the heal or after the end do not count.
         assert!(quiet(&[w(1, 5), w(40, 50)], 14));
+        // In any order; a fault inside a longer one; one that began before
+        // the heal and ended after it; one that outlasts the client.
+        assert!(!quiet(&[w(15, 30), w(11, 12)], 30));
+        assert!(!quiet(&[w(11, 20), w(12, 13)], 23));
+        assert!(quiet(&[w(11, 20), w(12, 13)], 24));
+        assert!(!quiet(&[w(8, 12)], 15));
+        assert!(quiet(&[w(8, 12)], 16));
+        assert!(!quiet(&[w(11, 40)], 30));
     }
 }
