@@ -49,7 +49,10 @@ pub struct RunConfig {
     /// The faults to inject: each once first (in a seeded order, at twice
     /// the pace), then at random.
     pub faults: Vec<Fault>,
-    /// The mean time between two faults (each gap is 0.5 to 1.5 times it).
+    /// The mean time between two faults (each gap is 0.5 to 1.5 times it,
+    /// from the end of one to the start of the next; after a heal the next
+    /// fault also waits until the healed clients issued again, or the
+    /// recovery bound and a second more passed).
     pub fault_every: Duration,
     /// The chance that a client session ends in a crash (exit or abort
     /// without releasing) rather than a graceful stop.
@@ -272,7 +275,7 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
                 None => config.faults[c.rng.random_range(0..config.faults.len())],
             };
             let began = mono_ns();
-            let heals_before = c.heals.len();
+            let (heals_before, issuing) = (c.heals.len(), c.issuing());
             if let Some(ended) = c.inject(fault) {
                 *counts.entry(fault).or_default() += 1;
                 c.windows.push(FaultWindow {
@@ -281,11 +284,13 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
                     ended,
                 });
             }
-            let healed = c.heals[heals_before..].to_vec();
-            c.wait_recovered(&healed)?;
-            // The first round (every fault once) goes twice as fast.
+            // The first round (every fault once) goes twice as fast. The gap
+            // runs from the fault's end, and the next fault also waits for
+            // the clients it healed to issue again.
             let gap = c.gap();
             next_fault = mono_ns() + if first_round.is_empty() { gap } else { gap / 2 };
+            let healed = c.heals[heals_before..].to_vec();
+            c.wait_recovered(&healed, issuing)?;
         }
     }
     c.resume_due(true);

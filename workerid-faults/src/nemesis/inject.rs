@@ -117,7 +117,7 @@ impl Controller<'_> {
 
 /// Whether client `name`'s history says it holds a worker ID now: its last
 /// grant came after its last stop, loss or crash.
-fn holds_now(dir: &Path, name: &str) -> bool {
+pub(super) fn holds_now(dir: &Path, name: &str) -> bool {
     let Ok(text) = std::fs::read_to_string(dir.join(format!("{name}.jsonl"))) else {
         return false;
     };

@@ -6,44 +6,70 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::time::Duration;
 
+use super::inject::holds_now;
 use super::Controller;
 use crate::clock::mono_ns;
 use crate::history::Event;
 use crate::network::Heal;
 
+/// A client that issued before a fault, and where its history stood then.
+pub(super) struct Issuing {
+    name: String,
+    lab: Option<usize>,
+    offset: u64,
+}
+
 impl Controller<'_> {
-    /// Waits until every client of the labs `heals` healed that ran then
-    /// has issued an ID since its heal, or the recovery bound and a second
-    /// more have passed since the last of them, replacing clients that
-    /// ended and thawing paused ones meanwhile, as the run's loop does.
-    pub(super) fn wait_recovered(&mut self, heals: &[Heal]) -> crate::Result<()> {
+    /// The clients that hold a worker ID and are not paused, before a
+    /// fault: those expected to issue again once it heals.
+    pub(super) fn issuing(&self) -> Vec<Issuing> {
+        self.clients
+            .iter()
+            .filter(|c| c.paused_until.is_none() && holds_now(&self.dir, &c.name))
+            .map(|c| Issuing {
+                name: c.name.clone(),
+                lab: c.lab,
+                offset: std::fs::metadata(self.dir.join(format!("{}.jsonl", c.name)))
+                    .map_or(0, |m| m.len()),
+            })
+            .collect()
+    }
+
+    /// Waits until every client of `issuing` in a lab `heals` healed has
+    /// issued an ID since its heal, has ended, or the recovery bound and a
+    /// second more have passed since the last heal (or the run's end came),
+    /// replacing clients that ended and thawing paused ones meanwhile, as
+    /// the run's loop does.
+    pub(super) fn wait_recovered(
+        &mut self,
+        heals: &[Heal],
+        issuing: Vec<Issuing>,
+    ) -> crate::Result<()> {
         let Some(last) = heals.iter().map(|h| h.at).max() else {
             return Ok(());
         };
         let bound = self.config.recovery_bound() + Duration::from_secs(1);
         let give_up = last.saturating_add(u64::try_from(bound.as_nanos()).unwrap_or(u64::MAX));
-        // Each client's history from where it stood at the heal: what it
-        // wrote since then is all that needs reading.
-        let mut waiting: Vec<(String, u64, u64)> = heals
-            .iter()
-            .flat_map(|heal| {
-                self.clients
+        let mut waiting: Vec<(Issuing, u64)> = issuing
+            .into_iter()
+            .filter_map(|client| {
+                let since = heals
                     .iter()
-                    .filter(move |c| c.lab == Some(heal.lab))
-                    .map(move |c| (c.name.clone(), heal.at))
-            })
-            .map(|(name, since)| {
-                let offset = std::fs::metadata(self.dir.join(format!("{name}.jsonl")))
-                    .map_or(0, |m| m.len());
-                (name, since, offset)
+                    .filter(|heal| client.lab == Some(heal.lab))
+                    .map(|heal| heal.at)
+                    .max()?;
+                Some((client, since))
             })
             .collect();
         while !waiting.is_empty() && mono_ns() < give_up && mono_ns() < self.until {
             std::thread::sleep(Duration::from_millis(20));
             self.resume_due(false);
             self.reap_and_replace()?;
-            let dir = &self.dir;
-            waiting.retain(|(name, since, offset)| !issued_since(dir, name, *since, *offset));
+            let (dir, clients) = (&self.dir, &self.clients);
+            waiting.retain(|(client, since)| {
+                clients.iter().any(|c| c.name == client.name)
+                    && !issued_since(dir, &client.name, *since, client.offset)
+            });
         }
         Ok(())
     }

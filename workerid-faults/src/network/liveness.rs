@@ -93,9 +93,9 @@ fn rejoin_of(history: &ClientHistory, lease_of_first: u32, heal: u64) -> Option<
 
 /// For every heal, every client of the healed lab that was running then and
 /// ran for at least `horizon` more: how long until it issued an ID again.
-/// `lab_of` names each client's lab; clients that the nemesis stopped,
-/// killed or that ended within the horizon are left out (their silence is
-/// the nemesis's, not the network's). `windows` are the run's faults: a
+/// `lab_of` names each client's lab; clients whose history ended within
+/// the horizon (stopped, crashed or killed) are left out (their silence is
+/// not the network's). `windows` are the run's faults: a
 /// recovery the next of them cut short before `bound` is not judged, and a
 /// client that issued nothing after the heal is stuck only if they left it
 /// a stretch of `bound` without any fault before it ended.
