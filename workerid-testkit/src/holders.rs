@@ -6,7 +6,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::process::descendants;
+use crate::process::{descendants, stat_fields};
 
 /// How long a thread may take to stop (it finishes the system call it is
 /// in first) before [`Frozen::holders_of`] gives up.
@@ -169,15 +169,9 @@ fn every_thread_stopped(pid: u32) -> bool {
         .all(|state| matches!(state, 'T' | 'Z' | 'X'))
 }
 
-/// The state letter of a `/proc/.../stat` line: the first field after the
-/// command name in parentheses (which may itself hold spaces and
-/// parentheses).
+/// The state letter of a `/proc/.../stat` line.
 fn state_of(stat: &str) -> Option<char> {
-    stat[stat.rfind(')')? + 1..]
-        .split_whitespace()
-        .next()?
-        .chars()
-        .next()
+    stat_fields(stat)?.next()?.chars().next()
 }
 
 #[cfg(test)]

@@ -376,12 +376,17 @@ pub(crate) fn descendants(root: u32) -> Vec<u32> {
     found
 }
 
-/// The parent of `pid`: the fourth field of `/proc/<pid>/stat`, after the
-/// command name in parentheses (which may itself hold spaces).
+/// The parent of `pid`: the fourth field of `/proc/<pid>/stat`.
 fn parent_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(1)?.parse().ok()
+    stat_fields(&stat)?.nth(1)?.parse().ok()
+}
+
+/// The fields of a `/proc/.../stat` line after the command name in
+/// parentheses (which may itself hold spaces and parentheses): the state
+/// first, then the parent.
+pub(crate) fn stat_fields(stat: &str) -> Option<std::str::SplitWhitespace<'_>> {
+    Some(stat[stat.rfind(')')? + 1..].split_whitespace())
 }
 
 #[cfg(test)]
