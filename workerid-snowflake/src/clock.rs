@@ -310,9 +310,15 @@ impl SystemClock {
     /// less the epoch.
     #[inline(always)]
     pub(crate) fn os_to_since(&self, epoch_ns: u64) -> i64 {
-        self.os_to_wall
-            .load(Ordering::Relaxed)
-            .wrapping_sub(epoch_ns as i64)
+        self.os_to_wall().wrapping_sub(epoch_ns as i64)
+    }
+
+    /// What to add to an operating system reading for the wall time of
+    /// [`now_coarse_nanos`](Clock::now_coarse_nanos) made of it, in
+    /// nanoseconds: changed by every [`resync`](Clock::resync).
+    #[inline(always)]
+    pub(crate) fn os_to_wall(&self) -> i64 {
+        self.os_to_wall.load(Ordering::Relaxed)
     }
 
     #[cfg(test)]

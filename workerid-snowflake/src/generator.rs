@@ -11,12 +11,14 @@ use super::{Clock, CoarseNanos, Layout, SystemClock};
 use crate::meters::GeneratorMeters;
 use crate::{Error, Result};
 use packing::Packing;
-use reading::{in_unit, live_reading, span_ns, unit_since};
+use reading::{live_reading, span_ns, unit_since};
+use system_cell::{Gate, SystemCell};
 pub(crate) use tick_cell::TickCell;
 
 mod lease;
 mod packing;
 mod reading;
+mod system_cell;
 mod tick_cell;
 
 /// What to do when the wall clock is behind the last timestamp used, in
@@ -70,6 +72,9 @@ pub struct Generator {
     /// vtable and checks the unit without a division; otherwise the trait's
     /// reading serves every path.
     system: Option<Arc<SystemClock>>,
+    /// On the system clock: the readings and values of `last` its fast
+    /// path admits, as the last claim left them.
+    system_cell: SystemCell,
     /// On a [`TickingClock`](crate::TickingClock): what its ticker keeps for this generator.
     tick: Option<Arc<TickCell>>,
     drift: DriftPolicy,
@@ -197,6 +202,7 @@ impl Generator {
             worker_id,
             clock,
             system,
+            system_cell: SystemCell::default(),
             tick,
             drift,
             last: Line(AtomicU64::new(packing.pack(0, 0))),
@@ -280,35 +286,26 @@ impl Generator {
     /// increment of `last`, whose new value it returns: the lease is live
     /// by the coarse clock, the clock is in the last ID's unit, the unit is
     /// in the window and has sequence numbers left. On the system clock
-    /// that is [`system_admits`](Generator::system_admits), which checks
-    /// the unit without a division; on a ticking clock its ticker's cell
-    /// checks all of it in one comparison. Otherwise (and on every other
-    /// clock) [`increment_checked`](Generator::increment_checked) decides,
-    /// which also takes a unit within the coarse clock's lag that a
-    /// reading has been in. `None` sends the caller to
-    /// [`claim`](Generator::claim), which handles every case.
+    /// the cell its claims keep ([`system_increment`](Generator::system_increment))
+    /// decides; on a ticking clock its ticker's cell checks all of it in
+    /// one comparison; otherwise (and on every other clock)
+    /// [`increment_checked`](Generator::increment_checked) decides, which
+    /// also takes a unit within the coarse clock's lag that a reading has
+    /// been in. `None` sends the caller to [`claim`](Generator::claim),
+    /// which handles every case.
     /// A fetch-and-add rather than a compare-and-swap of the loaded value:
     /// it does not wait for that load, and contending threads never retry.
     /// An increment that raced past the checked unit (another thread's new
     /// unit, or a carry out of an exhausted sequence) is given up: that
-    /// number is never issued. (It is told by the new value being above the
-    /// loaded one's unit, as `last` never goes down: one comparison with a
-    /// bound worked out before the increment.) `last` holds the ID itself
-    /// but for the worker field (see [`Packing`]), so nothing but an
-    /// exclusive or follows the increment to make the ID.
+    /// number is never issued. `last` holds the ID itself but for the
+    /// worker field (see [`Packing`]), so nothing but an exclusive or
+    /// follows the increment to make the ID.
     #[inline(always)]
     fn increment(&self) -> Option<u64> {
         if let Some(system) = &self.system {
-            // The reading first, then the values it is checked against: no
-            // loaded value is kept across the call, which measured faster
-            // than loading them before it (as `live_since_epoch` does).
-            let os = SystemClock::os_coarse(self.os_lag);
-            let current = self.last.load(Ordering::Relaxed);
-            let to_since = system.os_to_since(self.epoch_ns);
-            if self.system_admits(os, to_since, current) {
-                return self.fetch_add_in_unit(current);
-            }
-        } else if let Some(tick) = &self.tick {
+            return self.system_increment(system);
+        }
+        if let Some(tick) = &self.tick {
             // On a ticking clock: the unit its ticker found, the lease live
             // and the window open, in one comparison.
             let current = self.last.load(Ordering::Relaxed);
@@ -317,23 +314,6 @@ impl Generator {
             }
         }
         self.increment_checked()
-    }
-
-    /// Whether the system clock's fast path may increment `current`, the
-    /// value of `last`, at the operating system reading `os` (`to_since`
-    /// as [`live_reading`] takes it): the reading is before the deadline
-    /// and in `current`'s unit, and that unit is in the window and has
-    /// sequence numbers left. [`increment_checked`](Generator::increment_checked)
-    /// admits all of it too. The window's bound also keeps the unit within
-    /// the layout, where `in_unit` is exact (`open_until` caps the window
-    /// at the layout's last unit).
-    #[inline(always)]
-    fn system_admits(&self, os: u64, to_since: i64, current: u64) -> bool {
-        let last_ts = self.packing.ts(current);
-        in_unit(os, to_since, last_ts, self.span_ns)
-            && os < self.os_deadline.load(Ordering::Acquire)
-            && self.packing.issuable(current)
-            && last_ts <= self.window_end.load(Ordering::Acquire)
     }
 
     /// [`increment`](Generator::increment) with every check, from a new
@@ -472,6 +452,7 @@ impl Generator {
                 .compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
+                self.open_gate(ts);
                 if ts != last_ts {
                     self.meters.new_unit(
                         packing.dense(current),
@@ -588,3 +569,6 @@ mod tests;
 
 #[cfg(test)]
 mod edge_tests;
+
+#[cfg(test)]
+mod gate_tests;

@@ -3,9 +3,10 @@
 //! timestamp it reads for the store's watermark.
 
 use std::sync::atomic::Ordering;
+use std::sync::MutexGuard;
 use std::time::Duration;
 
-use super::{Generator, SEALED};
+use super::{Gate, Generator, SEALED};
 
 impl Generator {
     /// The timestamp (in layout units) of the last ID (libx.net/workerid's `LastUsedTimestamp`).
@@ -91,11 +92,18 @@ impl Generator {
 
     /// Held while the deadline or the window changes: a close and an
     /// opening that race end in the order they took it, every fast path's
-    /// gate included (each is set in steps).
-    fn changing_lease(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.changing_lease
+    /// gate included (each is set in steps). It also holds the system
+    /// clock's gate shut, so that no fast path goes on with the window and
+    /// deadline being replaced and no claim opens the gate from them; the
+    /// next claim opens it from the new ones.
+    fn changing_lease(&self) -> (MutexGuard<'_, ()>, MutexGuard<'_, ()>) {
+        let changing = self
+            .changing_lease
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(|e| e.into_inner());
+        let gate = self.system_cell.setting();
+        self.system_cell.set(&gate, Gate::SHUT);
+        (changing, gate)
     }
 
     /// The deadline in every term a fast path compares with; closing makes

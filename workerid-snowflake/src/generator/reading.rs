@@ -17,23 +17,30 @@ pub(super) fn live_reading(
     (os < os_deadline && since >= 0).then_some((since as u64, lag))
 }
 
-/// Whether the operating system reading `os` is in unit `ts` of a layout
-/// whose units are `span_ns` long, where `to_since` turns a reading into the
-/// time since the layout's epoch: [`live_reading`]'s time since the epoch
-/// is not negative and [`unit_since`] of it is `ts`, without a division.
-/// Never true for a `span_ns` of 0; exact while unit `ts` ends at or below
-/// 2^63 ns after the epoch, which [`span_ns`] ensures for the layout's
-/// timestamps: the caller keeps `ts` within the layout.
-#[inline(always)]
+/// The operating system reading at which unit `ts` starts, in a layout
+/// whose units are `span_ns` long, where `to_since` turns a reading into
+/// the time since the layout's epoch; wrapping (a unit that began before
+/// the reading's zero starts "below zero"). The readings whose wrapping
+/// difference from it is below `span_ns` are those whose time since the
+/// epoch ([`live_reading`]'s) is not negative and in unit `ts`
+/// ([`unit_since`]), without a division: exactly, while unit `ts` ends at
+/// or below 2^63 ns after the epoch, which [`span_ns`] ensures for the
+/// layout's timestamps.
+#[inline]
+pub(super) fn unit_start(ts: u64, to_since: i64, span_ns: u64) -> u64 {
+    ts.wrapping_mul(span_ns).wrapping_sub(to_since as u64)
+}
+
+/// Whether reading `os` is in unit `ts` by [`unit_start`]'s rule; never
+/// for a `span_ns` of 0.
+#[cfg(test)]
 pub(super) fn in_unit(os: u64, to_since: i64, ts: u64, span_ns: u64) -> bool {
-    // The unit's start as a reading; the subtraction wraps below it.
-    let start = ts.wrapping_mul(span_ns).wrapping_sub(to_since as u64);
-    os.wrapping_sub(start) < span_ns
+    os.wrapping_sub(unit_start(ts, to_since, span_ns)) < span_ns
 }
 
 /// The length of a unit of `unit_ms` milliseconds in nanoseconds when the
-/// unit after `max_ts` starts at or below 2^63 ns, so [`in_unit`] is exact
-/// for every timestamp up to `max_ts`; 0 otherwise.
+/// unit after `max_ts` starts at or below 2^63 ns, so [`unit_start`]'s
+/// rule is exact for every timestamp up to `max_ts`; 0 otherwise.
 pub(super) fn span_ns(unit_ms: u64, max_ts: u64) -> u64 {
     let unit_ns = unit_ms.saturating_mul(1_000_000);
     let end = max_ts

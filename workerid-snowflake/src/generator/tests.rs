@@ -1,3 +1,4 @@
+use super::reading::in_unit;
 use super::*;
 use crate::clock::LaggingClock;
 use crate::{FakeClock, FieldOrder, TickingClock};

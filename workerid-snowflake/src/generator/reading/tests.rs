@@ -1,10 +1,6 @@
-use std::sync::atomic::Ordering;
-
 use proptest::prelude::*;
 
 use super::*;
-use crate::generator::packing::values_of_last;
-use crate::generator::Generator;
 use crate::test_support::{layouts, near_the_ends};
 
 /// Units (ms) of every size: a millisecond to a day, and one so long that
@@ -59,57 +55,6 @@ proptest! {
                 in_unit(os, to_since, ts, span),
                 in_unit_by_division(os, to_since, ts, unit_ms),
                 "reading {}, offset {}, unit {} of {} ns", os, to_since, ts, span
-            );
-        }
-    }
-
-    /// The system clock's fast path admits a value of `last` at a reading
-    /// exactly where the full rule does (less the coarse clock's allowance,
-    /// which is `increment_checked`'s): the reading before the deadline and
-    /// in the value's unit, the unit in the window, a sequence number left
-    /// with the worker field whole. For every value `last` takes (carried
-    /// and sealed ones too), in every field order, with the deadline and
-    /// the window's end on either side.
-    #[test]
-    fn the_system_clocks_fast_path_admits_what_the_full_rule_does(
-        layout in 0..5usize,
-        worker in any::<u32>(),
-        ts in any::<u64>(),
-        seq in any::<u64>(),
-        carries in 1u64..4,
-        above_sealed in 0u64..1_000,
-        units_off in -1i64..=1,
-        within in any::<u64>(),
-        to_since in any::<i64>(),
-        window_off in 0u64..3,
-        deadline_off in -1i64..=1,
-    ) {
-        let layout = layouts()[layout];
-        let max_ts = layout.max_timestamp();
-        let worker = worker % (layout.max_worker_id() + 1);
-        let g = Generator::with_system_clock(layout, worker).unwrap();
-        let (packing, span) = (g.packing, g.span_ns);
-        let ts = near_the_ends(ts, max_ts);
-        let window_end = (ts + window_off).saturating_sub(1).min(max_ts);
-        g.window_end.store(window_end, Ordering::Release);
-        for current in values_of_last(&layout, &packing, ts, seq, carries, above_sealed) {
-            let current_ts = packing.ts(current);
-            // A reading in the value's unit or one unit off.
-            let os = current_ts
-                .wrapping_add(units_off as u64)
-                .wrapping_mul(span)
-                .wrapping_add(within % span)
-                .wrapping_sub(to_since as u64);
-            let os_deadline = os.wrapping_add(deadline_off as u64);
-            g.os_deadline.store(os_deadline, Ordering::Release);
-            let rule = os < os_deadline
-                && in_unit_by_division(os, to_since, current_ts, g.unit_ms)
-                && packing.issuable(current)
-                && current_ts <= window_end;
-            prop_assert_eq!(
-                g.system_admits(os, to_since, current),
-                rule,
-                "last {:#x} at reading {}, window to {}", current, os, window_end
             );
         }
     }

@@ -1,0 +1,238 @@
+//! What the generator keeps for its fast path on the [`SystemClock`]: the
+//! operating system's readings in which the unit of its last claim runs
+//! with the lease live, and the values of `last` an increment in that unit
+//! may give. The fast path then compares its reading with the range and
+//! the increment's result with the unit, converts nothing, and no check
+//! before its fetch-and-add waits for the previous one (none reads `last`).
+//!
+//! [`SystemClock`]: crate::SystemClock
+
+use std::sync::atomic::{fence, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use super::reading::unit_start;
+use super::Generator;
+use crate::SystemClock;
+
+/// The cell's fields, read together: a unit's range of readings and its
+/// values of `last`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Gate {
+    /// `last` with sequence number 1 in the unit: an increment's result
+    /// from here up to the unit's last sequence number is the unit's.
+    first: u64,
+    /// The reading at which the unit starts (wrapping: a unit that began
+    /// before the operating system's clock did starts "below zero").
+    start: u64,
+    /// How many readings from `start` on are admitted: the unit's length,
+    /// cut at the lease deadline; 0 admits none.
+    len: u64,
+    /// The clock's wall offset (`SystemClock::os_to_wall`) the range was
+    /// worked out with: after a resync the range is the old offset's.
+    os_to_wall: i64,
+}
+
+impl Gate {
+    /// The gate that admits nothing.
+    pub(crate) const SHUT: Gate = Gate {
+        first: 0,
+        start: 0,
+        len: 0,
+        os_to_wall: 0,
+    };
+
+    /// The gate of the unit whose sequence-1 value of `last` is `first`,
+    /// which starts at reading `start` and lasts `span` readings, for a
+    /// lease live until reading `deadline` (exclusive), worked out with the
+    /// clock's wall offset `os_to_wall`. Readings at or past the deadline
+    /// are never admitted, nor any when the unit's start does not come
+    /// before it (a start that wrapped below zero included: nothing is
+    /// lost but the fast path in the first unit after boot).
+    pub(crate) fn new(first: u64, start: u64, span: u64, deadline: u64, os_to_wall: i64) -> Self {
+        let len = if start < deadline {
+            span.min(deadline - start)
+        } else {
+            0
+        };
+        Gate {
+            first,
+            start,
+            len,
+            os_to_wall,
+        }
+    }
+
+    /// Whether the fast path may increment `last` at the operating system
+    /// reading `os` of a clock whose wall offset is now `os_to_wall`: the
+    /// reading is in the unit's range, before the deadline, by the offset
+    /// the range was worked out with.
+    #[inline(always)]
+    pub(crate) fn admits_reading(&self, os: u64, os_to_wall: i64) -> bool {
+        os.wrapping_sub(self.start) < self.len && self.os_to_wall == os_to_wall
+    }
+
+    /// Whether `next`, what an increment of `last` gave, is an ID of the
+    /// unit: sequence number 1 to the last (`seq_limit` is the largest in
+    /// place), the worker field whole. Every other value `last` can take
+    /// (an earlier or later unit, a carry out of the sequence, a sealed
+    /// value) is not.
+    #[inline(always)]
+    pub(crate) fn admits_increment(&self, next: u64, seq_limit: u64) -> bool {
+        next.wrapping_sub(self.first) < seq_limit
+    }
+
+    /// Whether the gate is open for the unit whose sequence-1 value of
+    /// `last` is `first`, by the clock's wall offset `os_to_wall`.
+    pub(crate) fn is_open_for(&self, first: u64, os_to_wall: i64) -> bool {
+        self.len != 0 && self.first == first && self.os_to_wall == os_to_wall
+    }
+}
+
+/// The [`Gate`] in memory, read without a lock: a sequence lock, whose
+/// version is odd while a writer sets the fields, so a reader either sees
+/// one writer's gate whole or shuts it.
+#[derive(Debug)]
+pub(crate) struct SystemCell {
+    version: AtomicU64,
+    first: AtomicU64,
+    start: AtomicU64,
+    len: AtomicU64,
+    os_to_wall: AtomicI64,
+    /// Held while setting the gate (one writer at a time) and while the
+    /// lease changes, so that a gate is never worked out from a lease that
+    /// is being replaced (see `Generator::open_gate`).
+    setting: Mutex<()>,
+}
+
+impl Default for SystemCell {
+    fn default() -> Self {
+        SystemCell {
+            version: AtomicU64::new(0),
+            first: AtomicU64::new(Gate::SHUT.first),
+            start: AtomicU64::new(Gate::SHUT.start),
+            len: AtomicU64::new(Gate::SHUT.len),
+            os_to_wall: AtomicI64::new(Gate::SHUT.os_to_wall),
+            setting: Mutex::new(()),
+        }
+    }
+}
+
+impl SystemCell {
+    /// The gate as one writer set it; one that admits no reading while a
+    /// writer is setting it.
+    #[inline(always)]
+    pub(crate) fn gate(&self) -> Gate {
+        let version = self.version.load(Ordering::Acquire);
+        let gate = Gate {
+            first: self.first.load(Ordering::Relaxed),
+            start: self.start.load(Ordering::Relaxed),
+            len: self.len.load(Ordering::Relaxed),
+            os_to_wall: self.os_to_wall.load(Ordering::Relaxed),
+        };
+        fence(Ordering::Acquire);
+        let whole = version & 1 == 0 && self.version.load(Ordering::Relaxed) == version;
+        Gate {
+            len: if whole { gate.len } else { 0 },
+            ..gate
+        }
+    }
+
+    /// Held while working out a gate and setting it.
+    pub(crate) fn setting(&self) -> MutexGuard<'_, ()> {
+        self.setting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sets the gate; the caller holds [`setting`](SystemCell::setting).
+    pub(crate) fn set(&self, _setting: &MutexGuard<'_, ()>, gate: Gate) {
+        let version = self.version.load(Ordering::Relaxed);
+        self.version
+            .store(version.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.first.store(gate.first, Ordering::Relaxed);
+        self.start.store(gate.start, Ordering::Relaxed);
+        self.len.store(gate.len, Ordering::Relaxed);
+        self.os_to_wall.store(gate.os_to_wall, Ordering::Relaxed);
+        self.version
+            .store(version.wrapping_add(2), Ordering::Release);
+    }
+
+    /// Admits nothing until a claim opens it again.
+    pub(crate) fn shut(&self) {
+        let setting = self.setting();
+        self.set(&setting, Gate::SHUT);
+    }
+}
+
+impl Generator {
+    /// [`increment`](Generator::increment) on the system clock. The gate
+    /// the last claim opened ([`open_gate`](Generator::open_gate)) holds
+    /// the readings of that claim's unit before the deadline, and the
+    /// values of `last` that unit's increments give. The reading is checked
+    /// before the increment and the increment's result after it, so that
+    /// nothing before the fetch-and-add waits for `last` (which the
+    /// previous one changed) or converts the reading. An increment outside
+    /// the gate's unit (a carry out of a full sequence, a raised or sealed
+    /// `last`, a racing new unit) is given up and shuts the gate, so each
+    /// thread gives up at most one increment before a claim judges the
+    /// generator's state and opens the gate again.
+    #[inline(always)]
+    pub(super) fn system_increment(&self, system: &SystemClock) -> Option<u64> {
+        let os = SystemClock::os_coarse(self.os_lag);
+        let gate = self.system_cell.gate();
+        if !gate.admits_reading(os, system.os_to_wall()) {
+            return None;
+        }
+        let step = self.packing.step();
+        let next = self
+            .last
+            .fetch_add(step, Ordering::AcqRel)
+            .wrapping_add(step);
+        if gate.admits_increment(next, self.packing.seq_limit()) {
+            return Some(next);
+        }
+        self.gate_missed();
+        None
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn gate_missed(&self) {
+        self.system_cell.shut();
+    }
+
+    /// Opens the system clock's gate for unit `ts`, in which a claim just
+    /// issued (nothing without the system clock's fast path, or when it is
+    /// already open for that unit by the clock's current offset). The
+    /// window and the deadline are read under the cell's lock, which every
+    /// change of the lease holds, with the gate shut, while it changes
+    /// them: a gate is worked out from a lease as it was before a change,
+    /// and then shut by it, or as it is after it. A unit past the window
+    /// opens nothing; the deadline cuts the range.
+    pub(super) fn open_gate(&self, ts: u64) {
+        let Some(system) = &self.system else {
+            return;
+        };
+        let (seq_limit, step) = (self.packing.seq_limit(), self.packing.step());
+        let first = self.packing.pack(ts, 0).wrapping_add(step);
+        let os_to_wall = system.os_to_wall();
+        if seq_limit == 0 || self.system_cell.gate().is_open_for(first, os_to_wall) {
+            return;
+        }
+        let setting = self.system_cell.setting();
+        if ts > self.window_end.load(Ordering::Acquire) {
+            return;
+        }
+        let to_since = os_to_wall.wrapping_sub(self.epoch_ns as i64);
+        let gate = Gate::new(
+            first,
+            unit_start(ts, to_since, self.span_ns),
+            self.span_ns,
+            self.os_deadline.load(Ordering::Acquire),
+            os_to_wall,
+        );
+        self.system_cell.set(&setting, gate);
+    }
+}
+
+#[cfg(test)]
+mod tests;
