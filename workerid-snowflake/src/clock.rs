@@ -138,18 +138,18 @@ mod os {
         clock: libc::clockid_t,
         f: unsafe extern "C" fn(libc::clockid_t, *mut libc::timespec) -> libc::c_int,
     ) -> u64 {
-        let mut t = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `t` is a valid, writable timespec for the call's
-        // duration; the call writes nothing else.
-        let answer = unsafe { f(clock, &mut t) };
+        let mut t = std::mem::MaybeUninit::<libc::timespec>::uninit();
+        // SAFETY: `t` is writable timespec memory for the call's duration;
+        // the call writes nothing else.
+        let answer = unsafe { f(clock, t.as_mut_ptr()) };
         // Never on a Linux this builds for (MONOTONIC_COARSE exists since
         // 2.6.32). No value would be safe to go on with (a made-up reading
         // is a made-up time for deadlines, the offset and IDs alike), so
-        // it panics, as `std::time::Instant::now` does.
-        assert!(answer == 0, "reading clock {clock} failed");
+        // it panics, as `std::time::Instant::now` does. (The message names
+        // no clock: an argument would be stored on every call.)
+        assert!(answer == 0, "reading the monotonic clock failed");
+        // SAFETY: a call that returns 0 has written the whole timespec.
+        let t = unsafe { t.assume_init() };
         (t.tv_sec as u64)
             .wrapping_mul(1_000_000_000)
             .wrapping_add(t.tv_nsec as u64)

@@ -1,74 +1,75 @@
 //! What the generator keeps for its fast path on the [`SystemClock`]: the
-//! operating system's readings in which the unit of its last claim runs
+//! operating system's reading up to which the unit of its last claim runs
 //! with the lease live, and the values of `last` an increment in that unit
-//! may give. The fast path then compares its reading with the range and
+//! may give. The fast path then compares its reading with one number and
 //! the increment's result with the unit, converts nothing, and no check
 //! before its fetch-and-add waits for the previous one (none reads `last`).
 //!
 //! [`SystemClock`]: crate::SystemClock
 
-use std::sync::atomic::{fence, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use super::reading::unit_start;
 use super::Generator;
 use crate::SystemClock;
 
-/// The cell's fields, read together: a unit's range of readings and its
-/// values of `last`.
+/// What the fast path compares with: a unit's last admitted reading and
+/// its values of `last`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Gate {
+    /// The readings below this are admitted: the end of the unit, or the
+    /// lease deadline if that comes first; 0 admits none.
+    end: u64,
     /// `last` with sequence number 1 in the unit: an increment's result
     /// from here up to the unit's last sequence number is the unit's.
     first: u64,
-    /// The reading at which the unit starts (wrapping: a unit that began
-    /// before the operating system's clock did starts "below zero").
-    start: u64,
-    /// How many readings from `start` on are admitted: the unit's length,
-    /// cut at the lease deadline; 0 admits none.
-    len: u64,
-    /// The clock's wall offset (`SystemClock::os_to_wall`) the range was
-    /// worked out with: after a resync the range is the old offset's.
+    /// The clock's wall offset (`SystemClock::os_to_wall`) the end was
+    /// worked out with: after a resync it is the old offset's.
     os_to_wall: i64,
 }
 
 impl Gate {
     /// The gate that admits nothing.
     pub(crate) const SHUT: Gate = Gate {
+        end: 0,
         first: 0,
-        start: 0,
-        len: 0,
         os_to_wall: 0,
     };
 
     /// The gate of the unit whose sequence-1 value of `last` is `first`,
-    /// which starts at reading `start` and lasts `span` readings, for a
-    /// lease live until reading `deadline` (exclusive), worked out with the
-    /// clock's wall offset `os_to_wall`. Readings at or past the deadline
-    /// are never admitted, nor any when the unit's start does not come
-    /// before it (a start that wrapped below zero included: nothing is
-    /// lost but the fast path in the first unit after boot).
-    pub(crate) fn new(first: u64, start: u64, span: u64, deadline: u64, os_to_wall: i64) -> Self {
-        let len = if start < deadline {
-            span.min(deadline - start)
+    /// which ends at reading `unit_end` (wrapping, as [`unit_start`] gives
+    /// it), for a lease live until reading `deadline` (exclusive), worked
+    /// out with the clock's wall offset `os_to_wall`. Readings at or past
+    /// the deadline or the unit's end are never admitted, nor any when the
+    /// unit ended before the reading's zero.
+    ///
+    /// There is no lower end: a reading before the unit is one taken
+    /// before a claim found the clock in the unit and opened the gate, so
+    /// the increment that follows it comes after the clock reached the
+    /// unit, and its ID is not ahead of the clock.
+    pub(crate) fn new(first: u64, unit_end: u64, deadline: u64, os_to_wall: i64) -> Self {
+        // Readings are below 2^63 (292 years after boot): a larger end
+        // wrapped below zero.
+        let end = if unit_end < 1 << 63 {
+            unit_end.min(deadline)
         } else {
             0
         };
         Gate {
+            end,
             first,
-            start,
-            len,
             os_to_wall,
         }
     }
 
     /// Whether the fast path may increment `last` at the operating system
     /// reading `os` of a clock whose wall offset is now `os_to_wall`: the
-    /// reading is in the unit's range, before the deadline, by the offset
-    /// the range was worked out with.
+    /// reading is before the unit's end and the deadline, by the offset
+    /// the end was worked out with.
     #[inline(always)]
     pub(crate) fn admits_reading(&self, os: u64, os_to_wall: i64) -> bool {
-        os.wrapping_sub(self.start) < self.len && self.os_to_wall == os_to_wall
+        os < self.end && self.os_to_wall == os_to_wall
     }
 
     /// Whether `next`, what an increment of `last` gave, is an ID of the
@@ -84,19 +85,22 @@ impl Gate {
     /// Whether the gate is open for the unit whose sequence-1 value of
     /// `last` is `first`, by the clock's wall offset `os_to_wall`.
     pub(crate) fn is_open_for(&self, first: u64, os_to_wall: i64) -> bool {
-        self.len != 0 && self.first == first && self.os_to_wall == os_to_wall
+        self.end != 0 && self.first == first && self.os_to_wall == os_to_wall
     }
 }
 
-/// The [`Gate`] in memory, read without a lock: a sequence lock, whose
-/// version is odd while a writer sets the fields, so a reader either sees
-/// one writer's gate whole or shuts it.
+/// The [`Gate`] in memory, each field an atomic of its own, read without a
+/// lock. A reader may take fields of two settings of the gate: it loads
+/// the end first and an opening stores it last, so the unit and offset it
+/// reads are the end's or newer. Each was set by a claim while the lease
+/// and the window allowed it, and a call that takes one setting's end and
+/// a newer one's unit acts as a call that read its gate before a change
+/// and increments after it, as a call in flight across a change of the
+/// lease does in any case.
 #[derive(Debug)]
 pub(crate) struct SystemCell {
-    version: AtomicU64,
+    end: AtomicU64,
     first: AtomicU64,
-    start: AtomicU64,
-    len: AtomicU64,
     os_to_wall: AtomicI64,
     /// Held while setting the gate (one writer at a time) and while the
     /// lease changes, so that a gate is never worked out from a lease that
@@ -107,10 +111,8 @@ pub(crate) struct SystemCell {
 impl Default for SystemCell {
     fn default() -> Self {
         SystemCell {
-            version: AtomicU64::new(0),
+            end: AtomicU64::new(Gate::SHUT.end),
             first: AtomicU64::new(Gate::SHUT.first),
-            start: AtomicU64::new(Gate::SHUT.start),
-            len: AtomicU64::new(Gate::SHUT.len),
             os_to_wall: AtomicI64::new(Gate::SHUT.os_to_wall),
             setting: Mutex::new(()),
         }
@@ -118,22 +120,14 @@ impl Default for SystemCell {
 }
 
 impl SystemCell {
-    /// The gate as one writer set it; one that admits no reading while a
-    /// writer is setting it.
+    /// The gate, its end loaded first.
     #[inline(always)]
     pub(crate) fn gate(&self) -> Gate {
-        let version = self.version.load(Ordering::Acquire);
-        let gate = Gate {
-            first: self.first.load(Ordering::Relaxed),
-            start: self.start.load(Ordering::Relaxed),
-            len: self.len.load(Ordering::Relaxed),
-            os_to_wall: self.os_to_wall.load(Ordering::Relaxed),
-        };
-        fence(Ordering::Acquire);
-        let whole = version & 1 == 0 && self.version.load(Ordering::Relaxed) == version;
+        let end = self.end.load(Ordering::Acquire);
         Gate {
-            len: if whole { gate.len } else { 0 },
-            ..gate
+            end,
+            first: self.first.load(Ordering::Relaxed),
+            os_to_wall: self.os_to_wall.load(Ordering::Relaxed),
         }
     }
 
@@ -143,17 +137,12 @@ impl SystemCell {
     }
 
     /// Sets the gate; the caller holds [`setting`](SystemCell::setting).
+    /// The end is stored last, so a reader that loads it takes the unit
+    /// and offset stored with it or newer ones.
     pub(crate) fn set(&self, _setting: &MutexGuard<'_, ()>, gate: Gate) {
-        let version = self.version.load(Ordering::Relaxed);
-        self.version
-            .store(version.wrapping_add(1), Ordering::Relaxed);
-        fence(Ordering::Release);
         self.first.store(gate.first, Ordering::Relaxed);
-        self.start.store(gate.start, Ordering::Relaxed);
-        self.len.store(gate.len, Ordering::Relaxed);
         self.os_to_wall.store(gate.os_to_wall, Ordering::Relaxed);
-        self.version
-            .store(version.wrapping_add(2), Ordering::Release);
+        self.end.store(gate.end, Ordering::Release);
     }
 
     /// Admits nothing until a claim opens it again.
@@ -166,8 +155,9 @@ impl SystemCell {
 impl Generator {
     /// [`increment`](Generator::increment) on the system clock. The gate
     /// the last claim opened ([`open_gate`](Generator::open_gate)) holds
-    /// the readings of that claim's unit before the deadline, and the
-    /// values of `last` that unit's increments give. The reading is checked
+    /// the reading at which that claim's unit ends (or the lease deadline,
+    /// if it comes first) and the values of `last` that unit's increments
+    /// give. The reading is checked
     /// before the increment and the increment's result after it, so that
     /// nothing before the fetch-and-add waits for `last` (which the
     /// previous one changed) or converts the reading. An increment outside
@@ -207,15 +197,15 @@ impl Generator {
     /// change of the lease holds, with the gate shut, while it changes
     /// them: a gate is worked out from a lease as it was before a change,
     /// and then shut by it, or as it is after it. A unit past the window
-    /// opens nothing; the deadline cuts the range.
+    /// opens nothing; the deadline, if it comes before the unit's end, is
+    /// the gate's end.
     pub(super) fn open_gate(&self, ts: u64) {
         let Some(system) = &self.system else {
             return;
         };
-        let (seq_limit, step) = (self.packing.seq_limit(), self.packing.step());
-        let first = self.packing.pack(ts, 0).wrapping_add(step);
+        let first = self.packing.pack(ts, 0).wrapping_add(self.packing.step());
         let os_to_wall = system.os_to_wall();
-        if seq_limit == 0 || self.system_cell.gate().is_open_for(first, os_to_wall) {
+        if self.system_cell.gate().is_open_for(first, os_to_wall) {
             return;
         }
         let setting = self.system_cell.setting();
@@ -225,8 +215,7 @@ impl Generator {
         let to_since = os_to_wall.wrapping_sub(self.epoch_ns as i64);
         let gate = Gate::new(
             first,
-            unit_start(ts, to_since, self.span_ns),
-            self.span_ns,
+            unit_start(ts + 1, to_since, self.span_ns),
             self.os_deadline.load(Ordering::Acquire),
             os_to_wall,
         );

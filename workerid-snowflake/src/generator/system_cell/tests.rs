@@ -1,7 +1,3 @@
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
 use proptest::prelude::*;
 
 use super::*;
@@ -9,22 +5,23 @@ use crate::generator::packing::{values_of_last, Packing};
 use crate::generator::reading::{span_ns, unit_since, unit_start};
 use crate::test_support::{layouts, near_the_ends};
 
-/// The full rule for a reading: before the deadline, its time since the
-/// epoch not negative and in unit `ts` (by division).
-fn reading_in_unit_before(os: u64, deadline: u64, to_since: i64, ts: u64, unit_ms: u64) -> bool {
+/// The full rule for a reading: before the deadline, and its time since
+/// the epoch (by division) before unit `ts + 1`; a reading before the
+/// epoch is before every unit.
+fn reading_before(os: u64, deadline: u64, to_since: i64, ts: u64, unit_ms: u64) -> bool {
     let since = (os as i64).wrapping_add(to_since);
-    os < deadline && since >= 0 && unit_since(since as u64, unit_ms) == ts
+    os < deadline && (since < 0 || unit_since(since as u64, unit_ms) <= ts)
 }
 
 proptest! {
     /// A gate admits a reading and an increment exactly where the full
-    /// rule does: the reading before the deadline and in the gate's unit,
-    /// and `last`, before the increment, in that unit with its worker field
-    /// whole and a sequence number left. For every value `last` takes
-    /// (carried, past the layout's last unit, sealed), readings in the
-    /// unit, a unit off and at its ends, deadlines before, in and after
-    /// the unit. Never more than the rule (a unit that began before the
-    /// reading's zero may admit less: nothing is lost but speed).
+    /// rule does: the reading before the deadline and before the end of
+    /// the gate's unit, and `last`, before the increment, in that unit with
+    /// its worker field whole and a sequence number left. For every value
+    /// `last` takes (carried, past the layout's last unit, sealed),
+    /// readings in the unit, a unit off and at its ends, deadlines before,
+    /// in and after the unit, offsets that put the unit's end anywhere.
+    /// A unit that ended before the reading's zero admits nothing.
     #[test]
     fn a_gate_admits_what_the_full_rule_does(
         layout in 0..5usize,
@@ -47,6 +44,7 @@ proptest! {
         prop_assume!(span != 0);
         let ts = near_the_ends(ts, max_ts);
         let start = unit_start(ts, to_since, span);
+        let end = unit_start(ts + 1, to_since, span);
         let at = |n: u64| match n % 4 {
             0 => 0,
             1 => span - 1,
@@ -62,16 +60,20 @@ proptest! {
                 .wrapping_add(at(deadline_at / 5)),
         };
         let first = packing.pack(ts, 0).wrapping_add(packing.step());
-        let gate = Gate::new(first, start, span, deadline, os_to_wall);
+        let gate = Gate::new(first, end, deadline, os_to_wall);
         let os = start
             .wrapping_add((units_off as u64).wrapping_mul(span))
             .wrapping_add(at(within));
-        let reading_rule = reading_in_unit_before(os, deadline, to_since, ts, unit_ms);
-        let admitted = gate.admits_reading(os, os_to_wall);
-        prop_assert!(!admitted || reading_rule, "reading {} admitted, deadline {}", os, deadline);
-        if start.checked_add(span).is_some() {
-            prop_assert_eq!(admitted, reading_rule, "reading {}, deadline {}", os, deadline);
-        }
+        // Readings are below 2^63; so is the end of a unit that did not
+        // end before their zero.
+        prop_assume!(os < 1 << 63);
+        let ended_before_zero = end >= 1 << 63;
+        let rule = !ended_before_zero && reading_before(os, deadline, to_since, ts, unit_ms);
+        prop_assert_eq!(
+            gate.admits_reading(os, os_to_wall),
+            rule,
+            "reading {}, unit from {} to {}, deadline {}", os, start, end, deadline
+        );
         prop_assert!(!gate.admits_reading(os, os_to_wall.wrapping_add(1)), "another offset");
         for current in values_of_last(&layout, &packing, ts, seq, carries, above_sealed) {
             let rule = packing.ts(current) == ts && packing.issuable(current);
@@ -89,12 +91,12 @@ fn a_gate_is_open_for_its_unit_and_offset_until_shut() {
     let cell = SystemCell::default();
     assert_eq!(cell.gate(), Gate::SHUT, "a new cell is shut");
     assert!(!cell.gate().admits_reading(0, 0));
-    let gate = Gate::new(17, 1_000, 100, u64::MAX, -5);
+    let gate = Gate::new(17, 1_100, u64::MAX, -5);
     assert!(gate.is_open_for(17, -5));
     assert!(!gate.is_open_for(18, -5), "another unit");
     assert!(!gate.is_open_for(17, -4), "another offset");
     assert!(
-        !Gate::new(17, 1_000, 100, 1_000, -5).is_open_for(17, -5),
+        !Gate::new(17, 1_100, 0, -5).is_open_for(17, -5),
         "no reading left"
     );
     cell.set(&cell.setting(), gate);
@@ -107,60 +109,22 @@ fn a_gate_is_open_for_its_unit_and_offset_until_shut() {
 }
 
 #[test]
-fn the_deadline_cuts_the_range_and_a_start_at_or_after_it_admits_nothing() {
-    let gate = |start, deadline| Gate::new(1, start, 100, deadline, 0);
-    assert!(gate(1_000, 1_050).admits_reading(1_049, 0));
-    assert!(!gate(1_000, 1_050).admits_reading(1_050, 0));
+fn the_deadline_or_the_units_end_bounds_the_readings() {
+    let gate = |unit_end, deadline| Gate::new(1, unit_end, deadline, 0);
+    assert!(gate(1_100, 1_050).admits_reading(1_049, 0));
     assert!(
-        gate(1_000, 1_101).admits_reading(1_099, 0),
-        "the unit ends first"
+        !gate(1_100, 1_050).admits_reading(1_050, 0),
+        "the deadline first"
     );
-    assert!(!gate(1_000, 1_000).admits_reading(1_000, 0));
-    assert!(!gate(1_000, 999).admits_reading(1_000, 0));
-    // A unit that began before the reading's zero: nothing, not the wrapped
-    // range up to the deadline.
-    assert!(!gate(u64::MAX - 10, 50).admits_reading(5, 0));
-}
-
-/// Readers racing a writer that sets two gates in turn see one of them
-/// whole, or a gate that admits no reading: never the fields of one with
-/// the range of the other.
-#[test]
-fn readers_never_see_a_torn_gate() {
-    let cell = Arc::new(SystemCell::default());
-    let a = Gate::new(1, 1_000, 100, u64::MAX, 7);
-    let b = Gate::new(u64::MAX - 1, u64::MAX - 1_000, 60, u64::MAX, -7);
-    let done = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (cell, done) = (cell.clone(), done.clone());
-        std::thread::spawn(move || {
-            let mut writes = 0u64;
-            while !done.load(Ordering::Relaxed) {
-                let setting = cell.setting();
-                cell.set(&setting, if writes.is_multiple_of(2) { a } else { b });
-                writes += 1;
-            }
-            writes
-        })
-    };
-    let (mut whole, mut refused) = (0u64, 0u64);
-    let began = Instant::now();
-    while began.elapsed() < Duration::from_millis(300) {
-        let gate = cell.gate();
-        if gate.len == 0 {
-            refused += 1;
-        } else {
-            assert!(gate == a || gate == b, "torn: {gate:?}");
-            whole += 1;
-        }
-    }
-    done.store(true, Ordering::Relaxed);
-    let writes = writer.join().unwrap();
+    assert!(gate(1_100, 1_101).admits_reading(1_099, 0));
     assert!(
-        writes > 1_000 && whole > 1_000,
-        "{writes} writes, {whole} whole reads"
+        !gate(1_100, 1_101).admits_reading(1_100, 0),
+        "the unit's end first"
     );
-    // Some reads met a write in progress (on one CPU too: the writer is
-    // preempted between its stores), and none of them was let through.
-    assert!(refused > 0, "{refused} reads met a write ({whole} whole)");
+    assert!(!gate(1_100, 0).admits_reading(0, 0), "closed");
+    // A unit that ended before the reading's zero: nothing, not every
+    // reading up to the deadline.
+    assert!(!gate(u64::MAX - 10, u64::MAX).admits_reading(5, 0));
+    assert!(!gate(1 << 63, u64::MAX).admits_reading(5, 0));
+    assert!(gate((1 << 63) - 1, u64::MAX).admits_reading(5, 0));
 }
