@@ -9,16 +9,16 @@ fn system_generator() -> (Arc<SystemClock>, Generator) {
     (clock, g)
 }
 
-/// `last` with sequence number 1 in unit `ts`: what a gate of that unit
+/// `last` with sequence number 0 in unit `ts`: what a gate of that unit
 /// holds.
-fn first_of(g: &Generator, ts: u64) -> u64 {
-    g.packing.pack(ts, 0) + g.packing.step()
+fn base_of(g: &Generator, ts: u64) -> u64 {
+    g.packing.pack(ts, 0)
 }
 
 fn open_for(g: &Generator, clock: &SystemClock, ts: u64) -> bool {
     g.system_cell
         .gate()
-        .is_open_for(first_of(g, ts), clock.os_to_wall())
+        .is_open_for(base_of(g, ts), clock.os_to_wall())
 }
 
 /// A `last` raised ahead of the clock (a watermark from a machine whose

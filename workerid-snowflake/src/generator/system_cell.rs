@@ -1,9 +1,10 @@
 //! What the generator keeps for its fast path on the [`SystemClock`]: the
 //! operating system's reading up to which the unit of its last claim runs
 //! with the lease live, and the values of `last` an increment in that unit
-//! may give. The fast path then compares its reading with one number and
-//! the increment's result with the unit, converts nothing, and no check
-//! before its fetch-and-add waits for the previous one (none reads `last`).
+//! may start from. The fast path then compares its reading with one number
+//! and the value its increment started from with the unit, converts
+//! nothing, and no check before its fetch-and-add waits for the previous
+//! one (none reads `last`).
 //!
 //! [`SystemClock`]: crate::SystemClock
 
@@ -14,16 +15,17 @@ use super::reading::unit_start;
 use super::Generator;
 use crate::SystemClock;
 
-/// What the fast path compares with: a unit's last admitted reading and
-/// its values of `last`.
+/// What the fast path compares with: where a unit's admitted readings end
+/// and its values of `last`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Gate {
     /// The readings below this are admitted: the end of the unit, or the
     /// lease deadline if that comes first; 0 admits none.
     end: u64,
-    /// `last` with sequence number 1 in the unit: an increment's result
-    /// from here up to the unit's last sequence number is the unit's.
-    first: u64,
+    /// `last` with sequence number 0 in the unit: an increment that
+    /// started from here up to the unit's second-to-last sequence number
+    /// gave an ID of the unit.
+    base: u64,
     /// The clock's wall offset (`SystemClock::os_to_wall`) the end was
     /// worked out with: after a resync it is the old offset's.
     os_to_wall: i64,
@@ -33,11 +35,11 @@ impl Gate {
     /// The gate that admits nothing.
     pub(crate) const SHUT: Gate = Gate {
         end: 0,
-        first: 0,
+        base: 0,
         os_to_wall: 0,
     };
 
-    /// The gate of the unit whose sequence-1 value of `last` is `first`,
+    /// The gate of the unit whose sequence-0 value of `last` is `base`,
     /// which ends at reading `unit_end` (wrapping, as [`unit_start`] gives
     /// it), for a lease live until reading `deadline` (exclusive), worked
     /// out with the clock's wall offset `os_to_wall`. Readings at or past
@@ -48,7 +50,7 @@ impl Gate {
     /// before a claim found the clock in the unit and opened the gate, so
     /// the increment that follows it comes after the clock reached the
     /// unit, and its ID is not ahead of the clock.
-    pub(crate) fn new(first: u64, unit_end: u64, deadline: u64, os_to_wall: i64) -> Self {
+    pub(crate) fn new(base: u64, unit_end: u64, deadline: u64, os_to_wall: i64) -> Self {
         // Readings are below 2^63 (292 years after boot): a larger end
         // wrapped below zero.
         let end = if unit_end < 1 << 63 {
@@ -58,7 +60,7 @@ impl Gate {
         };
         Gate {
             end,
-            first,
+            base,
             os_to_wall,
         }
     }
@@ -72,20 +74,22 @@ impl Gate {
         os < self.end && self.os_to_wall == os_to_wall
     }
 
-    /// Whether `next`, what an increment of `last` gave, is an ID of the
-    /// unit: sequence number 1 to the last (`seq_limit` is the largest in
-    /// place), the worker field whole. Every other value `last` can take
-    /// (an earlier or later unit, a carry out of the sequence, a sealed
-    /// value) is not.
+    /// Whether an increment of `last` that started from `current` gave an
+    /// ID of the unit: `current` is in the unit with a sequence number
+    /// left (`seq_limit` is the largest in place) and its worker field
+    /// whole. Every other value `last` can take (an earlier or later unit,
+    /// a carry out of the sequence, a sealed value) is not. The value the
+    /// increment started from, not its result: one step less between the
+    /// fetch-and-add and the verdict.
     #[inline(always)]
-    pub(crate) fn admits_increment(&self, next: u64, seq_limit: u64) -> bool {
-        next.wrapping_sub(self.first) < seq_limit
+    pub(crate) fn admits_increment(&self, current: u64, seq_limit: u64) -> bool {
+        current.wrapping_sub(self.base) < seq_limit
     }
 
-    /// Whether the gate is open for the unit whose sequence-1 value of
-    /// `last` is `first`, by the clock's wall offset `os_to_wall`.
-    pub(crate) fn is_open_for(&self, first: u64, os_to_wall: i64) -> bool {
-        self.end != 0 && self.first == first && self.os_to_wall == os_to_wall
+    /// Whether the gate is open for the unit whose sequence-0 value of
+    /// `last` is `base`, by the clock's wall offset `os_to_wall`.
+    pub(crate) fn is_open_for(&self, base: u64, os_to_wall: i64) -> bool {
+        self.end != 0 && self.base == base && self.os_to_wall == os_to_wall
     }
 }
 
@@ -100,7 +104,7 @@ impl Gate {
 #[derive(Debug)]
 pub(crate) struct SystemCell {
     end: AtomicU64,
-    first: AtomicU64,
+    base: AtomicU64,
     os_to_wall: AtomicI64,
     /// Held while setting the gate (one writer at a time) and while the
     /// lease changes, so that a gate is never worked out from a lease that
@@ -112,7 +116,7 @@ impl Default for SystemCell {
     fn default() -> Self {
         SystemCell {
             end: AtomicU64::new(Gate::SHUT.end),
-            first: AtomicU64::new(Gate::SHUT.first),
+            base: AtomicU64::new(Gate::SHUT.base),
             os_to_wall: AtomicI64::new(Gate::SHUT.os_to_wall),
             setting: Mutex::new(()),
         }
@@ -126,7 +130,7 @@ impl SystemCell {
         let end = self.end.load(Ordering::Acquire);
         Gate {
             end,
-            first: self.first.load(Ordering::Relaxed),
+            base: self.base.load(Ordering::Acquire),
             os_to_wall: self.os_to_wall.load(Ordering::Relaxed),
         }
     }
@@ -140,7 +144,7 @@ impl SystemCell {
     /// The end is stored last, so a reader that loads it takes the unit
     /// and offset stored with it or newer ones.
     pub(crate) fn set(&self, _setting: &MutexGuard<'_, ()>, gate: Gate) {
-        self.first.store(gate.first, Ordering::Relaxed);
+        self.base.store(gate.base, Ordering::Release);
         self.os_to_wall.store(gate.os_to_wall, Ordering::Relaxed);
         self.end.store(gate.end, Ordering::Release);
     }
@@ -157,7 +161,7 @@ impl Generator {
     /// the last claim opened ([`open_gate`](Generator::open_gate)) holds
     /// the reading at which that claim's unit ends (or the lease deadline,
     /// if it comes first) and the values of `last` that unit's increments
-    /// give. The reading is checked
+    /// may start from. The reading is checked
     /// before the increment and the increment's result after it, so that
     /// nothing before the fetch-and-add waits for `last` (which the
     /// previous one changed) or converts the reading. An increment outside
@@ -172,13 +176,10 @@ impl Generator {
         if !gate.admits_reading(os, system.os_to_wall()) {
             return None;
         }
-        let step = self.packing.step();
-        let next = self
-            .last
-            .fetch_add(step, Ordering::AcqRel)
-            .wrapping_add(step);
-        if gate.admits_increment(next, self.packing.seq_limit()) {
-            return Some(next);
+        let (step, seq_limit) = (self.packing.step(), self.packing.seq_limit());
+        let current = self.last.fetch_add(step, Ordering::AcqRel);
+        if gate.admits_increment(current, seq_limit) {
+            return Some(current.wrapping_add(step));
         }
         self.gate_missed();
         None
@@ -203,9 +204,9 @@ impl Generator {
         let Some(system) = &self.system else {
             return;
         };
-        let first = self.packing.pack(ts, 0).wrapping_add(self.packing.step());
+        let base = self.packing.pack(ts, 0);
         let os_to_wall = system.os_to_wall();
-        if self.system_cell.gate().is_open_for(first, os_to_wall) {
+        if self.system_cell.gate().is_open_for(base, os_to_wall) {
             return;
         }
         let setting = self.system_cell.setting();
@@ -214,7 +215,7 @@ impl Generator {
         }
         let to_since = os_to_wall.wrapping_sub(self.epoch_ns as i64);
         let gate = Gate::new(
-            first,
+            base,
             unit_start(ts + 1, to_since, self.span_ns),
             self.os_deadline.load(Ordering::Acquire),
             os_to_wall,

@@ -59,8 +59,7 @@ proptest! {
                 .wrapping_add(n.wrapping_sub(3).wrapping_mul(span))
                 .wrapping_add(at(deadline_at / 5)),
         };
-        let first = packing.pack(ts, 0).wrapping_add(packing.step());
-        let gate = Gate::new(first, end, deadline, os_to_wall);
+        let gate = Gate::new(packing.pack(ts, 0), end, deadline, os_to_wall);
         let os = start
             .wrapping_add((units_off as u64).wrapping_mul(span))
             .wrapping_add(at(within));
@@ -78,7 +77,7 @@ proptest! {
         for current in values_of_last(&layout, &packing, ts, seq, carries, above_sealed) {
             let rule = packing.ts(current) == ts && packing.issuable(current);
             prop_assert_eq!(
-                gate.admits_increment(current.wrapping_add(packing.step()), packing.seq_limit()),
+                gate.admits_increment(current, packing.seq_limit()),
                 rule,
                 "last {:#x}", current
             );
