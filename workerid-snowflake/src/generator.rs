@@ -12,7 +12,7 @@ use crate::meters::GeneratorMeters;
 use crate::{Error, Result};
 use packing::Packing;
 use reading::{live_reading, span_ns, unit_since};
-use system_cell::{Gate, SystemCell};
+use system_cell::SystemCell;
 pub(crate) use tick_cell::TickCell;
 
 mod lease;
@@ -452,7 +452,7 @@ impl Generator {
                 .compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
-                self.open_gate(ts);
+                self.open_gate(next);
                 if ts != last_ts {
                     self.meters.new_unit(
                         packing.dense(current),

@@ -1,6 +1,8 @@
 //! The system clock's gate as the generator keeps it: opened by claims,
 //! shut by every change of the lease and by an increment outside its unit.
 
+use std::sync::atomic::AtomicBool;
+
 use super::*;
 
 fn system_generator() -> (Arc<SystemClock>, Generator) {
@@ -63,7 +65,6 @@ fn a_last_raised_ahead_moves_once_however_often_the_caller_retries() {
 fn a_change_of_the_lease_shuts_the_gate_and_a_claim_opens_it_again() {
     let (clock, g) = system_generator();
     let g = g.closed(Arc::new(Notify::new()));
-    assert!(!g.system_cell.gate().is_open_for(0, 0));
     assert!(g.next_id().is_err(), "closed");
     let max_ts = Layout::classic().max_timestamp();
     let far = Duration::from_secs(1_000_000);
@@ -82,22 +83,69 @@ fn a_change_of_the_lease_shuts_the_gate_and_a_claim_opens_it_again() {
 
 /// A claim that raced a change of the lease opens its unit only as the new
 /// lease allows: never a unit past the window, never a reading at or past
-/// the deadline.
+/// the deadline; nor a unit the clock has not reached by its current offset
+/// (a resync that moved it back since the claim read it), nor a full unit,
+/// nor while the cell's lock is held (the claim goes on without waiting).
 #[test]
-fn a_gate_is_worked_out_from_the_lease_as_it_is_when_opened() {
+fn a_gate_is_worked_out_from_the_lease_and_the_clock_as_they_are_when_opened() {
     let (clock, g) = system_generator();
     let ts = Layout::classic().decompose(g.next_id().unwrap()).timestamp;
+    let last = |ts| g.packing.pack(ts, 0);
     let far = Duration::from_secs(1_000_000);
     g.open_until(far, ts - 1);
-    g.open_gate(ts);
+    g.open_gate(last(ts));
     assert!(!open_for(&g, &clock, ts), "past the window");
-    g.open_until(far, ts);
-    g.open_gate(ts);
-    assert!(open_for(&g, &clock, ts), "the window's last unit");
+    g.open_until(far, ts + 100);
+    g.open_gate(last(ts));
+    assert!(open_for(&g, &clock, ts), "the window's units");
+    g.open_until(far, ts + 100);
+    g.open_gate(last(ts + 50));
+    assert!(
+        !open_for(&g, &clock, ts + 50),
+        "a unit the clock has not reached"
+    );
+    g.open_gate(g.packing.pack(ts, Layout::classic().max_sequence()));
+    assert!(!open_for(&g, &clock, ts), "a full unit");
+    let held = g.system_cell.setting();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let answered = std::thread::scope(|s| {
+        s.spawn(|| {
+            g.open_gate(last(ts));
+            tx.send(()).unwrap();
+        });
+        let answered = rx.recv_timeout(Duration::from_secs(5)).is_ok();
+        drop(held);
+        answered
+    });
+    assert!(answered, "a claim never waits for the cell's lock");
+    assert!(!open_for(&g, &clock, ts), "the lock was held");
     // A deadline already passed: the gate holds no reading.
     g.open_until(Duration::from_nanos(1), ts);
-    g.open_gate(ts);
+    g.open_gate(last(ts));
     assert!(!open_for(&g, &clock, ts), "past the deadline");
+}
+
+/// A unit filled on the fast path is shut at its last number: no call
+/// carries `last` out of it, so every later unit begins at sequence
+/// number 0 (a carry would cost the next unit its first number).
+#[test]
+fn a_full_unit_shuts_the_gate_before_any_carry() {
+    let layout = Layout::new(41, 20, 2, Duration::from_millis(1), crate::CLASSIC_EPOCH).unwrap();
+    let g = Generator::with_system_clock(layout, 1).unwrap();
+    let mut units = std::collections::BTreeMap::<u64, Vec<u64>>::new();
+    for _ in 0..2_000 {
+        let parts = layout.decompose(g.next_id().unwrap());
+        assert_eq!(parts.worker_id, 1);
+        units
+            .entry(parts.timestamp)
+            .or_default()
+            .push(parts.sequence);
+    }
+    assert!(units.len() > 100, "{} units", units.len());
+    // All but the first and the last unit, which the loop may cut short.
+    for (unit, sequences) in units.iter().skip(1).take(units.len() - 2) {
+        assert_eq!(sequences, &[0, 1, 2, 3], "unit {unit}");
+    }
 }
 
 /// On the system clock no call that begins at or after the deadline (by
@@ -152,4 +200,86 @@ fn a_resync_leaves_the_gate_behind_until_a_claim_opens_it_again() {
     assert!(!g.system_cell.gate().admits_reading(os, clock.os_to_wall()));
     let ts = Layout::classic().decompose(g.next_id().unwrap()).timestamp;
     assert!(open_for(&g, &clock, ts));
+}
+
+/// Two callers of `next_id` and a `LocalGenerator` racing renewals (the
+/// window moving down and up, deadlines near and far), closes, resyncs, a
+/// `last` raised ahead and a final seal: every ID is distinct and carries
+/// the worker's ID, each caller's IDs rise, none is above the largest
+/// window ever reserved, and none is above what the seal returns.
+#[test]
+fn ids_stay_sound_while_the_lease_and_the_clock_race_the_gate() {
+    let layout = Layout::classic();
+    let clock = Arc::new(SystemClock::new());
+    let g = Generator::new(layout, 9, clock.clone()).unwrap();
+    let g = Arc::new(g.closed(Arc::new(Notify::new())));
+    let now_ts = || g.unit_at(crate::clock::whole_nanos(clock.now().wall));
+    let stop = AtomicBool::new(false);
+    let mut window_max = 0;
+    let (ids, sealed) = std::thread::scope(|s| {
+        let callers: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut ids = Vec::new();
+                    while !stop.load(Ordering::Relaxed) {
+                        if let Ok(id) = g.next_id() {
+                            ids.push(id);
+                        }
+                    }
+                    ids
+                })
+            })
+            .collect();
+        let local = s.spawn(|| {
+            let mut local = g.local(32).unwrap();
+            let mut ids = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(id) = local.next_id() {
+                    ids.push(id);
+                }
+            }
+            ids
+        });
+        for round in 0..400u64 {
+            let near = clock.now().mono + Duration::from_millis(20);
+            let window = now_ts() + round % 4;
+            match round % 6 {
+                0 | 4 => g.open_until(near, window),
+                1 => g.open_until(Duration::from_secs(1_000_000), window + 50),
+                2 => clock.resync(),
+                3 => g.set_last_used_timestamp(now_ts() + 1),
+                _ => g.close(),
+            }
+            window_max = window_max.max(g.window_end());
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let sealed = g.seal();
+        let mut ids: Vec<Vec<u64>> = callers.into_iter().map(|c| c.join().unwrap()).collect();
+        ids.push(local.join().unwrap());
+        (ids, sealed)
+    });
+    for caller in &ids[..2] {
+        assert!(
+            caller.windows(2).all(|w| w[0] < w[1]),
+            "a caller's IDs rise"
+        );
+    }
+    let all: Vec<u64> = ids.concat();
+    assert!(all.len() > 1_000, "{} IDs", all.len());
+    crate::test_support::assert_distinct(&all, "callers");
+    for id in all {
+        let parts = layout.decompose(id);
+        assert_eq!(parts.worker_id, 9, "{id:#x}");
+        assert!(
+            parts.timestamp <= window_max,
+            "{} above {window_max}",
+            parts.timestamp
+        );
+        assert!(
+            parts.timestamp <= sealed,
+            "{} above the seal's {sealed}",
+            parts.timestamp
+        );
+    }
 }

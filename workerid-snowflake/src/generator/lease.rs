@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 use std::time::Duration;
 
-use super::{Gate, Generator, SEALED};
+use super::{Generator, SEALED};
 
 impl Generator {
     /// The timestamp (in layout units) of the last ID (libx.net/workerid's `LastUsedTimestamp`).
@@ -102,7 +102,7 @@ impl Generator {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let gate = self.system_cell.setting();
-        self.system_cell.set(&gate, Gate::SHUT);
+        self.system_cell.shut(&gate);
         (changing, gate)
     }
 

@@ -9,7 +9,7 @@
 //! [`SystemClock`]: crate::SystemClock
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use super::reading::unit_start;
 use super::Generator;
@@ -46,10 +46,11 @@ impl Gate {
     /// the deadline or the unit's end are never admitted, nor any when the
     /// unit ended before the reading's zero.
     ///
-    /// There is no lower end: a reading before the unit is one taken
-    /// before a claim found the clock in the unit and opened the gate, so
-    /// the increment that follows it comes after the clock reached the
-    /// unit, and its ID is not ahead of the clock.
+    /// There is no lower end: a gate is opened only once a precise reading,
+    /// by the offset it was worked out with, has reached the unit (see
+    /// [`open_gate`](Generator::open_gate)), so a reading below the unit
+    /// was taken before that, and the increment that follows it comes
+    /// after the clock reached the unit: its ID is not ahead of the clock.
     pub(crate) fn new(base: u64, unit_end: u64, deadline: u64, os_to_wall: i64) -> Self {
         // Readings are below 2^63 (292 years after boot): a larger end
         // wrapped below zero.
@@ -94,19 +95,23 @@ impl Gate {
 }
 
 /// The [`Gate`] in memory, each field an atomic of its own, read without a
-/// lock. A reader may take fields of two settings of the gate: it loads
-/// the end first and an opening stores it last, so the unit and offset it
-/// reads are the end's or newer. Each was set by a claim while the lease
-/// and the window allowed it, and a call that takes one setting's end and
-/// a newer one's unit acts as a call that read its gate before a change
-/// and increments after it, as a call in flight across a change of the
-/// lease does in any case.
+/// lock. A reader loads the end first (acquire) and an opening stores it
+/// last (release), so the unit and offset a reader takes are those stored
+/// with the end it took, or newer ones. Shutting stores the end alone, so
+/// every unit a reader can take is one a gate was opened for: opened while
+/// the lease and the window allowed it, and after the clock reached it. A
+/// reader that takes an end with a newer unit acts as a call that read its
+/// gate before the newer opening (or a change of the lease) and increments
+/// after it, as a call in flight across it does in any case. The unit's
+/// value is also stored with release after the claim's compare-and-swap
+/// and loaded with acquire, so the increment that follows starts from that
+/// claim's value of `last` or a later one.
 #[derive(Debug)]
 pub(crate) struct SystemCell {
     end: AtomicU64,
     base: AtomicU64,
     os_to_wall: AtomicI64,
-    /// Held while setting the gate (one writer at a time) and while the
+    /// Held while opening the gate (one writer at a time) and while the
     /// lease changes, so that a gate is never worked out from a lease that
     /// is being replaced (see `Generator::open_gate`).
     setting: Mutex<()>,
@@ -135,24 +140,42 @@ impl SystemCell {
         }
     }
 
-    /// Held while working out a gate and setting it.
+    /// Held while the lease changes, and while opening the gate.
     pub(crate) fn setting(&self) -> MutexGuard<'_, ()> {
         self.setting.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Sets the gate; the caller holds [`setting`](SystemCell::setting).
-    /// The end is stored last, so a reader that loads it takes the unit
-    /// and offset stored with it or newer ones.
-    pub(crate) fn set(&self, _setting: &MutexGuard<'_, ()>, gate: Gate) {
+    /// [`setting`](SystemCell::setting) if no one holds it: a claim that
+    /// finds it held leaves the gate as it is (shut, or open for a unit a
+    /// claim opened), so the fast path never waits for a lock.
+    pub(crate) fn try_setting(&self) -> Option<MutexGuard<'_, ()>> {
+        match self.setting.try_lock() {
+            Ok(setting) => Some(setting),
+            Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// Opens `gate`; the caller holds [`setting`](SystemCell::setting).
+    pub(crate) fn open(&self, _setting: &MutexGuard<'_, ()>, gate: Gate) {
         self.base.store(gate.base, Ordering::Release);
         self.os_to_wall.store(gate.os_to_wall, Ordering::Relaxed);
         self.end.store(gate.end, Ordering::Release);
     }
 
-    /// Admits nothing until a claim opens it again.
-    pub(crate) fn shut(&self) {
-        let setting = self.setting();
-        self.set(&setting, Gate::SHUT);
+    /// Admits nothing until a claim opens it again; the caller holds
+    /// [`setting`](SystemCell::setting).
+    pub(crate) fn shut(&self, _setting: &MutexGuard<'_, ()>) {
+        self.end.store(0, Ordering::Release);
+    }
+
+    /// Shuts `seen`, the gate a call read, unless it has been shut or
+    /// replaced since (then the newer gate stays): without the lock, as the
+    /// fast path's caller does.
+    pub(crate) fn shut_seen(&self, seen: &Gate) {
+        let _ = self
+            .end
+            .compare_exchange(seen.end, 0, Ordering::Release, Ordering::Relaxed);
     }
 }
 
@@ -161,14 +184,11 @@ impl Generator {
     /// the last claim opened ([`open_gate`](Generator::open_gate)) holds
     /// the reading at which that claim's unit ends (or the lease deadline,
     /// if it comes first) and the values of `last` that unit's increments
-    /// may start from. The reading is checked
-    /// before the increment and the increment's result after it, so that
-    /// nothing before the fetch-and-add waits for `last` (which the
-    /// previous one changed) or converts the reading. An increment outside
-    /// the gate's unit (a carry out of a full sequence, a raised or sealed
-    /// `last`, a racing new unit) is given up and shuts the gate, so each
-    /// thread gives up at most one increment before a claim judges the
-    /// generator's state and opens the gate again.
+    /// may start from. The reading is checked before the increment and the
+    /// value it started from after it, so that nothing before the
+    /// fetch-and-add waits for `last` (which the previous one changed) or
+    /// converts the reading. The unit's last number and every increment
+    /// outside the gate's unit go to [`gate_closing`](Generator::gate_closing).
     #[inline(always)]
     pub(super) fn system_increment(&self, system: &SystemClock) -> Option<u64> {
         let os = SystemClock::os_coarse(self.os_lag);
@@ -178,49 +198,75 @@ impl Generator {
         }
         let (step, seq_limit) = (self.packing.step(), self.packing.seq_limit());
         let current = self.last.fetch_add(step, Ordering::AcqRel);
-        if gate.admits_increment(current, seq_limit) {
+        // Every number of the unit but its last.
+        if gate.admits_increment(current, seq_limit - step) {
             return Some(current.wrapping_add(step));
         }
-        self.gate_missed();
-        None
+        self.gate_closing(&gate, current)
     }
 
+    /// The rest of [`system_increment`](Generator::system_increment), which
+    /// shuts the gate it read: after the unit's last number, which it
+    /// issues, so that no call carries `last` out of the full unit; and
+    /// after an increment outside the gate's unit (a raised or sealed
+    /// `last`, a racing new unit, a carry by a call that raced the last
+    /// number), which it gives up. Each thread gives up at most one
+    /// increment to a gate before a claim judges the generator's state and
+    /// opens the gate again.
     #[cold]
     #[inline(never)]
-    fn gate_missed(&self) {
-        self.system_cell.shut();
+    fn gate_closing(&self, gate: &Gate, current: u64) -> Option<u64> {
+        self.system_cell.shut_seen(gate);
+        gate.admits_increment(current, self.packing.seq_limit())
+            .then(|| current.wrapping_add(self.packing.step()))
     }
 
-    /// Opens the system clock's gate for unit `ts`, in which a claim just
-    /// issued (nothing without the system clock's fast path, or when it is
-    /// already open for that unit by the clock's current offset). The
-    /// window and the deadline are read under the cell's lock, which every
+    /// Opens the system clock's gate for the unit of `last`, the value a
+    /// claim just set it to. Nothing when:
+    /// - there is no system clock's fast path;
+    /// - the unit is full (`last` holds its last number) or past the window;
+    /// - the gate is already open for the unit by the clock's current offset;
+    /// - a precise reading by that offset is still before the unit (a
+    ///   resync moved the clock back since the claim read it), which keeps
+    ///   the gate's missing lower end sound;
+    /// - another claim or a change of the lease holds the cell's lock (a
+    ///   claim never waits for it).
+    ///
+    /// The window and the deadline are read under that lock, which every
     /// change of the lease holds, with the gate shut, while it changes
     /// them: a gate is worked out from a lease as it was before a change,
-    /// and then shut by it, or as it is after it. A unit past the window
-    /// opens nothing; the deadline, if it comes before the unit's end, is
-    /// the gate's end.
-    pub(super) fn open_gate(&self, ts: u64) {
+    /// and then shut by it, or as it is after it. The deadline, if it comes
+    /// before the unit's end, is the gate's end.
+    pub(super) fn open_gate(&self, last: u64) {
         let Some(system) = &self.system else {
             return;
         };
+        if !self.packing.issuable(last) {
+            return;
+        }
+        let ts = self.packing.ts(last);
         let base = self.packing.pack(ts, 0);
         let os_to_wall = system.os_to_wall();
         if self.system_cell.gate().is_open_for(base, os_to_wall) {
             return;
         }
-        let setting = self.system_cell.setting();
-        if ts > self.window_end.load(Ordering::Acquire) {
+        let Some(setting) = self.system_cell.try_setting() else {
+            return;
+        };
+        let to_since = os_to_wall.wrapping_sub(self.epoch_ns as i64);
+        let start = unit_start(ts, to_since, self.span_ns);
+        // As signed readings: a start that wrapped below zero has begun.
+        let begun = SystemClock::os_coarse(0) as i64 >= start as i64;
+        if !begun || ts > self.window_end.load(Ordering::Acquire) {
             return;
         }
-        let to_since = os_to_wall.wrapping_sub(self.epoch_ns as i64);
         let gate = Gate::new(
             base,
             unit_start(ts + 1, to_since, self.span_ns),
             self.os_deadline.load(Ordering::Acquire),
             os_to_wall,
         );
-        self.system_cell.set(&setting, gate);
+        self.system_cell.open(&setting, gate);
     }
 }
 

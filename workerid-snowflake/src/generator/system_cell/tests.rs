@@ -98,13 +98,45 @@ fn a_gate_is_open_for_its_unit_and_offset_until_shut() {
         !Gate::new(17, 1_100, 0, -5).is_open_for(17, -5),
         "no reading left"
     );
-    cell.set(&cell.setting(), gate);
+    cell.open(&cell.setting(), gate);
     assert_eq!(cell.gate(), gate);
     assert!(cell.gate().admits_reading(1_099, -5));
     assert!(!cell.gate().admits_reading(1_100, -5));
-    cell.shut();
-    assert_eq!(cell.gate(), Gate::SHUT);
+    cell.shut(&cell.setting());
     assert!(!cell.gate().is_open_for(17, -5));
+    assert!(
+        !cell.gate().admits_reading(0, -5),
+        "shut: no reading at all"
+    );
+}
+
+/// A call shuts the gate it read, never a newer one: a miss on a gate
+/// since replaced leaves the replacement open.
+#[test]
+fn a_call_shuts_only_the_gate_it_read() {
+    let cell = SystemCell::default();
+    let (old, new) = (
+        Gate::new(17, 1_100, u64::MAX, 0),
+        Gate::new(18, 1_200, u64::MAX, 0),
+    );
+    cell.open(&cell.setting(), old);
+    let seen = cell.gate();
+    cell.open(&cell.setting(), new);
+    cell.shut_seen(&seen);
+    assert_eq!(cell.gate(), new, "the newer gate stays open");
+    cell.shut_seen(&cell.gate());
+    assert!(!cell.gate().is_open_for(18, 0), "the gate read is shut");
+}
+
+/// A claim that finds the cell's lock held (a change of the lease, another
+/// claim opening the gate) goes on without opening it, and never waits.
+#[test]
+fn try_setting_never_waits() {
+    let cell = SystemCell::default();
+    let held = cell.setting();
+    assert!(cell.try_setting().is_none());
+    drop(held);
+    assert!(cell.try_setting().is_some());
 }
 
 #[test]
