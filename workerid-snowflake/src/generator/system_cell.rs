@@ -169,13 +169,13 @@ impl SystemCell {
         self.end.store(0, Ordering::Release);
     }
 
-    /// Shuts `seen`, the gate a call read, unless it has been shut or
-    /// replaced since (then the newer gate stays): without the lock, as the
-    /// fast path's caller does.
-    pub(crate) fn shut_seen(&self, seen: &Gate) {
+    /// Shuts the gate a call read, whose end was `seen_end`, unless it has
+    /// been shut or replaced since (then the newer gate stays): without the
+    /// lock, as the fast path does.
+    pub(crate) fn shut_seen(&self, seen_end: u64) {
         let _ = self
             .end
-            .compare_exchange(seen.end, 0, Ordering::Release, Ordering::Relaxed);
+            .compare_exchange(seen_end, 0, Ordering::Release, Ordering::Relaxed);
     }
 }
 
@@ -188,7 +188,7 @@ impl Generator {
     /// value it started from after it, so that nothing before the
     /// fetch-and-add waits for `last` (which the previous one changed) or
     /// converts the reading. The unit's last number and every increment
-    /// outside the gate's unit go to [`gate_closing`](Generator::gate_closing).
+    /// outside the gate's unit shut the gate ([`gate_closing`](Generator::gate_closing)).
     #[inline(always)]
     pub(super) fn system_increment(&self, system: &SystemClock) -> Option<u64> {
         let os = SystemClock::os_coarse(self.os_lag);
@@ -198,27 +198,30 @@ impl Generator {
         }
         let (step, seq_limit) = (self.packing.step(), self.packing.seq_limit());
         let current = self.last.fetch_add(step, Ordering::AcqRel);
+        let next = current.wrapping_add(step);
         // Every number of the unit but its last.
         if gate.admits_increment(current, seq_limit - step) {
-            return Some(current.wrapping_add(step));
+            return Some(next);
         }
-        self.gate_closing(&gate, current)
+        let last_of_unit = gate.admits_increment(current, seq_limit);
+        self.gate_closing(gate.end);
+        last_of_unit.then_some(next)
     }
 
-    /// The rest of [`system_increment`](Generator::system_increment), which
-    /// shuts the gate it read: after the unit's last number, which it
-    /// issues, so that no call carries `last` out of the full unit; and
-    /// after an increment outside the gate's unit (a raised or sealed
-    /// `last`, a racing new unit, a carry by a call that raced the last
-    /// number), which it gives up. Each thread gives up at most one
-    /// increment to a gate before a claim judges the generator's state and
-    /// opens the gate again.
+    /// Shuts the gate whose end a call of
+    /// [`system_increment`](Generator::system_increment) read, after the
+    /// unit's last number, which that call issues, so that no call carries
+    /// `last` out of the full unit; or after an increment outside the
+    /// gate's unit (a raised or sealed `last`, a racing new unit, a carry
+    /// by a call that raced the last number), which it gives up. Each
+    /// thread gives up at most one increment to a gate before a claim
+    /// judges the generator's state and opens the gate again. Out of line
+    /// and given the end alone, so that the fast path keeps nothing of the
+    /// gate in memory for it.
     #[cold]
     #[inline(never)]
-    fn gate_closing(&self, gate: &Gate, current: u64) -> Option<u64> {
-        self.system_cell.shut_seen(gate);
-        gate.admits_increment(current, self.packing.seq_limit())
-            .then(|| current.wrapping_add(self.packing.step()))
+    fn gate_closing(&self, end: u64) {
+        self.system_cell.shut_seen(end);
     }
 
     /// Opens the system clock's gate for the unit of `last`, the value a

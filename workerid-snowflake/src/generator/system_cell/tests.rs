@@ -122,9 +122,9 @@ fn a_call_shuts_only_the_gate_it_read() {
     cell.open(&cell.setting(), old);
     let seen = cell.gate();
     cell.open(&cell.setting(), new);
-    cell.shut_seen(&seen);
+    cell.shut_seen(seen.end);
     assert_eq!(cell.gate(), new, "the newer gate stays open");
-    cell.shut_seen(&cell.gate());
+    cell.shut_seen(cell.gate().end);
     assert!(!cell.gate().is_open_for(18, 0), "the gate read is shut");
 }
 
