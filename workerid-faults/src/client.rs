@@ -15,7 +15,8 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use workerid::snowflake::{
-    Clock, Generator, Layout, TickingClock, Worker, WorkerOptions, WorkerState,
+    Clock, Error as SnowflakeError, Generator, Layout, TickingClock, Worker, WorkerOptions,
+    WorkerState,
 };
 use workerid::{Allocator, LeaseOptions, LeaseStore};
 
@@ -131,6 +132,10 @@ pub async fn run(
                 history.record(&Event::JoinFailed {
                     at: mono_ns(),
                     error: e.to_string(),
+                    pool_full: matches!(
+                        e,
+                        SnowflakeError::Lease(workerid::Error::NoAvailableId { .. })
+                    ),
                 })?;
                 tokio::time::sleep(Duration::from_millis(rng.random_range(RETRY_PAUSE_MS))).await;
                 continue;

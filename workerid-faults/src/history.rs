@@ -127,6 +127,10 @@ pub enum Event {
         at: u64,
         /// The error.
         error: String,
+        /// The store answered that every worker ID was held
+        /// (`NoAvailableId`).
+        #[serde(default)]
+        pool_full: bool,
     },
     /// The wall clock was stepped.
     Clock {
@@ -282,6 +286,7 @@ mod tests {
             Event::JoinFailed {
                 at: 1,
                 error: "no free ID".into(),
+                pool_full: true,
             },
             Event::Ids {
                 lease: 0,

@@ -24,7 +24,7 @@ use crate::client::{self, ClientConfig, ClientEnd};
 use crate::clock::{mono_ns, FaultClock};
 use crate::history::{read_dir, Event, HistoryWriter};
 use crate::nemesis::{client_seed, nanos, run_dir, Fault, NemesisEvent, RunConfig, RunOutcome};
-use crate::timeline::{FaultWindow, Timeline};
+use crate::timeline::{FaultWindow, Timeline, Touched};
 use crate::{FaultsError, Result};
 
 struct Client {
@@ -165,6 +165,7 @@ pub fn run(config: &RunConfig) -> Result<RunOutcome> {
                 kind: format!("{fault:?}"),
                 began: now,
                 ended: now,
+                touched: Touched::Client(clients[target].name.clone()),
             });
             next_fault = mono_ns() + rng.random_range(mean / 2..=mean + mean / 2);
         }

@@ -25,7 +25,7 @@ use crate::history::read_dir;
 use crate::network::{GrantWatcher, Heal, Labs};
 pub use crate::outcome::RunOutcome;
 use crate::targets::Target;
-use crate::timeline::{FaultWindow, Timeline};
+use crate::timeline::{FaultWindow, Timeline, Touched};
 
 mod inject;
 mod recovered;
@@ -276,12 +276,13 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
             };
             let began = mono_ns();
             let (heals_before, issuing) = (c.heals.len(), c.issuing());
-            if let Some(ended) = c.inject(fault) {
+            if let Some((ended, touched)) = c.inject(fault) {
                 *counts.entry(fault).or_default() += 1;
                 c.windows.push(FaultWindow {
                     kind: format!("{fault:?}"),
                     began,
                     ended,
+                    touched,
                 });
             }
             // The first round (every fault once) goes twice as fast. The gap
@@ -308,6 +309,7 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
         |name| name.get(1..)?.parse().ok().map(Labs::of_client),
         config.ttl * 3,
         config.recovery_bound(),
+        (1u64 << config.worker_bits) < config.clients as u64,
     );
     if !report.is_safe() {
         // Keep the evidence.
@@ -506,6 +508,18 @@ impl Controller<'_> {
             }
         }
         for name in resumed {
+            // A fault that blocks the loop (a network one) thaws the
+            // client late: its pause's window ends when it thaws.
+            let (thawed, kind) = (mono_ns(), format!("{:?}", Fault::PauseClient));
+            let touched = Touched::Client(name.clone());
+            let pause = self
+                .windows
+                .iter_mut()
+                .rev()
+                .find(|w| w.kind == kind && w.touched == touched);
+            if let Some(pause) = pause {
+                pause.ended = thawed;
+            }
             self.log(format!("SIGCONT {name}"));
         }
     }

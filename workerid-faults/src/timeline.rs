@@ -17,6 +17,46 @@ pub struct FaultWindow {
     pub began: u64,
     /// When it ended (the process started or thawed again, the link healed).
     pub ended: u64,
+    /// Whom it held up.
+    pub touched: Touched,
+}
+
+/// Whom a fault held up: a fault elsewhere leaves a client free to issue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Touched {
+    /// Every client: a fault of the store, or of every lab's network.
+    Everyone,
+    /// The clients of one network lab.
+    Lab(usize),
+    /// One client (killed, paused, its clock stepped), by name.
+    Client(String),
+}
+
+impl FaultWindow {
+    /// Whether the fault held up the client `client`, of network lab `lab`
+    /// (`None` in a run without labs).
+    ///
+    /// ```
+    /// use workerid_faults::timeline::{FaultWindow, Touched};
+    ///
+    /// let pause = FaultWindow {
+    ///     kind: "PauseClient".into(),
+    ///     began: 0,
+    ///     ended: 5,
+    ///     touched: Touched::Client("c001".into()),
+    /// };
+    /// assert!(pause.touches("c001", Some(1)));
+    /// assert!(!pause.touches("c002", Some(1)));
+    /// let cut = FaultWindow { touched: Touched::Lab(1), ..pause };
+    /// assert!(cut.touches("c002", Some(1)) && !cut.touches("c003", Some(0)));
+    /// ```
+    pub fn touches(&self, client: &str, lab: Option<usize>) -> bool {
+        match &self.touched {
+            Touched::Everyone => true,
+            Touched::Lab(of) => lab == Some(*of),
+            Touched::Client(name) => name == client,
+        }
+    }
 }
 
 /// One request a client got IDs for (`CLOCK_MONOTONIC` ns).

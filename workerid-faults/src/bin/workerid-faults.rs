@@ -9,11 +9,15 @@
 //! ```
 //!
 //! With `--network`, clients live in network namespaces and the faults
-//! include real network ones (see `workerid_faults::network`):
+//! include real network ones (see `workerid_faults::network`). In a pool
+//! smaller than the clients (the default: 5 on 4 IDs) a client that lost
+//! its lease may wait for another to let an ID go, and its recovery is not
+//! judged; a pool with an ID for every client judges every one:
 //!
 //! ```sh
 //! cargo run -p workerid-faults --release --bin workerid-faults -- \
-//!     --store redis-durable --network --duration-secs 600 --seed 42
+//!     --store redis-durable --network --clients 4 --worker-bits 3 \
+//!     --duration-secs 600 --seed 42
 //! ```
 //!
 //! With `--service`, the same for the HTTP service: `--servers` real

@@ -7,17 +7,21 @@ use rand::Rng;
 use super::{has_grant, nanos, Controller, Fault};
 use crate::clock::mono_ns;
 use crate::network::Heal;
+use crate::timeline::Touched;
 
 impl Controller<'_> {
-    /// Injects one fault; when it ends (it may still go on: a pause), or
-    /// None if there was no one to inject it on.
-    pub(super) fn inject(&mut self, fault: Fault) -> Option<u64> {
-        match fault {
+    /// Injects one fault; when it ends (it may still go on: a pause, whose
+    /// window [`resume_due`](Controller::resume_due) ends when it thaws
+    /// the client) and whom it held up, or None if there was no one to
+    /// inject it on.
+    pub(super) fn inject(&mut self, fault: Fault) -> Option<(u64, Touched)> {
+        let touched = match fault {
             Fault::KillClient => {
                 let i = self.pick(|c| !c.unsafe_mode)?;
                 Self::signal(&self.clients[i], libc::SIGKILL);
                 let name = self.clients[i].name.clone();
                 self.log(format!("SIGKILL {name}"));
+                Touched::Client(name)
             }
             Fault::PauseClient => {
                 // An unsafe client once it holds its worker ID (it then
@@ -31,7 +35,7 @@ impl Controller<'_> {
                 self.clients[i].paused_until = Some(mono_ns() + pause);
                 let name = self.clients[i].name.clone();
                 self.log(format!("SIGSTOP {name} for {:.1} s", pause as f64 / 1e9));
-                return Some(mono_ns() + pause);
+                return Some((mono_ns() + pause, Touched::Client(name)));
             }
             Fault::StepClock => {
                 let i = self.pick(|_| true)?;
@@ -54,6 +58,7 @@ impl Controller<'_> {
                 self.clients[i].offset_ms = new;
                 let name = self.clients[i].name.clone();
                 self.log(format!("step the clock of {name} to {new:+} ms"));
+                Touched::Client(name)
             }
             Fault::IsolateEtcdLeaderWithClients => {
                 let labs = self.labs.as_ref()?;
@@ -68,11 +73,13 @@ impl Controller<'_> {
                     at: applied.ended,
                 }));
                 self.log(applied.what);
+                Touched::Everyone
             }
             Fault::PartitionStore => {
                 let (applied, heals) = self.labs.as_ref()?.cut_all(&mut self.rng, self.config.ttl);
                 self.heals.extend(heals);
                 self.log(applied.what);
+                Touched::Everyone
             }
             network if Fault::NETWORK.contains(&network) => {
                 // The lab of an unsafe client that holds its worker ID, as
@@ -91,8 +98,10 @@ impl Controller<'_> {
                     Some(lab) => labs.apply_on(lab, network, &mut self.rng, self.config.ttl),
                     None => labs.apply(network, &mut self.rng, self.config.ttl),
                 };
+                let lab = heal.lab;
                 self.heals.push(heal);
                 self.log(applied.what);
+                Touched::Lab(lab)
             }
             server => {
                 let applied = self.target.apply(server, &mut self.rng, self.config.ttl);
@@ -109,9 +118,10 @@ impl Controller<'_> {
                     }));
                 }
                 self.log(applied.what);
+                Touched::Everyone
             }
-        }
-        Some(mono_ns())
+        };
+        Some((mono_ns(), touched))
     }
 }
 

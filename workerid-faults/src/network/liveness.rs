@@ -17,14 +17,28 @@ pub struct Recovery {
     /// The heal.
     pub heal: Heal,
     /// From the heal to the first ID issued after it; `None` when the client
-    /// issued none (it ended first, or never recovered).
+    /// issued none (it ended first, or never recovered). For a client
+    /// another fault still held at the heal, from that fault's end
+    /// ([`held`](Recovery::held)).
     pub after: Option<Duration>,
-    /// When that ID's lease was joined after the heal: from the heal to its
-    /// acquire's answer, and to the end of the join (which waits for the
-    /// client's clock to pass the worker ID's watermark).
+    /// Another fault on this client, or on its lab or every client, still
+    /// held it at the heal (a pause of the client that outlasted the cut):
+    /// from the heal to that fault's end. The recovery is measured and
+    /// judged from there, since a frozen client cannot issue.
+    pub held: Option<Duration>,
+    /// When that ID's lease was joined after the heal: from the heal (or
+    /// the end of the fault that held the client) to its acquire's answer,
+    /// and to the end of the join (which waits for the client's clock to
+    /// pass the worker ID's watermark).
     pub rejoined: Option<Rejoin>,
-    /// From the heal to the start of the run's next fault, if one began.
+    /// From the heal to the start of the next fault that held this client
+    /// up (on it, its lab or every client), if one began.
     pub next_fault: Option<Duration>,
+    /// In a pool smaller than the run's clients, a join of this client
+    /// found every worker ID held after the heal (before its first ID, or
+    /// to its end): its recovery waited for another client to let an ID
+    /// go, not for the network, and is neither judged nor stuck.
+    pub waited_for_an_id: bool,
     /// Whether the recovery is judged against the bound: the client issued
     /// before the next fault began, or that fault began only after the
     /// bound (the service check's rule). A client the next fault hit
@@ -34,8 +48,9 @@ pub struct Recovery {
     /// the recovery the network runs promise was missed.
     pub slow: bool,
     /// The client issued nothing after the heal, though the run left it
-    /// a stretch of the bound without any fault between the heal and its
-    /// end. A client the faults left no such stretch is not stuck.
+    /// a stretch of the bound without any fault that held it up between
+    /// the heal and its end. A client the faults left no such stretch is
+    /// not stuck.
     pub stuck: bool,
 }
 
@@ -80,7 +95,7 @@ fn rejoin_of(history: &ClientHistory, lease_of_first: u32, heal: u64) -> Option<
         .events
         .iter()
         .filter_map(|event| match event {
-            Event::JoinFailed { at, error } if (heal..sent).contains(at) => Some(error.clone()),
+            Event::JoinFailed { at, error, .. } if (heal..sent).contains(at) => Some(error.clone()),
             _ => None,
         })
         .collect();
@@ -95,10 +110,17 @@ fn rejoin_of(history: &ClientHistory, lease_of_first: u32, heal: u64) -> Option<
 /// ran for at least `horizon` more: how long until it issued an ID again.
 /// `lab_of` names each client's lab; clients whose history ended within
 /// the horizon (stopped, crashed or killed) are left out (their silence is
-/// not the network's). `windows` are the run's faults: a
-/// recovery the next of them cut short before `bound` is not judged, and a
-/// client that issued nothing after the heal is stuck only if they left it
-/// a stretch of `bound` without any fault before it ended.
+/// not the network's). `windows` are the run's faults; of them, only those
+/// that held the client up ([`FaultWindow::touches`]) count for it:
+/// - one that still held it at the heal (a pause of the client) moves the
+///   start of its recovery to that fault's end;
+/// - a recovery the next of them cut short before `bound` is not judged;
+/// - a client that issued nothing after the heal is stuck only if they
+///   left it a stretch of `bound` free of them before it ended.
+///
+/// With `pool_is_tight` (fewer worker IDs than clients), a client whose
+/// joins found every ID held waited for the others: its recovery is not
+/// judged ([`Recovery::waited_for_an_id`]).
 pub fn liveness(
     histories: &[ClientHistory],
     heals: &[Heal],
@@ -106,12 +128,14 @@ pub fn liveness(
     lab_of: impl Fn(&str) -> Option<usize>,
     horizon: Duration,
     bound: Duration,
+    pool_is_tight: bool,
 ) -> Vec<Recovery> {
     let horizon = u64::try_from(horizon.as_nanos()).unwrap_or(u64::MAX);
     let mut out = Vec::new();
     for heal in heals {
         for history in histories {
-            if lab_of(&history.client) != Some(heal.lab) {
+            let lab = lab_of(&history.client);
+            if lab != Some(heal.lab) {
                 continue;
             }
             let (Some(start), Some(end)) = (first_instant(history), last_instant(history)) else {
@@ -120,25 +144,47 @@ pub fn liveness(
             if start > heal.at || end < heal.at + horizon {
                 continue;
             }
+            let healed = format!("{:?}", heal.fault);
+            let touching: Vec<FaultWindow> = windows
+                .iter()
+                .filter(|w| w.touches(&history.client, lab))
+                .cloned()
+                .collect();
+            // The healed fault's own window ends a moment after its heal.
+            let held_until = touching
+                .iter()
+                .filter(|w| w.kind != healed && w.began <= heal.at && w.ended > heal.at)
+                .map(|w| w.ended)
+                .max();
+            let since = held_until.unwrap_or(heal.at);
             let first = history.events.iter().find_map(|event| match event {
                 Event::Ids { t0, lease, .. } if *t0 >= heal.at => Some((*t0, *lease)),
                 _ => None,
             });
-            let after = first.map(|(t0, _)| Duration::from_nanos(t0 - heal.at));
-            let next_fault = windows
+            let after = first.map(|(t0, _)| Duration::from_nanos(t0.saturating_sub(since)));
+            let next_fault = touching
                 .iter()
                 .map(|w| w.began)
-                .filter(|&began| began > heal.at)
+                .filter(|&began| began > since)
                 .min()
-                .map(|began| Duration::from_nanos(began - heal.at));
-            let judged = crate::recovery::judged(after, next_fault, bound);
-            let stuck = after.is_none() && quiet_stretch(windows, heal.at, end, bound);
+                .map(|began| Duration::from_nanos(began - since));
+            let until = first.map_or(end, |(t0, _)| t0);
+            let waited_for_an_id = pool_is_tight
+                && history.events.iter().any(|event| {
+                    matches!(event, Event::JoinFailed { at, pool_full: true, .. }
+                        if (since..=until).contains(at))
+                });
+            let judged = !waited_for_an_id && crate::recovery::judged(after, next_fault, bound);
+            let stuck =
+                !waited_for_an_id && after.is_none() && quiet_stretch(&touching, since, end, bound);
             out.push(Recovery {
                 client: history.client.clone(),
                 heal: *heal,
                 after,
-                rejoined: first.and_then(|(_, lease)| rejoin_of(history, lease, heal.at)),
+                held: held_until.map(|until| Duration::from_nanos(until - heal.at)),
+                rejoined: first.and_then(|(_, lease)| rejoin_of(history, lease, since)),
                 next_fault,
+                waited_for_an_id,
                 judged,
                 slow: judged && after.is_none_or(|after| after > bound),
                 stuck,
@@ -202,7 +248,23 @@ pub fn summarize(recoveries: &[Recovery]) -> String {
     if slow > 0 {
         lines[0].push_str(&format!("; past the bound (ttl + 2 s): {slow}"));
     }
-    let cut_short = recoveries.iter().filter(|r| !r.judged).count();
+    let held = recoveries.iter().filter(|r| r.held.is_some()).count();
+    if held > 0 {
+        lines[0].push_str(&format!(
+            "; held by another fault at the heal, judged from its end: {held}"
+        ));
+    }
+    let waited = recoveries.iter().filter(|r| r.waited_for_an_id).count();
+    if waited > 0 {
+        lines[0].push_str(&format!(
+            "; waited for a free worker ID (a pool smaller than the clients), not judged: \
+             {waited}"
+        ));
+    }
+    let cut_short = recoveries
+        .iter()
+        .filter(|r| !r.judged && !r.waited_for_an_id)
+        .count();
     if cut_short > 0 {
         lines[0].push_str(&format!(
             "; not judged: {cut_short} (the next fault began before they issued)"
@@ -225,6 +287,13 @@ pub fn summarize(recoveries: &[Recovery]) -> String {
         .filter_map(|r| r.after.map(|after| (after, r)))
         .max_by_key(|(after, _)| *after);
     if let Some((after, r)) = worst {
+        let from = match r.held {
+            Some(held) => format!(
+                "the end of the fault that held it, {:.2} s after the heal",
+                held.as_secs_f64()
+            ),
+            None => "the heal".to_string(),
+        };
         let how = match &r.rejoined {
             Some(Rejoin {
                 acquired,
@@ -240,9 +309,9 @@ pub fn summarize(recoveries: &[Recovery]) -> String {
                     .map(|(error, n)| format!("{error:?} x{n}"))
                     .collect();
                 format!(
-                    "its lease lost, acquired again {:.2} s after the heal, joined {:.2} s \
+                    "its lease lost, acquired again {:.2} s after {from}, joined {:.2} s \
                      after it (the join waits for the clock to pass the worker ID's \
-                     watermark); joins failed after the heal: [{}]",
+                     watermark); joins failed since: [{}]",
                     acquired.as_secs_f64(),
                     joined.as_secs_f64(),
                     failed.join(", ")
@@ -251,7 +320,7 @@ pub fn summarize(recoveries: &[Recovery]) -> String {
             None => "on the lease it held through the fault".to_string(),
         };
         lines.push(format!(
-            "  the worst: {} after {:?}, issued {:.2} s after the heal, {how}",
+            "  the worst: {} after {:?}, issued {:.2} s after {from}, {how}",
             r.client,
             r.heal.fault,
             after.as_secs_f64()
@@ -295,176 +364,4 @@ fn distribution(what: &str, recoveries: &[Recovery]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const S: u64 = 1_000_000_000;
-
-    /// A client of lab 0 that started at 0, issued at each of `issued` (s)
-    /// and ran until 100 s.
-    fn client(issued: &[u64]) -> ClientHistory {
-        let mut events = vec![Event::Start {
-            client: "c000".into(),
-            pid: 1,
-            unsafe_mode: false,
-            ticking: false,
-            at: 0,
-            offset_ms: 0,
-            rate_ppm: 0,
-        }];
-        events.extend(issued.iter().map(|&at| Event::Ids {
-            lease: 0,
-            t0: at * S,
-            tl: at * S,
-            t1: at * S,
-            deadline: (at + 2) * S,
-            window_end: 0,
-            ids: vec![at],
-        }));
-        events.push(Event::Stopping {
-            lease: 0,
-            at: 100 * S,
-        });
-        ClientHistory {
-            client: "c000".into(),
-            events,
-        }
-    }
-
-    fn window(began: u64) -> FaultWindow {
-        FaultWindow {
-            kind: "DropReplies".into(),
-            began: began * S,
-            ended: (began + 3) * S,
-        }
-    }
-
-    /// Heal at 10 s; the client issues again at `issued`; the next fault
-    /// begins at `next`; bound 4 s: (judged, slow, after in s).
-    fn judge(issued: u64, next: Option<u64>) -> (bool, bool, u64) {
-        let heal = Heal {
-            fault: Fault::DropReplies,
-            lab: 0,
-            at: 10 * S,
-        };
-        let windows: Vec<FaultWindow> = next.into_iter().map(window).collect();
-        let recoveries = liveness(
-            &[client(&[5, issued])],
-            &[heal],
-            &windows,
-            |_| Some(0),
-            Duration::from_secs(6),
-            Duration::from_secs(4),
-        );
-        assert_eq!(recoveries.len(), 1);
-        let r = &recoveries[0];
-        (r.judged, r.slow, r.after.map_or(u64::MAX, |d| d.as_secs()))
-    }
-
-    #[test]
-    fn a_recovery_is_judged_unless_the_next_fault_cut_it_short() {
-        // No later fault, or one after the client issued: judged.
-        assert_eq!(judge(12, None), (true, false, 2));
-        assert_eq!(judge(12, Some(13)), (true, false, 2));
-        // A slow recovery with time enough before the next fault: judged,
-        // and past the bound.
-        assert_eq!(judge(17, Some(15)), (true, true, 7));
-        assert_eq!(judge(17, None), (true, true, 7));
-        // The next fault began 1 s after the heal, before the client
-        // issued: not judged.
-        assert_eq!(judge(17, Some(11)), (false, false, 7));
-        let summary = summarize(&liveness(
-            &[client(&[5, 17])],
-            &[Heal {
-                fault: Fault::DropReplies,
-                lab: 0,
-                at: 10 * S,
-            }],
-            &[window(11)],
-            |_| Some(0),
-            Duration::from_secs(6),
-            Duration::from_secs(4),
-        ));
-        assert!(summary.contains("not judged: 1"), "{summary}");
-        assert!(!summary.contains("worst 7"), "{summary}");
-        assert!(!summary.contains("past the bound"), "{summary}");
-    }
-
-    #[test]
-    fn a_client_silent_after_a_heal_is_stuck_when_a_quiet_stretch_followed() {
-        let silent = |next: Option<u64>, until: u64| {
-            let mut history = client(&[5]);
-            if let Some(Event::Stopping { at, .. }) = history.events.last_mut() {
-                *at = until * S;
-            }
-            let recoveries = liveness(
-                &[history],
-                &[Heal {
-                    fault: Fault::DropReplies,
-                    lab: 0,
-                    at: 10 * S,
-                }],
-                &next.into_iter().map(window).collect::<Vec<_>>(),
-                |_| Some(0),
-                Duration::from_secs(6),
-                Duration::from_secs(4),
-            );
-            let summary = summarize(&recoveries);
-            let r = recoveries[0].clone();
-            assert_eq!(r.after, None);
-            (r.judged, r.slow, r.stuck, summary)
-        };
-        // Heal at 10 s, bound 4 s. No fault after the heal, or one the
-        // client had the bound before: judged, slow and stuck, and named.
-        for next in [None, Some(15)] {
-            let (judged, slow, stuck, summary) = silent(next, 100);
-            assert_eq!((judged, slow, stuck), (true, true, true), "{next:?}");
-            assert!(
-                summary.contains("never issued again: c000 after the heal at"),
-                "{summary}"
-            );
-        }
-        // The next fault (11 s to 14 s) cut the recovery short, but the
-        // client ran on long after it: not judged, yet stuck.
-        let (judged, slow, stuck, summary) = silent(Some(11), 100);
-        assert_eq!((judged, slow, stuck), (false, false, true));
-        assert!(summary.contains("never issued again: c000"), "{summary}");
-        // The same, the client ending at 17 s, before the bound had passed
-        // after that fault: its silence says nothing.
-        let (judged, slow, stuck, summary) = silent(Some(11), 17);
-        assert_eq!((judged, slow, stuck), (false, false, false));
-        assert!(!summary.contains("c000"), "{summary}");
-        assert!(summary.contains("not judged: 1"), "{summary}");
-    }
-
-    #[test]
-    fn a_quiet_stretch_is_one_of_the_bound_without_any_fault() {
-        let w = |began: u64, ended: u64| FaultWindow {
-            kind: "DropReplies".into(),
-            began: began * S,
-            ended: ended * S,
-        };
-        let bound = Duration::from_secs(4);
-        let quiet =
-            |windows: &[FaultWindow], until: u64| quiet_stretch(windows, 10 * S, until * S, bound);
-        assert!(quiet(&[], 14));
-        assert!(!quiet(&[], 13));
-        // Faults 1 s apart until 20 s, overlapping ones, then quiet.
-        let chain = [w(11, 13), w(14, 16), w(15, 19), w(20, 22)];
-        assert!(!quiet(&chain, 25));
-        assert!(quiet(&chain, 26));
-        // A gap of the bound between two faults.
-        assert!(quiet(&[w(11, 12), w(16, 30)], 30));
-        assert!(!quiet(&[w(11, 12), w(15, 30)], 30));
-        // Faults before the heal or after the end do not count.
-        assert!(quiet(&[w(1, 5), w(40, 50)], 14));
-        // In any order; a fault inside a longer one; one that began before
-        // the heal and ended after it; one that outlasts the client.
-        assert!(!quiet(&[w(15, 30), w(11, 12)], 30));
-        assert!(!quiet(&[w(11, 20), w(12, 13)], 23));
-        assert!(quiet(&[w(11, 20), w(12, 13)], 24));
-        assert!(!quiet(&[w(8, 12)], 15));
-        assert!(quiet(&[w(8, 12)], 16));
-        assert!(!quiet(&[w(11, 40)], 30));
-    }
-}
+mod tests;

@@ -162,6 +162,7 @@ mod tests {
             kind: "DropReplies".into(),
             began,
             ended,
+            touched: crate::timeline::Touched::Lab(0),
         }
     }
 

@@ -17,7 +17,7 @@ use crate::service_check::FaultEnd;
 use crate::service_clients::Shared;
 use crate::service_fleet::Server;
 use crate::targets::Target;
-use crate::timeline::FaultWindow;
+use crate::timeline::{FaultWindow, Touched};
 
 /// The nemesis of one run, and what it did.
 pub(super) struct Nemesis<'a> {
@@ -64,12 +64,13 @@ impl Nemesis<'_> {
                 None => self.config.faults[self.rng.random_range(0..self.config.faults.len())],
             };
             let started = mono_ns();
-            let (what, ended) = self.inject(fault);
+            let (what, ended, touched) = self.inject(fault);
             self.log(what);
             self.windows.push(FaultWindow {
                 kind: format!("{fault:?}"),
                 began: started,
                 ended,
+                touched,
             });
             *self.counts.entry(fault).or_default() += 1;
             self.wait_recovered(ended);
@@ -131,15 +132,17 @@ impl Nemesis<'_> {
         }
     }
 
-    /// Injects `fault`; returns what it did and when it ended.
-    fn inject(&mut self, fault: ServiceFault) -> (String, u64) {
+    /// Injects `fault`; returns what it did, when it ended and whom it
+    /// held up (a server as the store's client, its lab, or everyone).
+    fn inject(&mut self, fault: ServiceFault) -> (String, u64, Touched) {
         let i = self.victim();
         let process = &self.servers[i].process;
+        let server = Touched::Client(format!("s{i}"));
         match fault {
             ServiceFault::KillServer => {
                 let applied =
                     crate::targets::crash_and_restart(process, &mut self.rng, &format!("s{i}"));
-                (applied.what, applied.ended)
+                (applied.what, applied.ended, server)
             }
             ServiceFault::PauseServer => {
                 let applied = crate::targets::freeze(
@@ -148,7 +151,7 @@ impl Nemesis<'_> {
                     self.config.ttl,
                     &format!("s{i}"),
                 );
-                (applied.what, applied.ended)
+                (applied.what, applied.ended, server)
             }
             ServiceFault::TermServer => {
                 let at = mono_ns();
@@ -160,7 +163,7 @@ impl Nemesis<'_> {
                 let what = format!(
                     "SIGTERM s{i}, stopped in {stopped:.1} s, listening again in {took:.1} s"
                 );
-                (what, ended)
+                (what, ended, server)
             }
             ServiceFault::RestartStore
             | ServiceFault::PauseStore
@@ -175,18 +178,23 @@ impl Nemesis<'_> {
                 let applied = self
                     .target
                     .apply(store_fault, &mut self.rng, self.config.ttl);
-                (applied.what, mono_ns())
+                (applied.what, mono_ns(), Touched::Everyone)
             }
             network => match (self.labs, network.network()) {
                 (Some(labs), Some(Fault::PartitionStore)) => {
                     let (applied, _) = labs.cut_all(&mut self.rng, self.config.ttl);
-                    (applied.what, applied.ended)
+                    (applied.what, applied.ended, Touched::Everyone)
                 }
                 (Some(labs), Some(fault)) => {
                     let (applied, _) = labs.apply_on(i, fault, &mut self.rng, self.config.ttl);
-                    (format!("s{i}: {}", applied.what), applied.ended)
+                    let what = format!("s{i}: {}", applied.what);
+                    (what, applied.ended, Touched::Lab(i))
                 }
-                _ => (format!("{network:?} needs a network run"), mono_ns()),
+                _ => (
+                    format!("{network:?} needs a network run"),
+                    mono_ns(),
+                    Touched::Everyone,
+                ),
             },
         }
     }
