@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # The one test command: installs what the tests need (scripts/setup.sh),
-# then runs every test of the workspace.
+# then runs every test of the workspace, and the generator's loom models
+# (scripts/loom.sh).
 #   bash scripts/test.sh                      # all tests
 #   bash scripts/test.sh -p workerid-memory   # extra arguments go to cargo test
+#                                             # (and the loom models are left out)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$PATH:/usr/sbin:/usr/lib/postgresql/$(ls /usr/lib/postgresql 2>/dev/null | sort -n | tail -1)/bin"
 cargo test --workspace "$@"
+if [ $# -eq 0 ]; then
+  bash scripts/loom.sh
+fi

@@ -1,14 +1,15 @@
 //! The lock-free snowflake generator.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Notify;
 
 use super::{Clock, CoarseNanos, Layout, SystemClock};
 use crate::meters::GeneratorMeters;
+use crate::sync::{AtomicBool, AtomicU64, Mutex};
 use crate::{Error, Result};
 use packing::Packing;
 use reading::{live_reading, span_ns, unit_since};
@@ -16,6 +17,8 @@ use system_cell::SystemCell;
 pub(crate) use tick_cell::TickCell;
 
 mod lease;
+#[cfg(all(test, workerid_loom))]
+mod loom_support;
 mod packing;
 mod reading;
 mod system_cell;

@@ -27,6 +27,7 @@ mod layout;
 mod local;
 mod meters;
 mod reservation;
+mod sync;
 mod ticking;
 mod worker;
 

@@ -1,12 +1,13 @@
 //! A clock a thread of its own keeps: the generator's fast path compares
 //! with what the ticker found instead of reading a clock.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::clock::whole_nanos;
 use crate::generator::TickCell;
+use crate::sync::{AtomicU64, Mutex};
 use crate::{Clock, CoarseNanos, Reading, SystemClock};
 
 /// A clock whose cheap reading is the time a ticker thread stored at its
@@ -176,17 +177,17 @@ impl<C: Clock> TickingClock<C> {
             storing: Mutex::new(()),
         });
         shared.store_now();
-        let (weak, stored) = (Arc::downgrade(&shared), shared.stored.clone());
-        let spawned = std::thread::Builder::new()
-            .name("workerid-ticker".into())
-            .spawn(move || tick(&weak, &stored, period));
-        if let Err(e) = spawned {
-            // Without a ticker the stored time would never move: every
-            // reading goes to the precise clock instead.
-            tracing::warn!("no ticker thread ({e}): the clock reads its base clock");
-            shared.stored.mono_ns.store(NO_TICKER, Ordering::Release);
-        }
+        // The loom models tick it themselves (`tick_now`).
+        #[cfg(not(all(test, workerid_loom)))]
+        start_ticker(&shared, period);
         TickingClock { shared }
+    }
+
+    /// Does what the ticker does at a tick, at once: the loom models'
+    /// ticker.
+    #[cfg(all(test, workerid_loom))]
+    pub(crate) fn tick_now(&self) {
+        self.shared.store_now();
     }
 
     /// The clock it ticks over.
@@ -247,7 +248,24 @@ impl StoredTime {
     }
 }
 
+/// Starts the ticker thread of `shared`, or, if there can be none, has
+/// every reading go to the base clock.
+#[cfg(not(all(test, workerid_loom)))]
+fn start_ticker<C: Clock>(shared: &Arc<Shared<C>>, period: Duration) {
+    let (weak, stored) = (Arc::downgrade(shared), shared.stored.clone());
+    let spawned = std::thread::Builder::new()
+        .name("workerid-ticker".into())
+        .spawn(move || tick(&weak, &stored, period));
+    if let Err(e) = spawned {
+        // Without a ticker the stored time would never move: every
+        // reading goes to the precise clock instead.
+        tracing::warn!("no ticker thread ({e}): the clock reads its base clock");
+        shared.stored.mono_ns.store(NO_TICKER, Ordering::Release);
+    }
+}
+
 /// The ticker: stores the time every `period` until the clock is gone.
+#[cfg(not(all(test, workerid_loom)))]
 fn tick<C: Clock>(shared: &Weak<Shared<C>>, stored: &Stored, period: Duration) {
     loop {
         std::thread::sleep(period);

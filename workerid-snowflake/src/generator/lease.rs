@@ -3,10 +3,10 @@
 //! timestamp it reads for the store's watermark.
 
 use std::sync::atomic::Ordering;
-use std::sync::MutexGuard;
 use std::time::Duration;
 
 use super::{Generator, SEALED};
+use crate::sync::MutexGuard;
 
 impl Generator {
     /// The timestamp (in layout units) of the last ID (libx.net/workerid's `LastUsedTimestamp`).

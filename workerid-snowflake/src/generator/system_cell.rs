@@ -8,11 +8,12 @@
 //!
 //! [`SystemClock`]: crate::SystemClock
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::sync::atomic::Ordering;
+use std::sync::TryLockError;
 
 use super::reading::unit_start;
 use super::Generator;
+use crate::sync::{AtomicI64, AtomicU64, Mutex, MutexGuard};
 use crate::SystemClock;
 
 /// What the fast path compares with: where a unit's admitted readings end
@@ -273,5 +274,7 @@ impl Generator {
     }
 }
 
+#[cfg(all(test, workerid_loom))]
+mod loom_tests;
 #[cfg(test)]
 mod tests;

@@ -3,10 +3,11 @@
 //! clock's last tick, so that the fast path compares `last` with one
 //! number instead of reading the clock and converting its time.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use super::{reading::unit_since, Packing};
+use crate::sync::{AtomicU64, Mutex};
 use crate::ticking::StoredTime;
 
 /// Whether a cell whose unit base is `base` admits `last`, for a layout
@@ -141,5 +142,7 @@ impl TickCell {
     }
 }
 
+#[cfg(all(test, workerid_loom))]
+mod loom_tests;
 #[cfg(test)]
 mod tests;
