@@ -15,10 +15,11 @@
 //! add, so a claimer stalled while the 16 bits came round again guesses too
 //! low, matches no slot and claims again.
 
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::Range;
+use crate::sync::{fence, AtomicU64};
 
 const OFFSET_BITS: u32 = 48;
 const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
@@ -332,6 +333,8 @@ impl Cursor {
     }
 }
 
+#[cfg(all(test, workerid_loom))]
+mod loom_tests;
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,7 @@ mod local;
 mod meters;
 mod options;
 mod store;
+mod sync;
 mod tag;
 
 pub use allocator::SegmentAllocator;
