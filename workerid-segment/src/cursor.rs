@@ -341,7 +341,8 @@ mod tests {
     use std::collections::HashSet;
     use std::sync::Arc;
 
-    fn segment(first: u64, last: u64) -> Segment {
+    /// The segment `first..=last`, refilled from its middle.
+    pub(super) fn segment(first: u64, last: u64) -> Segment {
         Segment::new(
             Range {
                 first,

@@ -8,18 +8,8 @@ use std::sync::Arc;
 
 use loom::thread;
 
+use super::tests::segment;
 use super::*;
-
-fn segment(first: u64, last: u64) -> Segment {
-    Segment::new(
-        Range {
-            first,
-            last,
-            version: 0,
-        },
-        1.0,
-    )
-}
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
