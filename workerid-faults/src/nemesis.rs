@@ -502,15 +502,17 @@ impl Controller<'_> {
         let mut resumed = Vec::new();
         for client in &mut self.clients {
             if client.paused_until.is_some_and(|t| all || t <= now) {
+                // Before the signal: the client may act at once.
+                let thawed = mono_ns();
                 Self::signal(client, libc::SIGCONT);
                 client.paused_until = None;
-                resumed.push(client.name.clone());
+                resumed.push((client.name.clone(), thawed));
             }
         }
-        for name in resumed {
+        for (name, thawed) in resumed {
             // A fault that blocks the loop (a network one) thaws the
             // client late: its pause's window ends when it thaws.
-            let (thawed, kind) = (mono_ns(), format!("{:?}", Fault::PauseClient));
+            let kind = format!("{:?}", Fault::PauseClient);
             let touched = Touched::Client(name.clone());
             let pause = self
                 .windows

@@ -11,8 +11,9 @@
 //! With `--network`, clients live in network namespaces and the faults
 //! include real network ones (see `workerid_faults::network`). In a pool
 //! smaller than the clients (the default: 5 on 4 IDs) a client that lost
-//! its lease may wait for another to let an ID go, and its recovery is not
-//! judged; a pool with an ID for every client judges every one:
+//! its lease may wait for another to let an ID go, and its recovery is
+//! judged from the last answer that every ID was held; a pool with an ID
+//! for every client judges every recovery from its heal:
 //!
 //! ```sh
 //! cargo run -p workerid-faults --release --bin workerid-faults -- \

@@ -16,29 +16,32 @@ pub struct Recovery {
     pub client: String,
     /// The heal.
     pub heal: Heal,
-    /// From the heal to the first ID issued after it; `None` when the client
-    /// issued none (it ended first, or never recovered). For a client
-    /// another fault still held at the heal, from that fault's end
-    /// ([`held`](Recovery::held)).
+    /// From the start of the client's recovery to the first ID it issued
+    /// after the heal; `None` when it issued none (it ended first, or never
+    /// recovered). The recovery starts at the heal, or later at the end of
+    /// a fault that still held the client then ([`held`](Recovery::held)),
+    /// or, in a pool smaller than the clients, at the last answer that
+    /// every ID was held ([`waited_for_an_id`](Recovery::waited_for_an_id)).
     pub after: Option<Duration>,
     /// Another fault on this client, or on its lab or every client, still
     /// held it at the heal (a pause of the client that outlasted the cut):
     /// from the heal to that fault's end. The recovery is measured and
     /// judged from there, since a frozen client cannot issue.
     pub held: Option<Duration>,
-    /// When that ID's lease was joined after the heal: from the heal (or
-    /// the end of the fault that held the client) to its acquire's answer,
-    /// and to the end of the join (which waits for the client's clock to
-    /// pass the worker ID's watermark).
+    /// When that ID's lease was joined after the heal: from the start of the
+    /// recovery to its acquire's answer, and to the end of the join (which
+    /// waits for the client's clock to pass the worker ID's watermark).
     pub rejoined: Option<Rejoin>,
-    /// From the heal to the start of the next fault that held this client
-    /// up (on it, its lab or every client), if one began.
+    /// From the start of the recovery to the start of the next fault that
+    /// held this client up (on it, its lab or every client), if one began
+    /// after the heal (zero if one still ran then).
     pub next_fault: Option<Duration>,
-    /// In a pool smaller than the run's clients, a join of this client
+    /// In a pool smaller than the run's clients, the joins of this client
     /// found every worker ID held after the heal (before its first ID, or
-    /// to its end): its recovery waited for another client to let an ID
-    /// go, not for the network, and is neither judged nor stuck.
-    pub waited_for_an_id: bool,
+    /// to its end): from the heal to the last such answer. Until then its
+    /// recovery waited for another client to let an ID go, not for the
+    /// network, so it is measured and judged from there.
+    pub waited_for_an_id: Option<Duration>,
     /// Whether the recovery is judged against the bound: the client issued
     /// before the next fault began, or that fault began only after the
     /// bound (the service check's rule). A client the next fault hit
@@ -66,9 +69,9 @@ pub struct Rejoin {
     pub failed_joins: Vec<String>,
 }
 
-/// When the lease that issued `first` was joined after `heal`: its
-/// acquire's answer and the join's end, from the heal.
-fn rejoin_of(history: &ClientHistory, lease_of_first: u32, heal: u64) -> Option<Rejoin> {
+/// When the lease that issued `first` was joined after `since` (the start
+/// of the recovery): its acquire's answer and the join's end, from then.
+fn rejoin_of(history: &ClientHistory, lease_of_first: u32, since: u64) -> Option<Rejoin> {
     let (worker, fence, sent, granted) = history.events.iter().find_map(|event| match event {
         Event::Grant {
             lease,
@@ -80,7 +83,7 @@ fn rejoin_of(history: &ClientHistory, lease_of_first: u32, heal: u64) -> Option<
         } if *lease == lease_of_first => Some((*worker_id, *fence, *sent, *granted)),
         _ => None,
     })?;
-    if sent < heal {
+    if sent < since {
         return None;
     }
     let acquired = history.events.iter().find_map(|event| match event {
@@ -95,13 +98,15 @@ fn rejoin_of(history: &ClientHistory, lease_of_first: u32, heal: u64) -> Option<
         .events
         .iter()
         .filter_map(|event| match event {
-            Event::JoinFailed { at, error, .. } if (heal..sent).contains(at) => Some(error.clone()),
+            Event::JoinFailed { at, error, .. } if (since..sent).contains(at) => {
+                Some(error.clone())
+            }
             _ => None,
         })
         .collect();
     Some(Rejoin {
-        acquired: Duration::from_nanos(acquired.saturating_sub(heal)),
-        joined: Duration::from_nanos(granted.saturating_sub(heal)),
+        acquired: Duration::from_nanos(acquired.saturating_sub(since)),
+        joined: Duration::from_nanos(granted.saturating_sub(since)),
         failed_joins,
     })
 }
@@ -119,8 +124,8 @@ fn rejoin_of(history: &ClientHistory, lease_of_first: u32, heal: u64) -> Option<
 ///   left it a stretch of `bound` free of them before it ended.
 ///
 /// With `pool_is_tight` (fewer worker IDs than clients), a client whose
-/// joins found every ID held waited for the others: its recovery is not
-/// judged ([`Recovery::waited_for_an_id`]).
+/// joins found every ID held waited for the others: its recovery starts at
+/// the last such answer ([`Recovery::waited_for_an_id`]).
 pub fn liveness(
     histories: &[ClientHistory],
     heals: &[Heal],
@@ -156,35 +161,43 @@ pub fn liveness(
                 .filter(|w| w.kind != healed && w.began <= heal.at && w.ended > heal.at)
                 .map(|w| w.ended)
                 .max();
-            let since = held_until.unwrap_or(heal.at);
             let first = history.events.iter().find_map(|event| match event {
                 Event::Ids { t0, lease, .. } if *t0 >= heal.at => Some((*t0, *lease)),
                 _ => None,
             });
+            let free = held_until.unwrap_or(heal.at);
+            let until = first.map_or(end, |(t0, _)| t0);
+            let waited_until = history
+                .events
+                .iter()
+                .filter_map(|event| match event {
+                    Event::JoinFailed {
+                        at,
+                        pool_full: true,
+                        ..
+                    } if pool_is_tight && (free..=until).contains(at) => Some(*at),
+                    _ => None,
+                })
+                .max();
+            let since = waited_until.unwrap_or(free);
             let after = first.map(|(t0, _)| Duration::from_nanos(t0.saturating_sub(since)));
             let next_fault = touching
                 .iter()
-                .map(|w| w.began)
-                .filter(|&began| began > since)
+                .filter(|w| w.began > heal.at && w.ended > since)
+                .map(|w| w.began.max(since) - since)
                 .min()
-                .map(|began| Duration::from_nanos(began - since));
-            let until = first.map_or(end, |(t0, _)| t0);
-            let waited_for_an_id = pool_is_tight
-                && history.events.iter().any(|event| {
-                    matches!(event, Event::JoinFailed { at, pool_full: true, .. }
-                        if (since..=until).contains(at))
-                });
-            let judged = !waited_for_an_id && crate::recovery::judged(after, next_fault, bound);
-            let stuck =
-                !waited_for_an_id && after.is_none() && quiet_stretch(&touching, since, end, bound);
+                .map(Duration::from_nanos);
+            let judged = crate::recovery::judged(after, next_fault, bound);
+            let stuck = after.is_none() && quiet_stretch(&touching, since, end, bound);
+            let from_heal = |at: u64| Duration::from_nanos(at - heal.at);
             out.push(Recovery {
                 client: history.client.clone(),
                 heal: *heal,
                 after,
-                held: held_until.map(|until| Duration::from_nanos(until - heal.at)),
+                held: held_until.map(from_heal),
                 rejoined: first.and_then(|(_, lease)| rejoin_of(history, lease, since)),
                 next_fault,
-                waited_for_an_id,
+                waited_for_an_id: waited_until.map(from_heal),
                 judged,
                 slow: judged && after.is_none_or(|after| after > bound),
                 stuck,
@@ -254,17 +267,17 @@ pub fn summarize(recoveries: &[Recovery]) -> String {
             "; held by another fault at the heal, judged from its end: {held}"
         ));
     }
-    let waited = recoveries.iter().filter(|r| r.waited_for_an_id).count();
+    let waited = recoveries
+        .iter()
+        .filter(|r| r.waited_for_an_id.is_some())
+        .count();
     if waited > 0 {
         lines[0].push_str(&format!(
-            "; waited for a free worker ID (a pool smaller than the clients), not judged: \
-             {waited}"
+            "; waited for a free worker ID (a pool smaller than the clients), judged from \
+             the last refusal: {waited}"
         ));
     }
-    let cut_short = recoveries
-        .iter()
-        .filter(|r| !r.judged && !r.waited_for_an_id)
-        .count();
+    let cut_short = recoveries.iter().filter(|r| !r.judged).count();
     if cut_short > 0 {
         lines[0].push_str(&format!(
             "; not judged: {cut_short} (the next fault began before they issued)"
@@ -287,12 +300,16 @@ pub fn summarize(recoveries: &[Recovery]) -> String {
         .filter_map(|r| r.after.map(|after| (after, r)))
         .max_by_key(|(after, _)| *after);
     if let Some((after, r)) = worst {
-        let from = match r.held {
-            Some(held) => format!(
+        let from = match (r.waited_for_an_id, r.held) {
+            (Some(waited), _) => format!(
+                "the last answer that every ID was held, {:.2} s after the heal",
+                waited.as_secs_f64()
+            ),
+            (None, Some(held)) => format!(
                 "the end of the fault that held it, {:.2} s after the heal",
                 held.as_secs_f64()
             ),
-            None => "the heal".to_string(),
+            (None, None) => "the heal".to_string(),
         };
         let how = match &r.rejoined {
             Some(Rejoin {

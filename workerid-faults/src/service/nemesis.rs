@@ -64,8 +64,11 @@ impl Nemesis<'_> {
                 None => self.config.faults[self.rng.random_range(0..self.config.faults.len())],
             };
             let started = mono_ns();
-            let (what, ended, touched) = self.inject(fault);
+            let (what, injected) = self.inject(fault);
             self.log(what);
+            let Some((ended, touched)) = injected else {
+                continue;
+            };
             self.windows.push(FaultWindow {
                 kind: format!("{fault:?}"),
                 began: started,
@@ -132,9 +135,10 @@ impl Nemesis<'_> {
         }
     }
 
-    /// Injects `fault`; returns what it did, when it ended and whom it
-    /// held up (a server as the store's client, its lab, or everyone).
-    fn inject(&mut self, fault: ServiceFault) -> (String, u64, Touched) {
+    /// Injects `fault`; returns what it did and, unless it did nothing,
+    /// when it ended and whom it held up (a server as the store's client,
+    /// its lab, or everyone).
+    fn inject(&mut self, fault: ServiceFault) -> (String, Option<(u64, Touched)>) {
         let i = self.victim();
         let process = &self.servers[i].process;
         let server = Touched::Client(format!("s{i}"));
@@ -142,7 +146,7 @@ impl Nemesis<'_> {
             ServiceFault::KillServer => {
                 let applied =
                     crate::targets::crash_and_restart(process, &mut self.rng, &format!("s{i}"));
-                (applied.what, applied.ended, server)
+                (applied.what, Some((applied.ended, server)))
             }
             ServiceFault::PauseServer => {
                 let applied = crate::targets::freeze(
@@ -151,7 +155,7 @@ impl Nemesis<'_> {
                     self.config.ttl,
                     &format!("s{i}"),
                 );
-                (applied.what, applied.ended, server)
+                (applied.what, Some((applied.ended, server)))
             }
             ServiceFault::TermServer => {
                 let at = mono_ns();
@@ -163,7 +167,7 @@ impl Nemesis<'_> {
                 let what = format!(
                     "SIGTERM s{i}, stopped in {stopped:.1} s, listening again in {took:.1} s"
                 );
-                (what, ended, server)
+                (what, Some((ended, server)))
             }
             ServiceFault::RestartStore
             | ServiceFault::PauseStore
@@ -178,23 +182,19 @@ impl Nemesis<'_> {
                 let applied = self
                     .target
                     .apply(store_fault, &mut self.rng, self.config.ttl);
-                (applied.what, mono_ns(), Touched::Everyone)
+                (applied.what, Some((mono_ns(), Touched::Everyone)))
             }
             network => match (self.labs, network.network()) {
                 (Some(labs), Some(Fault::PartitionStore)) => {
                     let (applied, _) = labs.cut_all(&mut self.rng, self.config.ttl);
-                    (applied.what, applied.ended, Touched::Everyone)
+                    (applied.what, Some((applied.ended, Touched::Everyone)))
                 }
                 (Some(labs), Some(fault)) => {
                     let (applied, _) = labs.apply_on(i, fault, &mut self.rng, self.config.ttl);
                     let what = format!("s{i}: {}", applied.what);
-                    (what, applied.ended, Touched::Lab(i))
+                    (what, Some((applied.ended, Touched::Lab(i))))
                 }
-                _ => (
-                    format!("{network:?} needs a network run"),
-                    mono_ns(),
-                    Touched::Everyone,
-                ),
+                _ => (format!("{network:?} needs a network run"), None),
             },
         }
     }

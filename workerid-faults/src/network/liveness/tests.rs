@@ -291,19 +291,21 @@ fn only_faults_that_held_the_client_up_cut_its_recovery_short() {
 }
 
 #[test]
-fn in_a_tight_pool_a_client_that_found_every_id_held_is_not_judged() {
-    // Heal at 10 s, bound 4 s; the client issues at 17 s (none if `None`)
-    // and found every ID held at `full` (s).
-    let judge = |issued: Option<u64>, full: u64, pool_is_tight: bool| {
+fn in_a_tight_pool_a_recovery_is_judged_from_the_last_answer_that_every_id_was_held() {
+    // Heal at 10 s, bound 4 s; the client issues at `issued` (none if
+    // `None`), runs until 100 s and found every ID held at `full` (s).
+    let judge = |issued: Option<u64>, full: &[u64], pool_is_tight: bool| {
         let mut history = client(&[5].into_iter().chain(issued).collect::<Vec<_>>());
-        history.events.insert(
-            1,
-            Event::JoinFailed {
-                at: full * S,
-                error: "no available worker IDs: all of 0..=3 are held".into(),
-                pool_full: true,
-            },
-        );
+        for (n, &at) in full.iter().enumerate() {
+            history.events.insert(
+                1 + n,
+                Event::JoinFailed {
+                    at: at * S,
+                    error: "no available worker IDs: all of 0..=3 are held".into(),
+                    pool_full: true,
+                },
+            );
+        }
         let heal = Heal {
             fault: Fault::DropReplies,
             lab: 0,
@@ -319,20 +321,59 @@ fn in_a_tight_pool_a_client_that_found_every_id_held_is_not_judged() {
             pool_is_tight,
         );
         let r = recoveries[0].clone();
-        let flags = [r.waited_for_an_id, r.judged, r.slow, r.stuck];
+        let secs = |d: Option<Duration>| d.map(|d| d.as_secs());
+        let flags = (secs(r.waited_for_an_id), secs(r.after), r.slow, r.stuck);
         (flags, summarize(&[r]))
     };
-    let (flags, summary) = judge(Some(17), 12, true);
-    assert_eq!(flags, [true, false, false, false]);
-    assert!(summary.contains("waited for a free worker ID"), "{summary}");
-    assert!(!summary.contains("the next fault began"), "{summary}");
-    // Silent to its end, every ID held: waiting, not stuck.
-    assert_eq!(judge(None, 30, true).0, [true, false, false, false]);
-    // In a pool with an ID for every client, the same is slow, or stuck.
-    assert_eq!(judge(Some(17), 12, false).0, [false, true, true, false]);
-    assert_eq!(judge(None, 30, false).0, [false, true, true, true]);
-    // A full pool before the heal, or after the first ID, excuses nothing.
+    // Refused until 15 s, it issues at 17 s: 2 s after, judged and within
+    // the bound, though 7 s after the heal.
+    let (flags, summary) = judge(Some(17), &[11, 13, 15], true);
+    assert_eq!(flags, (Some(5), Some(2), false, false));
+    assert!(
+        summary.contains("judged from the last refusal: 1"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("the last answer that every ID was held"),
+        "{summary}"
+    );
+    // Refused last at 12 s, it issues at 17 s: slow all the same.
+    assert_eq!(
+        judge(Some(17), &[12], true).0,
+        (Some(2), Some(5), true, false)
+    );
+    // Silent long after its last refusal: stuck; refused to its end: not.
+    assert_eq!(judge(None, &[30], true).0, (Some(20), None, true, true));
+    assert_eq!(
+        judge(None, &[30, 98], true).0,
+        (Some(88), None, true, false)
+    );
+    // In a pool with an ID for every client, or refused only before the
+    // heal or after the first ID, the recovery runs from the heal.
+    assert_eq!(
+        judge(Some(17), &[15], false).0,
+        (None, Some(7), true, false)
+    );
     for full in [8, 18] {
-        assert_eq!(judge(Some(17), full, true).0, [false, true, true, false]);
+        assert_eq!(
+            judge(Some(17), &[full], true).0,
+            (None, Some(7), true, false)
+        );
     }
+}
+
+#[test]
+fn a_fault_still_running_when_the_recovery_starts_cuts_it_short_at_once() {
+    // Paused from 8 s to 15 s, its lab cut again from 12 s to 20 s (a
+    // fault the loop could only inject with the pause running): the
+    // recovery starts at 15 s with a fault on, and is not judged.
+    let r = judged_among(
+        Some(21),
+        &[
+            fault("PauseClient", 8, 15, Touched::Client("c000".into())),
+            fault("PartitionClients", 12, 20, Touched::Lab(0)),
+        ],
+    );
+    assert_eq!(r.next_fault, Some(Duration::ZERO));
+    assert!(!r.judged && !r.slow, "{r:?}");
 }
