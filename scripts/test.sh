@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one test command: installs what the tests need (scripts/setup.sh),
-# then runs every test of the workspace, and the generator's loom models
-# (scripts/loom.sh).
+# then runs every test of the workspace, and the loom models of the
+# lock-free paths (scripts/loom.sh).
 #   bash scripts/test.sh                      # all tests
 #   bash scripts/test.sh -p workerid-memory   # extra arguments go to cargo test
 #                                             # (and the loom models are left out)

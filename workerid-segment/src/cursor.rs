@@ -7,7 +7,7 @@
 //! first ID and length are. Installing the next segment writes the next slot
 //! first and then swaps the word to (next generation, offset 0), so every
 //! claim belongs to exactly one segment: the swap is atomic with the adds.
-//! A slot is rewritten only three switches later; a claimer stalled that
+//! A slot is rewritten only at the fourth switch after; a claimer stalled that
 //! long notices (the slot's sequence number has changed, as in a seqlock),
 //! drops its claim, whose IDs are then lost (never handed out twice) and
 //! claims again. Slots carry the full 64-bit generation: a claimer tells
@@ -194,7 +194,7 @@ impl Cursor {
 
     /// What a claim of `n` that added to `word`, having read `installed`
     /// before, got; `None` if its slot was rewritten since (the claimer
-    /// stalled for three switches or more): its IDs are lost.
+    /// stalled until the fourth switch or later): its IDs are lost.
     #[inline]
     fn resolve(&self, installed: u64, word: u64, n: u64) -> Option<Claim> {
         let (low, offset) = (word >> OFFSET_BITS, word & OFFSET_MASK);
@@ -489,7 +489,7 @@ mod tests {
             }
         }
         // Every ID of a replaced segment was claimed or counted unclaimed,
-        // except those of a claim that stalled for three switches (lost).
+        // except those of a claim that stalled until a fourth switch (lost).
         assert!(seen.len() as u64 + unclaimed + cursor.left() <= switches * len);
         assert!(!seen.is_empty());
     }

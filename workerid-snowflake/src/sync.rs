@@ -1,9 +1,9 @@
 //! The atomics and locks the generator's shared state is made of: the
 //! standard library's, or in the tests under `--cfg workerid_loom` the loom
-//! model checker's, so that its models (`generator::system_cell::loom_tests`,
-//! `scripts/loom.sh`) explore the real code's interleavings, and the values
-//! the memory model lets each atomic load see, up to a bound on
-//! preemptions. A configuration of our own, not `loom`: tokio takes
+//! model checker's, so that its models (the `loom_tests` modules,
+//! `scripts/loom.sh`) run the real code in the interleavings, and with the
+//! values of each atomic load, that loom explores (up to three
+//! preemptions). A configuration of our own, not `loom`: tokio takes
 //! `cfg(loom)` to mean a loom of its own.
 
 #[cfg(not(all(test, workerid_loom)))]

@@ -1,9 +1,10 @@
-//! The cursor under the loom model checker: the real claims and installs,
-//! every interleaving loom explores with up to three preemptions, and the
-//! values the memory model lets each atomic load see.
+//! The cursor under the loom model checker: the real claims and installs
+//! in the interleavings, and with the values of each atomic load, that
+//! loom explores (up to three preemptions).
 //!
 //! Run with `bash scripts/loom.sh`.
 
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use loom::thread;
@@ -11,10 +12,24 @@ use loom::thread;
 use super::tests::segment;
 use super::*;
 
-fn model(f: impl Fn() + Sync + Send + 'static) {
+/// Checks `f` under the interleavings loom explores with up to three
+/// preemptions (the bound its authors advise: most bugs need two), and
+/// that some run came to `case`, the race the model is about (`f` returns
+/// whether its run did): a model that never gets there checks nothing.
+fn model(case: &str, f: impl Fn() -> bool + Sync + Send + 'static) {
+    let reached = Arc::new(AtomicUsize::new(0));
+    let counter = reached.clone();
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(3);
-    builder.check(f);
+    builder.check(move || {
+        if f() {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    assert!(
+        reached.load(Ordering::Relaxed) > 0,
+        "no run of the model came to {case}"
+    );
 }
 
 /// A claimer that added to the offset reads its segment's slot while four
@@ -25,7 +40,7 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 /// handed out again).
 #[test]
 fn a_claim_across_a_slots_rewrite_never_shares_an_id() {
-    model(|| {
+    model("a claim that found its slot rewritten", || {
         let cursor = Arc::new(Cursor::new());
         cursor.install(segment(1, 2));
         // The claimer's first half: the generation, then the add; its
@@ -42,6 +57,7 @@ fn a_claim_across_a_slots_rewrite_never_shares_an_id() {
             unclaimed.extend(replaced.unclaimed_from..=replaced.last);
         }
         let stalled = stalled.join().expect("the stalled claimer");
+        let reached = stalled.is_none();
         let mut ids: Vec<u64> = Vec::new();
         for claim in [stalled, Some(cursor.claim(2))].into_iter().flatten() {
             if let Claim::Ids { first, end, .. } = claim {
@@ -56,6 +72,7 @@ fn a_claim_across_a_slots_rewrite_never_shares_an_id() {
         ids.dedup();
         assert_eq!(ids.len(), claimed, "an ID handed out twice: {ids:?}");
         assert!(ids.contains(&40), "the last segment's first ID");
+        reached
     });
 }
 
@@ -65,7 +82,7 @@ fn a_claim_across_a_slots_rewrite_never_shares_an_id() {
 /// claimed.
 #[test]
 fn claims_racing_a_switch_get_each_id_once() {
-    model(|| {
+    model("a claim of each segment", || {
         let cursor = Arc::new(Cursor::new());
         cursor.install(segment(1, 2));
         let claimers: Vec<_> = (0..2)
@@ -92,8 +109,10 @@ fn claims_racing_a_switch_get_each_id_once() {
                 "{id} claimed and given back"
             );
         }
+        let reached = ids.iter().any(|&id| id < 10) && ids.iter().any(|&id| id >= 10);
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(ids.len(), 2, "an ID handed out twice");
+        reached
     });
 }

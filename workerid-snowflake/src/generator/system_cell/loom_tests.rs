@@ -1,6 +1,6 @@
-//! The system clock's gate under the loom model checker: every
-//! interleaving of the real generator's calls, and every value the memory
-//! model lets each atomic load see, up to a bound on preemptions.
+//! The system clock's gate under the loom model checker: the real
+//! generator's calls in the interleavings, and with the values of each
+//! atomic load, that loom explores (up to three preemptions).
 //!
 //! Run with `bash scripts/loom.sh` (`RUSTFLAGS="--cfg workerid_loom"`, its
 //! own target directory). Units of an hour, with the clock half an hour
@@ -30,13 +30,15 @@ fn layout() -> Layout {
     Layout::new(20, 18, 12, HOUR, epoch).expect("a valid layout")
 }
 
+const DAY: Duration = Duration::from_secs(86_400);
+
 /// A generator on the system clock, open for a day with the layout's whole
 /// window, whose first ID opened the gate for the clock's unit (returned).
 fn opened() -> (Arc<Generator>, u64) {
     let layout = layout();
     let g = Generator::with_system_clock(layout, 3).expect("a generator");
     assert!(g.system.is_some(), "the system clock's fast path");
-    g.open_until(Duration::from_secs(86_400), layout.max_timestamp());
+    g.open_until(g.clock.now().mono + DAY, layout.max_timestamp());
     let first = g.next_id().expect("the first ID");
     let ts = layout.decompose(first).timestamp;
     assert!(g.system_cell.gate().is_open_for(
@@ -51,7 +53,7 @@ fn opened() -> (Arc<Generator>, u64) {
 /// returned issues nothing of the unit, whatever a fast path had read.
 #[test]
 fn a_lowered_window_holds_for_every_call_that_begins_after_it() {
-    model(|| {
+    model("a caller that began after the renewal", || {
         let (g, ts) = opened();
         let renewed = Arc::new(AtomicBool::new(false));
         let callers: Vec<_> = (0..2)
@@ -63,16 +65,17 @@ fn a_lowered_window_holds_for_every_call_that_begins_after_it() {
                 })
             })
             .collect();
-        g.open_until(Duration::from_secs(86_400), ts - 1);
+        g.open_until(g.clock.now().mono + DAY, ts - 1);
         renewed.store(true, Ordering::Release);
         let after_renewal = (renewed.load(Ordering::Acquire), g.next_id());
-        let mut ids = Vec::new();
-        // A call in flight across the renewal may issue or be refused.
-        for (after, issued) in callers
+        let callers: Vec<_> = callers
             .into_iter()
             .map(|c| c.join().expect("a caller"))
-            .chain([after_renewal])
-        {
+            .collect();
+        let reached = callers.iter().any(|(after, _)| *after);
+        let mut ids = Vec::new();
+        // A call in flight across the renewal may issue or be refused.
+        for (after, issued) in callers.into_iter().chain([after_renewal]) {
             if let Ok(id) = issued {
                 assert!(!after, "an ID after the window went below its unit");
                 assert_eq!(parts(&g, id).0, ts);
@@ -83,6 +86,7 @@ fn a_lowered_window_holds_for_every_call_that_begins_after_it() {
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(ids.len(), issued, "an ID issued twice");
+        reached
     });
 }
 
@@ -91,32 +95,43 @@ fn a_lowered_window_holds_for_every_call_that_begins_after_it() {
 /// above it, repeats none.
 #[test]
 fn a_seal_bounds_every_id_of_calls_in_flight() {
-    model(|| {
-        let (g, _) = opened();
-        let callers: Vec<_> = (0..2)
-            .map(|_| {
-                let g = g.clone();
-                thread::spawn(move || [g.next_id(), g.next_id()])
-            })
-            .collect();
-        g.seal();
-        let sealed = g.sealed_last.load(Ordering::Acquire);
-        let bound = (g.packing.ts(sealed), g.packing.seq(sealed));
-        let mut ids: Vec<u64> = callers
-            .into_iter()
-            .flat_map(|c| c.join().expect("a caller"))
-            .filter_map(|issued| issued.ok())
-            .collect();
-        for &id in &ids {
-            let parts = parts(&g, id);
-            assert!(parts <= bound, "{parts:?} above the seal {bound:?}");
-        }
-        let issued = ids.len();
-        ids.sort_unstable();
-        ids.dedup();
-        assert_eq!(ids.len(), issued, "an ID issued twice");
-        assert!(g.next_id().is_err(), "sealed");
-    });
+    model(
+        "a caller that issued before the seal and was refused after",
+        || {
+            let (g, _) = opened();
+            let callers: Vec<_> = (0..2)
+                .map(|_| {
+                    let g = g.clone();
+                    thread::spawn(move || [g.next_id(), g.next_id()])
+                })
+                .collect();
+            g.seal();
+            let sealed = g.sealed_last.load(Ordering::Acquire);
+            let bound = (g.packing.ts(sealed), g.packing.seq(sealed));
+            let results: Vec<_> = callers
+                .into_iter()
+                .map(|c| c.join().expect("a caller"))
+                .collect();
+            let reached = results
+                .iter()
+                .any(|[first, second]| first.is_ok() && second.is_err());
+            let mut ids: Vec<u64> = results
+                .into_iter()
+                .flatten()
+                .filter_map(|issued| issued.ok())
+                .collect();
+            for &id in &ids {
+                let parts = parts(&g, id);
+                assert!(parts <= bound, "{parts:?} above the seal {bound:?}");
+            }
+            let issued = ids.len();
+            ids.sort_unstable();
+            ids.dedup();
+            assert_eq!(ids.len(), issued, "an ID issued twice");
+            assert!(g.next_id().is_err(), "sealed");
+            reached
+        },
+    );
 }
 
 /// `last` raised ahead of the clock (a watermark from a clock ahead) races
@@ -124,7 +139,7 @@ fn a_seal_bounds_every_id_of_calls_in_flight() {
 /// gate's unit below it.
 #[test]
 fn a_raised_last_holds_for_every_call_that_begins_after_it() {
-    model(|| {
+    model("a caller that began after the raise", || {
         let (g, ts) = opened();
         let raised = Arc::new(AtomicBool::new(false));
         let caller = {
@@ -142,6 +157,7 @@ fn a_raised_last_holds_for_every_call_that_begins_after_it() {
         }
         let ours = g.next_id();
         assert!(ours.is_err(), "{ours:?} after the raise");
+        after
     });
 }
 
@@ -154,7 +170,7 @@ fn a_raised_last_holds_for_every_call_that_begins_after_it() {
 fn a_reader_pairs_an_end_with_its_unit_or_a_newer_one() {
     let first = Gate::new(100, 1_000, u64::MAX, 7);
     let second = Gate::new(200, 2_000, u64::MAX, 8);
-    model(move || {
+    model("an older end read with the newer unit", move || {
         let cell = Arc::new(SystemCell::default());
         cell.open(&cell.setting(), first);
         let opener = {
@@ -162,6 +178,7 @@ fn a_reader_pairs_an_end_with_its_unit_or_a_newer_one() {
             thread::spawn(move || cell.open(&cell.setting(), second))
         };
         let read = cell.gate();
+        let mixed = read.end == first.end && read.base == second.base;
         if read.end == second.end {
             assert_eq!(read, second);
         } else {
@@ -171,5 +188,6 @@ fn a_reader_pairs_an_end_with_its_unit_or_a_newer_one() {
         }
         opener.join().expect("the opener");
         assert_eq!(cell.gate(), second);
+        mixed
     });
 }

@@ -1,7 +1,8 @@
 //! The ticking clock's cell under the loom model checker: the real
-//! generator and clock, a model thread doing the ticker's work
-//! (`TickingClock::tick_now`), over a fake clock so that every run of a
-//! model reads the same times.
+//! generator and clock in the interleavings, and with the values of each
+//! atomic load, that loom explores (up to three preemptions); a model
+//! thread does the ticker's work (`TickingClock::tick_now`), over a fake
+//! clock so that every run of a model reads the same times.
 //!
 //! Run with `bash scripts/loom.sh`.
 
@@ -32,10 +33,11 @@ fn unit_at(wall: Duration) -> u64 {
 /// the lease as it was before.
 #[test]
 fn a_close_holds_against_a_racing_tick_for_every_call_after_it() {
-    model(|| {
+    model("a caller that began after the close", || {
         let base = Arc::new(FakeClock::at(T0));
         let clock = Arc::new(TickingClock::over(base.clone(), Duration::from_millis(1)));
         let g = Generator::new(Layout::classic(), 5, clock.clone()).expect("a generator");
+        assert!(g.tick.is_some(), "the ticking clock's fast path");
         let g = Arc::new(g.closed(Arc::new(Notify::new())));
         g.open_until(
             Duration::from_secs(3_600),
@@ -58,6 +60,7 @@ fn a_close_holds_against_a_racing_tick_for_every_call_after_it() {
         ticker.join().expect("the ticker");
         let (after, issued) = caller.join().expect("the caller");
         assert!(!after || issued.is_err(), "{issued:?} after the close");
+        after
     });
 }
 
@@ -69,31 +72,37 @@ fn a_close_holds_against_a_racing_tick_for_every_call_after_it() {
 /// when the time was stored.
 #[test]
 fn a_wall_clock_set_back_is_never_read_ahead_once_its_time_is_stored() {
-    model(|| {
-        let base = Arc::new(SteppedAtResync::at(T0));
-        let clock = Arc::new(TickingClock::over(base.clone(), Duration::from_millis(1)));
-        let lag = Duration::from_nanos(clock.now_coarse_nanos().behind);
-        let g = Arc::new(Generator::new(Layout::classic(), 5, clock.clone()).expect("a generator"));
-        let first = g.next_id().expect("the first ID");
-        assert_eq!(parts(&g, first).0, unit_at(T0));
-        base.pending_ms.store(-5, Ordering::SeqCst);
-        let caller = {
-            let (g, clock, base) = (g.clone(), clock.clone(), base.clone());
-            thread::spawn(move || {
-                let seen = Duration::from_nanos(clock.now_coarse_nanos().wall);
-                let issued = g.next_id();
-                (seen, issued, base.now().wall)
-            })
-        };
-        clock.resync();
-        let (seen, issued, after) = caller.join().expect("the caller");
-        if seen < T0 {
-            let ts = parts(&g, issued.expect("waited out")).0;
-            let bound = unit_at(after + lag);
-            assert!(
-                ts <= bound,
-                "unit {ts} ahead of the clock's and its lag's {bound}"
-            );
-        }
-    });
+    model(
+        "a caller that began once the earlier time was stored",
+        || {
+            let base = Arc::new(SteppedAtResync::at(T0));
+            let clock = Arc::new(TickingClock::over(base.clone(), Duration::from_millis(1)));
+            let lag = Duration::from_nanos(clock.now_coarse_nanos().behind);
+            let g =
+                Arc::new(Generator::new(Layout::classic(), 5, clock.clone()).expect("a generator"));
+            assert!(g.tick.is_some(), "the ticking clock's fast path");
+            let first = g.next_id().expect("the first ID");
+            assert_eq!(parts(&g, first).0, unit_at(T0));
+            base.pending_ms.store(-5, Ordering::SeqCst);
+            let caller = {
+                let (g, clock, base) = (g.clone(), clock.clone(), base.clone());
+                thread::spawn(move || {
+                    let seen = Duration::from_nanos(clock.now_coarse_nanos().wall);
+                    let issued = g.next_id();
+                    (seen, issued, base.now().wall)
+                })
+            };
+            clock.resync();
+            let (seen, issued, after) = caller.join().expect("the caller");
+            if seen < T0 {
+                let ts = parts(&g, issued.expect("waited out")).0;
+                let bound = unit_at(after + lag);
+                assert!(
+                    ts <= bound,
+                    "unit {ts} ahead of the clock's and its lag's {bound}"
+                );
+            }
+            seen < T0
+        },
+    );
 }
