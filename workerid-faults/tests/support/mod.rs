@@ -111,7 +111,7 @@ const NETWORK_RUN: Duration = Duration::from_secs(40);
 /// (4 clients on a pool of 8, so that none waits for a free ID), asserts
 /// the run safe and every client issuing again after each heal, prints the
 /// orphan grants (a grant no client received still happens now and then:
-/// see docs/guarantees.md), and returns it.
+/// see docs/faults.md), and returns it.
 pub fn survives_network_faults(target: &Target) -> RunOutcome {
     let faults = Fault::NETWORK.to_vec();
     let mut config = config(NETWORK_RUN, &faults);
