@@ -7,10 +7,11 @@
 //! into one, so that every reading of a model falls in the same unit and
 //! each run of a model takes the same path.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use loom::sync::atomic::AtomicBool;
-use loom::sync::Arc;
+
 use loom::thread;
 
 use super::super::loom_support::{model, parts};
@@ -87,6 +88,38 @@ fn a_lowered_window_holds_for_every_call_that_begins_after_it() {
         ids.dedup();
         assert_eq!(ids.len(), issued, "an ID issued twice");
         reached
+    });
+}
+
+/// A renewal that lowers the window below the unit of a local handle's
+/// batch races the handle, on the system clock: a call of the handle that
+/// began after the renewal returned issues nothing of the batch.
+#[test]
+fn a_lowered_window_holds_for_a_local_handles_batch() {
+    model("a handle's call that began after the renewal", || {
+        let (g, ts) = opened();
+        let mut local = g.local(8).expect("a handle");
+        let first = local.next_id().expect("a batch");
+        assert_eq!(parts(&g, first).0, ts);
+        let renewed = Arc::new(AtomicBool::new(false));
+        let handle = {
+            let renewed = renewed.clone();
+            thread::spawn(move || {
+                (0..2)
+                    .map(|_| (renewed.load(Ordering::Acquire), local.next_id()))
+                    .collect::<Vec<_>>()
+            })
+        };
+        g.open_until(g.clock.now().mono + DAY, ts - 1);
+        renewed.store(true, Ordering::Release);
+        let calls = handle.join().expect("the handle");
+        for (after, issued) in &calls {
+            if let Ok(id) = issued {
+                assert!(!after, "an ID after the window went below its unit");
+                assert_eq!(parts(&g, *id).0, ts);
+            }
+        }
+        calls.iter().any(|(after, _)| *after)
     });
 }
 

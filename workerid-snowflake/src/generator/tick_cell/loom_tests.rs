@@ -106,3 +106,39 @@ fn a_wall_clock_set_back_is_never_read_ahead_once_its_time_is_stored() {
         },
     );
 }
+
+/// A close races a local handle issuing from its batch, on the ticking
+/// clock: a call of the handle that began after the close returned issues
+/// nothing, batch or not.
+#[test]
+fn a_close_holds_for_a_local_handles_batch() {
+    model("a handle's call that began after the close", || {
+        let base = Arc::new(FakeClock::at(T0));
+        let clock = Arc::new(TickingClock::over(base.clone(), Duration::from_millis(1)));
+        let g = Generator::new(Layout::classic(), 5, clock).expect("a generator");
+        assert!(g.tick.is_some(), "the ticking clock's fast path");
+        let g = Arc::new(g.closed(Arc::new(Notify::new())));
+        g.open_until(
+            Duration::from_secs(3_600),
+            Layout::classic().max_timestamp(),
+        );
+        let mut local = g.local(8).expect("a handle");
+        local.next_id().expect("a batch");
+        let closed = Arc::new(AtomicBool::new(false));
+        let handle = {
+            let closed = closed.clone();
+            thread::spawn(move || {
+                (0..2)
+                    .map(|_| (closed.load(Ordering::Acquire), local.next_id()))
+                    .collect::<Vec<_>>()
+            })
+        };
+        g.close();
+        closed.store(true, Ordering::Release);
+        let calls = handle.join().expect("the handle");
+        for (after, issued) in &calls {
+            assert!(!after || issued.is_err(), "{issued:?} after the close");
+        }
+        calls.iter().any(|(after, _)| *after)
+    });
+}
