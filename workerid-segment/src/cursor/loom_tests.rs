@@ -4,33 +4,13 @@
 //!
 //! Run with `bash scripts/loom.sh`.
 
-use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use loom::thread;
+use workerid_loom::model;
 
 use super::tests::segment;
 use super::*;
-
-/// Checks `f` under the interleavings loom explores with up to three
-/// preemptions (the bound its authors advise: most bugs need two), and
-/// that some run came to `case`, the race the model is about (`f` returns
-/// whether its run did): a model that never gets there checks nothing.
-fn model(case: &str, f: impl Fn() -> bool + Sync + Send + 'static) {
-    let reached = Arc::new(AtomicUsize::new(0));
-    let counter = reached.clone();
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
-    builder.check(move || {
-        if f() {
-            counter.fetch_add(1, Ordering::Relaxed);
-        }
-    });
-    assert!(
-        reached.load(Ordering::Relaxed) > 0,
-        "no run of the model came to {case}"
-    );
-}
 
 /// A claimer that added to the offset reads its segment's slot while four
 /// switches go by, the last of which rewrites that slot (a claimer stalled
