@@ -55,6 +55,7 @@ mod cleanup;
 pub mod etcd;
 pub mod failing_disk;
 mod fake_clock;
+pub mod fsync_failing;
 mod holders;
 pub mod mariadb;
 pub mod netns;

@@ -1,0 +1,180 @@
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::Read;
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn backing() -> File {
+    tempfile::tempfile().expect("a temporary file")
+}
+
+fn on_disk(backing: &File) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut file = backing.try_clone().expect("clone");
+    std::io::Seek::rewind(&mut file).expect("rewind");
+    file.read_to_end(&mut out).expect("read");
+    out
+}
+
+fn read_all(cache: &FileCache, backing: &File) -> Vec<u8> {
+    cache.read(backing, 0, u64::MAX).expect("read")
+}
+
+#[test]
+fn a_write_is_read_back_before_it_reaches_the_disk() {
+    let file = backing();
+    let mut cache = FileCache::default();
+    cache.write(&file, 5000, b"hello").unwrap();
+    assert_eq!(cache.size(&file).unwrap(), 5005);
+    assert_eq!(&read_all(&cache, &file)[5000..], b"hello");
+    assert!(on_disk(&file).is_empty());
+    let done = cache.write_back(&file, false).unwrap();
+    assert_eq!(done, WrittenBack { stored: 1, lost: 0 });
+    assert_eq!(on_disk(&file).len(), 5005);
+    assert!(!cache.holds_pages());
+}
+
+#[test]
+fn what_a_failed_write_back_covered_is_read_until_the_remount_and_never_stored() {
+    let file = backing();
+    let mut cache = FileCache::default();
+    cache.write(&file, 0, &[1; 4096]).unwrap();
+    cache.write_back(&file, false).unwrap();
+    cache.write(&file, 0, &[2; 100]).unwrap();
+    cache.write(&file, 4096, &[3; 100]).unwrap();
+    assert_eq!(cache.write_back(&file, true).unwrap().lost, 2);
+    // Still read as written, as Linux's page cache keeps showing it.
+    assert_eq!(read_all(&cache, &file)[..100], [2; 100]);
+    // A later write-back that succeeds does not store the lost pages, yet
+    // grows the file over them: zeros on the disk.
+    cache.write(&file, 8192, &[4; 10]).unwrap();
+    cache.write_back(&file, false).unwrap();
+    cache.remount(&file, false).unwrap();
+    let disk = read_all(&cache, &file);
+    assert_eq!(disk[..4096], [1; 4096]);
+    assert_eq!(disk[4096..8192], [0; 4096]);
+    assert_eq!(disk[8192..], [4; 10]);
+}
+
+#[test]
+fn a_lost_page_written_again_is_stored_whole() {
+    let file = backing();
+    let mut cache = FileCache::default();
+    cache.write(&file, 0, &[7; 200]).unwrap();
+    cache.write_back(&file, true).unwrap();
+    cache.write(&file, 0, &[8; 10]).unwrap();
+    cache.write_back(&file, false).unwrap();
+    cache.remount(&file, false).unwrap();
+    let disk = on_disk(&file);
+    assert_eq!(disk[..10], [8; 10]);
+    assert_eq!(disk[10..200], [7; 190]);
+}
+
+#[test]
+fn every_opened_file_is_told_of_a_failed_write_back_once() {
+    let file = backing();
+    let mut cache = FileCache::default();
+    let mut before = cache.sample();
+    cache.write(&file, 0, b"x").unwrap();
+    cache.write_back(&file, true).unwrap();
+    // Opened after the failure, before any fsync reported it: told too.
+    let mut after = cache.sample();
+    assert!(cache.take_error(&mut before));
+    assert!(!cache.take_error(&mut before));
+    assert!(cache.take_error(&mut after));
+    // Opened once it was reported: not told.
+    let mut late = cache.sample();
+    assert!(!cache.take_error(&mut late));
+}
+
+#[test]
+fn a_truncate_reaches_the_disk_at_once_and_drops_the_pages_past_it() {
+    let file = backing();
+    let mut cache = FileCache::default();
+    cache.write(&file, 0, &[9; 10_000]).unwrap();
+    cache.truncate(&file, 4100).unwrap();
+    assert_eq!(on_disk(&file).len(), 4100);
+    cache.truncate(&file, 6000).unwrap();
+    let seen = read_all(&cache, &file);
+    assert_eq!(seen.len(), 6000);
+    assert_eq!(seen[..4100], [9; 4100]);
+    assert_eq!(seen[4100..], [0; 1900]);
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Write { offset: u64, len: usize, byte: u8 },
+    Truncate(u64),
+    WriteBack { failing: bool },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u64..20_000, 1usize..6_000, any::<u8>())
+            .prop_map(|(offset, len, byte)| Op::Write { offset, len, byte }),
+        1 => (0u64..20_000).prop_map(Op::Truncate),
+        2 => any::<bool>().prop_map(|failing| Op::WriteBack { failing }),
+    ]
+}
+
+proptest! {
+    /// Against a plain model of the same file: reads always see every
+    /// write and truncate; after the remount the disk holds exactly what
+    /// the successful write-backs stored, and no byte of a page whose
+    /// write-back failed (and that was not written again) reaches it.
+    #[test]
+    fn the_cache_keeps_what_was_written_back_and_nothing_a_failure_lost(
+        ops in proptest::collection::vec(op(), 1..40),
+        failing_at_remount in any::<bool>(),
+    ) {
+        let file = backing();
+        let mut cache = FileCache::default();
+        let mut visible: Vec<u8> = Vec::new();
+        let mut disk: Vec<u8> = Vec::new();
+        let mut dirty: BTreeSet<u64> = BTreeSet::new();
+        for op in ops.into_iter().chain([Op::WriteBack { failing: failing_at_remount }]) {
+            match op {
+                Op::Write { offset, len, byte } => {
+                    cache.write(&file, offset, &vec![byte; len]).unwrap();
+                    let end = offset as usize + len;
+                    if visible.len() < end {
+                        visible.resize(end, 0);
+                    }
+                    visible[offset as usize..end].fill(byte);
+                    dirty.extend(offset / PAGE..=(end as u64 - 1) / PAGE);
+                }
+                Op::Truncate(size) => {
+                    cache.truncate(&file, size).unwrap();
+                    visible.resize(size as usize, 0);
+                    disk.resize(size as usize, 0);
+                    dirty.retain(|page| page * PAGE < size);
+                }
+                Op::WriteBack { failing } => {
+                    cache.write_back(&file, failing).unwrap();
+                    if !failing {
+                        if disk.len() < visible.len() {
+                            disk.resize(visible.len(), 0);
+                        }
+                        for page in &dirty {
+                            let start = (page * PAGE) as usize;
+                            let end = (start + PAGE as usize).min(visible.len());
+                            disk[start..end].copy_from_slice(&visible[start..end]);
+                        }
+                    }
+                    dirty.clear();
+                }
+            }
+            prop_assert_eq!(&read_all(&cache, &file), &visible);
+        }
+        // The remount writes the size readers saw, as any write-back that
+        // succeeds does: zeros where the lost pages were.
+        cache.remount(&file, false).unwrap();
+        if disk.len() < visible.len() {
+            disk.resize(visible.len(), 0);
+        }
+        prop_assert_eq!(on_disk(&file), disk.clone());
+        prop_assert_eq!(read_all(&cache, &file), disk);
+    }
+}

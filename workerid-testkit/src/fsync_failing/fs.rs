@@ -1,0 +1,665 @@
+//! The FUSE file system: the backing directory passed through, file data
+//! through each file's page cache ([`super::cache`]), and an `fsync` that
+//! fails while the disk does. Directory operations and other metadata
+//! reach the backing directory at once: the file system keeps its own
+//! metadata, whatever happens to file data.
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirEntryExt, FileTypeExt};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+};
+
+use super::nodes::{c_name, check, Handle, Nodes};
+
+/// Nothing is cached by the kernel beyond a call: sizes and names always
+/// come from here, which a remount changes under it.
+const TTL: Duration = Duration::ZERO;
+
+/// The file system, sharing its state with the disk that controls it.
+pub(crate) struct FailingFs {
+    pub nodes: Arc<Mutex<Nodes>>,
+}
+
+fn lock(nodes: &Mutex<Nodes>) -> MutexGuard<'_, Nodes> {
+    nodes
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn errno(e: io::Error) -> Errno {
+    Errno::from(e)
+}
+
+impl FailingFs {
+    fn entry(&self, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match lock(&self.nodes).lookup(parent.0, name) {
+            Ok((_, attr)) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    /// Makes what was just created belong to the caller, with exactly
+    /// `mode` (the daemon's own umask left out), then looks it up.
+    fn created(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: Option<u32>,
+    ) -> io::Result<(u64, FileAttr)> {
+        let mut nodes = lock(&self.nodes);
+        let dir = nodes.get(parent.0)?.path.as_raw_fd();
+        let c = c_name(name)?;
+        // SAFETY: plain syscalls on a descriptor we hold and a C string
+        // we own.
+        check(unsafe {
+            libc::fchownat(
+                dir,
+                c.as_ptr(),
+                req.uid(),
+                req.gid(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        })?;
+        if let Some(mode) = mode {
+            // SAFETY: as above.
+            check(unsafe { libc::fchmodat(dir, c.as_ptr(), mode & 0o7777, 0) })?;
+        }
+        nodes.lookup(parent.0, name)
+    }
+
+    fn dir_fd(&self, ino: INodeNo) -> io::Result<i32> {
+        Ok(lock(&self.nodes).get(ino.0)?.path.as_raw_fd())
+    }
+}
+
+fn time_spec(time: Option<TimeOrNow>) -> libc::timespec {
+    match time {
+        None => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        Some(TimeOrNow::Now) => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+        Some(TimeOrNow::SpecificTime(at)) => {
+            let since = at
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default();
+            libc::timespec {
+                tv_sec: since.as_secs() as libc::time_t,
+                tv_nsec: since.subsec_nanos() as _,
+            }
+        }
+    }
+}
+
+fn c_path(path: &Path) -> io::Result<std::ffi::CString> {
+    c_name(path.as_os_str())
+}
+
+impl Filesystem for FailingFs {
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.entry(parent, name, reply);
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        lock(&self.nodes).forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match lock(&self.nodes)
+            .get(ino.0)
+            .and_then(|node| node.attr(ino.0))
+        {
+            Ok(attr) => reply.attr(&TTL, &attr),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let mut nodes = lock(&self.nodes);
+        let done = (|| {
+            let node = nodes.get(ino.0)?;
+            let path = c_path(&node.proc_path())?;
+            let fd = node.path.as_raw_fd();
+            if let Some(mode) = mode {
+                // SAFETY: plain syscalls on a descriptor we hold and C
+                // strings we own, here and below.
+                check(unsafe { libc::chmod(path.as_ptr(), mode & 0o7777) })?;
+            }
+            if uid.is_some() || gid.is_some() {
+                check(unsafe {
+                    libc::fchownat(
+                        fd,
+                        c"".as_ptr(),
+                        uid.unwrap_or(u32::MAX),
+                        gid.unwrap_or(u32::MAX),
+                        libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+                    )
+                })?;
+            }
+            if let Some(size) = size {
+                let data = node.data()?.try_clone()?;
+                node.cache.truncate(&data, size)?;
+            }
+            if atime.is_some() || mtime.is_some() {
+                let times = [time_spec(atime), time_spec(mtime)];
+                check(unsafe {
+                    libc::utimensat(libc::AT_FDCWD, path.as_ptr(), times.as_ptr(), 0)
+                })?;
+            }
+            node.attr(ino.0)
+        })();
+        match done {
+            Ok(attr) => reply.attr(&TTL, &attr),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let done = (|| {
+            let fd = lock(&self.nodes).get(ino.0)?.path.as_raw_fd();
+            let mut buffer = vec![0u8; libc::PATH_MAX as usize];
+            // SAFETY: the kernel writes at most `buffer.len()` bytes.
+            let n = unsafe {
+                libc::readlinkat(fd, c"".as_ptr(), buffer.as_mut_ptr().cast(), buffer.len())
+            };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            buffer.truncate(n as usize);
+            Ok(buffer)
+        })();
+        match done {
+            Ok(target) => reply.data(&target),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let done = (|| {
+            let dir = self.dir_fd(parent)?;
+            let c = c_name(name)?;
+            // SAFETY: a plain syscall on a descriptor we hold.
+            check(unsafe { libc::mknodat(dir, c.as_ptr(), mode & !umask, rdev as _) })?;
+            self.created(req, parent, name, Some(mode & !umask))
+        })();
+        match done {
+            Ok((_, attr)) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let done = (|| {
+            let dir = self.dir_fd(parent)?;
+            let c = c_name(name)?;
+            // SAFETY: a plain syscall on a descriptor we hold.
+            check(unsafe { libc::mkdirat(dir, c.as_ptr(), mode & !umask) })?;
+            self.created(req, parent, name, Some(mode & !umask))
+        })();
+        match done {
+            Ok((_, attr)) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        remove(self, parent, name, 0, reply);
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        remove(self, parent, name, libc::AT_REMOVEDIR, reply);
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let done = (|| {
+            let dir = self.dir_fd(parent)?;
+            let (c, target) = (c_name(link_name)?, c_path(target)?);
+            // SAFETY: a plain syscall on a descriptor we hold.
+            check(unsafe { libc::symlinkat(target.as_ptr(), dir, c.as_ptr()) })?;
+            self.created(req, parent, link_name, None)
+        })();
+        match done {
+            Ok((_, attr)) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let done = (|| {
+            let (from, to) = (self.dir_fd(parent)?, self.dir_fd(newparent)?);
+            let (old, new) = (c_name(name)?, c_name(newname)?);
+            // SAFETY: a plain syscall on descriptors we hold.
+            check(unsafe { libc::renameat2(from, old.as_ptr(), to, new.as_ptr(), flags.bits()) })
+        })();
+        match done {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let done = (|| {
+            let from = c_path(&lock(&self.nodes).get(ino.0)?.proc_path())?;
+            let dir = self.dir_fd(newparent)?;
+            let c = c_name(newname)?;
+            // SAFETY: a plain syscall on a descriptor we hold.
+            check(unsafe {
+                libc::linkat(
+                    libc::AT_FDCWD,
+                    from.as_ptr(),
+                    dir,
+                    c.as_ptr(),
+                    libc::AT_SYMLINK_FOLLOW,
+                )
+            })?;
+            lock(&self.nodes).lookup(newparent.0, newname)
+        })();
+        match done {
+            Ok((_, attr)) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let mut nodes = lock(&self.nodes);
+        let done = (|| {
+            let node = nodes.get(ino.0)?;
+            let data = node.data()?.try_clone()?;
+            if flags.0 & libc::O_TRUNC != 0 {
+                node.cache.truncate(&data, 0)?;
+            }
+            let seen = node.cache.sample();
+            Ok(nodes.open(Handle::File { ino: ino.0, seen }))
+        })();
+        match done {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let done = (|| {
+            let dir = self.dir_fd(parent)?;
+            let c = c_name(name)?;
+            let excl = flags & libc::O_EXCL;
+            // SAFETY: a plain syscall on a descriptor we hold; the
+            // descriptor it returns is closed at once.
+            let fd = unsafe {
+                libc::openat(
+                    dir,
+                    c.as_ptr(),
+                    libc::O_CREAT | libc::O_RDWR | libc::O_CLOEXEC | excl,
+                    mode & !umask,
+                )
+            };
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: `fd` is ours and closed once.
+            unsafe { libc::close(fd) };
+            let (ino, attr) = self.created(req, parent, name, Some(mode & !umask))?;
+            let mut nodes = lock(&self.nodes);
+            let node = nodes.get(ino)?;
+            let data = node.data()?.try_clone()?;
+            if flags & libc::O_TRUNC != 0 {
+                node.cache.truncate(&data, 0)?;
+            }
+            let seen = node.cache.sample();
+            let fh = nodes.open(Handle::File { ino, seen });
+            Ok((attr, fh))
+        })();
+        match done {
+            Ok((attr, fh)) => reply.created(
+                &TTL,
+                &attr,
+                Generation(0),
+                FileHandle(fh),
+                FopenFlags::empty(),
+            ),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let mut nodes = lock(&self.nodes);
+        let done = nodes.get(ino.0).and_then(|node| {
+            let data = node.data()?.try_clone()?;
+            node.cache.read(&data, offset, u64::from(size))
+        });
+        match done {
+            Ok(bytes) => reply.data(&bytes),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let mut nodes = lock(&self.nodes);
+        let done = nodes.get(ino.0).and_then(|node| {
+            let backing = node.data()?.try_clone()?;
+            node.cache.write(&backing, offset, data)
+        });
+        match done {
+            Ok(()) => reply.written(data.len() as u32),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        lock(&self.nodes).release(fh.0);
+        reply.ok();
+    }
+
+    /// Writes the file's pages back; fails with `EIO` while the disk
+    /// fails (the pages lost), and once more through every file opened
+    /// before a write-back of it failed.
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let mut nodes = lock(&self.nodes);
+        let done = (|| {
+            nodes.write_back(ino.0)?;
+            let failing = nodes.failing;
+            let mut seen = match nodes.handles.get(&fh.0) {
+                Some(Handle::File { seen, .. }) => *seen,
+                _ => nodes.get(ino.0)?.cache.sample(),
+            };
+            let reported = nodes.get(ino.0)?.cache.take_error(&mut seen);
+            if let Some(Handle::File { seen: kept, .. }) = nodes.handles.get_mut(&fh.0) {
+                *kept = seen;
+            }
+            Ok(failing || reported)
+        })();
+        match done {
+            Ok(false) => reply.ok(),
+            Ok(true) => {
+                nodes.fsyncs_failed += 1;
+                reply.error(Errno::EIO);
+            }
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let mut nodes = lock(&self.nodes);
+        let done = (|| {
+            let node = nodes.get(ino.0)?;
+            let mut entries = vec![
+                (ino.0, FileType::Directory, ".".into()),
+                (ino.0, FileType::Directory, "..".into()),
+            ];
+            for entry in std::fs::read_dir(node.proc_path())? {
+                let entry = entry?;
+                let kind = entry.file_type()?;
+                let kind = if kind.is_dir() {
+                    FileType::Directory
+                } else if kind.is_symlink() {
+                    FileType::Symlink
+                } else if kind.is_socket() {
+                    FileType::Socket
+                } else if kind.is_fifo() {
+                    FileType::NamedPipe
+                } else {
+                    FileType::RegularFile
+                };
+                entries.push((entry.ino(), kind, entry.file_name()));
+            }
+            Ok(nodes.open(Handle::Dir(entries)))
+        })();
+        match done {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let nodes = lock(&self.nodes);
+        let Some(Handle::Dir(entries)) = nodes.handles.get(&fh.0) else {
+            reply.error(Errno::EBADF);
+            return;
+        };
+        for (i, (ino, kind, name)) in entries.iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(*ino), i as u64 + 1, *kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        lock(&self.nodes).release(fh.0);
+        reply.ok();
+    }
+
+    /// Directories are metadata, kept at once: their `fsync` fails only
+    /// while the disk does.
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let mut nodes = lock(&self.nodes);
+        if nodes.failing {
+            nodes.fsyncs_failed += 1;
+            reply.error(Errno::EIO);
+        } else {
+            reply.ok();
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let done = (|| {
+            let root = c_path(&lock(&self.nodes).get(INodeNo::ROOT.0)?.proc_path())?;
+            // SAFETY: plain data the kernel fills.
+            let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+            // SAFETY: a plain syscall on a C string we own.
+            check(unsafe { libc::statvfs(root.as_ptr(), &mut stat) })?;
+            Ok(stat)
+        })();
+        match done {
+            Ok(s) => reply.statfs(
+                s.f_blocks,
+                s.f_bfree,
+                s.f_bavail,
+                s.f_files,
+                s.f_ffree,
+                s.f_bsize as u32,
+                s.f_namemax as u32,
+                s.f_frsize as u32,
+            ),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        // `default_permissions`: the kernel checks.
+        reply.ok();
+    }
+
+    /// Space is allocated at once (metadata); other modes are refused.
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        if mode & !libc::FALLOC_FL_KEEP_SIZE != 0 {
+            reply.error(Errno::EOPNOTSUPP);
+            return;
+        }
+        let mut nodes = lock(&self.nodes);
+        let done = nodes.get(ino.0).and_then(|node| {
+            let data = node.data()?.try_clone()?;
+            // SAFETY: a plain syscall on a file we hold open.
+            check(unsafe {
+                libc::fallocate(data.as_raw_fd(), mode, offset as i64, length as i64)
+            })?;
+            if mode == 0 {
+                node.cache.grow_to(offset + length);
+            }
+            Ok(())
+        });
+        match done {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+}
+
+fn remove(fs: &FailingFs, parent: INodeNo, name: &OsStr, flags: i32, reply: ReplyEmpty) {
+    let done = (|| {
+        let dir = fs.dir_fd(parent)?;
+        let c = c_name(name)?;
+        // SAFETY: a plain syscall on a descriptor we hold.
+        check(unsafe { libc::unlinkat(dir, c.as_ptr(), flags) })
+    })();
+    match done {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(errno(e)),
+    }
+}
