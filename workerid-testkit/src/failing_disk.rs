@@ -16,15 +16,17 @@
 //!   block fails (once: the next one succeeds, the kernel having dropped
 //!   what it could not write), and ext4 then aborts its journal and turns
 //!   read-only.
-//! - [`Failure::Intermittent`]: the same on ext4 without a journal, which
-//!   stays writable: [`FailingDisk::heal`] empties the pool and writes
-//!   succeed again, while what a failed `fsync` covered is gone from the
-//!   disk (PostgreSQL's "fsyncgate").
+//! - [`Failure::Intermittent`]: every `fsync` fails for a while under a
+//!   file system that stays writable and keeps its own metadata
+//!   ([`FsyncFailingDisk`], a FUSE file system of the test's own):
+//!   [`FailingDisk::heal`] ends it under the same mount, while what a
+//!   failed `fsync` covered never reaches the disk (PostgreSQL's
+//!   "fsyncgate").
 //!
 //! [`FailingDisk::recover`] mounts it again (a copy of the image, the
-//! journal replayed), once nothing holds a file on it any more: the store's
-//! servers must be stopped first, as an operator would after a volume came
-//! back.
+//! journal replayed; or the FUSE disk's page cache dropped), once nothing
+//! holds a file on it any more: the store's servers must be stopped first,
+//! as an operator would after a volume came back.
 //!
 //! This machine's kernel has no device mapper (no `dm-error` or
 //! `dm-flakey`): these are the failures it can make.
@@ -51,6 +53,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
+use crate::fsync_failing::{FsyncFailingDisk, FsyncFailures};
 use crate::holders::Frozen;
 use crate::small_disk::SmallDisk;
 use crate::{cleanup, RunningStore, StoreKind};
@@ -76,15 +79,29 @@ pub enum Failure {
     /// ext4 aborts its journal at its next commit and turns read-only, as
     /// on thin-provisioned storage that ran out of space.
     ThinPoolFull,
-    /// As [`ThinPoolFull`](Failure::ThinPoolFull), on ext4 without a
-    /// journal, which stays writable through the errors: after
-    /// [`FailingDisk::heal`] empties the pool, writes and `fsync`s succeed
-    /// again without a remount, and what a failed `fsync` covered is gone
-    /// from the disk while the page cache still shows it (PostgreSQL's
-    /// "fsyncgate"), until the disk is mounted again. The file system
-    /// loses its own metadata too (block bitmaps, inodes), which
-    /// [`FailingDisk::recover`] checks with `e2fsck` and panics on.
+    /// Every `fsync` answers `EIO` and loses what it covered, under a file
+    /// system that stays writable and keeps its own metadata (see
+    /// [`FsyncFailingDisk`]): after [`FailingDisk::heal`], `fsync`s succeed
+    /// again without a remount (each file opened before is told of the
+    /// error once), and what a failed one covered is gone from the disk
+    /// while reads still show it (PostgreSQL's "fsyncgate"), until the
+    /// disk is mounted again.
     Intermittent,
+}
+
+/// What the disk is.
+#[derive(Debug)]
+enum Medium {
+    /// An ext4 file system on a loop device.
+    Ext4 {
+        mount_point: tempfile::TempDir,
+        image_dir: ImageDir,
+        /// How many times the disk was mounted again: the image's
+        /// generation.
+        generation: AtomicU32,
+    },
+    /// The FUSE file system whose `fsync` fails on demand.
+    Fuse(FsyncFailingDisk),
 }
 
 /// Where the image file is (never on the disk itself).
@@ -105,14 +122,12 @@ impl ImageDir {
     }
 }
 
-/// An ext4 file system on a loop device, detached when dropped.
+/// A disk that fails as its [`Failure`] says: an ext4 file system on a
+/// loop device, detached when dropped, or a [`FsyncFailingDisk`].
 #[derive(Debug)]
 pub struct FailingDisk {
-    mount_point: tempfile::TempDir,
-    image_dir: ImageDir,
+    medium: Medium,
     failure: Failure,
-    /// How many times the disk was mounted again: the image's generation.
-    generation: AtomicU32,
     failed: AtomicBool,
 }
 
@@ -133,31 +148,29 @@ impl FailingDisk {
     }
 
     fn make(mib: u64, failure: Failure) -> FailingDisk {
+        if failure == Failure::Intermittent {
+            return FailingDisk {
+                medium: Medium::Fuse(FsyncFailingDisk::mount()),
+                failure,
+                failed: AtomicBool::new(false),
+            };
+        }
         let image_dir = match failure {
-            Failure::Shutdown => ImageDir::Temp(
+            Failure::Shutdown | Failure::Intermittent => ImageDir::Temp(
                 tempfile::Builder::new()
                     .prefix("workerid-failing-disk-image-")
                     .tempdir()
                     .unwrap_or_else(|e| panic!("cannot make a temporary directory: {e}")),
             ),
             // Room for the image and for the copy a recovery makes.
-            Failure::ThinPoolFull | Failure::Intermittent => {
-                ImageDir::Pool(SmallDisk::mount(2 * mib + 16))
-            }
+            Failure::ThinPoolFull => ImageDir::Pool(SmallDisk::mount(2 * mib + 16)),
         };
         let image = image_at(image_dir.path(), 0);
         File::create(&image)
             .and_then(|f| f.set_len(mib << 20))
             .unwrap_or_else(|e| panic!("cannot make the disk image {}: {e}", image.display()));
         run(
-            Command::new("mkfs.ext4")
-                .args(["-q", "-F"])
-                .args(if failure == Failure::Intermittent {
-                    &["-O", "^has_journal"][..]
-                } else {
-                    &[][..]
-                })
-                .arg(&image),
+            Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image),
             "mkfs.ext4 (package e2fsprogs)",
         );
         let mount_point = tempfile::Builder::new()
@@ -165,10 +178,12 @@ impl FailingDisk {
             .tempdir()
             .unwrap_or_else(|e| panic!("cannot make a temporary directory: {e}"));
         let disk = FailingDisk {
-            mount_point,
-            image_dir,
+            medium: Medium::Ext4 {
+                mount_point,
+                image_dir,
+                generation: AtomicU32::new(0),
+            },
             failure,
-            generation: AtomicU32::new(0),
             failed: AtomicBool::new(false),
         };
         disk.mount_image();
@@ -203,21 +218,36 @@ impl FailingDisk {
 
     /// The mount point.
     pub fn path(&self) -> &Path {
-        self.mount_point.path()
+        match &self.medium {
+            Medium::Ext4 { mount_point, .. } => mount_point.path(),
+            Medium::Fuse(disk) => disk.path(),
+        }
     }
 
-    fn image(&self) -> PathBuf {
-        image_at(
-            self.image_dir.path(),
-            self.generation.load(Ordering::SeqCst),
-        )
+    /// The image file of an ext4 disk, and that disk's image directory.
+    fn image(&self) -> Option<(PathBuf, &ImageDir, &AtomicU32)> {
+        match &self.medium {
+            Medium::Ext4 {
+                image_dir,
+                generation,
+                ..
+            } => Some((
+                image_at(image_dir.path(), generation.load(Ordering::SeqCst)),
+                image_dir,
+                generation,
+            )),
+            Medium::Fuse(_) => None,
+        }
     }
 
     fn mount_image(&self) {
+        let Some((image, _, _)) = self.image() else {
+            return;
+        };
         run(
             Command::new("mount")
                 .args(["-t", "ext4", "-o", "loop"])
-                .arg(self.image())
+                .arg(image)
                 .arg(self.path()),
             "mount -o loop (root, and a free loop device)",
         );
@@ -235,6 +265,10 @@ impl FailingDisk {
 
     /// Writes everything on the disk to it (`syncfs`).
     pub fn sync(&self) {
+        if let Medium::Fuse(disk) = &self.medium {
+            disk.sync();
+            return;
+        }
         let root = File::open(self.path())
             .unwrap_or_else(|e| panic!("cannot open {}: {e}", self.path().display()));
         // SAFETY: a plain syscall on a file we hold open.
@@ -272,10 +306,21 @@ impl FailingDisk {
     /// When the file system cannot be shut down, or a process with a file
     /// on it cannot be stopped or has not stopped within 10 s.
     pub fn fail(&self) {
-        if let ImageDir::Pool(pool) = &self.image_dir {
-            pool.fill();
-            self.failed.store(true, Ordering::SeqCst);
-            return;
+        match &self.medium {
+            Medium::Fuse(disk) => {
+                disk.fail();
+                self.failed.store(true, Ordering::SeqCst);
+                return;
+            }
+            Medium::Ext4 {
+                image_dir: ImageDir::Pool(pool),
+                ..
+            } => {
+                pool.fill();
+                self.failed.store(true, Ordering::SeqCst);
+                return;
+            }
+            Medium::Ext4 { .. } => {}
         }
         let root = File::open(self.path())
             .unwrap_or_else(|e| panic!("cannot open {}: {e}", self.path().display()));
@@ -293,15 +338,52 @@ impl FailingDisk {
         self.failed.store(true, Ordering::SeqCst);
     }
 
-    /// Ends a thin pool's failure without a remount: the pool is emptied,
-    /// and the device stores every block again. On an
-    /// [`Intermittent`](Failure::Intermittent) disk the file system goes on
-    /// as if nothing happened; ext4 with a journal has turned read-only and
+    /// Ends the failure without a remount. An
+    /// [`Intermittent`](Failure::Intermittent) disk's `fsync`s succeed
+    /// again, and the file system goes on. A thin pool is emptied and the
+    /// device stores every block again, but ext4 has turned read-only and
     /// needs [`recover`](Self::recover). Does nothing to a shut-down disk.
     pub fn heal(&self) {
-        if let ImageDir::Pool(pool) = &self.image_dir {
-            pool.free();
-            self.failed.store(false, Ordering::SeqCst);
+        match &self.medium {
+            Medium::Fuse(disk) => disk.heal(),
+            Medium::Ext4 {
+                image_dir: ImageDir::Pool(pool),
+                ..
+            } => pool.free(),
+            Medium::Ext4 { .. } => return,
+        }
+        self.failed.store(false, Ordering::SeqCst);
+    }
+
+    /// Drops the clean pages of the page cache, as `echo 1 >
+    /// /proc/sys/vm/drop_caches` does: on an
+    /// [`Intermittent`](Failure::Intermittent) disk, the pages a failed
+    /// `fsync` lost, so that reads show what the disk holds. A server
+    /// started again after an `fsync` error must not recover from pages the
+    /// disk never stored: a store's recovery trusts what it reads.
+    ///
+    /// # Panics
+    /// When the cache cannot be dropped (root is needed).
+    pub fn drop_page_cache(&self) {
+        match &self.medium {
+            Medium::Fuse(disk) => {
+                disk.drop_lost_pages();
+            }
+            Medium::Ext4 { .. } => {
+                self.sync();
+                std::fs::write("/proc/sys/vm/drop_caches", "1")
+                    .unwrap_or_else(|e| panic!("cannot drop the page cache: {e}"));
+            }
+        }
+    }
+
+    /// What an [`Intermittent`](Failure::Intermittent) disk's failures did
+    /// so far (`fsync`s answered `EIO`, pages lost); `None` for the other
+    /// failures.
+    pub fn fsync_failures(&self) -> Option<FsyncFailures> {
+        match &self.medium {
+            Medium::Fuse(disk) => Some(disk.failures()),
+            Medium::Ext4 { .. } => None,
         }
     }
 
@@ -319,6 +401,11 @@ impl FailingDisk {
     /// the store's servers, and drop the clients that opened its file,
     /// first.
     pub fn recover(&self) {
+        if let Medium::Fuse(disk) = &self.medium {
+            disk.remount();
+            self.failed.store(false, Ordering::SeqCst);
+            return;
+        }
         // A file closed a moment ago may still be held by a thread that
         // is closing it (SQLite's): busy is retried for a few seconds.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -344,12 +431,14 @@ impl FailingDisk {
         // exec` makes one) keeps the failed file system alive after this
         // unmount, and mounting its loop device again would hand back that
         // same failed file system.
-        if let ImageDir::Pool(pool) = &self.image_dir {
+        let Some((failed, image_dir, generation)) = self.image() else {
+            return;
+        };
+        if let ImageDir::Pool(pool) = image_dir {
             pool.free();
         }
-        let failed = self.image();
-        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
-        let copy = image_at(self.image_dir.path(), generation);
+        let generation = generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let copy = image_at(image_dir.path(), generation);
         run(
             Command::new("cp")
                 .arg("--sparse=always")
@@ -358,22 +447,6 @@ impl FailingDisk {
             "cp (copying the failed disk's image)",
         );
         let _ = std::fs::remove_file(&failed);
-        if self.failure == Failure::Intermittent {
-            // Without a journal, ext4 loses its own metadata whose
-            // write-back failed (block bitmaps, inodes): that would be
-            // taken for the store's loss, so it is checked first.
-            let out = Command::new("e2fsck")
-                .arg("-fn")
-                .arg(&copy)
-                .output()
-                .unwrap_or_else(|e| panic!("cannot run e2fsck: {e}"));
-            assert!(
-                out.status.success(),
-                "the failed disk's own file system lost metadata (e2fsck -fn: {}):\n{}",
-                out.status,
-                String::from_utf8_lossy(&out.stdout)
-            );
-        }
         self.mount_image();
         self.failed.store(false, Ordering::SeqCst);
     }
@@ -382,12 +455,15 @@ impl FailingDisk {
 impl Drop for FailingDisk {
     fn drop(&mut self) {
         // Lazily: a server killed moments ago may still hold a file open;
-        // the loop device goes once the file system is released.
-        let _ = Command::new("umount")
-            .arg("-l")
-            .arg(self.mount_point.path())
-            .output();
-        cleanup::unregister_mount(self.mount_point.path());
+        // the loop device goes once the file system is released. The FUSE
+        // disk unmounts itself.
+        if let Medium::Ext4 { mount_point, .. } = &self.medium {
+            let _ = Command::new("umount")
+                .arg("-l")
+                .arg(mount_point.path())
+                .output();
+            cleanup::unregister_mount(mount_point.path());
+        }
     }
 }
 

@@ -154,7 +154,18 @@ impl Load {
             if served >= 20 {
                 return since.elapsed();
             }
-            assert!(since.elapsed() < within, "{what}: never served again");
+            if since.elapsed() >= within {
+                let errors: Vec<_> = self
+                    .seen
+                    .lock()
+                    .unwrap()
+                    .errors
+                    .iter()
+                    .filter(|((at, _), _)| *at == phase)
+                    .map(|((_, error), n)| format!("{error} ({n})"))
+                    .collect();
+                panic!("{what}: never served again; its errors: {errors:?}");
+            }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }

@@ -19,6 +19,9 @@ struct Page {
     /// Its write-back failed: readable until the cache is dropped, never
     /// written to the backing file unless written again.
     lost: bool,
+    /// How far into the page the file reaches (written, or read from the
+    /// disk).
+    len: usize,
 }
 
 /// The cached pages of one file, their size as readers see it, and the
@@ -73,14 +76,17 @@ impl FileCache {
                 std::collections::btree_map::Entry::Vacant(vacant) => {
                     let mut buffer = vec![0u8; PAGE as usize].into_boxed_slice();
                     read_backing(backing, index * PAGE, size, &mut buffer)?;
+                    let len = size.saturating_sub(index * PAGE).min(PAGE) as usize;
                     vacant.insert(Page {
                         data: buffer,
                         lost: false,
+                        len,
                     })
                 }
             };
             page.data[within..within + n].copy_from_slice(&data[done..done + n]);
             page.lost = false;
+            page.len = page.len.max(within + n);
             done += n;
         }
         self.size = Some(size.max(offset + data.len() as u64));
@@ -120,6 +126,7 @@ impl FileCache {
         self.pages.split_off(&first_gone);
         if let Some(page) = self.pages.get_mut(&(size / PAGE)) {
             page.data[(size % PAGE) as usize..].fill(0);
+            page.len = page.len.min((size % PAGE) as usize);
         }
         self.size = if self.pages.is_empty() {
             None
@@ -195,6 +202,26 @@ impl FileCache {
         } else {
             false
         }
+    }
+
+    /// Drops the pages whose write-back failed (clean pages, as Linux's
+    /// `drop_caches` drops them): reads then show what the disk holds
+    /// there. Dirty pages stay. Returns how many were dropped.
+    pub fn drop_lost(&mut self, backing: &File) -> io::Result<u64> {
+        let before = self.pages.len();
+        self.pages.retain(|_, page| !page.lost);
+        self.size = if self.pages.is_empty() {
+            None
+        } else {
+            let written = self
+                .pages
+                .iter()
+                .map(|(index, page)| index * PAGE + page.len as u64)
+                .max()
+                .unwrap_or(0);
+            Some(written.max(backing.metadata()?.len()))
+        };
+        Ok((before - self.pages.len()) as u64)
     }
 
     /// The disk mounted again: dirty pages are written back (or lost, on a

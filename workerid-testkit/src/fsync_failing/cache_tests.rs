@@ -103,6 +103,31 @@ fn a_truncate_reaches_the_disk_at_once_and_drops_the_pages_past_it() {
     assert_eq!(seen[4100..], [0; 1900]);
 }
 
+#[test]
+fn dropping_the_lost_pages_shows_the_disk_and_keeps_the_dirty_ones() {
+    let file = backing();
+    let mut cache = FileCache::default();
+    cache.write(&file, 0, &[1; 3000]).unwrap();
+    cache.write_back(&file, false).unwrap();
+    cache.write(&file, 3000, &[2; 3000]).unwrap();
+    cache.write_back(&file, true).unwrap();
+    cache.write(&file, 10_000, &[3; 10]).unwrap();
+    assert_eq!(cache.drop_lost(&file).unwrap(), 2);
+    let seen = read_all(&cache, &file);
+    assert_eq!(seen.len(), 10_010);
+    assert_eq!(seen[..3000], [1; 3000]);
+    assert!(seen[3000..10_000].iter().all(|&b| b == 0));
+    assert_eq!(seen[10_000..], [3; 10]);
+    // With no dirty page left, the file is the disk's again, size and all.
+    cache.write(&file, 3000, &[4; 5000]).unwrap();
+    cache.write_back(&file, true).unwrap();
+    let mut only_lost = FileCache::default();
+    only_lost.write(&file, 3000, &[5; 100]).unwrap();
+    only_lost.write_back(&file, true).unwrap();
+    only_lost.drop_lost(&file).unwrap();
+    assert_eq!(read_all(&only_lost, &file), [1; 3000]);
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Write { offset: u64, len: usize, byte: u8 },

@@ -20,6 +20,9 @@
 //! - writes, reads, and every directory operation succeed, and metadata
 //!   (names, sizes set by `truncate`, modes, owners) is kept.
 //!
+//! [`drop_lost_pages`](FsyncFailingDisk::drop_lost_pages) drops the lost
+//! pages as `drop_caches` would, so that a store started again reads what
+//! the disk holds rather than what it was told it could not store.
 //! [`remount`](FsyncFailingDisk::remount) is the disk mounted again once
 //! nothing holds a file on it: what only the page cache held is gone, and
 //! a lost page inside a file's size reads as zeros.
@@ -141,6 +144,19 @@ impl FsyncFailingDisk {
     /// what the failed ones lost stays lost.
     pub fn heal(&self) {
         self.nodes().failing = false;
+    }
+
+    /// Drops the pages whose write-back failed, as `echo 1 >
+    /// /proc/sys/vm/drop_caches` drops them from Linux's page cache (they
+    /// are clean): reads then show what the disk holds, as after a
+    /// remount, while files stay open. Returns how many were dropped.
+    ///
+    /// # Panics
+    /// When the backing directory cannot be read.
+    pub fn drop_lost_pages(&self) -> u64 {
+        self.nodes()
+            .drop_lost()
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", self.path().display()))
     }
 
     /// Whether the disk fails now.

@@ -262,6 +262,19 @@ impl Nodes {
         Ok(all)
     }
 
+    /// Drops every file's pages whose write-back failed (see
+    /// [`FileCache::drop_lost`]); returns how many.
+    pub fn drop_lost(&mut self) -> io::Result<u64> {
+        let mut dropped = 0;
+        for node in self.nodes.values_mut() {
+            if node.cache.holds_pages() {
+                let data = node.data()?.try_clone()?;
+                dropped += node.cache.drop_lost(&data)?;
+            }
+        }
+        Ok(dropped)
+    }
+
     /// Files open now.
     pub fn open_files(&self) -> usize {
         self.handles
