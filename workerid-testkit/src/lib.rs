@@ -45,7 +45,9 @@
 //! linked to the servers by a relay, and drops packets on that link.
 //!
 //! For disks: [`small_disk::SmallDisk`] fills up,
-//! [`failing_disk::FailingDisk`] fails (`EIO`) while it has room.
+//! [`failing_disk::FailingDisk`] fails (`EIO`) while it has room, and
+//! [`fsync_failing::FsyncFailingDisk`] fails every `fsync` for a while
+//! under a file system that stays writable.
 //!
 //! A missing server program is a test failure with a message that says how to
 //! install it (`bash scripts/test.sh` does), never a silent skip.
