@@ -18,11 +18,12 @@ use fuser::{
     ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 
-use super::nodes::{c_name, check, Handle, Nodes};
+use super::answer::{errno, Answer};
+use super::nodes::{c_name, c_path, check, time_spec, Handle, Nodes};
 
 /// Nothing is cached by the kernel beyond a call: sizes and names always
 /// come from here, which a remount changes under it.
-const TTL: Duration = Duration::ZERO;
+pub(crate) const TTL: Duration = Duration::ZERO;
 
 /// The file system, sharing its state with the disk that controls it.
 pub(crate) struct FailingFs {
@@ -35,16 +36,9 @@ fn lock(nodes: &Mutex<Nodes>) -> MutexGuard<'_, Nodes> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn errno(e: io::Error) -> Errno {
-    Errno::from(e)
-}
-
 impl FailingFs {
     fn entry(&self, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match lock(&self.nodes).lookup(parent.0, name) {
-            Ok((_, attr)) => reply.entry(&TTL, &attr, Generation(0)),
-            Err(e) => reply.error(errno(e)),
-        }
+        reply.answer(lock(&self.nodes).lookup(parent.0, name));
     }
 
     /// Makes what was just created belong to the caller, with exactly
@@ -77,35 +71,25 @@ impl FailingFs {
         nodes.lookup(parent.0, name)
     }
 
+    /// Makes `name` in `parent` with `syscall` (given the directory and
+    /// the name), then gives it to the caller (see [`created`](Self::created)).
+    fn make(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: Option<u32>,
+        syscall: impl FnOnce(i32, &std::ffi::CStr) -> i32,
+    ) -> io::Result<(u64, FileAttr)> {
+        let dir = self.dir_fd(parent)?;
+        let c = c_name(name)?;
+        check(syscall(dir, &c))?;
+        self.created(req, parent, name, mode)
+    }
+
     fn dir_fd(&self, ino: INodeNo) -> io::Result<i32> {
         Ok(lock(&self.nodes).get(ino.0)?.path.as_raw_fd())
     }
-}
-
-fn time_spec(time: Option<TimeOrNow>) -> libc::timespec {
-    match time {
-        None => libc::timespec {
-            tv_sec: 0,
-            tv_nsec: libc::UTIME_OMIT,
-        },
-        Some(TimeOrNow::Now) => libc::timespec {
-            tv_sec: 0,
-            tv_nsec: libc::UTIME_NOW,
-        },
-        Some(TimeOrNow::SpecificTime(at)) => {
-            let since = at
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .unwrap_or_default();
-            libc::timespec {
-                tv_sec: since.as_secs() as libc::time_t,
-                tv_nsec: since.subsec_nanos() as _,
-            }
-        }
-    }
-}
-
-fn c_path(path: &Path) -> io::Result<std::ffi::CString> {
-    c_name(path.as_os_str())
 }
 
 impl Filesystem for FailingFs {
@@ -167,8 +151,7 @@ impl Filesystem for FailingFs {
                 })?;
             }
             if let Some(size) = size {
-                let data = node.data()?.try_clone()?;
-                node.cache.truncate(&data, size)?;
+                node.with_cache(|cache, data| cache.truncate(data, size))?;
             }
             if atime.is_some() || mtime.is_some() {
                 let times = [time_spec(atime), time_spec(mtime)];
@@ -178,10 +161,7 @@ impl Filesystem for FailingFs {
             }
             node.attr(ino.0)
         })();
-        match done {
-            Ok(attr) => reply.attr(&TTL, &attr),
-            Err(e) => reply.error(errno(e)),
-        }
+        reply.answer(done);
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
@@ -198,10 +178,7 @@ impl Filesystem for FailingFs {
             buffer.truncate(n as usize);
             Ok(buffer)
         })();
-        match done {
-            Ok(target) => reply.data(&target),
-            Err(e) => reply.error(errno(e)),
-        }
+        reply.answer(done);
     }
 
     fn mknod(
@@ -214,17 +191,12 @@ impl Filesystem for FailingFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let done = (|| {
-            let dir = self.dir_fd(parent)?;
-            let c = c_name(name)?;
-            // SAFETY: a plain syscall on a descriptor we hold.
-            check(unsafe { libc::mknodat(dir, c.as_ptr(), mode & !umask, rdev as _) })?;
-            self.created(req, parent, name, Some(mode & !umask))
-        })();
-        match done {
-            Ok((_, attr)) => reply.entry(&TTL, &attr, Generation(0)),
-            Err(e) => reply.error(errno(e)),
-        }
+        let mode = mode & !umask;
+        // SAFETY: a plain syscall on a descriptor we hold.
+        let done = self.make(req, parent, name, Some(mode), |dir, c| unsafe {
+            libc::mknodat(dir, c.as_ptr(), mode, rdev as _)
+        });
+        reply.answer(done);
     }
 
     fn mkdir(
@@ -236,17 +208,12 @@ impl Filesystem for FailingFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let done = (|| {
-            let dir = self.dir_fd(parent)?;
-            let c = c_name(name)?;
-            // SAFETY: a plain syscall on a descriptor we hold.
-            check(unsafe { libc::mkdirat(dir, c.as_ptr(), mode & !umask) })?;
-            self.created(req, parent, name, Some(mode & !umask))
-        })();
-        match done {
-            Ok((_, attr)) => reply.entry(&TTL, &attr, Generation(0)),
-            Err(e) => reply.error(errno(e)),
-        }
+        let mode = mode & !umask;
+        // SAFETY: a plain syscall on a descriptor we hold.
+        let done = self.make(req, parent, name, Some(mode), |dir, c| unsafe {
+            libc::mkdirat(dir, c.as_ptr(), mode)
+        });
+        reply.answer(done);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -265,17 +232,13 @@ impl Filesystem for FailingFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let done = (|| {
-            let dir = self.dir_fd(parent)?;
-            let (c, target) = (c_name(link_name)?, c_path(target)?);
+        let done = c_path(target).and_then(|target| {
             // SAFETY: a plain syscall on a descriptor we hold.
-            check(unsafe { libc::symlinkat(target.as_ptr(), dir, c.as_ptr()) })?;
-            self.created(req, parent, link_name, None)
-        })();
-        match done {
-            Ok((_, attr)) => reply.entry(&TTL, &attr, Generation(0)),
-            Err(e) => reply.error(errno(e)),
-        }
+            self.make(req, parent, link_name, None, |dir, c| unsafe {
+                libc::symlinkat(target.as_ptr(), dir, c.as_ptr())
+            })
+        });
+        reply.answer(done);
     }
 
     fn rename(
@@ -294,10 +257,7 @@ impl Filesystem for FailingFs {
             // SAFETY: a plain syscall on descriptors we hold.
             check(unsafe { libc::renameat2(from, old.as_ptr(), to, new.as_ptr(), flags.bits()) })
         })();
-        match done {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        reply.answer(done);
     }
 
     fn link(
@@ -324,27 +284,13 @@ impl Filesystem for FailingFs {
             })?;
             lock(&self.nodes).lookup(newparent.0, newname)
         })();
-        match done {
-            Ok((_, attr)) => reply.entry(&TTL, &attr, Generation(0)),
-            Err(e) => reply.error(errno(e)),
-        }
+        reply.answer(done);
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let mut nodes = lock(&self.nodes);
-        let done = (|| {
-            let node = nodes.get(ino.0)?;
-            let data = node.data()?.try_clone()?;
-            if flags.0 & libc::O_TRUNC != 0 {
-                node.cache.truncate(&data, 0)?;
-            }
-            let seen = node.cache.sample();
-            Ok(nodes.open(Handle::File { ino: ino.0, seen }))
-        })();
-        match done {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-            Err(e) => reply.error(errno(e)),
-        }
+        let done = nodes.open_file(ino.0, flags.0 & libc::O_TRUNC != 0);
+        reply.answer(done);
     }
 
     fn create(
@@ -377,14 +323,7 @@ impl Filesystem for FailingFs {
             // SAFETY: `fd` is ours and closed once.
             unsafe { libc::close(fd) };
             let (ino, attr) = self.created(req, parent, name, Some(mode & !umask))?;
-            let mut nodes = lock(&self.nodes);
-            let node = nodes.get(ino)?;
-            let data = node.data()?.try_clone()?;
-            if flags & libc::O_TRUNC != 0 {
-                node.cache.truncate(&data, 0)?;
-            }
-            let seen = node.cache.sample();
-            let fh = nodes.open(Handle::File { ino, seen });
+            let fh = lock(&self.nodes).open_file(ino, flags & libc::O_TRUNC != 0)?;
             Ok((attr, fh))
         })();
         match done {
@@ -412,13 +351,9 @@ impl Filesystem for FailingFs {
     ) {
         let mut nodes = lock(&self.nodes);
         let done = nodes.get(ino.0).and_then(|node| {
-            let data = node.data()?.try_clone()?;
-            node.cache.read(&data, offset, u64::from(size))
+            node.with_cache(|cache, data| cache.read(data, offset, u64::from(size)))
         });
-        match done {
-            Ok(bytes) => reply.data(&bytes),
-            Err(e) => reply.error(errno(e)),
-        }
+        reply.answer(done);
     }
 
     fn write(
@@ -434,10 +369,9 @@ impl Filesystem for FailingFs {
         reply: ReplyWrite,
     ) {
         let mut nodes = lock(&self.nodes);
-        let done = nodes.get(ino.0).and_then(|node| {
-            let backing = node.data()?.try_clone()?;
-            node.cache.write(&backing, offset, data)
-        });
+        let done = nodes
+            .get(ino.0)
+            .and_then(|node| node.with_cache(|cache, backing| cache.write(backing, offset, data)));
         match done {
             Ok(()) => reply.written(data.len() as u32),
             Err(e) => reply.error(errno(e)),
@@ -530,10 +464,7 @@ impl Filesystem for FailingFs {
             }
             Ok(nodes.open(Handle::Dir(entries)))
         })();
-        match done {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-            Err(e) => reply.error(errno(e)),
-        }
+        reply.answer(done);
     }
 
     fn readdir(
@@ -634,20 +565,18 @@ impl Filesystem for FailingFs {
         }
         let mut nodes = lock(&self.nodes);
         let done = nodes.get(ino.0).and_then(|node| {
-            let data = node.data()?.try_clone()?;
-            // SAFETY: a plain syscall on a file we hold open.
-            check(unsafe {
-                libc::fallocate(data.as_raw_fd(), mode, offset as i64, length as i64)
-            })?;
-            if mode == 0 {
-                node.cache.grow_to(offset + length);
-            }
-            Ok(())
+            node.with_cache(|cache, data| {
+                // SAFETY: a plain syscall on a file we hold open.
+                check(unsafe {
+                    libc::fallocate(data.as_raw_fd(), mode, offset as i64, length as i64)
+                })?;
+                if mode == 0 {
+                    cache.grow_to(offset + length);
+                }
+                Ok(())
+            })
         });
-        match done {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        reply.answer(done);
     }
 }
 
@@ -658,8 +587,5 @@ fn remove(fs: &FailingFs, parent: INodeNo, name: &OsStr, flags: i32, reply: Repl
         // SAFETY: a plain syscall on a descriptor we hold.
         check(unsafe { libc::unlinkat(dir, c.as_ptr(), flags) })
     })();
-    match done {
-        Ok(()) => reply.ok(),
-        Err(e) => reply.error(errno(e)),
-    }
+    reply.answer(done);
 }

@@ -38,6 +38,7 @@
 //! disk.remount();
 //! ```
 
+mod answer;
 mod cache;
 mod fs;
 mod nodes;

@@ -12,7 +12,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use fuser::{FileAttr, FileType, INodeNo};
+use fuser::{FileAttr, FileType, INodeNo, TimeOrNow};
 
 use super::cache::{FileCache, WrittenBack};
 
@@ -49,14 +49,23 @@ impl Node {
         Ok(self.data.as_ref().expect("opened above"))
     }
 
+    /// Runs `f` on its page cache and its backing file (opened once).
+    pub fn with_cache<T>(
+        &mut self,
+        f: impl FnOnce(&mut FileCache, &File) -> io::Result<T>,
+    ) -> io::Result<T> {
+        self.data()?;
+        let Node { data, cache, .. } = self;
+        f(cache, data.as_ref().expect("opened above"))
+    }
+
     /// Its attributes, the size as the page cache shows it.
     pub fn attr(&mut self, ino: u64) -> io::Result<FileAttr> {
         let stat = fstat(&self.path)?;
         let kind = file_type(stat.st_mode);
         let mut size = stat.st_size as u64;
         if kind == FileType::RegularFile && self.cache.holds_pages() {
-            let data = self.data()?.try_clone()?;
-            size = self.cache.size(&data)?;
+            size = self.with_cache(|cache, data| cache.size(data))?;
         }
         let time = |secs: i64, nsecs: i64| {
             SystemTime::UNIX_EPOCH + Duration::new(secs.max(0) as u64, nsecs as u32)
@@ -210,6 +219,19 @@ impl Nodes {
         fh
     }
 
+    /// Opens the file `ino` (emptied first when `truncate`, as `O_TRUNC`
+    /// asks), sampling the write-back errors it will be told of.
+    pub fn open_file(&mut self, ino: u64, truncate: bool) -> io::Result<u64> {
+        let node = self.get(ino)?;
+        if truncate {
+            node.with_cache(|cache, data| cache.truncate(data, 0))?;
+        } else {
+            node.data()?;
+        }
+        let seen = node.cache.sample();
+        Ok(self.open(Handle::File { ino, seen }))
+    }
+
     /// Closes a handle.
     pub fn release(&mut self, fh: u64) {
         if let Some(Handle::File { ino, .. }) = self.handles.remove(&fh) {
@@ -228,8 +250,7 @@ impl Nodes {
         if !node.cache.holds_pages() {
             return Ok(WrittenBack::default());
         }
-        let data = node.data()?.try_clone()?;
-        let done = node.cache.write_back(&data, failing)?;
+        let done = node.with_cache(|cache, data| cache.write_back(data, failing))?;
         self.pages_lost += done.lost;
         Ok(done)
     }
@@ -243,12 +264,13 @@ impl Nodes {
         for ino in inos {
             let node = self.get(ino)?;
             if node.cache.holds_pages() {
-                let data = node.data()?.try_clone()?;
-                let done = if remount {
-                    node.cache.remount(&data, failing)?
-                } else {
-                    node.cache.write_back(&data, failing)?
-                };
+                let done = node.with_cache(|cache, data| {
+                    if remount {
+                        cache.remount(data, failing)
+                    } else {
+                        cache.write_back(data, failing)
+                    }
+                })?;
                 all.stored += done.stored;
                 all.lost += done.lost;
             }
@@ -268,8 +290,7 @@ impl Nodes {
         let mut dropped = 0;
         for node in self.nodes.values_mut() {
             if node.cache.holds_pages() {
-                let data = node.data()?.try_clone()?;
-                dropped += node.cache.drop_lost(&data)?;
+                dropped += node.with_cache(|cache, data| cache.drop_lost(data))?;
             }
         }
         Ok(dropped)
@@ -347,4 +368,32 @@ pub(crate) fn file_type(mode: u32) -> FileType {
         libc::S_IFBLK => FileType::BlockDevice,
         _ => FileType::RegularFile,
     }
+}
+
+/// A time for `utimensat`: left as it is when `None`.
+pub(crate) fn time_spec(time: Option<TimeOrNow>) -> libc::timespec {
+    match time {
+        None => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        Some(TimeOrNow::Now) => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+        Some(TimeOrNow::SpecificTime(at)) => {
+            let since = at
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default();
+            libc::timespec {
+                tv_sec: since.as_secs() as libc::time_t,
+                tv_nsec: since.subsec_nanos() as _,
+            }
+        }
+    }
+}
+
+/// `path` as a C string (`EINVAL` on an inner NUL).
+pub(crate) fn c_path(path: &std::path::Path) -> io::Result<std::ffi::CString> {
+    c_name(path.as_os_str())
 }
