@@ -69,6 +69,13 @@ pub enum Fault {
     /// mount it again and start them (a store started on a failing disk:
     /// [`Target::start_on_failing_disk`](crate::targets::Target::start_on_failing_disk)).
     FailStoreDisk,
+    /// Make every `fsync` on the store's disk fail (`EIO`, what each covered
+    /// lost though reads still show it) for 1 to 3 ttls, under a file
+    /// system that stays writable; then stop its servers, end the errors,
+    /// drop the lost pages from the page cache and start the servers again,
+    /// on the same mount (a store started on a disk whose `fsync` fails:
+    /// [`Target::start_on_fsync_failing_disk`](crate::targets::Target::start_on_fsync_failing_disk)).
+    FailStoreFsync,
 }
 
 impl Fault {

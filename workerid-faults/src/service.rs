@@ -76,6 +76,11 @@ pub enum ServiceFault {
     /// Fail the store's disk, then mount it again and restart the store (a
     /// store on a failing disk: [`Target::start_on_failing_disk`]).
     FailStoreDisk,
+    /// Fail every `fsync` on the store's disk for a while, then stop the
+    /// store, drop the lost pages and start it again, on the same mount (a
+    /// store on a disk whose `fsync` fails:
+    /// [`Target::start_on_fsync_failing_disk`]).
+    FailStoreFsync,
 }
 
 impl ServiceFault {
@@ -123,6 +128,7 @@ impl ServiceFault {
         for (disk, fault) in [
             (Fault::FillStoreDisk, ServiceFault::FillStoreDisk),
             (Fault::FailStoreDisk, ServiceFault::FailStoreDisk),
+            (Fault::FailStoreFsync, ServiceFault::FailStoreFsync),
         ] {
             if store.contains(&disk) {
                 faults.push(fault);

@@ -8,7 +8,7 @@ use rand::Rng;
 use std::net::SocketAddr;
 
 use workerid_testkit::etcd::{EtcdCluster, EtcdNode};
-use workerid_testkit::failing_disk::FailingDisk;
+use workerid_testkit::failing_disk::{FailingDisk, Failure};
 use workerid_testkit::small_disk::SmallDisk;
 pub use workerid_testkit::StoreKind;
 use workerid_testkit::{RunningStore, ServerProcess, Servers};
@@ -46,7 +46,8 @@ pub struct Target {
 enum Disk {
     /// One that fills up ([`Fault::FillStoreDisk`]).
     Small(SmallDisk),
-    /// One that fails ([`Fault::FailStoreDisk`]).
+    /// One that fails ([`Fault::FailStoreDisk`]), or whose `fsync` fails
+    /// ([`Fault::FailStoreFsync`]).
     Failing(FailingDisk),
 }
 
@@ -132,6 +133,33 @@ impl Target {
         })
     }
 
+    /// Starts a store of `kind` whose data is on a disk whose every `fsync`
+    /// can be made to fail for a while under a file system that stays
+    /// writable ([`Failure::Intermittent`], a FUSE file system; needs root
+    /// and `/dev/fuse`), so that the nemesis can make it fail
+    /// ([`Fault::FailStoreFsync`]). SQLite may be: the disk is never
+    /// mounted again under its clients.
+    ///
+    /// # Errors
+    /// [`FaultsError::Config`] for the memory store and Redis without
+    /// persistence, which write nothing to a disk.
+    pub fn start_on_fsync_failing_disk(kind: StoreKind) -> Result<Target> {
+        if matches!(
+            kind,
+            StoreKind::Memory | StoreKind::Redis | StoreKind::RedisCluster
+        ) {
+            return Err(FaultsError::Config(format!(
+                "{} keeps nothing on a disk: no fsync to fail",
+                kind.name()
+            )));
+        }
+        let disk = FailingDisk::for_store_failing_as(kind, Failure::Intermittent);
+        Ok(Target {
+            running: disk.start(kind),
+            disk: Some(Disk::Failing(disk)),
+        })
+    }
+
     /// A short name (`"redis-durable"`, `"etcd-cluster"`, ...).
     pub fn name(&self) -> &'static str {
         self.running.kind().name()
@@ -147,6 +175,9 @@ impl Target {
         let mut faults = self.process_faults();
         match self.disk {
             Some(Disk::Small(_)) => faults.push(Fault::FillStoreDisk),
+            Some(Disk::Failing(ref disk)) if disk.failure() == Failure::Intermittent => {
+                faults.push(Fault::FailStoreFsync)
+            }
             Some(Disk::Failing(_)) => faults.push(Fault::FailStoreDisk),
             None => {}
         }
@@ -180,10 +211,17 @@ impl Target {
             (Fault::FillStoreDisk, Some(Disk::Small(disk))) => {
                 return fill_disk(disk, &self.running.processes(), rng, ttl);
             }
-            (Fault::FailStoreDisk, Some(Disk::Failing(disk))) => {
+            (Fault::FailStoreDisk, Some(Disk::Failing(disk)))
+                if disk.failure() != Failure::Intermittent =>
+            {
                 return fail_disk(disk, &self.running.processes(), rng, ttl);
             }
-            (Fault::FillStoreDisk | Fault::FailStoreDisk, _) => {
+            (Fault::FailStoreFsync, Some(Disk::Failing(disk)))
+                if disk.failure() == Failure::Intermittent =>
+            {
+                return fail_fsync(disk, &self.running.processes(), rng, ttl);
+            }
+            (Fault::FillStoreDisk | Fault::FailStoreDisk | Fault::FailStoreFsync, _) => {
                 return Applied {
                     what: format!("{fault:?}: the store is not on such a disk"),
                     killed_at: None,
@@ -369,6 +407,58 @@ fn fail_disk(
         what: format!(
             "fail the store's disk (EIO) for {failed_for:?} (exited by themselves: {}), \
              stop its servers, mount it again and start them: back in {:.1} s",
+            if exited.is_empty() {
+                "none".to_string()
+            } else {
+                exited.join(", ")
+            },
+            (mono_ns() - failed_at) as f64 / 1e9
+        ),
+        killed_at: Some(failed_at),
+        ended,
+    }
+}
+
+/// Fails every `fsync` on `disk` for 1 to 3 ttls; then stops the servers,
+/// ends the errors, drops the pages they lost and starts the servers
+/// again, on the same mount: a server must not start on pages the disk
+/// never stored (docs/guarantees.md), and one that saw an `fsync` fail may
+/// be failing still (PostgreSQL's crash recovery, started while the errors
+/// last, gives up later on the error each file it opened is told of).
+fn fail_fsync(
+    disk: &FailingDisk,
+    processes: &[(String, &ServerProcess)],
+    rng: &mut StdRng,
+    ttl: Duration,
+) -> Applied {
+    let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+    let failed_for = Duration::from_millis(rng.random_range(ttl_ms..=ttl_ms * 3));
+    let failed_at = mono_ns();
+    let before = disk.fsync_failures().unwrap_or_default();
+    disk.fail();
+    std::thread::sleep(failed_for);
+    let exited: Vec<&str> = processes
+        .iter()
+        .filter(|(_, p)| !p.is_running())
+        .map(|(name, _)| name.as_str())
+        .collect();
+    for (_, process) in processes {
+        process.kill();
+    }
+    disk.heal();
+    disk.drop_page_cache();
+    let ended = mono_ns();
+    for (_, process) in processes {
+        process.start();
+    }
+    let failures = disk.fsync_failures().unwrap_or_default();
+    Applied {
+        what: format!(
+            "fail every fsync on the store's disk for {failed_for:?} ({} failed, {} pages \
+             lost; exited by themselves: {}), stop its servers, end the errors, drop the lost \
+             pages and start them: back in {:.1} s",
+            failures.fsyncs_failed - before.fsyncs_failed,
+            failures.pages_lost - before.pages_lost,
             if exited.is_empty() {
                 "none".to_string()
             } else {

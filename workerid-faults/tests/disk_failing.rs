@@ -8,15 +8,16 @@
 //! system that stays writable and keeps its metadata
 //! (`Failure::Intermittent`, a FUSE disk of the test kit's: what a failed
 //! `fsync` covered never reaches the disk though reads still show it; the
-//! errors end under the same mount, the pages the failed `fsync`s lost
-//! are dropped from the page cache, and the servers that exited start
+//! servers stop, the errors end under the same mount, the pages the failed
+//! `fsync`s lost are dropped from the page cache, and the servers start
 //! again and serve). While it is failed every call that fails answers
 //! `Unavailable`; then the clients and the servers stop, the disk is
 //! mounted again (what only the page cache held is gone), the servers start
 //! again and new clients serve, and nothing acknowledged is lost or
 //! repeated (segment ranges never overlap, a worker ID's fences rise, no
 //! snowflake ID repeats). The service and its checker go through the same
-//! fault (`ServiceFault::FailStoreDisk`).
+//! faults (`ServiceFault::FailStoreDisk`, `ServiceFault::FailStoreFsync`),
+//! and the lease nemesis through failing `fsync`s among every other fault.
 
 mod support;
 
@@ -24,6 +25,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use support::disk_load::{create_tag, repeated, start_load, Load, Seen};
+use workerid_faults::fault::Fault;
 use workerid_faults::service::ServiceFault;
 use workerid_faults::targets::Target;
 use workerid_testkit::failing_disk::{FailingDisk, Failure};
@@ -31,24 +33,55 @@ use workerid_testkit::{RunningStore, StoreKind};
 
 const FAILED_FOR: Duration = Duration::from_secs(4);
 
-/// Three servers on a store whose disk fails now and then (and is mounted
-/// again, the store restarted): no rule of the service checker broken,
-/// every server serving again within ttl + 2 s.
-fn the_service_through_failing_disks(kind: StoreKind) {
-    let target = Target::start_on_failing_disk(kind).unwrap();
+/// Three servers on `target` under `fault` now and then: no rule of the
+/// service checker broken, every server serving again within ttl + 2 s.
+fn the_service_through(target: Target, fault: ServiceFault) {
     let mut config = support::service_config(&target, Duration::from_secs(12));
-    config.faults = vec![ServiceFault::FailStoreDisk];
+    config.faults = vec![fault];
     support::service_survives(&target, config);
 }
 
 #[test]
 fn the_service_on_redis_through_failing_disks() {
-    the_service_through_failing_disks(StoreKind::RedisDurable);
+    let target = Target::start_on_failing_disk(StoreKind::RedisDurable).unwrap();
+    the_service_through(target, ServiceFault::FailStoreDisk);
 }
 
 #[test]
 fn the_service_on_postgres_through_failing_disks() {
-    the_service_through_failing_disks(StoreKind::Postgres);
+    let target = Target::start_on_failing_disk(StoreKind::Postgres).unwrap();
+    the_service_through(target, ServiceFault::FailStoreDisk);
+}
+
+#[test]
+fn the_service_on_redis_through_failing_fsyncs() {
+    let target = Target::start_on_fsync_failing_disk(StoreKind::RedisDurable).unwrap();
+    the_service_through(target, ServiceFault::FailStoreFsync);
+}
+
+#[test]
+fn the_service_on_postgres_through_failing_fsyncs() {
+    let target = Target::start_on_fsync_failing_disk(StoreKind::Postgres).unwrap();
+    the_service_through(target, ServiceFault::FailStoreFsync);
+}
+
+/// The lease nemesis with every fault of a store whose `fsync` fails now
+/// and then (`Fault::FailStoreFsync` among the client and server faults):
+/// the checker finds nothing.
+fn every_fault_with_failing_fsyncs(kind: StoreKind) {
+    let target = Target::start_on_fsync_failing_disk(kind).unwrap();
+    assert!(target.server_faults().contains(&Fault::FailStoreFsync));
+    support::survives_every_fault(&target, Duration::from_secs(20));
+}
+
+#[test]
+fn sqlite_through_every_fault_and_failing_fsyncs() {
+    every_fault_with_failing_fsyncs(StoreKind::Sqlite);
+}
+
+#[test]
+fn mariadb_through_every_fault_and_failing_fsyncs() {
+    every_fault_with_failing_fsyncs(StoreKind::MariaDb);
 }
 
 /// A store whose disk fails under load, after `prepare` had its way with
@@ -93,14 +126,16 @@ fn fail_disk_under_load(
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         if failure == Failure::Intermittent {
-            // The errors end under the same mount: the servers that exited
-            // start again, the clients go on, until 20 calls are served.
+            // The servers stop, the errors end under the same mount, and
+            // the pages the failed fsyncs lost are dropped, as an operator
+            // must before a store starts again there (guarantees.md, "An
+            // fsync that fails for a while"); the servers start again and
+            // the clients go on, until 20 calls are served.
             *load.phase.lock().unwrap() = "healed";
+            for (_, process) in &processes {
+                process.kill();
+            }
             disk.heal();
-            // As an operator must before a store starts again on the same
-            // mount: the pages the failed fsyncs lost are dropped, so that
-            // its recovery reads what the disk holds (guarantees.md, "An
-            // fsync that fails for a while").
             disk.drop_page_cache();
             let healed = Instant::now();
             for (_, process) in &processes {

@@ -96,6 +96,14 @@ struct Args {
     #[arg(long, conflicts_with = "small_disk")]
     failing_disk: bool,
 
+    /// The store's data on a disk of its own whose every fsync can fail for
+    /// a while under a file system that stays writable (a FUSE file system;
+    /// needs root), and the fault that makes it fail, then stops the store,
+    /// drops the lost pages and starts it again (fail-store-fsync) among
+    /// the store's faults
+    #[arg(long, conflicts_with_all = ["small_disk", "failing_disk"])]
+    fsync_failing_disk: bool,
+
     /// With --store etcd-cluster: each member in a network namespace of its
     /// own (needs root), and the fault that cuts the leader from the others
     /// (isolate-etcd-leader) among the store's faults; with --network,
@@ -281,6 +289,8 @@ fn start_target(args: &Args) -> workerid_faults::Result<Target> {
         Target::start_on_small_disk(args.store)
     } else if args.failing_disk {
         Target::start_on_failing_disk(args.store)
+    } else if args.fsync_failing_disk {
+        Target::start_on_fsync_failing_disk(args.store)
     } else {
         Target::start(args.store)
     }

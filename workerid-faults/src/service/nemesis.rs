@@ -172,11 +172,13 @@ impl Nemesis<'_> {
             ServiceFault::RestartStore
             | ServiceFault::PauseStore
             | ServiceFault::FillStoreDisk
-            | ServiceFault::FailStoreDisk => {
+            | ServiceFault::FailStoreDisk
+            | ServiceFault::FailStoreFsync => {
                 let store_fault = match fault {
                     ServiceFault::RestartStore => Fault::RestartStore,
                     ServiceFault::PauseStore => Fault::PauseStore,
                     ServiceFault::FailStoreDisk => Fault::FailStoreDisk,
+                    ServiceFault::FailStoreFsync => Fault::FailStoreFsync,
                     _ => Fault::FillStoreDisk,
                 };
                 let applied = self
