@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 
 use workerid_testkit::etcd::{EtcdCluster, EtcdNode};
 use workerid_testkit::failing_disk::{FailingDisk, Failure};
+use workerid_testkit::fsync_failing::FsyncFailures;
 use workerid_testkit::small_disk::SmallDisk;
 pub use workerid_testkit::StoreKind;
 use workerid_testkit::{RunningStore, ServerProcess, Servers};
@@ -158,6 +159,16 @@ impl Target {
             running: disk.start(kind),
             disk: Some(Disk::Failing(disk)),
         })
+    }
+
+    /// What the failing `fsync`s of a store started by
+    /// [`start_on_fsync_failing_disk`](Self::start_on_fsync_failing_disk)
+    /// did so far; `None` for any other store.
+    pub fn fsync_failures(&self) -> Option<FsyncFailures> {
+        match &self.disk {
+            Some(Disk::Failing(disk)) => disk.fsync_failures(),
+            _ => None,
+        }
     }
 
     /// A short name (`"redis-durable"`, `"etcd-cluster"`, ...).

@@ -39,6 +39,20 @@ fn the_service_through(target: Target, fault: ServiceFault) {
     let mut config = support::service_config(&target, Duration::from_secs(12));
     config.faults = vec![fault];
     support::service_survives(&target, config);
+    some_fsync_failed(&target);
+}
+
+/// A store on a disk whose `fsync` fails met the failure: some `fsync`
+/// of its answered `EIO`.
+fn some_fsync_failed(target: &Target) {
+    if let Some(failures) = target.fsync_failures() {
+        println!("{}: the disk's fsync failures: {failures:?}", target.name());
+        assert!(
+            failures.fsyncs_failed > 0,
+            "{}: no fsync failed while the disk did",
+            target.name()
+        );
+    }
 }
 
 #[test]
@@ -72,6 +86,7 @@ fn every_fault_with_failing_fsyncs(kind: StoreKind) {
     let target = Target::start_on_fsync_failing_disk(kind).unwrap();
     assert!(target.server_faults().contains(&Fault::FailStoreFsync));
     support::survives_every_fault(&target, Duration::from_secs(20));
+    some_fsync_failed(&target);
 }
 
 #[test]

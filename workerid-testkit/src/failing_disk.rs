@@ -155,15 +155,16 @@ impl FailingDisk {
                 failed: AtomicBool::new(false),
             };
         }
-        let image_dir = match failure {
-            Failure::Shutdown | Failure::Intermittent => ImageDir::Temp(
+        let image_dir = if failure == Failure::ThinPoolFull {
+            // Room for the image and for the copy a recovery makes.
+            ImageDir::Pool(SmallDisk::mount(2 * mib + 16))
+        } else {
+            ImageDir::Temp(
                 tempfile::Builder::new()
                     .prefix("workerid-failing-disk-image-")
                     .tempdir()
                     .unwrap_or_else(|e| panic!("cannot make a temporary directory: {e}")),
-            ),
-            // Room for the image and for the copy a recovery makes.
-            Failure::ThinPoolFull => ImageDir::Pool(SmallDisk::mount(2 * mib + 16)),
+            )
         };
         let image = image_at(image_dir.path(), 0);
         File::create(&image)

@@ -1,9 +1,14 @@
 //! One file's page cache over its backing file, as Linux keeps it for a
 //! disk: writes land in dirty pages, which reach the backing file only
-//! when written back (an `fsync`, a `syncfs`, the unmount). A write-back
-//! while the disk fails loses the pages: they stay readable (clean, as
-//! Linux leaves them) but never reach the backing file, and the error is
-//! reported once to every open file, as Linux's `errseq` does.
+//! when written back (an `fsync`, a `syncfs`). A write-back while the disk
+//! fails loses the pages: they stay readable (clean, as Linux leaves them)
+//! but never reach the backing file, and the error is reported once to
+//! every open file, as Linux's `errseq` does.
+//!
+//! The backing file grows only with data that reaches it, as XFS updates
+//! a file's size on disk only once the write it covers completed: a lost
+//! write at the end of a file leaves it shorter on the disk, one in the
+//! middle leaves a hole.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -145,8 +150,8 @@ impl FileCache {
     }
 
     /// Writes the dirty pages back. On a `failing` disk they are lost
-    /// instead and the error counted; else they reach the backing file,
-    /// which grows to the size readers see (zeros where pages were lost).
+    /// instead and the error counted; else each reaches the backing file,
+    /// as far into the page as the file reaches.
     pub fn write_back(&mut self, backing: &File, failing: bool) -> io::Result<WrittenBack> {
         let mut done = WrittenBack::default();
         let dirty = self.pages.values().filter(|page| !page.lost).count() as u64;
@@ -162,18 +167,12 @@ impl FileCache {
             self.seen = false;
             return Ok(done);
         }
-        let size = self.size(backing)?;
         for (index, page) in &self.pages {
             if page.lost {
                 continue;
             }
-            let start = index * PAGE;
-            let len = (size.saturating_sub(start)).min(PAGE) as usize;
-            backing.write_all_at(&page.data[..len], start)?;
+            backing.write_all_at(&page.data[..page.len], index * PAGE)?;
             done.stored += 1;
-        }
-        if backing.metadata()?.len() < size {
-            backing.set_len(size)?;
         }
         self.pages.retain(|_, page| page.lost);
         if self.pages.is_empty() {
@@ -204,9 +203,10 @@ impl FileCache {
         }
     }
 
-    /// Drops the pages whose write-back failed (clean pages, as Linux's
-    /// `drop_caches` drops them): reads then show what the disk holds
-    /// there. Dirty pages stay. Returns how many were dropped.
+    /// Drops the pages whose write-back failed, as if never written: reads
+    /// then show what the backing file holds there, and the size is what
+    /// the backing file and the dirty pages reach. Dirty pages stay.
+    /// Returns how many were dropped.
     pub fn drop_lost(&mut self, backing: &File) -> io::Result<u64> {
         let before = self.pages.len();
         self.pages.retain(|_, page| !page.lost);
@@ -224,12 +224,13 @@ impl FileCache {
         Ok((before - self.pages.len()) as u64)
     }
 
-    /// The disk mounted again: dirty pages are written back (or lost, on a
-    /// failing disk), lost ones are gone, and no error is left to report.
-    pub fn remount(&mut self, backing: &File, failing: bool) -> io::Result<WrittenBack> {
-        let done = self.write_back(backing, failing)?;
+    /// The disk mounted again after it was cut off: every page the cache
+    /// held, dirty or lost, is gone, and no error is left to report.
+    /// Returns how many pages were dropped.
+    pub fn remount(&mut self) -> u64 {
+        let dropped = self.pages.len() as u64;
         *self = FileCache::default();
-        Ok(done)
+        dropped
     }
 }
 

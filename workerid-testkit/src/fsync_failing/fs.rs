@@ -6,7 +6,7 @@
 
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{DirEntryExt, FileTypeExt};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -41,18 +41,22 @@ impl FailingFs {
         reply.answer(lock(&self.nodes).lookup(parent.0, name));
     }
 
-    /// Makes what was just created belong to the caller, with exactly
-    /// `mode` (the daemon's own umask left out), then looks it up.
-    fn created(
+    /// Makes `name` in `parent` with `syscall` (given the directory and
+    /// the name), gives it to the caller with exactly `mode` (the daemon's
+    /// own umask left out), and looks it up; all under the lock, so that
+    /// no descriptor is closed under a call.
+    fn make(
         &self,
         req: &Request,
         parent: INodeNo,
         name: &OsStr,
         mode: Option<u32>,
+        syscall: impl FnOnce(i32, &std::ffi::CStr) -> i32,
     ) -> io::Result<(u64, FileAttr)> {
         let mut nodes = lock(&self.nodes);
         let dir = nodes.get(parent.0)?.path.as_raw_fd();
         let c = c_name(name)?;
+        check(syscall(dir, &c))?;
         // SAFETY: plain syscalls on a descriptor we hold and a C string
         // we own.
         check(unsafe {
@@ -71,24 +75,10 @@ impl FailingFs {
         nodes.lookup(parent.0, name)
     }
 
-    /// Makes `name` in `parent` with `syscall` (given the directory and
-    /// the name), then gives it to the caller (see [`created`](Self::created)).
-    fn make(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: Option<u32>,
-        syscall: impl FnOnce(i32, &std::ffi::CStr) -> i32,
-    ) -> io::Result<(u64, FileAttr)> {
-        let dir = self.dir_fd(parent)?;
-        let c = c_name(name)?;
-        check(syscall(dir, &c))?;
-        self.created(req, parent, name, mode)
-    }
-
-    fn dir_fd(&self, ino: INodeNo) -> io::Result<i32> {
-        Ok(lock(&self.nodes).get(ino.0)?.path.as_raw_fd())
+    /// Runs `f` with the descriptor of the directory `ino`, under the lock.
+    fn in_dir<T>(&self, ino: INodeNo, f: impl FnOnce(i32) -> io::Result<T>) -> io::Result<T> {
+        let mut nodes = lock(&self.nodes);
+        f(nodes.get(ino.0)?.path.as_raw_fd())
     }
 }
 
@@ -165,8 +155,7 @@ impl Filesystem for FailingFs {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        let done = (|| {
-            let fd = lock(&self.nodes).get(ino.0)?.path.as_raw_fd();
+        let done = self.in_dir(ino, |fd| {
             let mut buffer = vec![0u8; libc::PATH_MAX as usize];
             // SAFETY: the kernel writes at most `buffer.len()` bytes.
             let n = unsafe {
@@ -177,7 +166,7 @@ impl Filesystem for FailingFs {
             }
             buffer.truncate(n as usize);
             Ok(buffer)
-        })();
+        });
         reply.answer(done);
     }
 
@@ -252,7 +241,9 @@ impl Filesystem for FailingFs {
         reply: ReplyEmpty,
     ) {
         let done = (|| {
-            let (from, to) = (self.dir_fd(parent)?, self.dir_fd(newparent)?);
+            let mut nodes = lock(&self.nodes);
+            let from = nodes.get(parent.0)?.path.as_raw_fd();
+            let to = nodes.get(newparent.0)?.path.as_raw_fd();
             let (old, new) = (c_name(name)?, c_name(newname)?);
             // SAFETY: a plain syscall on descriptors we hold.
             check(unsafe { libc::renameat2(from, old.as_ptr(), to, new.as_ptr(), flags.bits()) })
@@ -269,8 +260,9 @@ impl Filesystem for FailingFs {
         reply: ReplyEntry,
     ) {
         let done = (|| {
-            let from = c_path(&lock(&self.nodes).get(ino.0)?.proc_path())?;
-            let dir = self.dir_fd(newparent)?;
+            let mut nodes = lock(&self.nodes);
+            let from = c_path(&nodes.get(ino.0)?.proc_path())?;
+            let dir = nodes.get(newparent.0)?.path.as_raw_fd();
             let c = c_name(newname)?;
             // SAFETY: a plain syscall on a descriptor we hold.
             check(unsafe {
@@ -282,7 +274,7 @@ impl Filesystem for FailingFs {
                     libc::AT_SYMLINK_FOLLOW,
                 )
             })?;
-            lock(&self.nodes).lookup(newparent.0, newname)
+            nodes.lookup(newparent.0, newname)
         })();
         reply.answer(done);
     }
@@ -304,26 +296,36 @@ impl Filesystem for FailingFs {
         reply: ReplyCreate,
     ) {
         let done = (|| {
-            let dir = self.dir_fd(parent)?;
+            let mut nodes = lock(&self.nodes);
+            let dir = nodes.get(parent.0)?.path.as_raw_fd();
             let c = c_name(name)?;
-            let excl = flags & libc::O_EXCL;
-            // SAFETY: a plain syscall on a descriptor we hold; the
-            // descriptor it returns is closed at once.
-            let fd = unsafe {
-                libc::openat(
-                    dir,
-                    c.as_ptr(),
-                    libc::O_CREAT | libc::O_RDWR | libc::O_CLOEXEC | excl,
-                    mode & !umask,
-                )
+            let mode = mode & !umask;
+            let open = |flags: i32| {
+                // SAFETY: a plain syscall on a descriptor we hold; the
+                // descriptor it returns is owned below.
+                let fd = unsafe { libc::openat(dir, c.as_ptr(), flags, mode) };
+                if fd < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    // SAFETY: `fd` was just opened and is owned by nothing else.
+                    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+                }
             };
-            if fd < 0 {
-                return Err(io::Error::last_os_error());
+            // Made here, it is the caller's; a file that was there already
+            // (without O_EXCL asked) keeps its owner and mode.
+            match open(libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC) {
+                Ok(made) => {
+                    // SAFETY: plain syscalls on a descriptor we own.
+                    check(unsafe { libc::fchown(made.as_raw_fd(), req.uid(), req.gid()) })?;
+                    check(unsafe { libc::fchmod(made.as_raw_fd(), mode & 0o7777) })?;
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EEXIST) && flags & libc::O_EXCL == 0 => {
+                    drop(open(libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW)?);
+                }
+                Err(e) => return Err(e),
             }
-            // SAFETY: `fd` is ours and closed once.
-            unsafe { libc::close(fd) };
-            let (ino, attr) = self.created(req, parent, name, Some(mode & !umask))?;
-            let fh = lock(&self.nodes).open_file(ino, flags & libc::O_TRUNC != 0)?;
+            let (ino, attr) = nodes.lookup(parent.0, name)?;
+            let fh = nodes.open_file(ino, flags & libc::O_TRUNC != 0)?;
             Ok((attr, fh))
         })();
         match done {
@@ -521,7 +523,8 @@ impl Filesystem for FailingFs {
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let done = (|| {
-            let root = c_path(&lock(&self.nodes).get(INodeNo::ROOT.0)?.proc_path())?;
+            let mut nodes = lock(&self.nodes);
+            let root = c_path(&nodes.get(INodeNo::ROOT.0)?.proc_path())?;
             // SAFETY: plain data the kernel fills.
             let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
             // SAFETY: a plain syscall on a C string we own.
@@ -581,11 +584,10 @@ impl Filesystem for FailingFs {
 }
 
 fn remove(fs: &FailingFs, parent: INodeNo, name: &OsStr, flags: i32, reply: ReplyEmpty) {
-    let done = (|| {
-        let dir = fs.dir_fd(parent)?;
+    let done = fs.in_dir(parent, |dir| {
         let c = c_name(name)?;
         // SAFETY: a plain syscall on a descriptor we hold.
         check(unsafe { libc::unlinkat(dir, c.as_ptr(), flags) })
-    })();
+    });
     reply.answer(done);
 }

@@ -7,16 +7,18 @@
 //! The file system passes a backing directory through and keeps file data
 //! in a page cache of its own, as Linux does for a disk: a write lands in
 //! dirty pages, which reach the backing directory (the disk) when written
-//! back, by an `fsync` of the file, a [`sync`](FsyncFailingDisk::sync) or
-//! the remount. While the disk [fails](FsyncFailingDisk::fail):
+//! back, by an `fsync` of the file or a [`sync`](FsyncFailingDisk::sync).
+//! A file's size on the disk grows only with data that reached it. While
+//! the disk [fails](FsyncFailingDisk::fail):
 //!
 //! - every `fsync` and `fdatasync` (of a file or a directory) answers
 //!   `EIO`, and the file's dirty pages are lost: they stay readable, as
 //!   Linux leaves them in its page cache, but never reach the disk, not
 //!   even through a later `fsync` that succeeds (unless written again);
-//! - the error is reported once more, after the disk is
-//!   [healed](FsyncFailingDisk::heal), to every file opened before it and
-//!   not yet told (Linux's `errseq`);
+//! - the error is reported once more, also after the disk is
+//!   [healed](FsyncFailingDisk::heal), to every file open when it happened
+//!   and not yet told, and to a file opened later while no `fsync` has
+//!   reported it yet (Linux's `errseq`);
 //! - writes, reads, and every directory operation succeed, and metadata
 //!   (names, sizes set by `truncate`, modes, owners) is kept.
 //!
@@ -24,8 +26,8 @@
 //! pages as `drop_caches` would, so that a store started again reads what
 //! the disk holds rather than what it was told it could not store.
 //! [`remount`](FsyncFailingDisk::remount) is the disk mounted again once
-//! nothing holds a file on it: what only the page cache held is gone, and
-//! a lost page inside a file's size reads as zeros.
+//! nothing holds a file on it, as after a crash: what only the page cache
+//! held is gone, and a lost page inside a file's size reads as zeros.
 //!
 //! ```no_run
 //! use workerid_testkit::fsync_failing::FsyncFailingDisk;
@@ -147,17 +149,36 @@ impl FsyncFailingDisk {
         self.nodes().failing = false;
     }
 
-    /// Drops the pages whose write-back failed, as `echo 1 >
-    /// /proc/sys/vm/drop_caches` drops them from Linux's page cache (they
-    /// are clean): reads then show what the disk holds, as after a
-    /// remount, while files stay open. Returns how many were dropped.
+    /// Drops the pages whose write-back failed, as if never written (as
+    /// `echo 1 > /proc/sys/vm/drop_caches` drops such clean pages from
+    /// Linux's page cache; here the size falls back too): reads then show
+    /// what the disk holds there, in files open or not; the kernel's own
+    /// cache of those files is invalidated. Returns how many pages were
+    /// dropped.
     ///
     /// # Panics
-    /// When the backing directory cannot be read.
+    /// When the backing directory cannot be read, or the kernel refuses
+    /// the invalidation.
     pub fn drop_lost_pages(&self) -> u64 {
-        self.nodes()
+        let (dropped, changed) = self
+            .nodes()
             .drop_lost()
-            .unwrap_or_else(|e| panic!("cannot read {}: {e}", self.path().display()))
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", self.path().display()));
+        // Outside the lock: invalidating may have the kernel write mapped
+        // pages back through the file system.
+        if let Some(session) = &self.session {
+            let notifier = session.notifier();
+            for ino in changed {
+                match notifier.inval_inode(fuser::INodeNo(ino), 0, 0) {
+                    // The kernel forgot the file already: nothing cached.
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                    done => done.unwrap_or_else(|e| {
+                        panic!("cannot invalidate a file of {}: {e}", self.path().display())
+                    }),
+                }
+            }
+        }
+        dropped
     }
 
     /// Whether the disk fails now.
@@ -181,19 +202,18 @@ impl FsyncFailingDisk {
     /// When the backing directory cannot be written.
     pub fn sync(&self) {
         self.nodes()
-            .write_back_all(false)
+            .write_back_all()
             .unwrap_or_else(|e| panic!("cannot write back {}: {e}", self.path().display()));
     }
 
-    /// The disk mounted again: every file's dirty pages are written to it
-    /// (as at an unmount; lost instead while it still fails), every page
-    /// the cache held is dropped, and no error is left to report. Files
-    /// then read what reached the disk.
+    /// The disk mounted again after it was cut off: every page the cache
+    /// held is gone, dirty or lost, as after a crash, and no error is left
+    /// to report. Files then read what reached the disk.
     ///
     /// # Panics
     /// While something still holds a file open on it after 10 s (stop the
     /// store's servers, and drop the clients that opened its files,
-    /// first), or when the backing directory cannot be written.
+    /// first).
     pub fn remount(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -209,9 +229,7 @@ impl FsyncFailingDisk {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        self.nodes()
-            .write_back_all(true)
-            .unwrap_or_else(|e| panic!("cannot write back {}: {e}", self.path().display()));
+        self.nodes().remount();
     }
 }
 

@@ -37,26 +37,24 @@ impl Node {
         PathBuf::from(format!("/proc/self/fd/{}", self.path.as_raw_fd()))
     }
 
-    /// Its backing file opened for reading and writing, opened once.
-    pub fn data(&mut self) -> io::Result<&File> {
-        if self.data.is_none() {
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(self.proc_path())?;
-            self.data = Some(file);
-        }
-        Ok(self.data.as_ref().expect("opened above"))
-    }
-
-    /// Runs `f` on its page cache and its backing file (opened once).
+    /// Runs `f` on its page cache and its backing file, opened for
+    /// reading and writing once.
     pub fn with_cache<T>(
         &mut self,
         f: impl FnOnce(&mut FileCache, &File) -> io::Result<T>,
     ) -> io::Result<T> {
-        self.data()?;
+        let path = self.proc_path();
         let Node { data, cache, .. } = self;
-        f(cache, data.as_ref().expect("opened above"))
+        let file = match data {
+            Some(file) => file,
+            slot => slot.insert(
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(path)?,
+            ),
+        };
+        f(cache, file)
     }
 
     /// Its attributes, the size as the page cache shows it.
@@ -226,7 +224,7 @@ impl Nodes {
         if truncate {
             node.with_cache(|cache, data| cache.truncate(data, 0))?;
         } else {
-            node.data()?;
+            node.with_cache(|_, _| Ok(()))?;
         }
         let seen = node.cache.sample();
         Ok(self.open(Handle::File { ino, seen }))
@@ -255,45 +253,64 @@ impl Nodes {
         Ok(done)
     }
 
-    /// Writes back every file's pages (a `syncfs`, or the unmount), or
-    /// drops them all when `remount` (lost pages gone, errors forgotten).
-    pub fn write_back_all(&mut self, remount: bool) -> io::Result<WrittenBack> {
+    /// Writes back every file's pages (a `syncfs`).
+    pub fn write_back_all(&mut self) -> io::Result<WrittenBack> {
         let failing = self.failing;
         let mut all = WrittenBack::default();
-        let inos: Vec<u64> = self.nodes.keys().copied().collect();
-        for ino in inos {
-            let node = self.get(ino)?;
-            if node.cache.holds_pages() {
-                let done = node.with_cache(|cache, data| {
-                    if remount {
-                        cache.remount(data, failing)
-                    } else {
-                        cache.write_back(data, failing)
-                    }
-                })?;
-                all.stored += done.stored;
-                all.lost += done.lost;
-            }
-            if remount {
-                node.cache = FileCache::default();
-                node.data = None;
-                self.let_go(ino);
-            }
+        for ino in self.cached() {
+            let done = self
+                .get(ino)?
+                .with_cache(|cache, data| cache.write_back(data, failing))?;
+            all.stored += done.stored;
+            all.lost += done.lost;
+            self.let_go(ino);
         }
         self.pages_lost += all.lost;
         Ok(all)
     }
 
     /// Drops every file's pages whose write-back failed (see
-    /// [`FileCache::drop_lost`]); returns how many.
-    pub fn drop_lost(&mut self) -> io::Result<u64> {
+    /// [`FileCache::drop_lost`]); returns how many, and the files whose
+    /// pages changed.
+    pub fn drop_lost(&mut self) -> io::Result<(u64, Vec<u64>)> {
         let mut dropped = 0;
-        for node in self.nodes.values_mut() {
-            if node.cache.holds_pages() {
-                dropped += node.with_cache(|cache, data| cache.drop_lost(data))?;
+        let mut changed = Vec::new();
+        for ino in self.cached() {
+            let n = self
+                .get(ino)?
+                .with_cache(|cache, data| cache.drop_lost(data))?;
+            if n > 0 {
+                dropped += n;
+                changed.push(ino);
             }
+            self.let_go(ino);
         }
-        Ok(dropped)
+        Ok((dropped, changed))
+    }
+
+    /// The disk mounted again after it was cut off: every page of every
+    /// file is gone (see [`FileCache::remount`]), and the backing files
+    /// are closed. Returns how many pages were dropped.
+    pub fn remount(&mut self) -> u64 {
+        let mut dropped = 0;
+        let inos: Vec<u64> = self.nodes.keys().copied().collect();
+        for ino in inos {
+            if let Some(node) = self.nodes.get_mut(&ino) {
+                dropped += node.cache.remount();
+                node.data = None;
+            }
+            self.let_go(ino);
+        }
+        dropped
+    }
+
+    /// The files holding cached pages.
+    fn cached(&self) -> Vec<u64> {
+        self.nodes
+            .iter()
+            .filter(|(_, node)| node.cache.holds_pages())
+            .map(|(&ino, _)| ino)
+            .collect()
     }
 
     /// Files open now.
