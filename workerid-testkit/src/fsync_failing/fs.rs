@@ -7,7 +7,7 @@
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::{DirEntryExt, FileTypeExt};
+use std::os::unix::fs::DirEntryExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
@@ -450,18 +450,9 @@ impl Filesystem for FailingFs {
             ];
             for entry in std::fs::read_dir(node.proc_path())? {
                 let entry = entry?;
-                let kind = entry.file_type()?;
-                let kind = if kind.is_dir() {
-                    FileType::Directory
-                } else if kind.is_symlink() {
-                    FileType::Symlink
-                } else if kind.is_socket() {
-                    FileType::Socket
-                } else if kind.is_fifo() {
-                    FileType::NamedPipe
-                } else {
-                    FileType::RegularFile
-                };
+                // The backing file's inode number: readdir's are only
+                // informational, the kernel looks every name up.
+                let kind = FileType::from_std(entry.file_type()?).unwrap_or(FileType::RegularFile);
                 entries.push((entry.ino(), kind, entry.file_name()));
             }
             Ok(nodes.open(Handle::Dir(entries)))

@@ -176,9 +176,16 @@ impl Nodes {
             }
         };
         let node = self.get(ino)?;
-        node.lookups += 1;
-        let attr = node.attr(ino)?;
-        Ok((ino, attr))
+        match node.attr(ino) {
+            Ok(attr) => {
+                node.lookups += 1;
+                Ok((ino, attr))
+            }
+            Err(e) => {
+                self.let_go(ino);
+                Err(e)
+            }
+        }
     }
 
     /// The kernel forgot `n` lookups of `ino`: a node no longer looked up,
