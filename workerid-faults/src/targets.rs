@@ -222,15 +222,11 @@ impl Target {
             (Fault::FillStoreDisk, Some(Disk::Small(disk))) => {
                 return fill_disk(disk, &self.running.processes(), rng, ttl);
             }
-            (Fault::FailStoreDisk, Some(Disk::Failing(disk)))
-                if disk.failure() != Failure::Intermittent =>
+            (Fault::FailStoreDisk | Fault::FailStoreFsync, Some(Disk::Failing(disk)))
+                if (fault == Fault::FailStoreFsync)
+                    == (disk.failure() == Failure::Intermittent) =>
             {
                 return fail_disk(disk, &self.running.processes(), rng, ttl);
-            }
-            (Fault::FailStoreFsync, Some(Disk::Failing(disk)))
-                if disk.failure() == Failure::Intermittent =>
-            {
-                return fail_fsync(disk, &self.running.processes(), rng, ttl);
             }
             (Fault::FillStoreDisk | Fault::FailStoreDisk | Fault::FailStoreFsync, _) => {
                 return Applied {
@@ -386,57 +382,18 @@ fn fill_disk(
     }
 }
 
-/// Makes `disk` fail (every write, fsync and read `EIO`, nothing unsynced
-/// kept) for one to three ttls; then, as an operator would once the volume
-/// is back, stops every server still running, mounts the disk again (its
-/// journal replayed) and starts every server again on what it holds.
+/// Makes `disk` fail as its [`Failure`] says for one to three ttls; then,
+/// as an operator would, stops every server still running and starts them
+/// again on what the disk holds:
+///
+/// - a disk shut down is mounted again (its journal replayed);
+/// - a disk whose `fsync` failed stays mounted: the errors end and the
+///   pages they lost are dropped, since a server must not start on pages
+///   the disk never stored (docs/guarantees.md). A server that did not
+///   exit is started again too: PostgreSQL's crash recovery, begun while
+///   the errors last, gives up later on the error each file it opened is
+///   told of once more.
 fn fail_disk(
-    disk: &FailingDisk,
-    processes: &[(String, &ServerProcess)],
-    rng: &mut StdRng,
-    ttl: Duration,
-) -> Applied {
-    let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
-    let failed_for = Duration::from_millis(rng.random_range(ttl_ms..=ttl_ms * 3));
-    let failed_at = mono_ns();
-    disk.fail();
-    std::thread::sleep(failed_for);
-    let exited: Vec<&str> = processes
-        .iter()
-        .filter(|(_, p)| !p.is_running())
-        .map(|(name, _)| name.as_str())
-        .collect();
-    for (_, process) in processes {
-        process.kill();
-    }
-    disk.recover();
-    let ended = mono_ns();
-    for (_, process) in processes {
-        process.start();
-    }
-    Applied {
-        what: format!(
-            "fail the store's disk (EIO) for {failed_for:?} (exited by themselves: {}), \
-             stop its servers, mount it again and start them: back in {:.1} s",
-            if exited.is_empty() {
-                "none".to_string()
-            } else {
-                exited.join(", ")
-            },
-            (mono_ns() - failed_at) as f64 / 1e9
-        ),
-        killed_at: Some(failed_at),
-        ended,
-    }
-}
-
-/// Fails every `fsync` on `disk` for 1 to 3 ttls; then stops the servers,
-/// ends the errors, drops the pages they lost and starts the servers
-/// again, on the same mount: a server must not start on pages the disk
-/// never stored (docs/guarantees.md), and one that saw an `fsync` fail may
-/// be failing still (PostgreSQL's crash recovery, started while the errors
-/// last, gives up later on the error each file it opened is told of).
-fn fail_fsync(
     disk: &FailingDisk,
     processes: &[(String, &ServerProcess)],
     rng: &mut StdRng,
@@ -456,20 +413,34 @@ fn fail_fsync(
     for (_, process) in processes {
         process.kill();
     }
-    disk.heal();
-    disk.drop_page_cache();
+    let (failure, back) = if disk.failure() == Failure::Intermittent {
+        disk.heal();
+        disk.drop_page_cache();
+        let after = disk.fsync_failures().unwrap_or_default();
+        (
+            format!(
+                "fail every fsync on the store's disk for {failed_for:?} ({} failed, {} pages \
+                 lost)",
+                after.fsyncs_failed - before.fsyncs_failed,
+                after.pages_lost - before.pages_lost
+            ),
+            "end the errors, drop the lost pages",
+        )
+    } else {
+        disk.recover();
+        (
+            format!("fail the store's disk (EIO) for {failed_for:?}"),
+            "mount it again",
+        )
+    };
     let ended = mono_ns();
     for (_, process) in processes {
         process.start();
     }
-    let failures = disk.fsync_failures().unwrap_or_default();
     Applied {
         what: format!(
-            "fail every fsync on the store's disk for {failed_for:?} ({} failed, {} pages \
-             lost; exited by themselves: {}), stop its servers, end the errors, drop the lost \
-             pages and start them: back in {:.1} s",
-            failures.fsyncs_failed - before.fsyncs_failed,
-            failures.pages_lost - before.pages_lost,
+            "{failure}; exited by themselves: {}; stop its servers, {back} and start them: \
+             back in {:.1} s",
             if exited.is_empty() {
                 "none".to_string()
             } else {
