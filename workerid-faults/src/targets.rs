@@ -392,7 +392,8 @@ fn fill_disk(
 ///   the disk never stored (docs/guarantees.md). A server that did not
 ///   exit is started again too: PostgreSQL's crash recovery, begun while
 ///   the errors last, gives up later on the error each file it opened is
-///   told of once more.
+///   told of once more. A store without servers (SQLite, whose clients
+///   hold its file) goes on without a drop.
 fn fail_disk(
     disk: &FailingDisk,
     processes: &[(String, &ServerProcess)],
@@ -415,7 +416,11 @@ fn fail_disk(
     }
     let (failure, back) = if disk.failure() == Failure::Intermittent {
         disk.heal();
-        disk.drop_page_cache();
+        // Not under clients that hold the store's files themselves
+        // (SQLite's): their own caches would no longer match the files.
+        if !processes.is_empty() {
+            disk.drop_page_cache();
+        }
         let after = disk.fsync_failures().unwrap_or_default();
         (
             format!(
