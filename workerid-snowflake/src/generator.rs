@@ -271,11 +271,36 @@ impl Generator {
     // an out-of-line copy, a call more per ID.
     #[inline(always)]
     pub fn next_id(&self) -> Result<u64> {
+        if let Some(claimed) = self.tick_increment() {
+            return Ok(self.packing.id(claimed));
+        }
+        self.next_id_untick()
+    }
+
+    /// [`next_id`](Generator::next_id) but for the ticking clock's fast
+    /// path, out of line: the caller's code for that path then keeps no
+    /// registers on the stack, and a store before the fetch-and-add would
+    /// make it wait for the store to drain.
+    #[inline(never)]
+    fn next_id_untick(&self) -> Result<u64> {
         let claimed = match self.increment() {
             Some(claimed) => claimed,
             None => self.next_id_slow()?,
         };
         Ok(self.packing.id(claimed))
+    }
+
+    /// The ticking clock's fast path: the unit its ticker found, the lease
+    /// live and the window open, in one comparison; `None` on any other
+    /// clock and whenever a check fails.
+    #[inline(always)]
+    fn tick_increment(&self) -> Option<u64> {
+        let tick = self.tick.as_ref()?;
+        let current = self.last.load(Ordering::Relaxed);
+        if tick.admits(current) {
+            return self.fetch_add_in_unit(current);
+        }
+        None
     }
 
     #[cold]
