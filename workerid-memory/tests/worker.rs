@@ -14,8 +14,8 @@ use workerid_core::{
 };
 use workerid_memory::{ManualClock, MemoryStore};
 use workerid_snowflake::{
-    Clock, Error as SnowflakeError, FakeClock, Layout, SystemClock, Worker, WorkerOptions,
-    WorkerState,
+    Clock, Error as SnowflakeError, FakeClock, Layout, NextIdError, SystemClock, Worker,
+    WorkerOptions, WorkerState,
 };
 
 const T0: Duration = Duration::from_secs(1_800_000_000);
@@ -60,7 +60,7 @@ async fn a_reused_worker_id_never_goes_back_in_time_even_with_a_clock_behind() {
     let before = ids(&first, &first_clock, 5_000);
     assert_eq!(first.stop().await, WorkerState::Stopped);
     assert!(
-        matches!(first.next_id(), Err(SnowflakeError::NotReady { .. })),
+        matches!(first.next_id(), Err(NextIdError::NotReady { .. })),
         "no IDs after stop"
     );
 
@@ -219,7 +219,7 @@ async fn a_drift_beyond_recovery_makes_the_worker_leave() {
     clock.step_wall(-60_000);
     assert!(matches!(
         worker.next_id(),
-        Err(SnowflakeError::ClockDriftTooLarge { .. })
+        Err(NextIdError::ClockDriftTooLarge { .. })
     ));
     assert_eq!(
         worker.stopped().await,
@@ -371,7 +371,7 @@ async fn a_store_outage_longer_than_the_ttl_stops_ids_before_the_deadline() {
     loop {
         match worker.next_id() {
             Ok(_) => issued_at.push(Instant::now()),
-            Err(SnowflakeError::NotReady { .. }) => break,
+            Err(NextIdError::NotReady { .. }) => break,
             Err(e) => panic!("unexpected: {e}"),
         }
         assert!(

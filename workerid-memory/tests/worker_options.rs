@@ -7,7 +7,8 @@ use std::time::Duration;
 use workerid_core::{Allocator, LeaseOptions};
 use workerid_memory::MemoryStore;
 use workerid_snowflake::{
-    Clock, DriftPolicy, Error as SnowflakeError, FakeClock, Layout, Worker, WorkerOptions,
+    Clock, DriftPolicy, Error as SnowflakeError, FakeClock, Layout, NextIdError, Worker,
+    WorkerOptions,
 };
 
 const T0: Duration = Duration::from_secs(1_800_000_000);
@@ -120,7 +121,7 @@ async fn each_option_takes_effect() {
     clock.step_wall(-3_000);
     assert!(matches!(
         worker.next_id(),
-        Err(SnowflakeError::ClockDriftTooLarge { .. })
+        Err(NextIdError::ClockDriftTooLarge { .. })
     ));
     worker.stopped().await;
 

@@ -62,6 +62,12 @@ impl From<snowflake::Error> for Failure {
     }
 }
 
+impl From<snowflake::NextIdError> for Failure {
+    fn from(e: snowflake::NextIdError) -> Self {
+        Failure::Snowflake(e.into())
+    }
+}
+
 impl App {
     /// The next ID of `tag`. A name the view does not know is answered
     /// without a store call and leaves no allocator state behind.

@@ -13,7 +13,7 @@ use arc_swap::ArcSwapOption;
 use rand::Rng;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use workerid::snowflake::{Error, Result};
+use workerid::snowflake::NextIdError;
 use workerid::snowflake::{Worker, WorkerOptions, WorkerState};
 use workerid::{Allocator, Holder, Namespace};
 
@@ -86,7 +86,7 @@ impl Snowflake {
         }
         match worker.next_id() {
             Ok(_) => Ok(worker.worker_id()),
-            Err(Error::NotReady { reason }) => Err(reason),
+            Err(NextIdError::NotReady { reason }) => Err(reason.to_owned()),
             Err(e) => Err(e.to_string()),
         }
     }
@@ -102,13 +102,13 @@ impl Snowflake {
     /// The next ID of the current worker.
     ///
     /// # Errors
-    /// [`Error::NotReady`] while no worker holds a live lease (between a
-    /// loss and the next join); the worker's own errors.
-    pub fn next_id(&self) -> Result<u64> {
+    /// [`NextIdError::NotReady`] while no worker holds a live lease
+    /// (between a loss and the next join); the worker's own errors.
+    pub fn next_id(&self) -> std::result::Result<u64, NextIdError> {
         match &*self.current.load() {
             Some(worker) => worker.next_id(),
-            None => Err(Error::NotReady {
-                reason: "no worker holds a lease (joining)".into(),
+            None => Err(NextIdError::NotReady {
+                reason: "no worker holds a lease (joining)",
             }),
         }
     }
@@ -219,6 +219,6 @@ mod tests {
             s.status(),
             Err("no worker holds a lease (joining)".to_string())
         );
-        assert!(matches!(s.next_id(), Err(Error::NotReady { .. })));
+        assert!(matches!(s.next_id(), Err(NextIdError::NotReady { .. })));
     }
 }

@@ -79,6 +79,80 @@ impl Error {
     }
 }
 
+/// Why a generator issued no ID ([`Generator::next_id`], [`Worker::next_id`],
+/// [`LocalGenerator::next_id`]): libx.net/workerid's `ErrNotReady`,
+/// `ErrClockDriftTryLater` and `ErrClockDriftTooLargeToRecover`. `Copy`,
+/// with nothing to drop or allocate, so that a refusal costs a caller no
+/// more than an ID (a generator fails closed on every call while its lease
+/// is in doubt), and a caller's code keeps nothing on the stack for it.
+/// Converts into [`Error`] for `?`.
+///
+/// ```
+/// use workerid_snowflake::{Error, NextIdError};
+/// let refused = NextIdError::NotReady { reason: "starting" };
+/// assert!(refused.is_retryable());
+/// assert!(matches!(Error::from(refused), Error::NotReady { reason } if reason == "starting"));
+/// ```
+///
+/// [`Generator::next_id`]: crate::Generator::next_id
+/// [`Worker::next_id`]: crate::Worker::next_id
+/// [`LocalGenerator::next_id`]: crate::LocalGenerator::next_id
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NextIdError {
+    /// As [`Error::NotReady`]: closed, stopped, past the lease deadline, or
+    /// past the reserved window.
+    #[error("worker not ready: {reason}")]
+    NotReady {
+        /// Why.
+        reason: &'static str,
+    },
+
+    /// As [`Error::ClockDriftTryLater`].
+    #[error("clock drift of {drift:?}: try later")]
+    ClockDriftTryLater {
+        /// How far the clock is behind the last timestamp used.
+        drift: std::time::Duration,
+    },
+
+    /// As [`Error::ClockDriftTooLarge`]: a worker leaves.
+    #[error("clock drift of {drift:?} is too large to recover from")]
+    ClockDriftTooLarge {
+        /// How far the clock is behind.
+        drift: std::time::Duration,
+    },
+}
+
+impl NextIdError {
+    /// Whether retrying can succeed: [`NextIdError::NotReady`] and
+    /// [`NextIdError::ClockDriftTryLater`].
+    pub fn is_retryable(&self) -> bool {
+        !matches!(self, NextIdError::ClockDriftTooLarge { .. })
+    }
+}
+
+impl From<NextIdError> for Error {
+    fn from(e: NextIdError) -> Self {
+        match e {
+            NextIdError::NotReady { reason } => Error::NotReady {
+                reason: reason.to_owned(),
+            },
+            NextIdError::ClockDriftTryLater { drift } => Error::ClockDriftTryLater { drift },
+            NextIdError::ClockDriftTooLarge { drift } => Error::ClockDriftTooLarge { drift },
+        }
+    }
+}
+
+impl workerid_core::observe::ErrorType for NextIdError {
+    fn error_type(&self) -> &'static str {
+        match self {
+            NextIdError::NotReady { .. } => "not_ready",
+            NextIdError::ClockDriftTryLater { .. } => "clock_drift_try_later",
+            NextIdError::ClockDriftTooLarge { .. } => "clock_drift_too_large",
+        }
+    }
+}
+
 impl workerid_core::observe::ErrorType for Error {
     fn error_type(&self) -> &'static str {
         match self {

@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 use super::{Clock, CoarseNanos, Layout, SystemClock};
 use crate::meters::GeneratorMeters;
 use crate::sync::{AtomicBool, AtomicU64, Mutex};
-use crate::{Error, Result};
+use crate::{Error, NextIdError, Result};
 use packing::Packing;
 use reading::{live_reading, span_ns, unit_since};
 use system_cell::SystemCell;
@@ -264,13 +264,13 @@ impl Generator {
     /// the clock went back a little.
     ///
     /// # Errors
-    /// [`Error::NotReady`] when closed, past the lease deadline, or past the
-    /// reserved window; [`Error::ClockDriftTryLater`] and
-    /// [`Error::ClockDriftTooLarge`] per the [`DriftPolicy`].
+    /// [`NextIdError::NotReady`] when closed, past the lease deadline, or
+    /// past the reserved window; [`NextIdError::ClockDriftTryLater`] and
+    /// [`NextIdError::ClockDriftTooLarge`] per the [`DriftPolicy`].
     // Always: a caller that calls it from several places may otherwise get
     // an out-of-line copy, a call more per ID.
     #[inline(always)]
-    pub fn next_id(&self) -> Result<u64> {
+    pub fn next_id(&self) -> Result<u64, NextIdError> {
         if let Some(claimed) = self.tick_increment() {
             return Ok(self.packing.id(claimed));
         }
@@ -282,7 +282,7 @@ impl Generator {
     /// registers on the stack, and a store before the fetch-and-add would
     /// make it wait for the store to drain.
     #[inline(never)]
-    fn next_id_untick(&self) -> Result<u64> {
+    fn next_id_untick(&self) -> Result<u64, NextIdError> {
         let claimed = match self.increment() {
             Some(claimed) => claimed,
             None => self.next_id_slow()?,
@@ -297,15 +297,18 @@ impl Generator {
     fn tick_increment(&self) -> Option<u64> {
         let tick = self.tick.as_ref()?;
         let current = self.last.load(Ordering::Relaxed);
-        if tick.admits(current) {
-            return self.fetch_add_in_unit(current);
+        if !tick.admits(current) {
+            // Laid out away from the path through the fetch-and-add, which
+            // then runs straight to the caller's use of the ID.
+            std::hint::cold_path();
+            return None;
         }
-        None
+        self.fetch_add_in_unit(current)
     }
 
     #[cold]
     #[inline(never)]
-    fn next_id_slow(&self) -> Result<u64> {
+    fn next_id_slow(&self) -> Result<u64, NextIdError> {
         let (ts, seq, _) = self.claim(1)?;
         Ok(self.packing.pack(ts, seq))
     }
@@ -378,14 +381,18 @@ impl Generator {
             .last
             .fetch_add(step, Ordering::AcqRel)
             .wrapping_add(step);
-        (next <= end).then_some(next)
+        if next > end {
+            std::hint::cold_path();
+            return None;
+        }
+        Some(next)
     }
 
     /// Claims up to `want` (at least 1) consecutive sequence numbers of one
     /// timestamp in one compare-and-swap: `(timestamp, first sequence,
     /// count)`, with every check of [`next_id`](Generator::next_id).
     #[inline]
-    pub(crate) fn claim(&self, want: u64) -> Result<(u64, u64, u64)> {
+    pub(crate) fn claim(&self, want: u64) -> Result<(u64, u64, u64), NextIdError> {
         let packing = &self.packing;
         let max_seq = self.layout.max_sequence();
         // The coarse clock first (a few ns); the precise one where being up
@@ -418,8 +425,8 @@ impl Generator {
             let current = self.last.load(Ordering::Acquire);
             if current >= SEALED {
                 // Sealed after this call checked the deadline.
-                return Err(Error::NotReady {
-                    reason: "the worker has stopped".into(),
+                return Err(NextIdError::NotReady {
+                    reason: "the worker has stopped",
                 });
             }
             let (last_ts, seq) = (packing.ts(current), packing.seq(current));
@@ -461,16 +468,15 @@ impl Generator {
                 }
                 if drift >= self.drift.block_below {
                     self.meters.drift_try_later();
-                    return Err(Error::ClockDriftTryLater { drift });
+                    return Err(NextIdError::ClockDriftTryLater { drift });
                 }
                 self.meters.drift_waited();
                 self.clock.sleep(drift);
                 continue;
             };
             if ts > self.window_end.load(Ordering::Acquire) {
-                return Err(Error::NotReady {
-                    reason: "the time window reserved in the store ran out (renewals are late)"
-                        .into(),
+                return Err(NextIdError::NotReady {
+                    reason: "the time window reserved in the store ran out (renewals are late)",
                 });
             }
             let count = want.clamp(1, max_seq - next_seq + 1);
@@ -567,29 +573,27 @@ impl Generator {
         unit_since(since_ns, self.unit_ms)
     }
 
-    fn too_large(&self, drift: Duration) -> Error {
+    fn too_large(&self, drift: Duration) -> NextIdError {
         self.meters.drift_too_large();
         if let Some(leave) = &self.leave {
             if !self.left.swap(true, Ordering::AcqRel) {
                 leave.notify_one();
             }
         }
-        Error::ClockDriftTooLarge { drift }
+        NextIdError::ClockDriftTooLarge { drift }
     }
 }
 
 /// Why no ID can be issued at the lease deadline `deadline` (0: closed).
 #[cold]
-fn past_deadline(deadline: u64) -> Error {
+fn past_deadline(deadline: u64) -> NextIdError {
     let reason = if deadline == 0 {
         "no live lease (starting, stopped, or lost)"
     } else {
         "the lease deadline passed before a renewal succeeded \
          (the store is unreachable or answers late)"
     };
-    Error::NotReady {
-        reason: reason.into(),
-    }
+    NextIdError::NotReady { reason }
 }
 
 #[cfg(test)]

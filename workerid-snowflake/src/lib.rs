@@ -32,7 +32,7 @@ mod ticking;
 mod worker;
 
 pub use clock::{Clock, CoarseNanos, FakeClock, OffsetClock, Reading, SystemClock};
-pub use error::{Error, Result};
+pub use error::{Error, NextIdError, Result};
 pub use generator::{DriftPolicy, Generator};
 pub use layout::{
     FieldOrder, Layout, Parts, CLASSIC_EPOCH, DISCORD_EPOCH, INSTAGRAM_EPOCH, SONYFLAKE_EPOCH,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::Generator;
 use crate::generator::TickCell;
-use crate::{Error, Result};
+use crate::{Error, NextIdError, Result};
 
 /// A handle for one thread (or task) that claims sequence numbers from a
 /// shared [`Generator`] in batches, so most IDs cost a clock read and no
@@ -92,10 +92,10 @@ impl LocalGenerator {
     /// and the lease surely live, else from a new batch.
     ///
     /// # Errors
-    /// As [`Generator::next_id`]: [`Error::NotReady`] when closed, past the
+    /// As [`Generator::next_id`]: [`NextIdError::NotReady`] when closed, past the
     /// lease deadline or past the reserved window; the drift errors.
     #[inline(always)]
-    pub fn next_id(&mut self) -> Result<u64> {
+    pub fn next_id(&mut self) -> Result<u64, NextIdError> {
         if self.next < self.end {
             // On a ticking clock: the batch's unit is the one its ticker
             // found, the lease live and the window open.
@@ -130,7 +130,7 @@ impl LocalGenerator {
     }
 
     #[cold]
-    fn refill(&mut self) -> Result<u64> {
+    fn refill(&mut self) -> Result<u64, NextIdError> {
         // Nothing of the old batch may be issued after a failed claim.
         self.end = self.next;
         let (ts, seq, count) = self.shared.claim(self.batch)?;
@@ -216,24 +216,24 @@ mod tests {
         let mut local = g.local(64).unwrap();
         local.next_id().unwrap();
         g.close();
-        assert!(matches!(local.next_id(), Err(Error::NotReady { .. })));
+        assert!(matches!(local.next_id(), Err(NextIdError::NotReady { .. })));
 
         g.open_until(Duration::from_secs(1), ts + 1_000);
         local.next_id().unwrap();
         clock.advance(Duration::from_secs(1));
         assert!(
-            matches!(local.next_id(), Err(Error::NotReady { reason }) if reason.contains("deadline"))
+            matches!(local.next_id(), Err(NextIdError::NotReady { reason }) if reason.contains("deadline"))
         );
 
         g.open_until(Duration::from_secs(3), ts);
         assert!(
-            matches!(local.next_id(), Err(Error::NotReady { reason }) if reason.contains("window"))
+            matches!(local.next_id(), Err(NextIdError::NotReady { reason }) if reason.contains("window"))
         );
         g.open_until(Duration::from_secs(3), ts + 2_000);
         local.next_id().unwrap();
         g.open_until(Duration::from_secs(3), ts);
         assert!(
-            matches!(local.next_id(), Err(Error::NotReady { reason }) if reason.contains("window")),
+            matches!(local.next_id(), Err(NextIdError::NotReady { reason }) if reason.contains("window")),
             "a lowered window stops the batch in hand"
         );
     }
@@ -255,7 +255,7 @@ mod tests {
         );
         assert!(local.next_id().unwrap() > first);
         g.close();
-        assert!(matches!(local.next_id(), Err(Error::NotReady { .. })));
+        assert!(matches!(local.next_id(), Err(NextIdError::NotReady { .. })));
     }
 
     #[test]
@@ -279,8 +279,8 @@ mod tests {
         // nothing more, from the batch or not.
         clock.inner.advance(Duration::from_millis(3));
         clock.lag_ms.store(3, Ordering::SeqCst);
-        assert!(matches!(local.next_id(), Err(Error::NotReady { .. })));
-        assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+        assert!(matches!(local.next_id(), Err(NextIdError::NotReady { .. })));
+        assert!(matches!(g.next_id(), Err(NextIdError::NotReady { .. })));
     }
 
     #[test]
@@ -294,7 +294,7 @@ mod tests {
         clock.inner.step_wall(-5_000);
         assert!(matches!(
             local.next_id(),
-            Err(Error::ClockDriftTryLater { .. })
+            Err(NextIdError::ClockDriftTryLater { .. })
         ));
         // The clock right again: a new batch, then back by 2 ms, within the
         // lag: the batch in hand is still issued from, with no precise read.

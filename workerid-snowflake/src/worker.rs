@@ -13,7 +13,7 @@ use workerid_core::{Allocator, Lease};
 
 use crate::meters::WorkerMeters;
 use crate::reservation::{default_window, Reservation};
-use crate::{Error, Result};
+use crate::{Error, NextIdError, Result};
 
 /// Releases the lease of a join whose future was dropped (a caller that
 /// gave up waiting, a shutdown) before the worker took the lease over: the
@@ -347,9 +347,11 @@ impl Worker {
     /// The next snowflake ID.
     ///
     /// # Errors
-    /// [`Error::NotReady`] unless the lease is surely live and the reserved
-    /// window not exhausted; the drift errors of [`Generator::next_id`].
-    pub fn next_id(&self) -> Result<u64> {
+    /// [`NextIdError::NotReady`] unless the lease is surely live and the
+    /// reserved window not exhausted; the drift errors of
+    /// [`Generator::next_id`].
+    #[inline]
+    pub fn next_id(&self) -> Result<u64, NextIdError> {
         self.generator.next_id()
     }
 

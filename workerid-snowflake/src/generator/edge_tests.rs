@@ -21,7 +21,7 @@ fn the_epoch_itself_is_a_time_and_before_it_is_beyond_recovery() {
     clock.step_wall(-20_000);
     assert!(matches!(
         g.next_id(),
-        Err(Error::ClockDriftTooLarge { drift }) if drift == Duration::from_millis(19_995)
+        Err(NextIdError::ClockDriftTooLarge { drift }) if drift == Duration::from_millis(19_995)
     ));
 }
 
@@ -37,7 +37,9 @@ fn the_windows_last_unit_is_issued() {
     );
     assert_eq!(g.claim(3).unwrap(), (ts, 1, 3), "a batch too");
     clock.advance(Duration::from_millis(1));
-    assert!(matches!(g.next_id(), Err(Error::NotReady { reason }) if reason.contains("window")));
+    assert!(
+        matches!(g.next_id(), Err(NextIdError::NotReady { reason }) if reason.contains("window"))
+    );
 }
 
 #[test]
@@ -89,7 +91,10 @@ fn a_drift_beyond_recovery_tells_the_worker_to_leave() {
     g.open_until(Duration::from_secs(100), Layout::classic().max_timestamp());
     g.next_id().unwrap();
     clock.step_wall(-30_000);
-    assert!(matches!(g.next_id(), Err(Error::ClockDriftTooLarge { .. })));
+    assert!(matches!(
+        g.next_id(),
+        Err(NextIdError::ClockDriftTooLarge { .. })
+    ));
     let mut told = std::pin::pin!(leave.notified());
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     assert!(told.as_mut().poll(&mut cx).is_ready(), "told to leave");

@@ -42,7 +42,7 @@ fn a_last_raised_ahead_moves_once_however_often_the_caller_retries() {
     for _ in 0..20_000 {
         let refused = g.next_id().unwrap_err();
         assert!(
-            matches!(refused, Error::ClockDriftTryLater { .. }),
+            matches!(refused, NextIdError::ClockDriftTryLater { .. }),
             "{refused}"
         );
         retried.get_or_insert(g.last.load(Ordering::Acquire));

@@ -117,12 +117,15 @@ fn drift_buckets(clock: Arc<dyn Clock>, fake: &FakeClock, lag: Duration) {
     fake.step_wall(-3_000);
     let at = fake.now().mono;
     assert!(
-        matches!(g.next_id(), Err(Error::ClockDriftTryLater { drift }) if drift >= Duration::from_secs(3))
+        matches!(g.next_id(), Err(NextIdError::ClockDriftTryLater { drift }) if drift >= Duration::from_secs(3))
     );
     assert_eq!(fake.now().mono, at);
     // Large: beyond recovery.
     fake.step_wall(-30_000);
-    assert!(matches!(g.next_id(), Err(Error::ClockDriftTooLarge { .. })));
+    assert!(matches!(
+        g.next_id(),
+        Err(NextIdError::ClockDriftTooLarge { .. })
+    ));
     // Once the clock is right again, IDs resume above the old ones.
     fake.step_wall(33_000);
     assert!(g.next_id().unwrap() > after);
@@ -139,13 +142,13 @@ fn a_sealed_generator_issues_nothing_even_to_calls_in_flight() {
     let last = Layout::classic().decompose(g.next_id().unwrap()).timestamp;
     assert_eq!(g.seal(), last);
     assert_eq!(g.last_used_timestamp(), last, "still readable once sealed");
-    assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+    assert!(matches!(g.next_id(), Err(NextIdError::NotReady { .. })));
     // A call that found the generator open before the seal: its
     // increment or compare-and-swap of `last` comes after it.
     g.open_until(Duration::from_secs(1 << 30), u64::MAX >> 22);
     for _ in 0..3 {
-        assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
-        assert!(matches!(g.claim(4), Err(Error::NotReady { .. })));
+        assert!(matches!(g.next_id(), Err(NextIdError::NotReady { .. })));
+        assert!(matches!(g.claim(4), Err(NextIdError::NotReady { .. })));
         g.last.fetch_add(g.packing.step(), Ordering::AcqRel);
         clock.advance(Duration::from_millis(1));
     }
@@ -187,18 +190,22 @@ fn a_closed_generator_or_a_passed_deadline_or_window_issues_nothing() {
         "an open generator has no deadline"
     );
     g.close();
-    assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+    assert!(matches!(g.next_id(), Err(NextIdError::NotReady { .. })));
     let ts = Layout::classic().timestamp_at(T0).unwrap();
     g.open_until(Duration::from_secs(1), ts + 10);
     assert_eq!(g.lease_deadline(), Some(Duration::from_secs(1)));
     assert_eq!(g.window_end(), ts + 10);
     g.next_id().unwrap();
     clock.advance(Duration::from_millis(20));
-    assert!(matches!(g.next_id(), Err(Error::NotReady { reason }) if reason.contains("window")));
+    assert!(
+        matches!(g.next_id(), Err(NextIdError::NotReady { reason }) if reason.contains("window"))
+    );
     g.open_until(Duration::from_secs(1), ts + 10_000);
     g.next_id().unwrap();
     clock.advance(Duration::from_secs(1));
-    assert!(matches!(g.next_id(), Err(Error::NotReady { reason }) if reason.contains("deadline")));
+    assert!(
+        matches!(g.next_id(), Err(NextIdError::NotReady { reason }) if reason.contains("deadline"))
+    );
     g.close();
     assert_eq!(
         g.lease_deadline(),
@@ -316,14 +323,14 @@ fn a_clock_standing_still_before_the_deadline_issues_and_at_it_issues_nothing() 
     assert_eq!(clock.now().mono, deadline);
     for _ in 0..1000 {
         assert_eq!(incremented(&g), None);
-        assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+        assert!(matches!(g.next_id(), Err(NextIdError::NotReady { .. })));
     }
     // The coarse clock 3 ms behind with up to 4 ms of lag cannot tell:
     // the precise clock (at the deadline) decides.
     clock.lag_ms.store(3, Ordering::SeqCst);
     for _ in 0..1000 {
         assert_eq!(incremented(&g), None);
-        assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+        assert!(matches!(g.next_id(), Err(NextIdError::NotReady { .. })));
     }
     g.open_until(Duration::from_millis(200), ts + 1_000);
     assert!(g.next_id().is_ok());
@@ -487,14 +494,14 @@ fn a_stalled_ticker_issues_only_older_timestamps_within_the_window() {
         }
         assert!(issued.len() < 4_096, "more IDs than one unit's sequence");
     };
-    assert!(matches!(refusal, Error::NotReady { .. }), "{refusal}");
+    assert!(matches!(refusal, NextIdError::NotReady { .. }), "{refusal}");
     for id in &issued {
         let parts = Layout::classic().decompose(*id);
         assert_eq!(parts.time, stale, "only the stale timestamp");
         assert!(*id > first);
     }
     assert_eq!(issued.len(), 4_095, "the rest of the stale unit's sequence");
-    assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+    assert!(matches!(g.next_id(), Err(NextIdError::NotReady { .. })));
 }
 
 #[test]
@@ -568,12 +575,14 @@ fn the_system_clocks_fast_path_reads_what_the_clock_reads() {
             break;
         }
     }
-    assert!(matches!(g.next_id(), Err(Error::NotReady { reason }) if reason.contains("deadline")));
+    assert!(
+        matches!(g.next_id(), Err(NextIdError::NotReady { reason }) if reason.contains("deadline"))
+    );
     g.open_until(Duration::from_secs(1_000_000), window_end);
     assert!(g.next_id().is_ok());
     g.close();
     assert_eq!(g.live_since_epoch(), None, "closed: at once");
-    assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+    assert!(matches!(g.next_id(), Err(NextIdError::NotReady { .. })));
 }
 
 #[test]

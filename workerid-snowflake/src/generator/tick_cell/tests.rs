@@ -9,7 +9,8 @@ use crate::clock::{whole_nanos, SteppedAtResync};
 use crate::generator::packing::values_of_last;
 use crate::test_support::{layouts, near_the_ends, ticking_worker_generator as worker_generator};
 use crate::{
-    Clock, CoarseNanos, Error, FakeClock, Generator, Layout, Reading, StoredTime, TickingClock,
+    Clock, CoarseNanos, FakeClock, Generator, Layout, NextIdError, Reading, StoredTime,
+    TickingClock,
 };
 
 const T0: Duration = Duration::from_secs(1_800_000_000);
@@ -81,7 +82,7 @@ fn the_fast_path_is_open_only_while_the_lease_is_live_and_the_window_open() {
     let g = worker_generator(&base, Duration::from_secs(3_600));
     let nothing = cell(&g).nothing;
     assert_eq!(cell(&g).unit_base(), nothing, "closed from the start");
-    assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+    assert!(matches!(g.next_id(), Err(NextIdError::NotReady { .. })));
 
     let max = Layout::classic().max_timestamp();
     let now = base.now();
@@ -92,7 +93,7 @@ fn the_fast_path_is_open_only_while_the_lease_is_live_and_the_window_open() {
 
     g.close();
     assert_eq!(cell(&g).unit_base(), nothing, "closed at once");
-    assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+    assert!(matches!(g.next_id(), Err(NextIdError::NotReady { .. })));
 
     // Within the stored time's lag of the deadline the lease is not surely
     // live by that time: the fast path refuses, the precise clock decides.
@@ -106,7 +107,7 @@ fn the_fast_path_is_open_only_while_the_lease_is_live_and_the_window_open() {
     assert_eq!(cell(&g).unit_base(), nothing);
     let refused = g.next_id();
     assert!(
-        matches!(&refused, Err(Error::NotReady { reason }) if reason.contains("window")),
+        matches!(&refused, Err(NextIdError::NotReady { reason }) if reason.contains("window")),
         "{refused:?}"
     );
 }
@@ -166,7 +167,7 @@ fn past_the_deadline_by_the_stored_time_no_path_issues() {
         g.tick_cell().unwrap().stored().read().0 >= whole_nanos(stored_past)
     });
     assert_eq!(cell(&g).unit_base(), cell(&g).nothing);
-    assert!(matches!(g.next_id(), Err(Error::NotReady { .. })));
+    assert!(matches!(g.next_id(), Err(NextIdError::NotReady { .. })));
 }
 
 #[test]
