@@ -278,9 +278,11 @@ impl Generator {
     }
 
     /// [`next_id`](Generator::next_id) but for the ticking clock's fast
-    /// path, out of line: the caller's code for that path then keeps no
-    /// registers on the stack, and a store before the fetch-and-add would
-    /// make it wait for the store to drain.
+    /// path, out of line. Inlined, the system clock's path, which calls the
+    /// kernel's clock, would have the caller save registers on the stack
+    /// on entry, and the ticking path's fetch-and-add (a locked
+    /// instruction) would wait for those stores; out of line it costs the
+    /// system clock's path a call instead.
     #[inline(never)]
     fn next_id_untick(&self) -> Result<u64, NextIdError> {
         let claimed = match self.increment() {
