@@ -164,3 +164,44 @@ impl workerid_core::observe::ErrorType for Error {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use workerid_core::observe::ErrorType;
+
+    use super::*;
+
+    #[test]
+    fn a_refusal_becomes_the_same_error_with_the_same_verdicts() {
+        let drift = Duration::from_millis(1500);
+        for refused in [
+            NextIdError::NotReady { reason: "starting" },
+            NextIdError::ClockDriftTryLater { drift },
+            NextIdError::ClockDriftTooLarge { drift },
+        ] {
+            let error = Error::from(refused);
+            assert_eq!(error.to_string(), refused.to_string());
+            assert_eq!(error.is_retryable(), refused.is_retryable(), "{refused:?}");
+            assert_eq!(error.error_type(), refused.error_type());
+            match (refused, error) {
+                (NextIdError::NotReady { reason }, Error::NotReady { reason: owned }) => {
+                    assert_eq!(reason, owned)
+                }
+                (
+                    NextIdError::ClockDriftTryLater { drift: a },
+                    Error::ClockDriftTryLater { drift: b },
+                )
+                | (
+                    NextIdError::ClockDriftTooLarge { drift: a },
+                    Error::ClockDriftTooLarge { drift: b },
+                ) => {
+                    assert_eq!(a, b)
+                }
+                (refused, error) => panic!("{refused:?} became {error:?}"),
+            }
+        }
+        assert!(!NextIdError::ClockDriftTooLarge { drift }.is_retryable());
+    }
+}
