@@ -85,7 +85,7 @@ impl Gate {
     /// fetch-and-add and the verdict.
     #[inline(always)]
     pub(crate) fn admits_increment(&self, current: u64, seq_limit: u64) -> bool {
-        current.wrapping_sub(self.base) < seq_limit
+        in_unit(current, self.base, seq_limit)
     }
 
     /// Whether the gate is open for the unit whose sequence-0 value of
@@ -93,6 +93,13 @@ impl Gate {
     pub(crate) fn is_open_for(&self, base: u64, os_to_wall: i64) -> bool {
         self.end != 0 && self.base == base && self.os_to_wall == os_to_wall
     }
+}
+
+/// Whether `current` is a value of `last` in the unit whose sequence-0
+/// value is `base`, below the sequence number `seq_limit` in place.
+#[inline(always)]
+fn in_unit(current: u64, base: u64, seq_limit: u64) -> bool {
+    current.wrapping_sub(base) < seq_limit
 }
 
 /// The [`Gate`] in memory, each field an atomic of its own, read without a
@@ -204,9 +211,7 @@ impl Generator {
         if gate.admits_increment(current, seq_limit - step) {
             return Some(next);
         }
-        let last_of_unit = gate.admits_increment(current, seq_limit);
-        self.gate_closing(gate.end);
-        last_of_unit.then_some(next)
+        self.gate_closing(gate.end, gate.base, current, next)
     }
 
     /// Shuts the gate whose end a call of
@@ -216,13 +221,16 @@ impl Generator {
     /// gate's unit (a raised or sealed `last`, a racing new unit, a carry
     /// by a call that raced the last number), which it gives up. Each
     /// thread gives up at most one increment to a gate before a claim
-    /// judges the generator's state and opens the gate again. Out of line
-    /// and given the end alone, so that the fast path keeps nothing of the
-    /// gate in memory for it.
+    /// judges the generator's state and opens the gate again. Returns the
+    /// increment's value if it was the unit's last number. Out of line and
+    /// given the gate's fields by value, so that the fast path keeps
+    /// nothing of the gate in memory for it, nor any value across the call
+    /// in a register it would save on the stack.
     #[cold]
     #[inline(never)]
-    fn gate_closing(&self, end: u64) {
+    fn gate_closing(&self, end: u64, base: u64, current: u64, next: u64) -> Option<u64> {
         self.system_cell.shut_seen(end);
+        in_unit(current, base, self.packing.seq_limit()).then_some(next)
     }
 
     /// Opens the system clock's gate for the unit of `last`, the value a
