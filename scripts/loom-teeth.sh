@@ -2,7 +2,7 @@
 # The loom models' teeth: makes each change below in a scratch copy of the
 # committed tree (a git worktree of HEAD) and checks that the model named
 # beside it fails on an assertion (a change that does not compile, or a
-# model that still passes, fails this script). About ten minutes.
+# model that still passes, fails this script). About a minute.
 #   bash scripts/loom-teeth.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."

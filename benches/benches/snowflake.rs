@@ -285,7 +285,7 @@ fn one_thread() {
     let ferroid_on_lock = ratio(ferroid, &samples[10]);
     benches::record::say(format!(
         "| `Generator::next_id` on `TickingClock` ≤ 1.0x ferroid | {ticking_goal:.3}x | {} |",
-        ticking_verdict(ticking_goal, ferroid_on_lock)
+        benches::rounds::ticking_verdict(ticking_goal, ferroid_on_lock)
     ));
     benches::record::say(format!(
         "| (ferroid against one locked instruction alone, the least an ID of a generator shared across threads costs) | {ferroid_on_lock:.3}x | |"
@@ -328,22 +328,6 @@ fn one_thread() {
         "\nThe ticker (period {:?}): {wakeups:.0} wake-ups per second, {cpu}, over {seconds:.1} s.",
         ticking.period()
     ));
-}
-
-/// The verdict on the ticking clock's goal, `ours` ferroid's time or less,
-/// from that ratio and ferroid's own against one locked instruction alone.
-/// A generator shared across threads makes each ID with at least one locked
-/// instruction; on a host where ferroid is within 1 % of that, nothing of
-/// its ID is left to beat, and ours within 1 % of its (a fraction of a
-/// cycle) is a tie, said as such.
-fn ticking_verdict(ours: f64, ferroid_on_lock: f64) -> &'static str {
-    if ours <= 1.0 {
-        "met"
-    } else if ours <= 1.01 && ferroid_on_lock <= 1.01 {
-        "met: a tie, both within 1 % of one locked instruction"
-    } else {
-        "MISSED"
-    }
 }
 
 /// The ticker's cost by how many generators it keeps (it sets each one's

