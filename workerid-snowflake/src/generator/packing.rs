@@ -110,6 +110,19 @@ impl Packing {
     }
 }
 
+/// Whether `last` is a value in the unit whose sequence-0 value of `last`
+/// is `base`, below the sequence number `seq_limit` in place (see
+/// [`Packing::seq_limit`]): one subtraction and one comparison. What the
+/// system clock's gate and the ticking clock's cell both judge an
+/// increment by. Values past the unit, carried out of it, in an earlier
+/// unit or sealed are not; with `base` at `seq_limit`'s negation (the
+/// ticking cell's "nothing"), only values within `seq_limit` of 2^64,
+/// which `last` never reaches (see `SEALED`).
+#[inline(always)]
+pub(crate) fn in_unit(last: u64, base: u64, seq_limit: u64) -> bool {
+    last.wrapping_sub(base) < seq_limit
+}
+
 /// Values `last` takes around unit `ts` of `layout`, packed as `packing`
 /// packs them, for tests of what a fast path admits: sequence number `seq`
 /// of the unit, the unit's last, `carries` increments past it (carried into

@@ -11,6 +11,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::TryLockError;
 
+use super::packing::in_unit;
 use super::reading::unit_start;
 use super::Generator;
 use crate::sync::{AtomicI64, AtomicU64, Mutex, MutexGuard};
@@ -93,13 +94,6 @@ impl Gate {
     pub(crate) fn is_open_for(&self, base: u64, os_to_wall: i64) -> bool {
         self.end != 0 && self.base == base && self.os_to_wall == os_to_wall
     }
-}
-
-/// Whether `current` is a value of `last` in the unit whose sequence-0
-/// value is `base`, below the sequence number `seq_limit` in place.
-#[inline(always)]
-fn in_unit(current: u64, base: u64, seq_limit: u64) -> bool {
-    current.wrapping_sub(base) < seq_limit
 }
 
 /// The [`Gate`] in memory, each field an atomic of its own, read without a

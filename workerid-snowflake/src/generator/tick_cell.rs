@@ -6,20 +6,10 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::packing::in_unit;
 use super::{reading::unit_since, Packing};
 use crate::sync::{AtomicU64, Mutex};
 use crate::ticking::StoredTime;
-
-/// Whether a cell whose unit base is `base` admits `last`, for a layout
-/// whose sequence range in place is `seq_limit`: one subtraction and one
-/// comparison. Admitted are the values from `base` up to the unit's
-/// second-to-last sequence number; with `base` at `seq_limit`'s negation
-/// (the cell's "nothing"), only values within `seq_limit` of 2^64, which
-/// `last` never reaches (see `SEALED`).
-#[inline(always)]
-fn admitted(last: u64, base: u64, seq_limit: u64) -> bool {
-    last.wrapping_sub(base) < seq_limit
-}
 
 /// A generator's view of its ticking clock, set by the ticker at each tick
 /// and by the generator at each change of its lease deadline or window.
@@ -88,7 +78,7 @@ impl TickCell {
     /// lease is live by that time and the unit within the window.
     #[inline(always)]
     pub(crate) fn admits(&self, last: u64) -> bool {
-        admitted(last, self.unit_base(), self.seq_limit)
+        in_unit(last, self.unit_base(), self.seq_limit)
     }
 
     /// `last` with sequence number 0 in the current unit, or a value no

@@ -44,8 +44,8 @@ proptest! {
                 && packing.issuable(last)
                 && last >> 63 == 0;
             let base = packing.pack(unit, 0);
-            prop_assert_eq!(admitted(last, base, packing.seq_limit()), rule, "last {:#x}", last);
-            prop_assert!(!admitted(last, nothing, packing.seq_limit()), "last {:#x}", last);
+            prop_assert_eq!(in_unit(last, base, packing.seq_limit()), rule, "last {:#x}", last);
+            prop_assert!(!in_unit(last, nothing, packing.seq_limit()), "last {:#x}", last);
         }
     }
 }
