@@ -160,6 +160,52 @@ mod os {
         read(libc::CLOCK_MONOTONIC, libc::clock_gettime)
     }
 
+    /// Which clock a reading is of: the coarse or the precise one.
+    pub type Source = libc::clockid_t;
+
+    /// The coarse clock, or the precise one.
+    pub fn source(coarse: bool) -> Source {
+        if coarse {
+            libc::CLOCK_MONOTONIC_COARSE
+        } else {
+            libc::CLOCK_MONOTONIC
+        }
+    }
+
+    /// The timespec a reading is written to, and a value kept in the same
+    /// memory across the call.
+    #[repr(C)]
+    struct Kept<T> {
+        t: std::mem::MaybeUninit<libc::timespec>,
+        keep: T,
+    }
+
+    /// A reading of `clock` ([`precise`]'s or [`coarse`]'s), and `keep`
+    /// back. The call is given the address of memory that holds `keep` as
+    /// well as the timespec, so the caller must read `keep` back from it
+    /// afterwards rather than keep it in a register across the call: a
+    /// caller that inlines this then saves no register on the stack on
+    /// entry, whatever path it takes.
+    #[inline(always)]
+    pub fn reading_keeping<T: Copy>(clock: Source, keep: T) -> (u64, T) {
+        let mut kept = Kept {
+            t: std::mem::MaybeUninit::uninit(),
+            keep,
+        };
+        let at: *mut Kept<T> = &mut kept;
+        // SAFETY: `t` is the first field of the `repr(C)` struct `at`
+        // points to, so `at` is writable timespec memory for the call's
+        // duration; the call writes nothing else.
+        let answer = unsafe { libc::clock_gettime(clock, at.cast::<libc::timespec>()) };
+        assert!(answer == 0, "reading the monotonic clock failed");
+        // SAFETY: a call that returns 0 has written the whole timespec.
+        let t = unsafe { kept.t.assume_init() };
+        let ns = (t.tv_sec as u64)
+            .wrapping_mul(1_000_000_000)
+            .wrapping_add(t.tv_nsec as u64);
+        (ns, kept.keep)
+    }
+
     #[inline]
     pub fn coarse() -> u64 {
         read(libc::CLOCK_MONOTONIC_COARSE, libc::clock_gettime)
@@ -186,6 +232,10 @@ mod os {
         }
     }
 }
+
+/// Which operating system clock a reading is of (see
+/// [`SystemClock::os_source`]).
+pub(crate) type OsSource = os::Source;
 
 /// Elsewhere: the standard library's monotonic clock, and no coarse one.
 #[cfg(not(target_os = "linux"))]
@@ -285,6 +335,22 @@ impl SystemClock {
         } else {
             os::coarse()
         }
+    }
+
+    /// The clock [`os_coarse`](SystemClock::os_coarse) reads for `lag_ns`,
+    /// chosen once for [`os_coarse_keeping`](SystemClock::os_coarse_keeping).
+    pub(crate) fn os_source(lag_ns: u64) -> OsSource {
+        os::source(lag_ns != 0)
+    }
+
+    /// The reading [`os_coarse`](SystemClock::os_coarse) makes of `source`
+    /// ([`os_source`](SystemClock::os_source)), and `keep`, read back from
+    /// memory the clock call could have written: the caller keeps no
+    /// register across the call for it (see the generator's system clock
+    /// path).
+    #[inline(always)]
+    pub(crate) fn os_coarse_keeping<T: Copy>(source: OsSource, keep: T) -> (u64, T) {
+        os::reading_keeping(source, keep)
     }
 
     /// How far an [`os_coarse`](SystemClock::os_coarse) reading may be

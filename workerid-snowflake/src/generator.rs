@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use super::{Clock, CoarseNanos, Layout, SystemClock};
+use crate::clock::OsSource;
 use crate::meters::GeneratorMeters;
 use crate::sync::{AtomicBool, AtomicU64, Mutex};
 use crate::{Error, NextIdError, Result};
@@ -94,6 +95,8 @@ pub struct Generator {
     /// The [`SystemClock`]'s `os_coarse_lag` (fixed), kept here so the fast
     /// path reads it without going through the clock's `Arc`.
     os_lag: u64,
+    /// The operating system clock of that lag, for the fast path's reading.
+    os_source: OsSource,
     /// Held while the deadline or the window changes (see
     /// `changing_lease`).
     changing_lease: Mutex<()>,
@@ -215,6 +218,7 @@ impl Generator {
             deadline_ns: AtomicU64::new(u64::MAX),
             os_deadline: AtomicU64::new(u64::MAX),
             os_lag,
+            os_source: SystemClock::os_source(os_lag),
             changing_lease: Mutex::new(()),
             opened_until_ns: AtomicU64::new(u64::MAX),
             leave: None,
@@ -276,21 +280,26 @@ impl Generator {
         if let Some(claimed) = self.tick_increment() {
             return Ok(self.packing.id(claimed));
         }
-        self.next_id_untick()
+        if self.system.is_some() {
+            // Inlined too: it keeps nothing across its calls, so the
+            // ticking path above still runs with no register saved on the
+            // stack before its locked instruction.
+            return self.system_increment(
+                |this, claimed| Ok(this.packing.id(claimed)),
+                Generator::next_id_claimed,
+            );
+        }
+        self.next_id_checked()
     }
 
-    /// [`next_id`](Generator::next_id) but for the ticking clock's fast
-    /// path, out of line. Inlined, the system clock's path, which calls the
-    /// kernel's clock, would have the caller save registers on the stack
-    /// on entry, and the ticking path's fetch-and-add (a locked
-    /// instruction) would wait for those stores; out of line it costs the
-    /// system clock's path a call instead. On a ticking clock it goes on
-    /// from a reading of the stored time
+    /// [`next_id`](Generator::next_id) on a clock other than the system
+    /// clock, and on a ticking clock whose fast path did not take the call:
+    /// from a reading of the clock
     /// ([`increment_checked`](Generator::increment_checked)), never through
     /// the ticking path again.
     #[inline(never)]
-    fn next_id_untick(&self) -> Result<u64, NextIdError> {
-        match self.increment_untick() {
+    fn next_id_checked(&self) -> Result<u64, NextIdError> {
+        match self.increment_checked() {
             Some(claimed) => Ok(self.packing.id(claimed)),
             None => self.next_id_claimed(),
         }
@@ -344,16 +353,8 @@ impl Generator {
         if self.tick.is_some() {
             return self.tick_increment().or_else(|| self.increment_checked());
         }
-        self.increment_untick()
-    }
-
-    /// [`increment`](Generator::increment) where the ticking clock's fast
-    /// path did not take the call: on the system clock its own fast path,
-    /// otherwise [`increment_checked`](Generator::increment_checked).
-    #[inline(always)]
-    fn increment_untick(&self) -> Option<u64> {
-        if let Some(system) = &self.system {
-            return self.system_increment(system);
+        if self.system.is_some() {
+            return self.system_increment(|_, claimed| Some(claimed), |_| None);
         }
         self.increment_checked()
     }

@@ -18,3 +18,15 @@ pub fn coarse() -> u64 {
 pub fn coarse_lag() -> Duration {
     Duration::ZERO
 }
+
+/// Whether a reading is of the coarse clock.
+pub type Source = bool;
+
+pub fn source(coarse: bool) -> Source {
+    coarse
+}
+
+pub fn reading_keeping<T: Copy>(coarse: Source, keep: T) -> (u64, T) {
+    let reading = if coarse { self::coarse() } else { precise() };
+    (reading, keep)
+}

@@ -127,7 +127,9 @@ fn a_gate_is_worked_out_from_the_lease_and_the_clock_as_they_are_when_opened() {
 
 /// A unit filled on the fast path is shut at its last number: no call
 /// carries `last` out of it, so every later unit begins at sequence
-/// number 0 (a carry would cost the next unit its first number).
+/// number 0 (a carry would cost the next unit its first number), and the
+/// last number is issued. A unit the thread was descheduled in is cut
+/// short, so each must be a run from 0, and most of them whole.
 #[test]
 fn a_full_unit_shuts_the_gate_before_any_carry() {
     let layout = Layout::new(41, 20, 2, Duration::from_millis(1), crate::CLASSIC_EPOCH).unwrap();
@@ -143,9 +145,20 @@ fn a_full_unit_shuts_the_gate_before_any_carry() {
     }
     assert!(units.len() > 100, "{} units", units.len());
     // All but the first and the last unit, which the loop may cut short.
-    for (unit, sequences) in units.iter().skip(1).take(units.len() - 2) {
-        assert_eq!(sequences, &[0, 1, 2, 3], "unit {unit}");
+    let inner: Vec<_> = units.iter().skip(1).take(units.len() - 2).collect();
+    for (unit, sequences) in &inner {
+        assert_eq!(
+            sequences[..],
+            [0, 1, 2, 3][..sequences.len()],
+            "unit {unit} is not a run from 0"
+        );
     }
+    let whole = inner.iter().filter(|(_, s)| s.len() == 4).count();
+    assert!(
+        whole * 2 > inner.len(),
+        "{whole} of {} units whole",
+        inner.len()
+    );
 }
 
 /// On the system clock no call that begins at or after the deadline (by

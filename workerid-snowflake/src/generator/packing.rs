@@ -20,6 +20,8 @@ pub(crate) struct Packing {
     below_ts: u64,
     /// The largest sequence number in place.
     seq_limit: u64,
+    /// `seq_limit` less `step`.
+    seq_limit_but_last: u64,
     /// One sequence number in place.
     step: u64,
     /// `fill` with the worker ID's bits cleared: `last ^ flip` is the ID.
@@ -43,6 +45,7 @@ impl Packing {
             fill,
             below_ts: (1 << (seq_bits + worker_bits)) - 1,
             seq_limit: layout.max_sequence() << seq_shift,
+            seq_limit_but_last: (layout.max_sequence() << seq_shift) - (1 << seq_shift),
             step: 1 << seq_shift,
             flip: fill ^ (u64::from(worker_id) << worker_shift),
         }
@@ -81,6 +84,14 @@ impl Packing {
     #[inline(always)]
     pub(crate) fn seq_limit(&self) -> u64 {
         self.seq_limit
+    }
+
+    /// [`seq_limit`](Packing::seq_limit) less one [`step`](Packing::step):
+    /// a value of `last` less its unit's sequence-0 value is below it when
+    /// a sequence number of the unit follows it.
+    #[inline(always)]
+    pub(crate) fn seq_limit_but_last(&self) -> u64 {
+        self.seq_limit_but_last
     }
 
     /// What one increment of the sequence adds to `last`.

@@ -182,30 +182,48 @@ impl SystemCell {
 }
 
 impl Generator {
-    /// [`increment`](Generator::increment) on the system clock. The gate
-    /// the last claim opened ([`open_gate`](Generator::open_gate)) holds
-    /// the reading at which that claim's unit ends (or the lease deadline,
-    /// if it comes first) and the values of `last` that unit's increments
-    /// may start from. The reading is checked before the increment and the
-    /// value it started from after it, so that nothing before the
-    /// fetch-and-add waits for `last` (which the previous one changed) or
-    /// converts the reading. The unit's last number and every increment
-    /// outside the gate's unit shut the gate ([`gate_closing`](Generator::gate_closing)).
+    /// [`increment`](Generator::increment) on the system clock, the
+    /// increment's value handed to `issued` and every other outcome to
+    /// `refused` (each given the generator), so that the ID and the claim
+    /// that follow a refusal are made in it. The gate the last claim
+    /// opened ([`open_gate`](Generator::open_gate)) holds the reading at
+    /// which that claim's unit ends (or the lease deadline, if it comes
+    /// first) and the values of `last` that unit's increments may start
+    /// from. The reading is checked before the increment and the value it
+    /// started from after it, so that nothing before the fetch-and-add
+    /// waits for `last` (which the previous one changed) or converts the
+    /// reading. The unit's last number and every increment outside the
+    /// gate's unit shut the gate ([`gate_closing`](Generator::gate_closing)).
+    ///
+    /// Inlined into its caller, it keeps no value in a register across a
+    /// call: the clock read ([`os_coarse_keeping`](SystemClock::os_coarse_keeping))
+    /// hands the generator and the clock back from memory, and every later
+    /// call is the last thing done. A caller that inlines it beside the
+    /// ticking clock's path then saves no register on the stack on entry,
+    /// which that path's locked instruction would wait for, and the system
+    /// clock's path makes no call but the clock's.
     #[inline(always)]
-    pub(super) fn system_increment(&self, system: &SystemClock) -> Option<u64> {
-        let os = SystemClock::os_coarse(self.os_lag);
-        let gate = self.system_cell.gate();
+    pub(super) fn system_increment<R>(
+        &self,
+        issued: impl FnOnce(&Self, u64) -> R,
+        refused: impl FnOnce(&Self) -> R,
+    ) -> R {
+        let Some(system) = self.system.as_deref() else {
+            return refused(self);
+        };
+        let (os, (this, system)) = SystemClock::os_coarse_keeping(self.os_source, (self, system));
+        let gate = this.system_cell.gate();
         if !gate.admits_reading(os, system.os_to_wall()) {
-            return None;
+            return refused(this);
         }
-        let (step, seq_limit) = (self.packing.step(), self.packing.seq_limit());
-        let current = self.last.fetch_add(step, Ordering::AcqRel);
+        let step = this.packing.step();
+        let current = this.last.fetch_add(step, Ordering::AcqRel);
         let next = current.wrapping_add(step);
         // Every number of the unit but its last.
-        if gate.admits_increment(current, seq_limit - step) {
-            return Some(next);
+        if gate.admits_increment(current, this.packing.seq_limit_but_last()) {
+            return issued(this, next);
         }
-        self.gate_closing(gate.end, gate.base, current, next)
+        this.gate_closing(gate.end, gate.base, current, next, issued, refused)
     }
 
     /// Shuts the gate whose end a call of
@@ -215,16 +233,28 @@ impl Generator {
     /// gate's unit (a raised or sealed `last`, a racing new unit, a carry
     /// by a call that raced the last number), which it gives up. Each
     /// thread gives up at most one increment to a gate before a claim
-    /// judges the generator's state and opens the gate again. Returns the
-    /// increment's value if it was the unit's last number. Out of line and
-    /// given the gate's fields by value, so that the fast path keeps
-    /// nothing of the gate in memory for it, nor any value across the call
-    /// in a register it would save on the stack.
+    /// judges the generator's state and opens the gate again. Hands the
+    /// increment's value to `issued` if it was the unit's last number, and
+    /// otherwise calls `refused`. Out of line and given the gate's fields
+    /// by value, so that the fast path keeps nothing of the gate in memory
+    /// for it, nor any value across the call.
     #[cold]
     #[inline(never)]
-    fn gate_closing(&self, end: u64, base: u64, current: u64, next: u64) -> Option<u64> {
+    fn gate_closing<R>(
+        &self,
+        end: u64,
+        base: u64,
+        current: u64,
+        next: u64,
+        issued: impl FnOnce(&Self, u64) -> R,
+        refused: impl FnOnce(&Self) -> R,
+    ) -> R {
         self.system_cell.shut_seen(end);
-        in_unit(current, base, self.packing.seq_limit()).then_some(next)
+        if in_unit(current, base, self.packing.seq_limit()) {
+            issued(self, next)
+        } else {
+            refused(self)
+        }
     }
 
     /// Opens the system clock's gate for the unit of `last`, the value a
