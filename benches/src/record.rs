@@ -63,7 +63,6 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 pub fn machine() -> String {
     let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
     let cpuinfo = read("/proc/cpuinfo");
-    let cpu = cpu_model();
     // The machine's CPUs, not the ones this thread may run on: a bench that
     // pinned itself to one CPU still records the machine it ran on.
     let cpus = match cpuinfo
@@ -80,11 +79,18 @@ pub fn machine() -> String {
         .map(|name| name.trim_matches('"').to_string())
         .unwrap_or_else(|| std::env::consts::OS.to_string());
     let kernel = read("/proc/sys/kernel/osrelease");
-    let cpu = match family_and_model(&cpuinfo) {
+    format!("{cpus} CPUs ({}), {os}, kernel {}", cpu_kind(), kernel.trim())
+}
+
+/// The CPU model with its family and model where `/proc/cpuinfo` gives
+/// them: `AMD EPYC, family 25 model 1`.
+fn cpu_kind() -> String {
+    let cpu = cpu_model();
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    match family_and_model(&cpuinfo) {
         Some(kind) => format!("{cpu}, {kind}"),
         None => cpu,
-    };
-    format!("{cpus} CPUs ({cpu}), {os}, kernel {}", kernel.trim())
+    }
 }
 
 /// `family F model M` of the first CPU in `/proc/cpuinfo`'s text: hosts
@@ -136,7 +142,7 @@ pub fn record(name: &str, command: &str, body: &str) -> Option<PathBuf> {
         &day,
         name,
         &machine,
-        &cpu_model(),
+        &cpu_kind(),
     );
     let written = made.and_then(|()| std::fs::write(&path, text));
     match written {
@@ -153,9 +159,9 @@ pub fn record(name: &str, command: &str, body: &str) -> Option<PathBuf> {
 
 /// Where today's results of `name` on `machine` go in `dir`:
 /// `<day>-<name>.md`, unless that file holds another machine's results;
-/// then `<day>-<name>-<cpu>.md`, named after the CPU model `cpu` in
-/// lowercase words joined by dashes, so that two machines' runs of one day
-/// are both kept.
+/// then `<day>-<name>-<cpu>.md`, named after the CPU `cpu` (its model,
+/// family and model number) in lowercase words joined by dashes, so that
+/// two machines' runs of one day are both kept.
 pub fn path_for(dir: &Path, day: &str, name: &str, machine: &str, cpu: &str) -> PathBuf {
     let plain = dir.join(format!("{day}-{name}.md"));
     let header = format!("Machine: {machine}.");
@@ -204,6 +210,10 @@ mod tests {
             "intel-xeon-processor"
         );
         assert_eq!(cpu_slug("AMD EPYC"), "amd-epyc");
+        assert_eq!(
+            cpu_slug("AMD EPYC, family 25 model 1"),
+            "amd-epyc-family-25-model-1"
+        );
         assert_eq!(cpu_slug("Intel(R) Core(TM) i7-8700"), "intel-core-i7-8700");
         assert_eq!(cpu_slug(""), "other");
     }
