@@ -79,7 +79,11 @@ pub fn machine() -> String {
         .map(|name| name.trim_matches('"').to_string())
         .unwrap_or_else(|| std::env::consts::OS.to_string());
     let kernel = read("/proc/sys/kernel/osrelease");
-    format!("{cpus} CPUs ({}), {os}, kernel {}", cpu_kind(), kernel.trim())
+    format!(
+        "{cpus} CPUs ({}), {os}, kernel {}",
+        cpu_kind(),
+        kernel.trim()
+    )
 }
 
 /// The CPU model with its family and model where `/proc/cpuinfo` gives
