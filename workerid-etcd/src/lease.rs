@@ -4,14 +4,14 @@
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use etcd_client::{DeleteOptions, TxnOp, TxnOpResponse, TxnResponse};
+use etcd_client::{DeleteOptions, GetOptions, Txn, TxnOp, TxnOpResponse, TxnResponse};
 use workerid_core::{
     Capabilities, Error, Grant, Holder, LeaseStore, Listing, Namespace, Result, Token, WorkerId,
 };
 
 use crate::keys::{grant_token, Keys};
 use crate::lessor::{ttl_secs, LEASE_SLACK};
-use crate::txn::{got, guarded, raise_mark, refusal, set_mark};
+use crate::txn::{got, got_key, guarded, raise_mark, refusal, set_mark};
 use crate::{EtcdStore, HeldLease};
 
 #[async_trait]
@@ -166,14 +166,20 @@ impl LeaseStore for EtcdStore {
         }
         // A release sent again after its answer was lost finds what its
         // first sending did: no owner, the last grant its own, no `held`
-        // record (an operator's force release leaves `forced`).
+        // record (an operator's force release leaves `forced`); or, when
+        // another token was granted the freed ID in between, the same just
+        // before that grant.
         if retried {
             let responses = answer.op_responses();
-            let mine = token.to_string();
-            if let (Some(None), Some(Some(grant)), Some(None)) =
-                (got(&responses, 0), got(&responses, 1), got(&responses, 2))
-            {
-                if grant_token(&grant) == mine.as_bytes() {
+            if freed_by(&responses, token) {
+                return Ok(());
+            }
+            if let Some(Some(grant)) = got_key(&responses, 1) {
+                if grant_token(grant.value()) != token.to_string().as_bytes()
+                    && self
+                        .freed_before(&keys, n, token, grant.mod_revision())
+                        .await
+                {
                     return Ok(());
                 }
             }
@@ -222,5 +228,42 @@ impl EtcdStore {
             self.forget(namespace, id, token);
             Err(Error::TokenExpired { id })
         }
+    }
+}
+
+impl EtcdStore {
+    /// Whether a release by `token` freed `id` before the grant written at
+    /// `revision` (the ID's current one, to another token): read as of the
+    /// revision before it (see [`freed_by`]). A revision etcd compacted
+    /// away, or any failure to read, answers no: the release is then
+    /// refused as the ID stands now.
+    async fn freed_before(&self, keys: &Keys, id: u32, token: &Token, revision: i64) -> bool {
+        let before = || Some(GetOptions::new().with_revision(revision - 1));
+        let read = Txn::new().and_then([
+            TxnOp::get(keys.owner(id), before()),
+            TxnOp::get(keys.grant(id), before()),
+            TxnOp::get(keys.ownership(id), before()),
+        ]);
+        match self.txn("release", read).await {
+            Ok(answer) => freed_by(&answer.value.op_responses(), token),
+            Err(e) => {
+                tracing::debug!("etcd: reading worker ID {id} before its grant: {e}");
+                false
+            }
+        }
+    }
+}
+
+/// Whether `responses` (`owner/`, `grant/` and `ownership/` of an ID, as
+/// [`guarded`]'s else branch reads them) show the ID freed by a release of
+/// `token`: no owner, the last grant `token`'s, and no `ownership/` record.
+/// A release deletes that record; an expiry leaves it, and an operator's
+/// force release rewrites it `forced`.
+fn freed_by(responses: &[TxnOpResponse], token: &Token) -> bool {
+    match (got(responses, 0), got(responses, 1), got(responses, 2)) {
+        (Some(None), Some(Some(grant)), Some(None)) => {
+            grant_token(&grant) == token.to_string().as_bytes()
+        }
+        _ => false,
     }
 }

@@ -43,8 +43,10 @@
 //!   the next when a request fails for a reason another member may not have.
 //!   Every request is safe to send twice (a resent acquire first looks for a
 //!   candidate its token owns already; a retried release recognises that its
-//!   first sending deleted the owner and its `ownership/` record), so retries
-//!   never double-grant or misreport. Without a quorum every operation ends
+//!   first sending deleted the owner and its `ownership/` record, reading
+//!   the keys as of the revision before the next grant when another token
+//!   was granted the freed ID in between), so retries never double-grant or
+//!   misreport. Without a quorum every operation ends
 //!   in `Unavailable` after the configured operation timeout, never in a
 //!   false success.
 //! - **Expired IDs wait one more ttl** before they are granted again (a

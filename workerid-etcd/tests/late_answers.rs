@@ -183,3 +183,68 @@ async fn a_force_release_cut_off_midway_never_leaves_two_holders() {
         .await
         .expect("the forced ID is free at once");
 }
+
+/// A release whose answer comes after the store gave up on it, and whose ID
+/// another token was granted before the store sent it again: the second
+/// sending finds the ID held by that token, and the release succeeds all
+/// the same, since its first sending freed the ID. The new holder keeps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_answered_late_succeeds_though_the_id_was_granted_again() {
+    let ns = Namespace::new("released-late").expect("a valid namespace");
+    let ttl = Duration::from_secs(10);
+    let label = Holder::new("late-release-test").expect("a valid holder");
+    let proxy = DelayingProxy::start(shared_address());
+    let (holder, other) = (cut_off_store(Some(&proxy)).await, cut_off_store(None).await);
+    let token = Token::generate();
+    let id = holder
+        .acquire(&ns, 0, &token, ttl, &label)
+        .await
+        .expect("acquire in a pool of one")
+        .id;
+
+    let mut watcher = other.client().await.expect("a raw client");
+    let (_watching, mut events) = watcher
+        .watch(
+            format!("cut-off/ns/{ns}/owner/"),
+            Some(WatchOptions::new().with_prefix()),
+        )
+        .await
+        .expect("watch the namespace's owners");
+    // The release reaches etcd at once; its answer comes after the store's
+    // request timeout (1 s), so the store sends it again.
+    proxy.set_delay(Duration::from_millis(1_500));
+    let releasing = {
+        let ns = ns.clone();
+        tokio::spawn(async move { holder.release(&ns, id, &token, 0).await })
+    };
+    let freed = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(answer) = events.message().await.expect("watch answers") {
+            if !answer.events().is_empty() {
+                return;
+            }
+        }
+    })
+    .await;
+    freed.expect("the release freed the ID within 5 s");
+    let newcomer = Token::generate();
+    let regranted = other
+        .acquire(&ns, 0, &newcomer, ttl, &label)
+        .await
+        .expect("the freed ID is granted again");
+    assert_eq!(regranted.id, id);
+    proxy.set_delay(Duration::ZERO);
+
+    let outcome = releasing.await.expect("the task ran");
+    assert!(
+        outcome.is_ok(),
+        "the release, sent again after the ID was granted again: {outcome:?}"
+    );
+    other
+        .renew(&ns, id, &newcomer, ttl, 0)
+        .await
+        .expect("the new holder keeps the ID");
+    other
+        .release(&ns, id, &newcomer, 0)
+        .await
+        .expect("the new holder releases it");
+}
