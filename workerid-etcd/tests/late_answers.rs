@@ -194,7 +194,15 @@ async fn a_release_answered_late_succeeds_though_the_id_was_granted_again() {
     let ttl = Duration::from_secs(10);
     let label = Holder::new("late-release-test").expect("a valid holder");
     let proxy = DelayingProxy::start(shared_address());
-    let (holder, other) = (cut_off_store(Some(&proxy)).await, cut_off_store(None).await);
+    // Time for the second sending, whose answer waits for the first's.
+    let holder = EtcdStore::builder()
+        .key_prefix("cut-off")
+        .request_timeout(Duration::from_secs(1))
+        .operation_timeout(Duration::from_secs(4))
+        .connect([format!("http://{}", proxy.address())])
+        .await
+        .expect("connect through the proxy");
+    let other = cut_off_store(None).await;
     let token = Token::generate();
     let id = holder
         .acquire(&ns, 0, &token, ttl, &label)
