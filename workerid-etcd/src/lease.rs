@@ -178,7 +178,7 @@ impl LeaseStore for EtcdStore {
                 if grant_token(grant.value()) != token.to_string().as_bytes()
                     && self
                         .freed_before(&keys, n, token, grant.mod_revision())
-                        .await
+                        .await?
                 {
                     return Ok(());
                 }
@@ -234,23 +234,30 @@ impl EtcdStore {
 impl EtcdStore {
     /// Whether a release by `token` freed `id` before the grant written at
     /// `revision` (the ID's current one, to another token): read as of the
-    /// revision before it (see [`freed_by`]). A revision etcd compacted
-    /// away, or any failure to read, answers no: the release is then
-    /// refused as the ID stands now.
-    async fn freed_before(&self, keys: &Keys, id: u32, token: &Token, revision: i64) -> bool {
+    /// revision before it (see [`freed_by`]). Only the last grant is
+    /// looked behind: an ID granted twice since the release answers no,
+    /// and the release is refused as the ID stands now.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when the read fails, a revision etcd compacted
+    /// away included: whether the release took effect is then unknown.
+    async fn freed_before(
+        &self,
+        keys: &Keys,
+        id: u32,
+        token: &Token,
+        revision: i64,
+    ) -> Result<bool> {
         let before = || Some(GetOptions::new().with_revision(revision - 1));
         let read = Txn::new().and_then([
             TxnOp::get(keys.owner(id), before()),
             TxnOp::get(keys.grant(id), before()),
             TxnOp::get(keys.ownership(id), before()),
         ]);
-        match self.txn("release", read).await {
-            Ok(answer) => freed_by(&answer.value.op_responses(), token),
-            Err(e) => {
-                tracing::debug!("etcd: reading worker ID {id} before its grant: {e}");
-                false
-            }
-        }
+        let answer = self
+            .txn("release (reading the ID before its next grant)", read)
+            .await?;
+        Ok(freed_by(&answer.value.op_responses(), token))
     }
 }
 

@@ -185,7 +185,8 @@ async fn a_force_release_cut_off_midway_never_leaves_two_holders() {
 }
 
 /// A release whose answer comes after the store gave up on it, and whose ID
-/// another token was granted before the store sent it again: the second
+/// another token was granted before the store sent it again (the test
+/// checks that order): the second
 /// sending finds the ID held by that token, and the release succeeds all
 /// the same, since its first sending freed the ID. The new holder keeps it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -194,11 +195,13 @@ async fn a_release_answered_late_succeeds_though_the_id_was_granted_again() {
     let ttl = Duration::from_secs(10);
     let label = Holder::new("late-release-test").expect("a valid holder");
     let proxy = DelayingProxy::start(shared_address());
-    // Time for the second sending, whose answer waits for the first's.
+    // The store sends the release again after 2 s; time for that second
+    // sending, whose answer waits behind the first's.
+    let resent_after = Duration::from_secs(2);
     let holder = EtcdStore::builder()
         .key_prefix("cut-off")
-        .request_timeout(Duration::from_secs(1))
-        .operation_timeout(Duration::from_secs(4))
+        .request_timeout(resent_after)
+        .operation_timeout(Duration::from_secs(8))
         .connect([format!("http://{}", proxy.address())])
         .await
         .expect("connect through the proxy");
@@ -219,8 +222,9 @@ async fn a_release_answered_late_succeeds_though_the_id_was_granted_again() {
         .await
         .expect("watch the namespace's owners");
     // The release reaches etcd at once; its answer comes after the store's
-    // request timeout (1 s), so the store sends it again.
-    proxy.set_delay(Duration::from_millis(1_500));
+    // request timeout, so the store sends it again.
+    proxy.set_delay(Duration::from_secs(3));
+    let sent = std::time::Instant::now();
     let releasing = {
         let ns = ns.clone();
         tokio::spawn(async move { holder.release(&ns, id, &token, 0).await })
@@ -241,6 +245,12 @@ async fn a_release_answered_late_succeeds_though_the_id_was_granted_again() {
         .expect("the freed ID is granted again");
     assert_eq!(regranted.id, id);
     proxy.set_delay(Duration::ZERO);
+    // Otherwise the second sending found the ID free, not granted again.
+    assert!(
+        sent.elapsed() < resent_after,
+        "granted again {:?} after the release was sent, not before it was sent again",
+        sent.elapsed()
+    );
 
     let outcome = releasing.await.expect("the task ran");
     assert!(

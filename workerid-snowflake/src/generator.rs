@@ -92,10 +92,11 @@ pub struct Generator {
     /// The same deadline as a [`SystemClock`]'s operating system reading
     /// (`SystemClock::os_deadline`), set with it, for the fast path.
     os_deadline: AtomicU64,
-    /// The [`SystemClock`]'s `os_coarse_lag` (fixed), kept here so the fast
-    /// path reads it without going through the clock's `Arc`.
+    /// The [`SystemClock`]'s `os_coarse_lag` (fixed), kept here so that a
+    /// reading's checks need not go through the clock's `Arc`.
     os_lag: u64,
-    /// The operating system clock of that lag, for the fast path's reading.
+    /// The operating system clock of that lag, which the system clock's
+    /// fast path reads.
     os_source: OsSource,
     /// Held while the deadline or the window changes (see
     /// `changing_lease`).
@@ -281,9 +282,10 @@ impl Generator {
             return Ok(self.packing.id(claimed));
         }
         if self.system.is_some() {
-            // Inlined too: it keeps nothing across its calls, so the
-            // ticking path above still runs with no register saved on the
-            // stack before its locked instruction.
+            // Inlined too: it keeps nothing in a register across its calls,
+            // so where `next_id` is inlined the ticking path above still
+            // runs with no register saved on the stack before its locked
+            // instruction.
             return self.system_increment(
                 |this, claimed| Ok(this.packing.id(claimed)),
                 Generator::next_id_claimed,

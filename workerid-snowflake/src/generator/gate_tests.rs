@@ -127,9 +127,10 @@ fn a_gate_is_worked_out_from_the_lease_and_the_clock_as_they_are_when_opened() {
 
 /// A unit filled on the fast path is shut at its last number: no call
 /// carries `last` out of it, so every later unit begins at sequence
-/// number 0 (a carry would cost the next unit its first number), and the
+/// number 0 (a carry would cost the next unit its first number), and its
 /// last number is issued. A unit the thread was descheduled in is cut
-/// short, so each must be a run from 0, and most of them whole.
+/// short, so each unit must be a run from 0 and three in four whole: a
+/// last number never issued, or issued only now and then, fails it.
 #[test]
 fn a_full_unit_shuts_the_gate_before_any_carry() {
     let layout = Layout::new(41, 20, 2, Duration::from_millis(1), crate::CLASSIC_EPOCH).unwrap();
@@ -155,7 +156,7 @@ fn a_full_unit_shuts_the_gate_before_any_carry() {
     }
     let whole = inner.iter().filter(|(_, s)| s.len() == 4).count();
     assert!(
-        whole * 2 > inner.len(),
+        whole * 4 >= inner.len() * 3,
         "{whole} of {} units whole",
         inner.len()
     );
