@@ -201,9 +201,9 @@ impl Generator {
     /// call is the last thing done. A caller that inlines it beside the
     /// ticking clock's path (as an inlined `next_id` does; an out-of-line
     /// copy keeps the address its `Result` is returned to) then saves no
-    /// register on the stack on entry,
-    /// which that path's locked instruction would wait for, and the system
-    /// clock's path makes no call but the clock's.
+    /// register on the stack on entry, which that path's locked instruction
+    /// would wait for, and the system clock's path makes no call but the
+    /// clock's.
     #[inline(always)]
     pub(super) fn system_increment<R>(
         &self,
