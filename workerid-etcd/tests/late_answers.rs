@@ -5,7 +5,7 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
-use etcd_client::WatchOptions;
+use etcd_client::{WatchOptions, WatchStream, Watcher};
 use tokio::task::JoinSet;
 use workerid_core::{Error, Holder, LeaseStore, Namespace, Token};
 use workerid_etcd::EtcdStore;
@@ -85,6 +85,38 @@ async fn answers_long_after_the_request_timeout_leave_the_connection_open() {
     the_first_connection_is_kept(&proxy, &store).await;
 }
 
+/// A watch of the keys under a prefix, through a raw client of a store.
+struct Writes {
+    _watcher: Watcher,
+    events: WatchStream,
+}
+
+impl Writes {
+    /// Watches the keys under `prefix` from now on.
+    async fn under(store: &EtcdStore, prefix: String) -> Writes {
+        let mut client = store.client().await.expect("a raw client");
+        let (_watcher, events) = client
+            .watch(prefix, Some(WatchOptions::new().with_prefix()))
+            .await
+            .expect("watch the prefix");
+        Writes { _watcher, events }
+    }
+
+    /// Whether a write under the prefix came within 5 s.
+    async fn came(&mut self) -> bool {
+        let events = &mut self.events;
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while let Some(answer) = events.message().await.expect("watch answers") {
+                if !answer.events().is_empty() {
+                    return;
+                }
+            }
+        })
+        .await
+        .is_ok()
+    }
+}
+
 /// A store on the shared node under `cut-off/`, directly or through `proxy`.
 async fn cut_off_store(through: Option<&DelayingProxy>) -> EtcdStore {
     let endpoint = match through {
@@ -121,14 +153,7 @@ async fn a_force_release_cut_off_midway_never_leaves_two_holders() {
     // Answers through the proxy come 500 ms late, so the test sees the force
     // release's first write land in etcd before the operator's store does,
     // and cuts its connection then.
-    let mut watcher = holder.client().await.expect("a raw client");
-    let (_watching, mut events) = watcher
-        .watch(
-            format!("cut-off/ns/{ns}/"),
-            Some(WatchOptions::new().with_prefix()),
-        )
-        .await
-        .expect("watch the namespace");
+    let mut writes = Writes::under(&holder, format!("cut-off/ns/{ns}/")).await;
     let proxy = DelayingProxy::start(shared_address());
     let operator = cut_off_store(Some(&proxy)).await;
     proxy.set_delay(Duration::from_millis(500));
@@ -136,16 +161,9 @@ async fn a_force_release_cut_off_midway_never_leaves_two_holders() {
         let ns = ns.clone();
         tokio::spawn(async move { operator.force_release(&ns, id).await })
     };
-    let written = tokio::time::timeout(Duration::from_secs(5), async {
-        while let Some(answer) = events.message().await.expect("watch answers") {
-            if !answer.events().is_empty() {
-                return;
-            }
-        }
-    })
-    .await;
+    let written = writes.came().await;
     drop(proxy);
-    written.expect("the force release wrote within 5 s");
+    assert!(written, "the force release wrote within 5 s");
     let outcome = forcing.await.expect("the task ran");
     assert!(
         matches!(outcome, Err(Error::Unavailable { .. })),
@@ -213,14 +231,7 @@ async fn a_release_answered_late_succeeds_though_the_id_was_granted_again() {
         .expect("acquire in a pool of one")
         .id;
 
-    let mut watcher = other.client().await.expect("a raw client");
-    let (_watching, mut events) = watcher
-        .watch(
-            format!("cut-off/ns/{ns}/owner/"),
-            Some(WatchOptions::new().with_prefix()),
-        )
-        .await
-        .expect("watch the namespace's owners");
+    let mut writes = Writes::under(&other, format!("cut-off/ns/{ns}/owner/")).await;
     // The release reaches etcd at once; its answer comes after the store's
     // request timeout, so the store sends it again.
     proxy.set_delay(Duration::from_secs(3));
@@ -229,15 +240,7 @@ async fn a_release_answered_late_succeeds_though_the_id_was_granted_again() {
         let ns = ns.clone();
         tokio::spawn(async move { holder.release(&ns, id, &token, 0).await })
     };
-    let freed = tokio::time::timeout(Duration::from_secs(5), async {
-        while let Some(answer) = events.message().await.expect("watch answers") {
-            if !answer.events().is_empty() {
-                return;
-            }
-        }
-    })
-    .await;
-    freed.expect("the release freed the ID within 5 s");
+    assert!(writes.came().await, "the release freed the ID within 5 s");
     let newcomer = Token::generate();
     let regranted = other
         .acquire(&ns, 0, &newcomer, ttl, &label)

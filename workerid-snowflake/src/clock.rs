@@ -138,10 +138,38 @@ mod os {
         clock: libc::clockid_t,
         f: unsafe extern "C" fn(libc::clockid_t, *mut libc::timespec) -> libc::c_int,
     ) -> u64 {
-        let mut t = std::mem::MaybeUninit::<libc::timespec>::uninit();
-        // SAFETY: `t` is writable timespec memory for the call's duration;
-        // the call writes nothing else.
-        let answer = unsafe { f(clock, t.as_mut_ptr()) };
+        read_keeping(clock, f, ()).0
+    }
+
+    /// The timespec a reading is written to, and a value kept in the same
+    /// memory across the call.
+    #[repr(C)]
+    struct Kept<T> {
+        t: std::mem::MaybeUninit<libc::timespec>,
+        keep: T,
+    }
+
+    /// `f`'s reading of `clock` in nanoseconds, and `keep` back. The call
+    /// is given the address of memory that holds `keep` as well as the
+    /// timespec, so the caller must read `keep` back from it afterwards
+    /// rather than keep it in a register across the call: a caller that
+    /// inlines this then saves no register on the stack on entry, whatever
+    /// path it takes.
+    #[inline(always)]
+    fn read_keeping<T: Copy>(
+        clock: libc::clockid_t,
+        f: unsafe extern "C" fn(libc::clockid_t, *mut libc::timespec) -> libc::c_int,
+        keep: T,
+    ) -> (u64, T) {
+        let mut kept = Kept {
+            t: std::mem::MaybeUninit::uninit(),
+            keep,
+        };
+        let at: *mut Kept<T> = &mut kept;
+        // SAFETY: `t` is the first field of the `repr(C)` struct `at`
+        // points to, so `at` is writable timespec memory for the call's
+        // duration; the call writes nothing else.
+        let answer = unsafe { f(clock, at.cast::<libc::timespec>()) };
         // Never on a Linux this builds for (MONOTONIC_COARSE exists since
         // 2.6.32). No value would be safe to go on with (a made-up reading
         // is a made-up time for deadlines, the offset and IDs alike), so
@@ -149,10 +177,11 @@ mod os {
         // no clock: an argument would be stored on every call.)
         assert!(answer == 0, "reading the monotonic clock failed");
         // SAFETY: a call that returns 0 has written the whole timespec.
-        let t = unsafe { t.assume_init() };
-        (t.tv_sec as u64)
+        let t = unsafe { kept.t.assume_init() };
+        let ns = (t.tv_sec as u64)
             .wrapping_mul(1_000_000_000)
-            .wrapping_add(t.tv_nsec as u64)
+            .wrapping_add(t.tv_nsec as u64);
+        (ns, kept.keep)
     }
 
     #[inline]
@@ -172,38 +201,11 @@ mod os {
         }
     }
 
-    /// The timespec a reading is written to, and a value kept in the same
-    /// memory across the call.
-    #[repr(C)]
-    struct Kept<T> {
-        t: std::mem::MaybeUninit<libc::timespec>,
-        keep: T,
-    }
-
     /// A reading of `clock` ([`precise`]'s or [`coarse`]'s), and `keep`
-    /// back. The call is given the address of memory that holds `keep` as
-    /// well as the timespec, so the caller must read `keep` back from it
-    /// afterwards rather than keep it in a register across the call: a
-    /// caller that inlines this then saves no register on the stack on
-    /// entry, whatever path it takes.
+    /// back, read from the memory the call is given (see [`read_keeping`]).
     #[inline(always)]
     pub fn reading_keeping<T: Copy>(clock: Source, keep: T) -> (u64, T) {
-        let mut kept = Kept {
-            t: std::mem::MaybeUninit::uninit(),
-            keep,
-        };
-        let at: *mut Kept<T> = &mut kept;
-        // SAFETY: `t` is the first field of the `repr(C)` struct `at`
-        // points to, so `at` is writable timespec memory for the call's
-        // duration; the call writes nothing else.
-        let answer = unsafe { libc::clock_gettime(clock, at.cast::<libc::timespec>()) };
-        assert!(answer == 0, "reading the monotonic clock failed");
-        // SAFETY: a call that returns 0 has written the whole timespec.
-        let t = unsafe { kept.t.assume_init() };
-        let ns = (t.tv_sec as u64)
-            .wrapping_mul(1_000_000_000)
-            .wrapping_add(t.tv_nsec as u64);
-        (ns, kept.keep)
+        read_keeping(clock, libc::clock_gettime, keep)
     }
 
     #[inline]
