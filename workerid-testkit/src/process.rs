@@ -193,20 +193,30 @@ impl ServerProcess {
         self.kill();
     }
 
-    /// Kills the server at once (SIGKILL to its whole process group), as a
-    /// crash would, and waits until every process of it is gone.
+    /// Kills the server at once, as a crash would: SIGKILL to its process
+    /// group and to every process descended from it that left the group
+    /// (PostgreSQL's backends, whose shared memory would otherwise keep the
+    /// next start from running), and waits until every one of them is gone.
     pub fn kill(&self) {
         let mut child = self.child();
         if let Some(mut c) = child.take() {
-            let group = c.id() as libc::pid_t;
-            // SAFETY: plain syscalls on the process group we created.
+            let leader = c.id();
+            let group = leader as libc::pid_t;
+            let tree = frozen_tree(leader);
+            // SAFETY: plain syscalls on the process group we created and on
+            // processes descended from its leader.
             unsafe {
                 libc::kill(-group, libc::SIGKILL);
+                for pid in &tree {
+                    libc::kill(*pid as libc::pid_t, libc::SIGKILL);
+                }
             }
             let _ = c.wait();
             let deadline = Instant::now() + Duration::from_secs(10);
             // SAFETY: signal 0 only asks whether any process of the group is left.
-            while unsafe { libc::kill(-group, 0) } == 0 && Instant::now() < deadline {
+            while (unsafe { libc::kill(-group, 0) } == 0 || tree.iter().any(|p| is_live(*p)))
+                && Instant::now() < deadline
+            {
                 std::thread::sleep(Duration::from_millis(10));
             }
         }
@@ -377,6 +387,44 @@ pub(crate) fn descendants(root: u32) -> Vec<u32> {
 }
 
 /// The parent of `pid`: the fourth field of `/proc/<pid>/stat`.
+/// Stops (SIGSTOP) `leader`'s group and every process descended from it
+/// until a listing finds no process it had not stopped, so none can fork
+/// between the listing and a kill; returns the descendants.
+fn frozen_tree(leader: u32) -> Vec<u32> {
+    // SAFETY: a plain syscall on the process group we created.
+    unsafe {
+        libc::kill(-(leader as libc::pid_t), libc::SIGSTOP);
+    }
+    let mut stopped: Vec<u32> = Vec::new();
+    loop {
+        let found = descendants(leader);
+        let new: Vec<u32> = found
+            .iter()
+            .copied()
+            .filter(|p| !stopped.contains(p))
+            .collect();
+        if new.is_empty() {
+            return stopped;
+        }
+        for pid in new {
+            // SAFETY: a plain syscall on a process descended from our child.
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGSTOP);
+            }
+            stopped.push(pid);
+        }
+    }
+}
+
+/// Whether `pid` is a process that has not exited: a zombie has already
+/// let go of its memory, shared memory included.
+fn is_live(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| Some(stat_fields(&stat)?.next()? != "Z"))
+        .unwrap_or(false)
+}
+
 fn parent_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat_fields(&stat)?.nth(1)?.parse().ok()
@@ -391,7 +439,7 @@ pub(crate) fn stat_fields(stat: &str) -> Option<std::str::SplitWhitespace<'_>> {
 
 #[cfg(test)]
 mod tests {
-    use super::{descendants, parent_of};
+    use super::{descendants, is_live, parent_of, ServerProcess, ServerSpec};
 
     #[test]
     fn descendants_are_found_through_setsid() {
@@ -417,5 +465,33 @@ mod tests {
             libc::kill(grandchild as libc::pid_t, libc::SIGKILL);
         }
         child.wait().unwrap();
+    }
+
+    #[test]
+    fn a_kill_ends_the_processes_that_left_the_group() {
+        // The server's child writes its pid and then lives in a session of
+        // its own, as PostgreSQL's backends do.
+        let server = ServerProcess::launch("setsid-tree", |dir| {
+            let pid_file = dir.join("grandchild.pid");
+            let ready_file = pid_file.clone();
+            ServerSpec::new("sh")
+                .args([
+                    "-c".to_string(),
+                    format!("setsid sleep 300 & echo $! > {}; wait", pid_file.display()),
+                ])
+                .ready(move || {
+                    std::fs::read_to_string(&ready_file).is_ok_and(|s| s.ends_with('\n'))
+                })
+        });
+        let pid_file = server.dir().join("grandchild.pid");
+        let grandchild: u32 = std::fs::read_to_string(pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(is_live(grandchild));
+        server.kill();
+        assert!(!is_live(grandchild), "the setsid child outlived the kill");
+        assert!(!server.is_running());
     }
 }
