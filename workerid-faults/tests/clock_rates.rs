@@ -25,7 +25,7 @@ fn clocks_half_a_percent_off_keep_every_rule() {
     support::assert_safe(&outcome, &faults);
 }
 
-/// 15 s of holders with slow clocks cut from Redis by real partitions of
+/// 24 s of holders with slow clocks cut from Redis by real partitions of
 /// at least two ttls, while clients that keep time queue for their worker
 /// IDs. The first two clients (they take both worker IDs at the start and
 /// keep them, one in each network lab) have clocks `ppm` slow; the others
@@ -36,7 +36,9 @@ fn clocks_half_a_percent_off_keep_every_rule() {
 fn slow_holders_cut_off(ppm: i64) -> workerid_faults::nemesis::RunOutcome {
     let target = Target::start(StoreKind::RedisDurable).unwrap();
     let faults = [Fault::PartitionClients];
-    let mut config = support::config(Duration::from_secs(15), &faults);
+    // Long enough that the second cut, which starts about ten seconds in,
+    // ends with time left for its hand-overs.
+    let mut config = support::config(Duration::from_secs(24), &faults);
     config.clock_rates_ppm = vec![ppm, ppm, 0, 0];
     config.network = true;
     config.network_faults_at_least = Duration::from_secs(4);
@@ -47,6 +49,9 @@ fn slow_holders_cut_off(ppm: i64) -> workerid_faults::nemesis::RunOutcome {
     config.dir = Some(dir.path().to_path_buf());
     let outcome = nemesis::run(&target, &config).unwrap();
     println!("{}", outcome.summary());
+    for e in &outcome.events {
+        println!("  {:.3} {}", e.at as f64 / 1e9, e.what);
+    }
     support::assert_ran(&outcome, &faults);
     outcome
 }
