@@ -48,10 +48,7 @@ fn slow_holders_cut_off(ppm: i64) -> workerid_faults::nemesis::RunOutcome {
     let dir = tempfile::tempdir().unwrap();
     config.dir = Some(dir.path().to_path_buf());
     let outcome = nemesis::run(&target, &config).unwrap();
-    println!("{}", outcome.summary());
-    for e in &outcome.events {
-        println!("  {:.3} {}", e.at as f64 / 1e9, e.what);
-    }
+    support::print_run(&outcome);
     support::assert_ran(&outcome, &faults);
     outcome
 }

@@ -126,9 +126,9 @@ extern "C" fn kill_all_at_exit() {
     };
     for (pid, dir) in live.unwrap_or_default().into_values() {
         if let Some(pid) = pid {
-            // SAFETY: plain syscalls on a pid we spawned.
+            crate::process::kill_tree(pid);
+            // SAFETY: a plain syscall on a pid we spawned.
             unsafe {
-                libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
                 libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0);
             }
         }

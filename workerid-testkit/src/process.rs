@@ -202,15 +202,7 @@ impl ServerProcess {
         if let Some(mut c) = child.take() {
             let leader = c.id();
             let group = leader as libc::pid_t;
-            let tree = frozen_tree(leader);
-            // SAFETY: plain syscalls on the process group we created and on
-            // processes descended from its leader.
-            unsafe {
-                libc::kill(-group, libc::SIGKILL);
-                for pid in &tree {
-                    libc::kill(*pid as libc::pid_t, libc::SIGKILL);
-                }
-            }
+            let tree = kill_tree(leader);
             let _ = c.wait();
             let deadline = Instant::now() + Duration::from_secs(10);
             // SAFETY: signal 0 only asks whether any process of the group is left.
@@ -386,7 +378,22 @@ pub(crate) fn descendants(root: u32) -> Vec<u32> {
     found
 }
 
-/// The parent of `pid`: the fourth field of `/proc/<pid>/stat`.
+/// Sends SIGKILL to `leader`'s process group and to every process
+/// descended from it that left the group (frozen first, see
+/// [`frozen_tree`]); returns those descendants.
+pub(crate) fn kill_tree(leader: u32) -> Vec<u32> {
+    let tree = frozen_tree(leader);
+    // SAFETY: plain syscalls on the process group we created and on
+    // processes descended from its leader.
+    unsafe {
+        libc::kill(-(leader as libc::pid_t), libc::SIGKILL);
+        for pid in &tree {
+            libc::kill(*pid as libc::pid_t, libc::SIGKILL);
+        }
+    }
+    tree
+}
+
 /// Stops (SIGSTOP) `leader`'s group and every process descended from it
 /// until a listing finds no process it had not stopped, so none can fork
 /// between the listing and a kill; returns the descendants.
@@ -425,6 +432,7 @@ fn is_live(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
+/// The parent of `pid`: the fourth field of `/proc/<pid>/stat`.
 fn parent_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat_fields(&stat)?.nth(1)?.parse().ok()

@@ -41,10 +41,7 @@ pub fn survives_every_fault(target: &Target, duration: Duration) -> RunOutcome {
 /// The run did real work under every fault asked for, no client failed
 /// for another reason, and the checker found nothing.
 pub fn assert_safe(outcome: &RunOutcome, faults: &[Fault]) {
-    println!("{}", outcome.summary());
-    for e in &outcome.events {
-        println!("  {:.3} {}", e.at as f64 / 1e9, e.what);
-    }
+    print_run(outcome);
     assert_worked(outcome, faults);
     assert!(
         outcome.report.is_safe(),
@@ -52,6 +49,14 @@ pub fn assert_safe(outcome: &RunOutcome, faults: &[Fault]) {
         outcome.seed,
         outcome.report
     );
+}
+
+/// Prints the run's summary and its events, each at its instant.
+pub fn print_run(outcome: &RunOutcome) {
+    println!("{}", outcome.summary());
+    for e in &outcome.events {
+        println!("  {:.3} {}", e.at as f64 / 1e9, e.what);
+    }
 }
 
 /// The run did real work under every fault asked for, and no client failed
