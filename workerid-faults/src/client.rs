@@ -22,6 +22,7 @@ use workerid::{Allocator, LeaseOptions, LeaseStore};
 
 use crate::clock::{mono_ns, FaultClock};
 use crate::history::{Event, HistoryWriter};
+use crate::run_end::RunEnd;
 use crate::Result;
 
 /// How long a client pauses after a failed join before it tries again, in
@@ -48,8 +49,8 @@ pub struct ClientConfig {
     /// It keeps its first lease for the whole run (no stop, no crash), as
     /// an unsafe client does.
     pub hold: bool,
-    /// It stops (gracefully) at this `CLOCK_MONOTONIC` instant.
-    pub until: u64,
+    /// It stops (gracefully) once the run's end has passed.
+    pub end: RunEnd,
     /// The chance that a session ends in a crash rather than a stop.
     pub crash_chance: f64,
 }
@@ -79,7 +80,7 @@ pub enum ClientEnd {
 /// IDs asked for per batch.
 const BATCH: usize = 16;
 
-/// Runs the client until `config.until`, or until it decides to crash, or
+/// Runs the client until `config.end`, or until it decides to crash, or
 /// until `kill` is set (then it crashes at once).
 ///
 /// # Errors
@@ -116,7 +117,7 @@ pub async fn run(
         rate_ppm: clock.rate_ppm(),
     })?;
     let mut lease = 0u32;
-    while mono_ns() < config.until {
+    while !config.end.passed() {
         if killed() {
             return Ok(ClientEnd::Finished);
         }
@@ -158,7 +159,7 @@ pub async fn run(
             let ttl = config.ttl.as_nanos() as u64;
             granted.saturating_add(rng.random_range(ttl / 4..ttl * 4))
         };
-        let end = session.min(config.until);
+        let ended = || mono_ns() >= session || config.end.passed();
         // The unsafe client's own generator: no deadline, no window.
         let rogue = if config.unsafe_mode {
             let rogue = Generator::new(layout, worker.worker_id(), ids_clock.clone())?;
@@ -176,7 +177,7 @@ pub async fn run(
                 })?;
                 return Ok(ClientEnd::Crash(worker));
             }
-            if rogue.is_none() && mono_ns() >= end {
+            if rogue.is_none() && ended() {
                 break;
             }
             issue_batch(&worker, rogue.as_ref(), lease, &clock, history)?;
@@ -190,12 +191,12 @@ pub async fn run(
                     lost = true;
                     break;
                 }
-            } else if mono_ns() >= end {
+            } else if ended() {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(rng.random_range(2..15))).await;
         }
-        if !lost && mono_ns() < config.until && rng.random_bool(config.crash_chance) {
+        if !lost && !config.end.passed() && rng.random_bool(config.crash_chance) {
             history.record(&Event::Crash {
                 lease: Some(lease),
                 at: mono_ns(),

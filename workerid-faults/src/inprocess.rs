@@ -24,6 +24,7 @@ use crate::client::{self, ClientConfig, ClientEnd};
 use crate::clock::{mono_ns, FaultClock};
 use crate::history::{read_dir, Event, HistoryWriter};
 use crate::nemesis::{client_seed, nanos, run_dir, Fault, NemesisEvent, RunConfig, RunOutcome};
+use crate::run_end::RunEnd;
 use crate::timeline::{FaultWindow, Timeline, Touched};
 use crate::{FaultsError, Result};
 
@@ -80,7 +81,7 @@ pub fn run(config: &RunConfig) -> Result<RunOutcome> {
             unsafe_mode: *n < config.unsafe_clients,
             ticking: config.ticking,
             hold: false,
-            until,
+            end: RunEnd::fixed(until),
             crash_chance: config.crash_chance,
         };
         *n += 1;

@@ -51,6 +51,7 @@ pub mod network;
 pub mod outcome;
 pub mod peers;
 pub mod recovery;
+pub mod run_end;
 pub mod service;
 pub mod service_check;
 mod service_clients;

@@ -7,10 +7,8 @@
 //! interleaving.
 
 use std::collections::BTreeMap;
-use std::io;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use rand::rngs::StdRng;
@@ -24,10 +22,12 @@ pub use crate::fault::Fault;
 use crate::history::read_dir;
 use crate::network::{GrantWatcher, Heal, Labs};
 pub use crate::outcome::RunOutcome;
+use crate::run_end::EndKeeper;
 use crate::targets::Target;
 use crate::timeline::{FaultWindow, Timeline, Touched};
 
 mod inject;
+mod processes;
 mod recovered;
 use crate::{io_error, FaultsError, Result};
 
@@ -38,7 +38,9 @@ pub struct RunConfig {
     pub clients: usize,
     /// How many of them are deliberately unsafe (the checker's teeth).
     pub unsafe_clients: usize,
-    /// How long faults go on; then clients stop by themselves.
+    /// How long faults go on, at least: the run goes on until every fault
+    /// was injected once (and its clients issued again), up to three times
+    /// this long; then clients stop by themselves.
     pub duration: Duration,
     /// Seeds every choice; print it, pass it again to replay.
     pub seed: u64,
@@ -176,7 +178,7 @@ struct Controller<'a> {
     config: &'a RunConfig,
     rng: StdRng,
     dir: PathBuf,
-    until: u64,
+    end: EndKeeper,
     next: usize,
     clients: Vec<Client>,
     events: Vec<NemesisEvent>,
@@ -218,13 +220,19 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
     }
     let (dir, temp) = run_dir(config.dir.as_deref())?;
     let start = mono_ns();
-    let until = start + nanos(config.duration);
+    let planned = nanos(config.duration);
+    let end = EndKeeper::start(
+        &dir.join(END_FILE),
+        start + planned,
+        END_AHEAD,
+        start.saturating_add(planned.saturating_mul(3)),
+    )?;
     let mut c = Controller {
         target,
         config,
         rng: StdRng::seed_from_u64(config.seed),
         dir: dir.clone(),
-        until,
+        end,
         next: 0,
         clients: Vec::new(),
         events: Vec::new(),
@@ -265,14 +273,20 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
     first_round.shuffle(&mut c.rng);
     first_round.reverse();
     let mut next_fault = start + c.gap();
-    while mono_ns() < until {
+    if config.faults.is_empty() {
+        c.end.finish();
+    }
+    while mono_ns() < c.end.at() {
         std::thread::sleep(Duration::from_millis(50));
         c.resume_due(false);
         c.reap_and_replace()?;
         if mono_ns() >= next_fault && !config.faults.is_empty() {
-            let fault = match first_round.pop() {
-                Some(f) => f,
-                None => config.faults[c.rng.random_range(0..config.faults.len())],
+            let (fault, in_first_round) = match first_round.pop() {
+                Some(f) => (f, true),
+                None => (
+                    config.faults[c.rng.random_range(0..config.faults.len())],
+                    false,
+                ),
             };
             let began = mono_ns();
             let (heals_before, issuing) = (c.heals.len(), c.issuing());
@@ -284,6 +298,10 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
                     ended,
                     touched,
                 });
+            } else if in_first_round {
+                // Nothing to inject it on now (every client paused, say):
+                // the round tries it again.
+                first_round.push(fault);
             }
             // The first round (every fault once) goes twice as fast. The gap
             // runs from the fault's end, and the next fault also waits for
@@ -292,8 +310,12 @@ pub fn run(target: &Target, config: &RunConfig) -> Result<RunOutcome> {
             next_fault = mono_ns() + if first_round.is_empty() { gap } else { gap / 2 };
             let healed = c.heals[heals_before..].to_vec();
             c.wait_recovered(&healed, issuing)?;
+            if in_first_round && first_round.is_empty() {
+                c.first_round_done();
+            }
         }
     }
+    let until = c.end.finish();
     c.resume_due(true);
     c.wait_all();
     let histories = read_dir(&dir)?;
@@ -385,7 +407,28 @@ pub(crate) fn client_seed(seed: u64, n: usize) -> u64 {
         .wrapping_add(1_442_695_040_888_963_407_u64.wrapping_mul(n as u64 + 1))
 }
 
+/// The file of the run's directory that holds its end (see
+/// [`RunEnd`](crate::run_end::RunEnd)).
+const END_FILE: &str = "end";
+
+/// While the first round is not done, the run's end stays this far ahead:
+/// longer than the keeper's thread can be late, and the run's last stretch
+/// once the round is done.
+const END_AHEAD: Duration = Duration::from_secs(5);
+
 impl Controller<'_> {
+    /// Every fault was injected once: the end stops moving, and the event
+    /// log says when the round ended if that was past the planned end.
+    fn first_round_done(&mut self) {
+        let (planned, end) = (self.end.planned(), self.end.finish());
+        if end > planned {
+            self.log(format!(
+                "first round done past the planned end: the run lasts {:.1} s longer",
+                (end - planned) as f64 / 1e9
+            ));
+        }
+    }
+
     fn gap(&mut self) -> u64 {
         let mean = nanos(self.config.fault_every);
         self.rng.random_range(mean / 2..=mean + mean / 2)
@@ -394,107 +437,6 @@ impl Controller<'_> {
     fn log(&mut self, what: String) {
         tracing::info!("nemesis: {what}");
         self.events.push(NemesisEvent::logged(&self.dir, what));
-    }
-
-    fn spawn(&mut self, unsafe_mode: bool, hold: bool) -> Result<()> {
-        let n = self.next;
-        self.next += 1;
-        let name = format!("c{n:03}");
-        let max = self.config.max_offset_ms;
-        let offset_ms = self.rng.random_range(-max / 2..=max / 2);
-        let seed = client_seed(self.config.seed, n);
-        let log = std::fs::File::create(self.dir.join(format!("{name}.log")))
-            .map_err(io_error(self.dir.join(format!("{name}.log"))))?;
-        let lab = self.labs.as_ref().map(|_| Labs::of_client(n));
-        let (mut command, url) = match &self.labs {
-            Some(labs) => {
-                let lab = Labs::of_client(n);
-                let command = labs.command(lab, &self.config.client_bin);
-                (command, labs.url(lab).to_string())
-            }
-            None => (Command::new(&self.config.client_bin), self.target.url()),
-        };
-        command
-            .arg("--store")
-            .arg(url)
-            .arg("--namespace")
-            .arg(namespace(self.config.seed))
-            .arg("--name")
-            .arg(&name)
-            .arg("--worker-bits")
-            .arg(self.config.worker_bits.to_string())
-            .arg("--ttl-ms")
-            .arg(self.config.ttl.as_millis().to_string())
-            .arg("--seed")
-            .arg(seed.to_string())
-            .arg("--until-mono")
-            .arg(self.until.to_string())
-            .arg("--crash-chance")
-            .arg(self.config.crash_chance.to_string())
-            .arg("--offset-ms")
-            .arg(offset_ms.to_string())
-            .arg("--clock-step-ms")
-            .arg(self.config.clock_step_ms.to_string())
-            .arg("--history")
-            .arg(self.dir.join(format!("{name}.jsonl")))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log);
-        if unsafe_mode {
-            command.arg("--unsafe");
-        }
-        if self.config.ticking {
-            command.arg("--ticking");
-        }
-        if hold {
-            command.arg("--hold");
-        }
-        if let Some(ppm) = rate_of(&self.config.clock_rates_ppm, n) {
-            command.arg(format!("--clock-rate-ppm={ppm}"));
-        }
-        // SAFETY: prctl, sigprocmask and `clock_signals` are
-        // async-signal-safe; the closure touches nothing of the parent. The
-        // client dies with the controller's thread, and starts with the
-        // clock signals blocked: one sent before the client handles them
-        // (SIGUSR1's default action ends the process) waits until it does.
-        unsafe {
-            command.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                let blocked = crate::clock::clock_signals();
-                if libc::sigprocmask(libc::SIG_BLOCK, &blocked, std::ptr::null_mut()) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = command.spawn().map_err(|source| FaultsError::Spawn {
-            name: name.clone(),
-            source,
-        })?;
-        self.log(format!(
-            "start client {name} (pid {}, clock {offset_ms:+} ms{})",
-            child.id(),
-            if unsafe_mode { ", UNSAFE" } else { "" }
-        ));
-        self.clients.push(Client {
-            name,
-            child,
-            unsafe_mode,
-            lab,
-            off_rate: rate_of(&self.config.clock_rates_ppm, n).is_some(),
-            paused_until: None,
-            offset_ms,
-        });
-        Ok(())
-    }
-
-    fn signal(client: &Client, signal: libc::c_int) {
-        // SAFETY: a plain syscall on a child we own and have not reaped.
-        unsafe {
-            libc::kill(client.child.id() as libc::pid_t, signal);
-        }
     }
 
     fn resume_due(&mut self, all: bool) {
@@ -526,44 +468,6 @@ impl Controller<'_> {
         }
     }
 
-    /// Collects clients that exited; starts new ones while the run goes on.
-    fn reap_and_replace(&mut self) -> Result<()> {
-        let mut exited = Vec::new();
-        self.clients.retain_mut(|c| match c.child.try_wait() {
-            Ok(Some(status)) => {
-                exited.push((c.name.clone(), status, c.unsafe_mode));
-                false
-            }
-            _ => true,
-        });
-        for (name, status, unsafe_mode) in exited {
-            self.judge_exit(&name, status);
-            if mono_ns() + nanos(self.config.ttl) < self.until {
-                self.spawn(unsafe_mode, false)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Exit 0 (done), 3 (chose to crash), SIGABRT (chose to abort), SIGKILL
-    /// (the nemesis): expected. Anything else is a client error.
-    fn judge_exit(&mut self, name: &str, status: std::process::ExitStatus) {
-        use std::os::unix::process::ExitStatusExt;
-        let expected = matches!(status.code(), Some(0 | 3))
-            || matches!(status.signal(), Some(libc::SIGABRT | libc::SIGKILL));
-        if expected {
-            self.log(format!("client {name} exited: {status}"));
-        } else {
-            let log =
-                std::fs::read_to_string(self.dir.join(format!("{name}.log"))).unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(15).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            self.client_errors
-                .push(format!("{name} {status}:\n{}", tail.join("\n")));
-            self.log(format!("client {name} FAILED: {status}"));
-        }
-    }
-
     fn pick(&mut self, eligible: impl Fn(&Client) -> bool) -> Option<usize> {
         let candidates: Vec<usize> = (0..self.clients.len())
             .filter(|&i| self.clients[i].paused_until.is_none() && eligible(&self.clients[i]))
@@ -572,26 +476,5 @@ impl Controller<'_> {
             return None;
         }
         Some(candidates[self.rng.random_range(0..candidates.len())])
-    }
-
-    /// Waits for every client to stop by itself (they stop at the end
-    /// instant, finishing a join that may wait for a watermark); kills the
-    /// late ones.
-    fn wait_all(&mut self) {
-        let give_up = self.until + nanos(self.config.ttl) * 4 + 30_000_000_000;
-        while !self.clients.is_empty() {
-            let _ = self.reap_and_replace();
-            if mono_ns() > give_up {
-                for client in &mut self.clients {
-                    let _ = client.child.kill();
-                    let _ = client.child.wait();
-                }
-                let names: Vec<String> = self.clients.iter().map(|c| c.name.clone()).collect();
-                self.client_errors
-                    .push(format!("clients {names:?} did not stop by themselves"));
-                self.clients.clear();
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
     }
 }

@@ -15,6 +15,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use workerid_faults::client::{self, ClientConfig, ClientEnd};
 use workerid_faults::clock::{clock_signals, mono_ns, FaultClock};
 use workerid_faults::history::{Event, HistoryWriter};
+use workerid_faults::run_end::RunEnd;
 
 /// Opens the store with the timeouts an operator's tool uses: a frozen
 /// store must fail calls well within a lease's ttl.
@@ -43,9 +44,10 @@ struct Args {
     ttl_ms: u64,
     #[arg(long)]
     seed: u64,
-    /// Stop at this CLOCK_MONOTONIC instant (ns).
+    /// Stop once the CLOCK_MONOTONIC instant (ns) this file holds has
+    /// passed (the nemesis may move it later while the client runs).
     #[arg(long)]
-    until_mono: u64,
+    end_file: PathBuf,
     #[arg(long, default_value_t = 0.3)]
     crash_chance: f64,
     /// The wall clock's initial offset.
@@ -103,6 +105,13 @@ async fn run(args: Args) -> i32 {
             return 2;
         }
     };
+    let end = match RunEnd::following(&args.end_file) {
+        Ok(end) => end,
+        Err(e) => {
+            eprintln!("{e}");
+            return 2;
+        }
+    };
     let clock = Arc::new(FaultClock::new(args.offset_ms).with_rate_ppm(args.clock_rate_ppm));
     for (kind, step) in [
         (SignalKind::user_defined1(), args.clock_step_ms),
@@ -137,7 +146,7 @@ async fn run(args: Args) -> i32 {
     let store = loop {
         match open(&args.store).await {
             Ok(store) => break store.lease_store(),
-            Err(e) if mono_ns() < args.until_mono => {
+            Err(e) if !end.passed() => {
                 tracing::warn!("cannot open the store yet: {e}");
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
@@ -156,7 +165,7 @@ async fn run(args: Args) -> i32 {
         unsafe_mode: args.unsafe_mode,
         ticking: args.ticking,
         hold: args.hold,
-        until: args.until_mono,
+        end,
         crash_chance: args.crash_chance,
     };
     match client::run(store, &config, clock, &history, None).await {

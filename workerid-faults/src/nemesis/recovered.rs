@@ -61,7 +61,7 @@ impl Controller<'_> {
                 Some((client, since))
             })
             .collect();
-        while !waiting.is_empty() && mono_ns() < give_up && mono_ns() < self.until {
+        while !waiting.is_empty() && mono_ns() < give_up && mono_ns() < self.end.at() {
             std::thread::sleep(Duration::from_millis(20));
             self.resume_due(false);
             self.reap_and_replace()?;
