@@ -283,9 +283,9 @@ async fn on_mariadb() {
 }
 
 fn sqlite_url() -> String {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    let dir = DIR.get_or_init(|| tempfile::tempdir().expect("a temporary directory"));
-    format!("sqlite://{}", dir.path().join("ids.db").display())
+    static DIR: OnceLock<std::path::PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| workerid_testkit::binary_temp_dir("workerid-cli-sqlite-"));
+    format!("sqlite://{}", dir.join("ids.db").display())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,12 +9,9 @@ fn url() -> String {
     if let Ok(url) = std::env::var(support::SQLITE_URL_ENV) {
         return url;
     }
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    let dir = DIR.get_or_init(|| tempfile::tempdir().expect("a temporary directory"));
-    format!(
-        "sqlite://{}?mode=rwc",
-        dir.path().join("leases.db").display()
-    )
+    static DIR: OnceLock<std::path::PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| workerid_testkit::binary_temp_dir("workerid-sql-sqlite-"));
+    format!("sqlite://{}?mode=rwc", dir.join("leases.db").display())
 }
 
 workerid_conformance::lease_store_tests!(support::Database { url: url() });

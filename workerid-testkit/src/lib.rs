@@ -93,6 +93,24 @@ pub const WRONG_PASSWORD_IN_URL: &str = "Wr%2Fong%40pw-4412";
 /// The user of the password-protected PostgreSQL and MariaDB servers.
 pub const USER: &str = "workerid";
 
+/// A temporary directory named `prefix` and random characters that lasts
+/// until the test binary exits, and is removed then (also after a failed
+/// test): for a file the tests of one binary share, such as a SQLite
+/// database, where a `TempDir` kept in a static would never be dropped.
+///
+/// ```
+/// let dir = workerid_testkit::binary_temp_dir("workerid-doc-");
+/// assert!(dir.is_dir());
+/// ```
+///
+/// # Panics
+/// When no temporary directory can be made.
+pub fn binary_temp_dir(prefix: &str) -> std::path::PathBuf {
+    let dir = small_disk::temp_dir(prefix).keep();
+    cleanup::register_dir(dir.clone());
+    dir
+}
+
 /// `text` percent-encoded for the user-info part of a URL (everything but
 /// ASCII letters, digits and `-._~`).
 pub fn url_encode(text: &str) -> String {

@@ -130,7 +130,10 @@ impl StoreKind {
             StoreKind::Sqlite => {
                 static SHARED: OnceLock<String> = OnceLock::new();
                 SHARED
-                    .get_or_init(|| Box::leak(Box::new(StoreKind::Sqlite.start())).url())
+                    .get_or_init(|| {
+                        let dir = crate::binary_temp_dir("workerid-sqlite-");
+                        format!("sqlite://{}?mode=rwc", dir.join("ids.db").display())
+                    })
                     .clone()
             }
             StoreKind::Redis => crate::redis::shared_url(),

@@ -49,12 +49,11 @@ pub fn launch_with(store: &str, settings: &str) -> (ServerProcess, u16) {
     (process, grpc)
 }
 
-/// A SQLite file in a directory that outlives the test binary's servers.
+/// A SQLite file in a directory that outlives the test binary's servers
+/// (removed when the binary exits).
 pub fn sqlite_file() -> String {
-    let dir = Box::leak(Box::new(
-        tempfile::tempdir().expect("a temporary directory"),
-    ));
-    format!("sqlite://{}?mode=rwc", dir.path().join("ids.db").display())
+    let dir = workerid_testkit::binary_temp_dir("workerid-server-sqlite-");
+    format!("sqlite://{}?mode=rwc", dir.join("ids.db").display())
 }
 
 /// The gRPC URL of a server on `store()` started once for this test binary
