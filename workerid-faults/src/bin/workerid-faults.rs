@@ -50,7 +50,8 @@ struct Args {
     /// etcd-cluster, postgres, mariadb.
     #[arg(long, value_parser = clap::builder::ValueParser::new(|s: &str| s.parse::<StoreKind>()))]
     store: StoreKind,
-    /// How long faults go on, in seconds.
+    /// How long faults go on, in seconds, at least: a run goes on until
+    /// every fault was injected once.
     #[arg(long, default_value_t = 60)]
     duration_secs: u64,
     /// Clients running at any time.
