@@ -31,7 +31,7 @@ impl RunEnd {
         }
     }
 
-    /// The end kept in `file` (see [`EndKeeper`]), read now.
+    /// The end kept in `file` (which the run's controller moves), read now.
     ///
     /// # Errors
     /// [`FaultsError::Io`](crate::FaultsError::Io) when the file cannot be
