@@ -27,7 +27,7 @@ areas=(
   "reservation|workerid-snowflake/src/reservation.rs|workerid-snowflake workerid-memory"
   "layout|workerid-snowflake/src/layout.rs|workerid-snowflake"
   "segment-tags|workerid-segment/src/tag.rs workerid-segment/src/local.rs workerid-segment/src/gapless.rs|workerid-segment workerid-memory"
-  "generator|workerid-snowflake/src/generator.rs workerid-snowflake/src/generator/packing.rs workerid-snowflake/src/generator/reading.rs workerid-snowflake/src/generator/lease.rs workerid-snowflake/src/generator/tick_cell.rs workerid-snowflake/src/generator/system_cell.rs workerid-snowflake/src/clock.rs workerid-snowflake/src/clock/os_linux.rs workerid-snowflake/src/ticking.rs workerid-snowflake/src/local.rs workerid-snowflake/src/meters.rs|workerid-snowflake"
+  "generator|workerid-snowflake/src/generator.rs workerid-snowflake/src/generator/packing.rs workerid-snowflake/src/generator/reading.rs workerid-snowflake/src/generator/lease.rs workerid-snowflake/src/generator/claim.rs workerid-snowflake/src/generator/tick_cell.rs workerid-snowflake/src/generator/system_cell.rs workerid-snowflake/src/clock.rs workerid-snowflake/src/clock/os_linux.rs workerid-snowflake/src/ticking.rs workerid-snowflake/src/local.rs workerid-snowflake/src/meters.rs|workerid-snowflake"
 )
 
 wanted=("$@")

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::{Clock, CoarseNanos, Layout, SystemClock};
+use super::{Clock, Layout, SystemClock};
 use crate::clock::OsSource;
 use crate::meters::GeneratorMeters;
 use crate::sync::{AtomicBool, AtomicU64, Mutex};
@@ -17,6 +17,7 @@ use reading::{live_reading, span_ns, unit_since};
 use system_cell::SystemCell;
 pub(crate) use tick_cell::TickCell;
 
+mod claim;
 mod lease;
 #[cfg(all(test, workerid_loom))]
 mod loom_support;
@@ -278,9 +279,16 @@ impl Generator {
     // an out-of-line copy, a call more per ID.
     #[inline(always)]
     pub fn next_id(&self) -> Result<u64, NextIdError> {
-        if let Some(claimed) = self.tick_increment() {
-            return Ok(self.packing.id(claimed));
+        if let Some(tick) = &self.tick {
+            return match self.tick_increment(tick) {
+                Some(claimed) => Ok(self.packing.id(claimed)),
+                None => self.next_id_checked(),
+            };
         }
+        // The rest is laid out after the ticking path, which then runs in
+        // one stretch from the entry to the return. The system path's first
+        // check is a taken branch either way.
+        std::hint::cold_path();
         if self.system.is_some() {
             // Inlined too: it keeps nothing in a register across its calls,
             // so where `next_id` is inlined the ticking path above still
@@ -305,23 +313,6 @@ impl Generator {
             Some(claimed) => Ok(self.packing.id(claimed)),
             None => self.next_id_claimed(),
         }
-    }
-
-    /// The ticking clock's fast path: the unit its ticker found, the lease
-    /// live and the window open, in one comparison, then the increment;
-    /// `None` on any other clock, when the cell does not admit `last`, and
-    /// when the increment raced past the unit (given up, never issued).
-    #[inline(always)]
-    fn tick_increment(&self) -> Option<u64> {
-        let tick = self.tick.as_ref()?;
-        let current = self.last.load(Ordering::Relaxed);
-        if !tick.admits(current) {
-            // Laid out away from the path through the fetch-and-add, which
-            // then runs straight to the caller's use of the ID.
-            std::hint::cold_path();
-            return None;
-        }
-        self.fetch_add_in_unit(current)
     }
 
     /// An ID from [`claim`](Generator::claim), which handles every case.
@@ -352,8 +343,10 @@ impl Generator {
     /// follows the increment to make the ID.
     #[cfg(test)]
     fn increment(&self) -> Option<u64> {
-        if self.tick.is_some() {
-            return self.tick_increment().or_else(|| self.increment_checked());
+        if let Some(tick) = &self.tick {
+            return self
+                .tick_increment(tick)
+                .or_else(|| self.increment_checked());
         }
         if self.system.is_some() {
             return self.system_increment(|_, claimed| Some(claimed), |_| None);
@@ -402,117 +395,6 @@ impl Generator {
         Some(next)
     }
 
-    /// Claims up to `want` (at least 1) consecutive sequence numbers of one
-    /// timestamp in one compare-and-swap: `(timestamp, first sequence,
-    /// count)`, with every check of [`next_id`](Generator::next_id).
-    #[inline]
-    pub(crate) fn claim(&self, want: u64) -> Result<(u64, u64, u64), NextIdError> {
-        let packing = &self.packing;
-        let max_seq = self.layout.max_sequence();
-        // The coarse clock first (a few ns); the precise one where being up
-        // to `behind` late could matter: near the deadline, when the
-        // sequence of the last ID's unit is exhausted, and when even
-        // `behind` later would still be before the last ID's unit (a clock
-        // that went back).
-        let mut precise = false;
-        loop {
-            let now = if precise {
-                CoarseNanos::exact(self.clock.now())
-            } else {
-                self.coarse()
-            };
-            let deadline = self.deadline_ns.load(Ordering::Acquire);
-            if now.mono.saturating_add(now.behind) >= deadline {
-                if now.behind != 0 {
-                    precise = true;
-                    continue;
-                }
-                return Err(past_deadline(deadline));
-            }
-            if now.wall < self.epoch_ns {
-                return Err(self.too_large(self.layout.epoch() - Duration::from_nanos(now.wall)));
-            }
-            let now_ts = self.unit_at(now.wall);
-            if now_ts > self.seen.load(Ordering::Acquire) {
-                self.seen.fetch_max(now_ts, Ordering::AcqRel);
-            }
-            let current = self.last.load(Ordering::Acquire);
-            if current >= SEALED {
-                // Sealed after this call checked the deadline.
-                return Err(NextIdError::NotReady {
-                    reason: "the worker has stopped",
-                });
-            }
-            let (last_ts, seq) = (packing.ts(current), packing.seq(current));
-            let (ts, next_seq) = if now_ts > last_ts {
-                (now_ts, 0)
-            } else if seq < max_seq
-                && (now_ts == last_ts
-                    || (last_ts <= self.unit_at(now.wall.saturating_add(now.behind))
-                        && last_ts <= self.seen.load(Ordering::Acquire)))
-            {
-                // The last ID's unit, when the clock is surely in it or past
-                // it. A coarse reading a few ms behind the precise one that
-                // set `last` lands here too: sending it to the precise clock
-                // would keep a busy generator on two clock reads per ID
-                // (every precise ID moves `last` ahead of the coarse clock).
-                // `seen` tells such a unit from one that an increment
-                // carried into before any clock reached it.
-                (last_ts, seq + 1)
-            } else if now.behind != 0 {
-                precise = true;
-                continue;
-            } else if last_ts <= now_ts + 1 {
-                // Sequence exhausted (or carried by a racing increment into
-                // the next unit): wait for the next unit, never wrap.
-                let next = self.layout.time_of(now_ts + 1);
-                self.meters.sequence_wait();
-                self.clock.sleep(
-                    next.saturating_sub(Duration::from_nanos(now.wall))
-                        .max(Duration::from_micros(1)),
-                );
-                continue;
-            } else {
-                let drift = self
-                    .layout
-                    .time_of(last_ts)
-                    .saturating_sub(Duration::from_nanos(now.wall));
-                if drift >= self.drift.give_up_at {
-                    return Err(self.too_large(drift));
-                }
-                if drift >= self.drift.block_below {
-                    self.meters.drift_try_later();
-                    return Err(NextIdError::ClockDriftTryLater { drift });
-                }
-                self.meters.drift_waited();
-                self.clock.sleep(drift);
-                continue;
-            };
-            if ts > self.window_end.load(Ordering::Acquire) {
-                return Err(NextIdError::NotReady {
-                    reason: "the time window reserved in the store ran out (renewals are late)",
-                });
-            }
-            let count = want.clamp(1, max_seq - next_seq + 1);
-            let next = packing.pack(ts, next_seq + count - 1);
-            if self
-                .last
-                .compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-            {
-                self.open_gate(next);
-                if ts != last_ts {
-                    self.meters.new_unit(
-                        packing.dense(current),
-                        packing.dense(packing.pack(ts, next_seq)),
-                        u32::from(self.layout.sequence_bits()),
-                    );
-                }
-                return Ok((ts, next_seq, count));
-            }
-        }
-    }
-
     /// A coarse reading of the wall time since the layout's epoch and how
     /// far behind the precise one it may be (both in ns), when the lease is
     /// surely live by it; `None` near or past the deadline and before the
@@ -555,15 +437,6 @@ impl Generator {
         }
     }
 
-    /// The clock's coarse reading.
-    #[inline]
-    fn coarse(&self) -> CoarseNanos {
-        if let Some(system) = &self.system {
-            return system.now_coarse_nanos();
-        }
-        self.clock.now_coarse_nanos()
-    }
-
     /// On a [`TickingClock`](crate::TickingClock): what its ticker keeps for this generator.
     #[inline(always)]
     pub(crate) fn tick_cell(&self) -> Option<&Arc<TickCell>> {
@@ -575,39 +448,11 @@ impl Generator {
         self.packing.pack(ts, 0)
     }
 
-    /// The time unit of a wall time in nanoseconds (0 before the epoch).
-    #[inline]
-    fn unit_at(&self, wall_ns: u64) -> u64 {
-        self.unit_since(wall_ns.saturating_sub(self.epoch_ns))
-    }
-
     /// The time unit of a time since the layout's epoch in nanoseconds.
     #[inline(always)]
     pub(crate) fn unit_since(&self, since_ns: u64) -> u64 {
         unit_since(since_ns, self.unit_ms)
     }
-
-    fn too_large(&self, drift: Duration) -> NextIdError {
-        self.meters.drift_too_large();
-        if let Some(leave) = &self.leave {
-            if !self.left.swap(true, Ordering::AcqRel) {
-                leave.notify_one();
-            }
-        }
-        NextIdError::ClockDriftTooLarge { drift }
-    }
-}
-
-/// Why no ID can be issued at the lease deadline `deadline` (0: closed).
-#[cold]
-fn past_deadline(deadline: u64) -> NextIdError {
-    let reason = if deadline == 0 {
-        "no live lease (starting, stopped, or lost)"
-    } else {
-        "the lease deadline passed before a renewal succeeded \
-         (the store is unreachable or answers late)"
-    };
-    NextIdError::NotReady { reason }
 }
 
 #[cfg(test)]

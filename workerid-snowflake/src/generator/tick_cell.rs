@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::packing::in_unit;
-use super::{reading::unit_since, Packing};
+use super::{reading::unit_since, Generator, Packing};
 use crate::sync::{AtomicU64, Mutex};
 use crate::ticking::StoredTime;
 
@@ -129,6 +129,25 @@ impl TickCell {
     pub(crate) fn shut(&self) {
         let _setting = self.setting.lock().unwrap_or_else(|e| e.into_inner());
         self.unit_base.store(self.nothing, Ordering::Release);
+    }
+}
+
+impl Generator {
+    /// The ticking clock's fast path, on the generator's cell `tick`: the
+    /// unit its ticker found, the lease live and the window open, in one
+    /// comparison, then the increment; `None` when the cell does not admit
+    /// `last`, and when the increment raced past the unit (given up, never
+    /// issued).
+    #[inline(always)]
+    pub(super) fn tick_increment(&self, tick: &TickCell) -> Option<u64> {
+        let current = self.last.load(Ordering::Relaxed);
+        if !tick.admits(current) {
+            // Laid out away from the path through the fetch-and-add, which
+            // then runs straight to the caller's use of the ID.
+            std::hint::cold_path();
+            return None;
+        }
+        self.fetch_add_in_unit(current)
     }
 }
 
