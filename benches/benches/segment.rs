@@ -57,10 +57,7 @@ fn main() {
         .expect("runtime");
     rt.block_on(async {
         let dir = tempfile::tempdir().expect("temporary directory");
-        let url = format!(
-            "sqlite://{}?mode=rwc",
-            dir.path().join("segments.db").display()
-        );
+        let url = workerid_testkit::sqlite_url(&dir.path().join("segments.db"));
         let store = SqlStore::connect(&url).await.expect("store");
 
         // No refill due: one segment larger than the run.

@@ -32,10 +32,7 @@ fn main() {
     rt.block_on(measure("MariaDB", &mariadb.url()));
     drop(mariadb);
     let dir = tempfile::tempdir().expect("temporary directory");
-    let sqlite = format!(
-        "sqlite://{}?mode=rwc",
-        dir.path().join("bench.db").display()
-    );
+    let sqlite = workerid_testkit::sqlite_url(&dir.path().join("bench.db"));
     rt.block_on(measure("SQLite (WAL, file)", &sqlite));
     benches::record::record_transcript("sql", "cargo bench -p benches --bench sql");
 }

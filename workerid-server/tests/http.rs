@@ -137,8 +137,8 @@ fn bad_arguments_and_configs_exit_with_a_message() {
     std::fs::write(
         &config,
         format!(
-            "store = \"sqlite://{}/x.db?mode=rwc\"\n[[tags]]\nname = \"bad tag\"\n",
-            dir.path().display()
+            "store = \"{}\"\n[[tags]]\nname = \"bad tag\"\n",
+            workerid_testkit::sqlite_url(&dir.path().join("x.db"))
         ),
     )
     .unwrap();

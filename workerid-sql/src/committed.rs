@@ -32,7 +32,7 @@ mod tests {
     async fn failing_at_commit() -> (tempfile::TempDir, AnyPool) {
         sqlx::any::install_default_drivers();
         let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}?mode=rwc", dir.path().join("c.db").display());
+        let url = workerid_testkit::sqlite_url(&dir.path().join("c.db"));
         let pool = AnyPoolOptions::new()
             .max_connections(1)
             .connect(&url)

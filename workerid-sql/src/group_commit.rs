@@ -178,7 +178,7 @@ mod tests {
 
     async fn pool(dir: &tempfile::TempDir, max_connections: u32) -> AnyPool {
         sqlx::any::install_default_drivers();
-        let url = format!("sqlite://{}?mode=rwc", dir.path().join("g.db").display());
+        let url = workerid_testkit::sqlite_url(&dir.path().join("g.db"));
         let pool = AnyPoolOptions::new()
             .max_connections(max_connections)
             .connect(&url)

@@ -115,10 +115,7 @@ impl StoreFactory for ReopenedFile {
 async fn sqlite_keeps_leases_fences_and_watermarks_when_reopened() {
     let dir = tempfile::tempdir().unwrap();
     let factory = ReopenedFile {
-        url: format!(
-            "sqlite://{}?mode=rwc",
-            dir.path().join("leases.db").display()
-        ),
+        url: workerid_testkit::sqlite_url(&dir.path().join("leases.db")),
         opened: Mutex::new(Vec::new()),
     };
     assert_eq!(scenarios::survives_restart(&factory).await, Outcome::Passed);

@@ -79,7 +79,7 @@ fn two_processes_hand_a_worker_id_over_while_their_clocks_disagree() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}?mode=rwc", dir.path().join("ids.db").display());
+    let url = workerid_testkit::sqlite_url(&dir.path().join("ids.db"));
     let ahead = run_child(&url, 1_500, &dir.path().join("ahead.txt"));
     let behind = run_child(&url, -1_500, &dir.path().join("behind.txt"));
     assert!(

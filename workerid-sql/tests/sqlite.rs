@@ -11,7 +11,7 @@ fn url() -> String {
     }
     static DIR: OnceLock<std::path::PathBuf> = OnceLock::new();
     let dir = DIR.get_or_init(|| workerid_testkit::binary_temp_dir("workerid-sql-sqlite-"));
-    format!("sqlite://{}?mode=rwc", dir.join("leases.db").display())
+    workerid_testkit::sqlite_url(&dir.join("leases.db"))
 }
 
 workerid_conformance::lease_store_tests!(support::Database { url: url() });
@@ -40,10 +40,7 @@ async fn a_transaction_sqlite_rolled_back_leaves_the_store_working() {
     use workerid_sql::SqlStore;
 
     let dir = tempfile::tempdir().unwrap();
-    let url = format!(
-        "sqlite://{}?mode=rwc",
-        dir.path().join("rolled-back.db").display()
-    );
+    let url = workerid_testkit::sqlite_url(&dir.path().join("rolled-back.db"));
     let store = SqlStore::connect(&url).await.unwrap();
     let sql = |text: &str| sqlx::query(AssertSqlSafe(text.to_string()));
     let allocator = Arc::new(

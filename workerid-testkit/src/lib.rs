@@ -111,6 +111,17 @@ pub fn binary_temp_dir(prefix: &str) -> std::path::PathBuf {
     dir
 }
 
+/// The URL of the SQLite database in `file`, which opening it creates if
+/// it does not exist (`?mode=rwc`).
+///
+/// ```
+/// let url = workerid_testkit::sqlite_url(std::path::Path::new("/tmp/t/ids.db"));
+/// assert_eq!(url, "sqlite:///tmp/t/ids.db?mode=rwc");
+/// ```
+pub fn sqlite_url(file: &std::path::Path) -> String {
+    format!("sqlite://{}?mode=rwc", file.display())
+}
+
 /// `text` percent-encoded for the user-info part of a URL (everything but
 /// ASCII letters, digits and `-._~`).
 pub fn url_encode(text: &str) -> String {

@@ -132,7 +132,7 @@ impl StoreKind {
                 SHARED
                     .get_or_init(|| {
                         let dir = crate::binary_temp_dir("workerid-sqlite-");
-                        format!("sqlite://{}?mode=rwc", dir.join("ids.db").display())
+                        crate::sqlite_url(&dir.join("ids.db"))
                     })
                     .clone()
             }
@@ -224,9 +224,7 @@ impl RunningStore {
     pub fn url(&self) -> String {
         match &self.servers {
             Servers::None => "memory://".to_string(),
-            Servers::SqliteFile(dir) => {
-                format!("sqlite://{}?mode=rwc", dir.path().join("ids.db").display())
-            }
+            Servers::SqliteFile(dir) => crate::sqlite_url(&dir.path().join("ids.db")),
             Servers::Redis(server) => server.url(),
             Servers::RedisCluster(cluster) => cluster_url(&cluster.urls()),
             Servers::Etcd(node) => etcd_url(&[node.endpoint()]),

@@ -71,7 +71,7 @@ fn row(what: &str, (m, low, high): (f64, f64, f64), goal: &str) {
 async fn main() {
     let bin = server_binary().expect("the workerid-server program");
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let store = format!("sqlite://{}?mode=rwc", dir.path().join("ids.db").display());
+    let store = workerid_testkit::sqlite_url(&dir.path().join("ids.db"));
     let (http, grpc) = (free_port(), free_port());
     let config = dir.path().join("server.toml");
     std::fs::write(

@@ -53,7 +53,7 @@ pub fn launch_with(store: &str, settings: &str) -> (ServerProcess, u16) {
 /// (removed when the binary exits).
 pub fn sqlite_file() -> String {
     let dir = workerid_testkit::binary_temp_dir("workerid-server-sqlite-");
-    format!("sqlite://{}?mode=rwc", dir.join("ids.db").display())
+    workerid_testkit::sqlite_url(&dir.join("ids.db"))
 }
 
 /// The gRPC URL of a server on `store()` started once for this test binary
