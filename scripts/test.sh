@@ -9,7 +9,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$PATH:/usr/sbin:/usr/lib/postgresql/$(ls /usr/lib/postgresql 2>/dev/null | sort -n | tail -1)/bin"
-cargo test --workspace "$@"
+# Every test binary through scripts/test-binary.sh: a hung one is stopped
+# with its stacks printed, and a slow one says how long it took.
+host=$(rustc -vV | sed -n 's/^host: //p')
+export "CARGO_TARGET_$(tr 'a-z.-' 'A-Z__' <<<"$host")_RUNNER=$PWD/scripts/test-binary.sh"
 if [ $# -eq 0 ]; then
+  cargo test --workspace
   bash scripts/loom.sh
+else
+  # `--workspace` would run every package whatever `-p` says.
+  cargo test "$@"
 fi

@@ -28,7 +28,7 @@ fn run_with(dir: &Path, config: &str, args: &[&str]) -> Output {
 fn a_bad_config_exits_2_and_leaves_the_store_untouched() {
     let dir = tempfile::tempdir().expect("a directory");
     let db = dir.path().join("untouched.db");
-    let store = format!("store = \"sqlite://{}?mode=rwc\"\n", db.display());
+    let store = format!("store = \"{}\"\n", workerid_testkit::sqlite_url(&db));
     for (bad, says) in [
         (
             "[[tags]]\nname = \"a\"\n[[tags]]\nname = \"a\"\n",
@@ -74,7 +74,7 @@ fn a_config_file_error_never_quotes_a_secret() {
 fn an_address_that_cannot_be_bound_exits_4_before_the_store_is_touched() {
     let dir = tempfile::tempdir().expect("a directory");
     let db = dir.path().join("untouched.db");
-    let config = format!("store = \"sqlite://{}?mode=rwc\"\n", db.display());
+    let config = format!("store = \"{}\"\n", workerid_testkit::sqlite_url(&db));
     let out = run_with(dir.path(), &config, &["--listen", "localhost:99999"]);
     assert_eq!(out.status.code(), Some(4), "{out:?}");
     assert!(!db.exists(), "the store was touched");
@@ -119,14 +119,16 @@ async fn no_default_tag_unless_the_store_is_the_zero_config_one() {
     );
     let path = dir.path().join("notags.toml");
     std::fs::write(&path, config).expect("write");
+    let log = dir.path().join("notags.log");
     let mut child = Command::new(env!("CARGO_BIN_EXE_workerid-server"))
         .arg("--config")
         .arg(&path)
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("the log"))
         .spawn()
         .expect("start");
     // Once the database has the tables, the server has made its tags.
+    let deadline = Instant::now() + Duration::from_secs(30);
     let store = loop {
         if let Ok(store) = workerid::OpenOptions::new()
             .read_only(true)
@@ -135,6 +137,13 @@ async fn no_default_tag_unless_the_store_is_the_zero_config_one() {
         {
             break store;
         }
+        if let Some(status) = child.try_wait().expect("the server's status") {
+            panic!(
+                "the server exited ({status}) before it made its tables: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        assert!(Instant::now() < deadline, "no tables after 30 s");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -236,7 +245,8 @@ async fn a_sigterm_during_the_start_up_wait_releases_what_was_taken() {
     unsafe {
         libc::kill(second.id() as libc::pid_t, libc::SIGTERM);
     }
-    let status = second.wait().expect("exit");
+    let status = common::exit_within(&mut second, Duration::from_secs(30))
+        .expect("the second server exits within 30 s of SIGTERM");
     println!("stopped {:?} after SIGTERM", signalled.elapsed());
     assert!(status.success(), "{status}");
     assert!(signalled.elapsed() < Duration::from_secs(10));

@@ -119,6 +119,21 @@ pub(crate) fn unregister(key: u64) {
     }
 }
 
+/// Waits up to 10 s for the killed server `pid` to exit and reaps it. Not
+/// forever: a pid that a test reaped already may belong to another child
+/// of ours by now, and the binary must exit all the same.
+fn reap(pid: u32) {
+    for _ in 0..1000 {
+        // SAFETY: a plain syscall on a pid we spawned.
+        let reaped =
+            unsafe { libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), libc::WNOHANG) };
+        if reaped != 0 {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 extern "C" fn kill_all_at_exit() {
     let live = match LIVE.lock() {
         Ok(mut live) => live.take(),
@@ -127,10 +142,7 @@ extern "C" fn kill_all_at_exit() {
     for (pid, dir) in live.unwrap_or_default().into_values() {
         if let Some(pid) = pid {
             crate::process::kill_tree(pid);
-            // SAFETY: a plain syscall on a pid we spawned.
-            unsafe {
-                libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0);
-            }
+            reap(pid);
         }
         let _ = std::fs::remove_dir_all(dir);
     }

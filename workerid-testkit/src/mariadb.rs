@@ -101,7 +101,9 @@ impl MariaDbServer {
                     Command::new(&admin)
                         .arg("--no-defaults")
                         .arg(format!("--socket={}", socket.display()))
-                        .args(["-u", "root", "--silent", "ping"])
+                        // Its default waits 12 hours for a server that
+                        // accepts and never answers.
+                        .args(["--connect-timeout=2", "-u", "root", "--silent", "ping"])
                         .stdout(std::process::Stdio::null())
                         .stderr(std::process::Stdio::null())
                         .status()
@@ -124,7 +126,7 @@ impl MariaDbServer {
                     "--socket={}",
                     process.dir().join("mariadb.sock").display()
                 ))
-                .args(["-u", "root", "-e"])
+                .args(["--connect-timeout=10", "-u", "root", "-e"])
                 .arg(sql),
             "create the database",
         );

@@ -443,7 +443,13 @@ pub(crate) fn join_cluster(nodes: &[RedisServer], tls: bool, replicas: u32) {
         create.arg(format!("127.0.0.1:{port}"));
     }
     create.args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"]);
-    let out = create.output().expect("run redis-cli --cluster create");
+    // redis-cli waits without end for nodes that never agree on the
+    // cluster's configuration.
+    let out = crate::output_within(
+        &mut create,
+        "redis-cli --cluster create",
+        Duration::from_secs(120),
+    );
     assert!(
         out.status.success(),
         "redis-cli --cluster create failed: {}{}",

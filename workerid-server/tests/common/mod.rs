@@ -204,16 +204,23 @@ impl Server {
         }
     }
 
-    /// SIGTERM, then the exit status.
+    /// SIGTERM, then the exit status; panics with the server's log when it
+    /// has not exited within 30 s.
     pub fn terminate(mut self) -> std::process::ExitStatus {
         self.signal_term();
-        self.child.wait().unwrap()
+        match exit_within(&mut self.child, Duration::from_secs(30)) {
+            Some(status) => status,
+            None => panic!(
+                "the server did not exit within 30 s of SIGTERM; its log:\n{}",
+                self.log_text()
+            ),
+        }
     }
 }
 
 /// A SQLite store URL in `dir`.
 pub fn sqlite(dir: &Path) -> String {
-    format!("sqlite://{}?mode=rwc", dir.join("ids.db").display())
+    workerid_testkit::sqlite_url(&dir.join("ids.db"))
 }
 
 /// What listens on `port` (`ss`), for a failure's message.
@@ -223,6 +230,23 @@ pub fn listeners(port: u16) -> String {
         .output()
         .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
         .unwrap_or_else(|e| format!("(ss: {e})"))
+}
+
+/// Waits up to `limit` for `child` to exit: its status, or None after
+/// killing it (SIGKILL) when it was still running.
+pub fn exit_within(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("the child's status") {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Polls `GET path` every 50 ms until it answers `status`, for up to
