@@ -285,9 +285,10 @@ impl Generator {
                 None => self.next_id_checked(),
             };
         }
-        // The rest is laid out after the ticking path, which then runs in
-        // one stretch from the entry to the return. The system path's first
-        // check is a taken branch either way.
+        // The rest is laid out after the ticking path, whose code then
+        // stays together from the entry to its return instead of jumping
+        // past the system path's. The system path's first check is a taken
+        // branch either way.
         std::hint::cold_path();
         if self.system.is_some() {
             // Inlined too: it keeps nothing in a register across its calls,
