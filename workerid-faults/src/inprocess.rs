@@ -128,6 +128,13 @@ pub fn run(config: &RunConfig) -> Result<RunOutcome> {
             if clients.is_empty() {
                 break;
             }
+            // As the process nemesis does: a client that has not stopped by
+            // itself long after the end is an error, not a run without end.
+            if now > until + nanos(config.ttl) * 4 + 30_000_000_000 {
+                let names: Vec<String> = clients.iter().map(|c| c.name.clone()).collect();
+                client_errors.push(format!("clients {names:?} did not stop by themselves"));
+                break;
+            }
             continue;
         }
         if now >= next_fault && !config.faults.is_empty() && !clients.is_empty() {

@@ -34,8 +34,12 @@ fn start(dir: &std::path::Path, top: &str) -> (Server, u16) {
 }
 
 async fn channel(port: u16) -> Channel {
-    let endpoint =
-        tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}")).unwrap();
+    // Every call fails rather than waits without end for a server that
+    // stopped answering.
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+        .unwrap()
+        .connect_timeout(std::time::Duration::from_secs(5))
+        .timeout(std::time::Duration::from_secs(30));
     for _ in 0..100 {
         if let Ok(channel) = endpoint.connect().await {
             return channel;

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use workerid_core::Error;
 
@@ -22,6 +22,8 @@ const ANSWER: &str = "workerid-contender:";
 const PROCESSES: usize = 4;
 const EACH: usize = 4;
 const MAX_WORKER_ID: u32 = 9;
+/// How long the contenders may take, together, to start and answer.
+const CONTENDER_LIMIT: Duration = Duration::from_secs(120);
 
 fn unix_ms() -> u64 {
     SystemTime::now()
@@ -68,9 +70,21 @@ pub async fn contention_across_processes(f: &dyn StoreFactory) -> Outcome {
         })
         .collect();
     let outputs = tokio::task::spawn_blocking(move || {
+        // A contender that never ends (a store that never answers) is
+        // killed, and fails the scenario with what it printed.
+        let deadline = Instant::now() + CONTENDER_LIMIT;
         children
             .into_iter()
-            .map(|child| child.wait_with_output().expect("a contending process"))
+            .map(|mut child| {
+                while child.try_wait().expect("a contending process").is_none() {
+                    if Instant::now() >= deadline {
+                        let _ = child.kill();
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                child.wait_with_output().expect("a contending process")
+            })
             .collect::<Vec<_>>()
     })
     .await
