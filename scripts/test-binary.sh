@@ -11,6 +11,7 @@ set -uo pipefail
 
 limit=${WORKERID_TEST_BINARY_LIMIT_SECS:-600}
 name=$(basename "$1")
+name=${name%-*[0-9a-f]}  # cargo's hash off: tests/etcd.rs -> etcd
 start=$SECONDS
 
 "$@" &
