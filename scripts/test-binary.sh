@@ -14,7 +14,10 @@ name=$(basename "$1")
 name=${name%-*[0-9a-f]}  # cargo's hash off: tests/etcd.rs -> etcd
 start=$SECONDS
 
-"$@" &
+# In the background, so that this script can watch the clock, yet as it
+# would run in the foreground: bash would have it ignore SIGINT and SIGQUIT
+# (and the servers it starts would inherit that) and read an empty stdin.
+env --default-signal=INT,QUIT "$@" <&0 &
 test_pid=$!
 sleep "$limit" &
 sleeper=$!
