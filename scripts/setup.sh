@@ -10,7 +10,8 @@
 # step a store server's wall clock, Redis Sentinel, which fails a Redis
 # master over to its replica in the failover tests, and e2fsprogs
 # (`mkfs.ext4`), with which the failing-disk tests make an ext4 file system
-# on a loop device. Installs only what is missing.
+# on a loop device, and gdb, with which scripts/test-binary.sh prints the
+# stacks of a test binary that hangs. Installs only what is missing.
 #
 # etcd is Debian 13's (trixie, etcd 3.5), fetched and verified by apt with
 # the machine's Debian archive keys and unpacked into $ETCD_DIR, without
@@ -35,6 +36,7 @@ declare -A needs=(
   [faketime]=faketime
   [redis-sentinel]=redis-sentinel
   [e2fsprogs]=mkfs.ext4
+  [gdb]=gdb
 )
 missing=()
 for pkg in "${!needs[@]}"; do

@@ -2,10 +2,11 @@
 # Runs one test binary for `cargo test`, as cargo's runner (scripts/test.sh
 # sets it). A binary still running after WORKERID_TEST_BINARY_LIMIT_SECS
 # (default 600 s, three times the longest one takes) is stopped once its
-# threads' stacks and its processes are printed, and fails the run: a hang
-# ends the test command with where it hangs in the log, instead of running
-# on until CI's own limit, which keeps no output. A binary that runs 30 s
-# or more prints how long it took, so the log shows where the time goes.
+# threads' stacks (with gdb, which scripts/setup.sh installs) and its
+# processes are printed, and fails the run: a hang ends the test command
+# with where it hangs in the log, instead of running on until CI's own
+# limit, which keeps no output. A binary that runs 30 s or more prints how
+# long it took, so the log shows where the time goes.
 #   scripts/test-binary.sh BINARY [ARGS...]
 set -uo pipefail
 
@@ -19,20 +20,30 @@ start=$SECONDS
 # (and the servers it starts would inherit that) and read an empty stdin.
 env --default-signal=INT,QUIT "$@" <&0 &
 test_pid=$!
-sleep "$limit" &
+# Silent and ended with this script, so that it holds no pipe of the
+# caller's once the binary is done.
+sleep "$limit" </dev/null >/dev/null 2>&1 &
 sleeper=$!
+trap 'kill "$sleeper" 2>/dev/null' EXIT
 wait -n -p finished "$test_pid" "$sleeper"
 status=$?
 
 if [[ $finished == "$test_pid" ]]; then
-  kill "$sleeper" 2>/dev/null
-  wait "$sleeper" 2>/dev/null
   elapsed=$((SECONDS - start))
   if ((elapsed >= 30)); then
     echo "test binary $name: ${elapsed} s" >&2
   fi
   exit "$status"
 fi
+
+# The processes descended from `$1` (its pid), children first.
+descendants() {
+  local child
+  for child in $(ps -o pid= --ppid "$1"); do
+    echo "$child"
+    descendants "$child"
+  done
+}
 
 {
   echo
@@ -44,19 +55,20 @@ fi
   if command -v gdb >/dev/null; then
     echo "Their stacks:"
     timeout 120 gdb -p "$test_pid" -batch -ex 'thread apply all bt' 2>&1 |
-      grep -E '^(Thread|#)' | head -n 600
+      grep -E '^(Thread|#)|ptrace|[Cc]ould not|denied' | head -n 600
+  else
+    echo "(no gdb: no stacks)"
   fi
   echo "Its processes:"
-  if command -v pstree >/dev/null; then
-    pstree -a -p "$test_pid" | head -n 100
-  else
-    ps -e -o pid,ppid,stat,etimes,args --forest | head -n 200
-  fi
+  ps -o pid,ppid,stat,etimes,args -p "$test_pid,$(descendants "$test_pid" | paste -sd, -)" |
+    head -n 100
 } >&2
 
-# The servers the test kit started die with the binary (their parent-death
-# signal).
-kill -KILL "$test_pid" 2>/dev/null
+# Every process it started goes with it: the servers the test kit starts
+# would die with it (their parent-death signal), but not the other
+# programs the tests start.
+left=$(descendants "$test_pid")
+kill -KILL "$test_pid" $left 2>/dev/null
 wait "$test_pid" 2>/dev/null
 echo "test binary $name: stopped after ${limit} s" >&2
 exit 124

@@ -3,7 +3,8 @@
 # then runs every test of the workspace, and the loom models of the
 # lock-free paths (scripts/loom.sh).
 #   bash scripts/test.sh                      # all tests
-#   bash scripts/test.sh -p workerid-memory   # extra arguments go to cargo test
+#   bash scripts/test.sh -p workerid-memory   # extra arguments go to cargo test,
+#                                             # only the packages named with -p
 #                                             # (and the loom models are left out)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,10 +14,15 @@ export PATH="$PATH:/usr/sbin:/usr/lib/postgresql/$(ls /usr/lib/postgresql 2>/dev
 # with its stacks printed, and a slow one says how long it took.
 host=$(rustc -vV | sed -n 's/^host: //p')
 export "CARGO_TARGET_$(tr 'a-z.-' 'A-Z__' <<<"$host")_RUNNER=$PWD/scripts/test-binary.sh"
+# Every package unless the arguments name some: with `--workspace`, cargo
+# would test them all whatever `-p` says.
+scope=(--workspace)
+for arg in "$@"; do
+  case $arg in
+    -p | -p* | --package | --package=* | --manifest-path | --manifest-path=*) scope=() ;;
+  esac
+done
+cargo test "${scope[@]}" "$@"
 if [ $# -eq 0 ]; then
-  cargo test --workspace
   bash scripts/loom.sh
-else
-  # `--workspace` would run every package whatever `-p` says.
-  cargo test "$@"
 fi

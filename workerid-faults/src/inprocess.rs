@@ -133,6 +133,11 @@ pub fn run(config: &RunConfig) -> Result<RunOutcome> {
             if now > until + nanos(config.ttl) * 4 + 30_000_000_000 {
                 let names: Vec<String> = clients.iter().map(|c| c.name.clone()).collect();
                 client_errors.push(format!("clients {names:?} did not stop by themselves"));
+                // Told to crash, so that none writes to its history once
+                // the check reads it, should it wake.
+                for client in &clients {
+                    client.kill.store(true, Ordering::SeqCst);
+                }
                 break;
             }
             continue;

@@ -34,8 +34,8 @@ fn start(dir: &std::path::Path, top: &str) -> (Server, u16) {
 }
 
 async fn channel(port: u16) -> Channel {
-    // Every call fails rather than waits without end for a server that
-    // stopped answering.
+    // A unary call, or a stream's start, fails rather than waits without
+    // end for a server that stopped answering.
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
         .unwrap()
         .connect_timeout(std::time::Duration::from_secs(5))

@@ -65,6 +65,7 @@ mod ports;
 pub mod postgres;
 pub mod postgres_standby;
 mod process;
+mod programs;
 pub mod progress;
 pub mod proxy;
 pub mod redis;
@@ -78,6 +79,8 @@ pub mod tls;
 pub use fake_clock::FakeWallClock;
 pub use ports::free_port;
 pub use process::{ServerProcess, ServerSpec};
+pub use programs::require_program;
+pub(crate) use programs::{find_program, output_within, run};
 pub use stores::{RunningStore, Servers, StoreKind};
 
 /// The password of the password-protected servers' user. It holds a `/` and
@@ -143,126 +146,4 @@ pub(crate) fn from_env_or(env: &str, start: impl FnOnce() -> String) -> String {
         Ok(value) if !value.is_empty() => value,
         _ => start(),
     }
-}
-
-/// Runs a helper program to completion; panics with its output if it fails
-/// or is still running after two minutes.
-pub(crate) fn run(command: &mut std::process::Command, what: &str) {
-    let out = output_within(command, what, std::time::Duration::from_secs(120));
-    assert!(
-        out.status.success(),
-        "{what} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Runs a helper program to completion and returns what it printed; a
-/// program still running after `limit` is killed, and the call panics with
-/// what it printed until then, so that a helper that never ends fails its
-/// test instead of hanging it.
-///
-/// # Panics
-/// When the program cannot be started, or runs past `limit`.
-pub(crate) fn output_within(
-    command: &mut std::process::Command,
-    what: &str,
-    limit: std::time::Duration,
-) -> std::process::Output {
-    use std::io::Read;
-    use std::process::Stdio;
-    use std::time::{Duration, Instant};
-
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
-    // Each pipe drained by a thread of its own, so that a program that
-    // prints much never blocks on a full pipe.
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        let (sent, received) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes);
-            }
-            let _ = sent.send(bytes);
-        });
-        received
-    };
-    let stdout = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let stderr = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    // A process the program left behind may hold its pipes open: what was
-    // printed is taken as it is a second after the end.
-    let printed = |received: std::sync::mpsc::Receiver<Vec<u8>>| {
-        received
-            .recv_timeout(Duration::from_secs(1))
-            .unwrap_or_default()
-    };
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child
-            .try_wait()
-            .unwrap_or_else(|e| panic!("cannot wait for {what}: {e}"))
-        {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "{what} was still running after {limit:?}, and was killed; it printed: {}{}",
-                String::from_utf8_lossy(&printed(stdout)),
-                String::from_utf8_lossy(&printed(stderr))
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    std::process::Output {
-        status,
-        stdout: printed(stdout),
-        stderr: printed(stderr),
-    }
-}
-
-/// Panics with an install hint unless `program` is on the PATH (or is a path
-/// that exists). Returns its full path.
-pub fn require_program(program: &str, debian_package: &str) -> std::path::PathBuf {
-    if let Some(full) = find_program(program) {
-        return full;
-    }
-    panic!(
-        "`{program}` is not installed: the tests need a real server. Install the Debian \
-         package `{debian_package}` (bash scripts/test.sh does it for you)."
-    );
-}
-
-/// The full path of `program` when it is on the PATH, in `/usr/sbin` or
-/// `/sbin` (or is an absolute path that exists).
-pub(crate) fn find_program(program: &str) -> Option<std::path::PathBuf> {
-    let candidate = std::path::Path::new(program);
-    if candidate.is_absolute() {
-        return candidate.exists().then(|| candidate.to_path_buf());
-    }
-    let paths = std::env::var_os("PATH").unwrap_or_default();
-    let extra = [
-        std::path::PathBuf::from("/usr/sbin"),
-        std::path::PathBuf::from("/sbin"),
-    ];
-    std::env::split_paths(&paths)
-        .chain(extra)
-        .map(|dir| dir.join(program))
-        .find(|full| full.is_file())
 }

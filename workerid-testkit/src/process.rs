@@ -387,7 +387,6 @@ pub(crate) fn kill_tree(leader: u32) -> Vec<u32> {
     // processes descended from its leader.
     unsafe {
         libc::kill(-(leader as libc::pid_t), libc::SIGKILL);
-        libc::kill(leader as libc::pid_t, libc::SIGKILL);
         for pid in &tree {
             libc::kill(*pid as libc::pid_t, libc::SIGKILL);
         }

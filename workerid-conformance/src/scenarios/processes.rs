@@ -3,8 +3,8 @@
 //! spawning), each with connections of its own, started together.
 
 use std::collections::BTreeSet;
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::io::{Read, Write};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use workerid_core::Error;
@@ -24,6 +24,15 @@ const EACH: usize = 4;
 const MAX_WORKER_ID: u32 = 9;
 /// How long the contenders may take, together, to start and answer.
 const CONTENDER_LIMIT: Duration = Duration::from_secs(120);
+
+/// Everything `pipe` gives until its end, read by a thread of its own.
+fn read_in_thread(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        bytes
+    })
+}
 
 fn unix_ms() -> u64 {
     SystemTime::now()
@@ -71,11 +80,20 @@ pub async fn contention_across_processes(f: &dyn StoreFactory) -> Outcome {
         .collect();
     let outputs = tokio::task::spawn_blocking(move || {
         // A contender that never ends (a store that never answers) is
-        // killed, and fails the scenario with what it printed.
+        // killed, and fails the scenario with what it printed; every pipe
+        // is drained meanwhile, so that none fills and blocks its writer.
         let deadline = Instant::now() + CONTENDER_LIMIT;
-        children
+        let drained: Vec<_> = children
             .into_iter()
             .map(|mut child| {
+                let stdout = child.stdout.take().map(read_in_thread);
+                let stderr = child.stderr.take().map(read_in_thread);
+                (child, stdout, stderr)
+            })
+            .collect();
+        drained
+            .into_iter()
+            .map(|(mut child, stdout, stderr)| {
                 while child.try_wait().expect("a contending process").is_none() {
                     if Instant::now() >= deadline {
                         let _ = child.kill();
@@ -83,7 +101,14 @@ pub async fn contention_across_processes(f: &dyn StoreFactory) -> Outcome {
                     }
                     std::thread::sleep(Duration::from_millis(20));
                 }
-                child.wait_with_output().expect("a contending process")
+                let joined = |reader: Option<std::thread::JoinHandle<Vec<u8>>>| {
+                    reader.map_or_else(Vec::new, |r| r.join().unwrap_or_default())
+                };
+                Output {
+                    status: child.wait().expect("a contending process"),
+                    stdout: joined(stdout),
+                    stderr: joined(stderr),
+                }
             })
             .collect::<Vec<_>>()
     })
