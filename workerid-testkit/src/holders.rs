@@ -25,7 +25,10 @@ impl Frozen {
     /// the file system mounted at `mount` (its working or root directory,
     /// an open file, or a mapped one), and waits until every thread of
     /// each has stopped, which a thread does only once it has left the
-    /// system call it was in. The processes are looked for again until a
+    /// system call it was in; a thread waiting for a child it vforked
+    /// cannot leave that wait while the child is stopped, and counts as
+    /// stopped once the SIGSTOP is pending for it (it takes it before it
+    /// runs again). The processes are looked for again until a
     /// search finds none left running, so a child that a holder forked
     /// while it was being stopped is stopped too.
     ///
@@ -76,9 +79,9 @@ impl Frozen {
                     assert!(
                         Instant::now() < deadline,
                         "process {pid}, which holds a file on {}, did not stop within \
-                         {STOP_WITHIN:?} (its threads' states: {:?})",
+                         {STOP_WITHIN:?} (its threads: {:?})",
                         mount.display(),
-                        thread_states(pid)
+                        threads(pid)
                     );
                     std::thread::sleep(Duration::from_micros(200));
                 }
@@ -149,24 +152,78 @@ fn maps_line_device(line: &str) -> Option<u64> {
     Some(libc::makedev(major, minor))
 }
 
-/// The state letter of each thread of `pid` (`/proc/<pid>/task/*/stat`);
-/// empty once the process is gone.
-fn thread_states(pid: u32) -> Vec<char> {
+/// One thread of a process, as `/proc/<pid>/task/<tid>` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Thread {
+    /// Its state letter (`R`, `S`, `D`, `T`, ...).
+    state: char,
+    /// The kernel function it waits in (`wchan`), if it shows one.
+    waits_in: String,
+    /// Whether a SIGSTOP is pending for it or for its process.
+    stop_pending: bool,
+}
+
+impl Thread {
+    /// Whether it runs no code of its own until it is continued: stopped
+    /// by a signal (`T`, not a tracer's `t`, which a tracer may let into a
+    /// call at any time) or gone; or waiting, with a SIGSTOP pending, for a
+    /// child it vforked to exec or exit (dash and `posix_spawn` vfork). Such
+    /// a thread cannot stop while it waits, and its child, which holds the
+    /// same files, may be stopped before its exec; it takes the SIGSTOP
+    /// before it runs again.
+    fn runs_nothing(&self) -> bool {
+        matches!(self.state, 'T' | 'Z' | 'X')
+            || (self.state == 'D' && self.waits_for_vforked_child() && self.stop_pending)
+    }
+
+    /// Whether it waits in the kernel for a child it vforked to exec or
+    /// exit: in `wait_for_vfork_done`, or in `kernel_clone` where the
+    /// kernel inlines that.
+    fn waits_for_vforked_child(&self) -> bool {
+        matches!(
+            self.waits_in.as_str(),
+            "wait_for_vfork_done" | "kernel_clone"
+        )
+    }
+}
+
+/// SIGSTOP's bit in the signal masks of `/proc/<pid>/status`.
+const SIGSTOP_BIT: u64 = 1 << (libc::SIGSTOP - 1);
+
+/// The threads of `pid` (`/proc/<pid>/task/*`); empty once the process is
+/// gone.
+fn threads(pid: u32) -> Vec<Thread> {
     std::fs::read_dir(format!("/proc/{pid}/task"))
         .into_iter()
         .flatten()
         .flatten()
-        .filter_map(|task| std::fs::read_to_string(task.path().join("stat")).ok())
-        .filter_map(|stat| state_of(&stat))
+        .filter_map(|task| {
+            let read = |file: &str| std::fs::read_to_string(task.path().join(file)).ok();
+            let state = state_of(&read("stat")?)?;
+            let pending = read("status").map_or(0, |status| {
+                status
+                    .lines()
+                    .filter_map(|line| {
+                        let mask = line
+                            .strip_prefix("SigPnd:")
+                            .or_else(|| line.strip_prefix("ShdPnd:"))?;
+                        u64::from_str_radix(mask.trim(), 16).ok()
+                    })
+                    .fold(0, |all, mask| all | mask)
+            });
+            Some(Thread {
+                state,
+                waits_in: read("wchan").unwrap_or_default(),
+                stop_pending: pending & SIGSTOP_BIT != 0,
+            })
+        })
         .collect()
 }
 
-/// Whether every thread of `pid` is stopped by a signal (`T`, not a
-/// tracer's `t`, which a tracer may let into a call at any time) or gone.
+/// Whether every thread of `pid` runs no code of its own until it is
+/// continued ([`Thread::runs_nothing`]), or the process is gone.
 fn every_thread_stopped(pid: u32) -> bool {
-    thread_states(pid)
-        .iter()
-        .all(|state| matches!(state, 'T' | 'Z' | 'X'))
+    threads(pid).iter().all(Thread::runs_nothing)
 }
 
 /// The state letter of a `/proc/.../stat` line.

@@ -173,3 +173,67 @@ fn children_a_holder_forks_while_it_is_stopped_are_stopped_too() {
     }
     drop(forking);
 }
+
+#[test]
+fn a_thread_waiting_for_its_vforked_child_runs_nothing_only_with_a_stop_pending() {
+    let thread = |state, waits_in: &str, stop_pending| Thread {
+        state,
+        waits_in: waits_in.to_string(),
+        stop_pending,
+    };
+    assert!(thread('T', "do_signal_stop", false).runs_nothing());
+    assert!(thread('D', "kernel_clone", true).runs_nothing());
+    assert!(!thread('D', "kernel_clone", false).runs_nothing());
+    assert!(thread('Z', "", false).runs_nothing());
+    assert!(thread('D', "wait_for_vfork_done", true).runs_nothing());
+    assert!(!thread('D', "wait_for_vfork_done", false).runs_nothing());
+    assert!(!thread('D', "folio_wait_bit_common", true).runs_nothing());
+    assert!(!thread('t', "ptrace_stop", true).runs_nothing());
+    assert!(!thread('S', "do_epoll_wait", true).runs_nothing());
+}
+
+#[test]
+fn a_holder_waiting_for_a_child_it_vforked_is_frozen_with_it() {
+    let disk = SmallDisk::mount(1);
+    // posix_spawn vforks; the child blocks in opening a FIFO (a file
+    // action) before its exec, so the parent waits for it in the kernel,
+    // where no SIGSTOP stops it.
+    let fifo = disk.path().join("fifo");
+    let made = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a plain syscall with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(made.as_ptr(), 0o600) }, 0);
+    let script = "import os, sys\n\
+                  pid = os.posix_spawn('/bin/true', ['true'], os.environ,\n\
+                      file_actions=[(os.POSIX_SPAWN_OPEN, 0, sys.argv[1], os.O_RDONLY, 0)])\n\
+                  os.waitpid(pid, 0)\n";
+    let mut command = Command::new("python3");
+    command
+        .args(["-c", script])
+        .arg(&fifo)
+        .current_dir(disk.path());
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    // Killed with its child if the test fails.
+    let mut spawner = Shell(command.spawn().unwrap());
+    let waits_for_child = |pid: u32| threads(pid).iter().any(Thread::waits_for_vforked_child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !waits_for_child(spawner.id()) {
+        assert!(Instant::now() < deadline, "{:?}", threads(spawner.id()));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+
+    let frozen = Frozen::holders_of(disk.path());
+    assert!(frozen.pids.contains(&spawner.id()), "{frozen:?}");
+    let child = descendants(spawner.id());
+    assert_eq!(child.len(), 1, "{child:?}");
+    assert!(frozen.pids.contains(&child[0]), "{frozen:?}");
+    assert!(every_thread_stopped(spawner.id()) && every_thread_stopped(child[0]));
+    drop(frozen);
+    // Thawed, the child opens the FIFO once it has a writer, runs
+    // /bin/true, and the spawner ends.
+    drop(std::fs::OpenOptions::new().write(true).open(&fifo).unwrap());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while spawner.0.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the spawner was not thawed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
