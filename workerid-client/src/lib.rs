@@ -32,3 +32,9 @@ mod segments;
 mod store;
 
 pub use store::{ConnectError, ServerStore, ServerStoreBuilder};
+
+/// The Rust block of `docs/server.md`, compiled as a doctest of this crate
+/// (the facade, which compiles the other pages', does not depend on it).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/server.md")]
+pub struct ServerDocs;
