@@ -10,8 +10,11 @@
 # step a store server's wall clock, Redis Sentinel, which fails a Redis
 # master over to its replica in the failover tests, and e2fsprogs
 # (`mkfs.ext4`), with which the failing-disk tests make an ext4 file system
-# on a loop device, and gdb, with which scripts/test-binary.sh prints the
-# stacks of a test binary that hangs. Installs only what is missing.
+# on a loop device, gdb and procps (`ps`), with which scripts/test-binary.sh
+# prints the stacks and processes of a test binary that hangs, iproute2
+# (`ip`, `ss`), with which the tests make network namespaces and watch
+# sockets, and python3, in which some tests write programs they start.
+# Installs only what is missing.
 #
 # etcd is Debian 13's (trixie, etcd 3.5), fetched and verified by apt with
 # the machine's Debian archive keys and unpacked into $ETCD_DIR, without
@@ -37,6 +40,9 @@ declare -A needs=(
   [redis-sentinel]=redis-sentinel
   [e2fsprogs]=mkfs.ext4
   [gdb]=gdb
+  [procps]=ps
+  [iproute2]=ip
+  [python3]=python3
 )
 missing=()
 for pkg in "${!needs[@]}"; do

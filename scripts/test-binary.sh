@@ -27,6 +27,10 @@ sleeper=$!
 trap 'kill "$sleeper" 2>/dev/null' EXIT
 wait -n -p finished "$test_pid" "$sleeper"
 status=$?
+if [[ $finished == "$sleeper" ]]; then
+  # Reaped: its pid may be another process's by the time this script exits.
+  trap - EXIT
+fi
 
 if [[ $finished == "$test_pid" ]]; then
   elapsed=$((SECONDS - start))
@@ -54,13 +58,17 @@ descendants() {
   done
   if command -v gdb >/dev/null; then
     echo "Their stacks:"
-    timeout 120 gdb -p "$test_pid" -batch -ex 'thread apply all bt' 2>&1 |
+    # gdb waits for every thread to stop and ignores SIGTERM meanwhile: a
+    # thread in an uninterruptible wait (a FUSE request, say) never does.
+    # Killed, it detaches, and the binary goes on to be killed below.
+    timeout -k 10 120 gdb -p "$test_pid" -batch -ex 'thread apply all bt' </dev/null 2>&1 |
       grep -E '^(Thread|#)|ptrace|[Cc]ould not|denied' | head -n 600
   else
     echo "(no gdb: no stacks)"
   fi
   echo "Its processes:"
-  ps -o pid,ppid,stat,etimes,args -p "$test_pid,$(descendants "$test_pid" | paste -sd, -)" |
+  kids=$(descendants "$test_pid" | paste -sd, -)
+  ps -o pid,ppid,stat,etimes,args -p "$test_pid${kids:+,$kids}" |
     head -n 100
 } >&2
 

@@ -13,6 +13,11 @@ export PATH="$PATH:/usr/sbin:/usr/lib/postgresql/$(ls /usr/lib/postgresql 2>/dev
 # Every test binary through scripts/test-binary.sh: a hung one is stopped
 # with its stacks printed, and a slow one says how long it took.
 host=$(rustc -vV | sed -n 's/^host: //p')
+# Cargo splits a runner's path at whitespace.
+if [[ $PWD =~ [[:space:]] ]]; then
+  echo "scripts/test.sh: the checkout's path has whitespace, which cargo's runner setting cannot take: $PWD" >&2
+  exit 2
+fi
 export "CARGO_TARGET_$(tr 'a-z.-' 'A-Z__' <<<"$host")_RUNNER=$PWD/scripts/test-binary.sh"
 # Every package unless the arguments name some: with `--workspace`, cargo
 # would test them all whatever `-p` says.

@@ -28,7 +28,7 @@ impl Frozen {
     /// system call it was in; a thread waiting for a child it vforked
     /// cannot leave that wait while the child is stopped, and counts as
     /// stopped once the SIGSTOP is pending for it (it takes it before it
-    /// runs again). The processes are looked for again until a
+    /// runs again), in a process of one thread or of many. The processes are looked for again until a
     /// search finds none left running, so a child that a holder forked
     /// while it was being stopped is stopped too.
     ///
@@ -68,6 +68,7 @@ impl Frozen {
                     );
                     continue;
                 }
+                stop_each_thread(pid);
                 frozen.pids.push(pid);
                 stopped_more = true;
             }
@@ -97,6 +98,34 @@ impl Drop for Frozen {
             unsafe {
                 libc::kill(pid as libc::pid_t, libc::SIGCONT);
             }
+        }
+    }
+}
+
+/// Sends SIGSTOP to each thread of `pid` too. The process's own SIGSTOP
+/// wakes one thread to take it, which then stops the others; when that one
+/// waits for a child it vforked it cannot take it, and no other thread is
+/// woken; when another takes it, the waiting thread shows none pending. A
+/// SIGSTOP of its own keeps every thread either stopped or, while it
+/// waits, with the signal pending ([`Thread::runs_nothing`]). SIGCONT
+/// clears them all.
+fn stop_each_thread(pid: u32) {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten();
+    for task in tasks {
+        let Some(tid) = task
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: a plain syscall on a thread of a process this just
+        // stopped; a thread gone meanwhile is ESRCH, which is fine.
+        unsafe {
+            libc::syscall(libc::SYS_tgkill, pid as libc::pid_t, tid, libc::SIGSTOP);
         }
     }
 }

@@ -3,6 +3,7 @@
 //! within a time limit.
 
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc::{channel, Receiver};
@@ -22,14 +23,17 @@ pub(crate) fn run(command: &mut Command, what: &str) {
 }
 
 /// Runs a helper program to completion and returns what it printed; a
-/// program still running after `limit` is killed, and the call panics with
-/// what it printed until then, so that a helper that never ends fails its
-/// test instead of hanging it.
+/// program still running after `limit` is killed with every process it
+/// started (it runs in a process group of its own: `initdb` starts a
+/// server of its own, for one), and the call panics with what it printed
+/// until then, so that a helper that never ends fails its test instead of
+/// hanging it.
 ///
 /// # Panics
 /// When the program cannot be started, or runs past `limit`.
 pub(crate) fn output_within(command: &mut Command, what: &str, limit: Duration) -> Output {
     let mut child = command
+        .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -84,6 +88,12 @@ pub(crate) fn output_within(command: &mut Command, what: &str, limit: Duration) 
             break status;
         }
         if Instant::now() >= deadline {
+            // The group is the child's pid, which stays its own until the
+            // child is reaped below.
+            if let Ok(group) = libc::pid_t::try_from(child.id()) {
+                // SAFETY: kill has no memory effects.
+                unsafe { libc::kill(-group, libc::SIGKILL) };
+            }
             let _ = child.kill();
             let _ = child.wait();
             panic!(
@@ -188,5 +198,32 @@ mod tests {
         );
         assert!(message.contains("begun"), "{message}");
         assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_program_past_its_limit_is_killed_with_the_processes_it_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let script = format!("sleep 30 & echo $! > {}; wait", pid_file.display());
+        let panic = std::panic::catch_unwind(|| {
+            output_within(&mut sh(&script), "the parent", Duration::from_millis(500))
+        });
+        assert!(panic.is_err(), "a program past its limit is a panic");
+        let pid: libc::pid_t = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // Gone, or a zombie its new parent has not reaped yet.
+        while std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| !stat.contains(") Z "))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the child {pid} outlived its parent's kill"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }

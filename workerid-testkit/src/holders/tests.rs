@@ -192,20 +192,44 @@ fn a_thread_waiting_for_its_vforked_child_runs_nothing_only_with_a_stop_pending(
     assert!(!thread('S', "do_epoll_wait", true).runs_nothing());
 }
 
+/// The Python program of the tests below: it posix_spawns (which vforks)
+/// `/bin/true` with a file action that opens the FIFO `sys.argv[1]`, so
+/// the child blocks before its exec and the spawning thread waits for it
+/// in the kernel, where no SIGSTOP stops it.
+const SPAWN: &str = "import os, sys, threading, time\n\
+                     def spawn():\n    \
+                         pid = os.posix_spawn('/bin/true', ['true'], os.environ,\n        \
+                             file_actions=[(os.POSIX_SPAWN_OPEN, 0, sys.argv[1], os.O_RDONLY, 0)])\n    \
+                         os.waitpid(pid, 0)\n";
+
 #[test]
 fn a_holder_waiting_for_a_child_it_vforked_is_frozen_with_it() {
+    frozen_while_it_waits_for_a_vforked_child(&format!("{SPAWN}spawn()\n"));
+}
+
+#[test]
+fn a_holder_whose_main_thread_waits_for_a_vforked_child_has_its_other_threads_frozen() {
+    frozen_while_it_waits_for_a_vforked_child(&format!(
+        "{SPAWN}threading.Thread(target=time.sleep, args=(1000,), daemon=True).start()\nspawn()\n"
+    ));
+}
+
+#[test]
+fn a_holder_whose_other_thread_waits_for_a_vforked_child_is_frozen_with_it() {
+    frozen_while_it_waits_for_a_vforked_child(&format!(
+        "{SPAWN}spawner = threading.Thread(target=spawn)\nspawner.start()\nspawner.join()\n"
+    ));
+}
+
+/// Runs `script` (with the FIFO as its argument) in the file system
+/// of a small disk until a thread of it waits for its vforked child,
+/// freezes the disk's holders, and checks both are frozen and then thawed.
+fn frozen_while_it_waits_for_a_vforked_child(script: &str) {
     let disk = SmallDisk::mount(1);
-    // posix_spawn vforks; the child blocks in opening a FIFO (a file
-    // action) before its exec, so the parent waits for it in the kernel,
-    // where no SIGSTOP stops it.
     let fifo = disk.path().join("fifo");
     let made = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: a plain syscall with a NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(made.as_ptr(), 0o600) }, 0);
-    let script = "import os, sys\n\
-                  pid = os.posix_spawn('/bin/true', ['true'], os.environ,\n\
-                      file_actions=[(os.POSIX_SPAWN_OPEN, 0, sys.argv[1], os.O_RDONLY, 0)])\n\
-                  os.waitpid(pid, 0)\n";
     let mut command = Command::new("python3");
     command
         .args(["-c", script])
