@@ -63,10 +63,33 @@ async fn options_that_cannot_work_are_refused_before_any_lease() {
             "renew every {renew_every:?} with a window of {window:?} must be refused"
         );
     }
+    // Periods far too long are refused, never an overflow: a renewal
+    // period past the ttl with the default window, and a window longer
+    // than the layout's timestamp field (the next holder would never start).
+    let one = || allocator(&store, LeaseOptions::new().max_worker_id(0));
+    assert!(refused(
+        Worker::join(one(), at(&clock).renew_every(Duration::MAX)).await
+    ));
+    assert!(refused(
+        Worker::join(one(), at(&clock).window(Duration::MAX)).await
+    ));
+    let past_the_field = Layout::classic().span() + Duration::from_millis(1);
+    assert!(refused(
+        Worker::join(one(), at(&clock).window(past_the_field)).await
+    ));
     assert!(
         nothing_leased(&store).await,
         "a refused join takes no lease"
     );
+    // A drift policy that never gives up is a policy, not an overflow.
+    let never = DriftPolicy {
+        block_below: Duration::from_secs(1),
+        give_up_at: Duration::MAX,
+    };
+    let worker = Worker::join(one(), at(&clock).drift(never))
+        .await
+        .expect("a join with a give-up point that never comes");
+    worker.stop().await;
 
     // At the limits: a pool as wide as the layout, a window of two periods.
     let exact = allocator(&store, LeaseOptions::new().worker_bits(10));

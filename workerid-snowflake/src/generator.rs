@@ -56,7 +56,9 @@ impl Default for DriftPolicy {
 /// A generator made with [`Generator::new`] is open: it issues IDs for as long
 /// as it lives. One inside a [`Worker`](super::Worker) issues IDs only while
 /// the worker's lease is live and only within the time window the worker has
-/// reserved in the store; both are checked on every call.
+/// reserved in the store; both are checked on every call (on a
+/// [`TickingClock`](crate::TickingClock), the lease by its ticker's time,
+/// which may lag: the window then keeps every ID below the next holder's).
 ///
 /// ```
 /// use std::sync::Arc;

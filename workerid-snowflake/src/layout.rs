@@ -188,13 +188,17 @@ impl Layout {
     }
 
     /// A custom layout; `epoch` is the time since the Unix epoch where the
-    /// timestamp field starts, `unit` a whole number of milliseconds.
+    /// timestamp field starts and `unit` the field's unit, each a whole
+    /// number of milliseconds (the watermarks a worker hands over are whole
+    /// milliseconds, so an epoch between two would let the next holder of a
+    /// worker ID start in the last holder's unit).
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] when a field is empty, the three fields need
-    /// more than 63 bits, the worker field is wider than 22 bits, the unit is
-    /// not a whole number of milliseconds, the epoch is in the future, or the
-    /// timestamp field runs out within 10 years (the message says when).
+    /// more than 63 bits, the worker field is wider than 22 bits, the unit or
+    /// the epoch is not a whole number of milliseconds, the epoch is in the
+    /// future, or the timestamp field runs out within 10 years (the message
+    /// says when).
     pub fn new(
         timestamp_bits: u8,
         worker_bits: u8,
@@ -240,6 +244,12 @@ impl Layout {
             return Err(Error::invalid_config(format!(
                 "the time unit {:?} is not a whole number of milliseconds",
                 self.unit
+            )));
+        }
+        if !self.epoch.subsec_nanos().is_multiple_of(1_000_000) {
+            return Err(Error::invalid_config(format!(
+                "the epoch {:?} after 1970 is not a whole number of milliseconds",
+                self.epoch
             )));
         }
         let now = now.duration_since(UNIX_EPOCH).unwrap_or_default();
@@ -425,6 +435,10 @@ mod tests {
             (
                 Layout::new(41, 10, 12, Duration::from_micros(1500), CLASSIC_EPOCH),
                 "milliseconds",
+            ),
+            (
+                Layout::new(41, 10, 12, ms, CLASSIC_EPOCH + Duration::from_micros(500)),
+                "epoch 1704067200.0005s after 1970 is not a whole number of milliseconds",
             ),
             (
                 Layout::new(41, 10, 12, ms, Duration::from_secs(4_000_000_000)),

@@ -26,7 +26,7 @@ impl Reservation {
     pub(crate) fn new(window: Duration, renew_every: Duration) -> Self {
         Reservation {
             window,
-            raise_below: renew_every * 3 / 2,
+            raise_below: renew_every.saturating_mul(3) / 2,
             until: Duration::ZERO,
         }
     }
@@ -38,7 +38,7 @@ impl Reservation {
         if self.until.saturating_sub(now) >= self.raise_below {
             return 0;
         }
-        millis(now + self.window)
+        millis(now.saturating_add(self.window))
     }
 
     /// Records a successful renewal that stored `watermark` (0: none).
@@ -59,12 +59,12 @@ impl Reservation {
 /// fewer renewals write the watermark (one in five at ttl/3 instead of one in
 /// three).
 pub(crate) fn default_window(renew_every: Duration, ttl: Duration, quarantine: bool) -> Duration {
-    let four = renew_every * 4;
+    let four = renew_every.saturating_mul(4);
     if !quarantine || renew_every.is_zero() {
         return four;
     }
     let periods = ttl.saturating_mul(2).as_nanos() / renew_every.as_nanos();
-    four.max(renew_every * u32::try_from(periods).unwrap_or(u32::MAX))
+    four.max(renew_every.saturating_mul(u32::try_from(periods).unwrap_or(u32::MAX)))
 }
 
 fn millis(d: Duration) -> u64 {

@@ -185,7 +185,11 @@ struct Keeper {
 ///   deadline passes.
 /// - [`next_id`](Worker::next_id) fails closed: no ID once the local deadline
 ///   (send instant of the last successful renewal + ttl - margin) has passed,
-///   or beyond the reserved window, checked on every call.
+///   or beyond the reserved window, checked on every call. On a
+///   [`TickingClock`](crate::TickingClock) the deadline is checked against
+///   its ticker's time, which a descheduled ticker leaves behind: an ID may
+///   then be issued after the deadline, never with a timestamp past the
+///   reserved window (fail closed by timestamp, see the crate's docs).
 /// - [`stop`](Worker::stop) releases the worker ID, leaving the last
 ///   timestamp issued as its watermark (not the reserved window), so the
 ///   next holder can start at once; dropping the worker does the same in
@@ -216,8 +220,9 @@ impl Worker {
     ///
     /// # Errors
     /// [`Error::Lease`] with the allocator's errors (`NoAvailableId`, `Unavailable`, ...);
-    /// [`Error::InvalidConfig`] when the pool's IDs do not fit the layout or
-    /// the periods do not fit the ttl; [`Error::ClockDriftTooLarge`] when the
+    /// [`Error::InvalidConfig`] when the pool's IDs do not fit the layout,
+    /// the periods do not fit the ttl, or the window is longer than the
+    /// layout's timestamp field covers; [`Error::ClockDriftTooLarge`] when the
     /// clock is further behind the previous holder's watermark than
     /// `max_start_wait` (the worker ID is released).
     pub async fn join(allocator: Allocator, options: WorkerOptions) -> Result<Worker> {
@@ -252,16 +257,24 @@ impl Worker {
                 layout.max_worker_id()
             )));
         }
-        if renew_every.is_zero() || renew_every >= ttl || window < renew_every * 2 {
+        if renew_every.is_zero() || renew_every >= ttl || window < renew_every.saturating_mul(2) {
             return Err(Error::invalid_config(format!(
                 "renew every {renew_every:?} with a window of {window:?} does not fit a ttl of {ttl:?} \
                  (0 < renew_every < ttl, window >= 2 * renew_every)"
             )));
         }
+        // A watermark past the layout's last timestamp would keep the next
+        // holder of the worker ID from ever starting.
+        if window > layout.span() {
+            return Err(Error::invalid_config(format!(
+                "a window of {window:?} is longer than the layout's timestamp field covers ({:?})",
+                layout.span()
+            )));
+        }
         let mut reservation = Reservation::new(window, renew_every);
         let max_start_wait = options
             .max_start_wait
-            .unwrap_or(window + options.drift.give_up_at);
+            .unwrap_or_else(|| window.saturating_add(options.drift.give_up_at));
         let clock = options.clock;
         let (state, state_rx) = watch::channel(WorkerState::Starting);
         let mut lease = allocator.acquire().await?;
@@ -347,7 +360,8 @@ impl Worker {
     /// The next snowflake ID.
     ///
     /// # Errors
-    /// [`NextIdError::NotReady`] unless the lease is surely live and the
+    /// [`NextIdError::NotReady`] unless the lease is surely live (on a
+    /// [`TickingClock`](crate::TickingClock): by its ticker's time) and the
     /// reserved window not exhausted; the drift errors of
     /// [`Generator::next_id`].
     #[inline]

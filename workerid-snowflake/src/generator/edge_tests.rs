@@ -99,3 +99,19 @@ fn a_drift_beyond_recovery_tells_the_worker_to_leave() {
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     assert!(told.as_mut().poll(&mut cx).is_ready(), "told to leave");
 }
+
+#[test]
+fn a_last_used_timestamp_past_the_layout_exhausts_the_generator() {
+    let layout = Layout::classic();
+    let clock = Arc::new(FakeClock::at(T0));
+    let g = Generator::new(layout, 5, clock.clone()).unwrap();
+    let ts = layout.decompose(g.next_id().unwrap()).timestamp;
+    // Past the field (one past, and a value whose shift would wrap to 0):
+    // raised to the last timestamp, never wrapped below the one in use.
+    for past in [layout.max_timestamp() + 1, 1 << 42] {
+        g.set_last_used_timestamp(past);
+        assert_eq!(g.last_used_timestamp(), layout.max_timestamp());
+        assert!(g.next_id().is_err(), "no ID after the layout's last one");
+        assert!(g.last_used_timestamp() > ts);
+    }
+}

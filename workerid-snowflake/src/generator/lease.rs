@@ -41,7 +41,10 @@ impl Generator {
     /// and of every batch a [`LocalGenerator`](crate::LocalGenerator) claims
     /// later has a larger timestamp (a batch claimed before may still be
     /// issued; call it before handing the generator out). Never lowers it.
+    /// A `ts` past the layout's largest timestamp raises it to that one,
+    /// after which the generator issues no ID.
     pub fn set_last_used_timestamp(&self, ts: u64) {
+        let ts = ts.min(self.layout.max_timestamp());
         let floor = self.packing.pack(ts, self.layout.max_sequence());
         self.last.fetch_max(floor, Ordering::AcqRel);
     }
@@ -49,8 +52,8 @@ impl Generator {
     /// The largest timestamp (in layout units) this generator may use: the
     /// upper end of the time window its worker reserved in the store as the
     /// lease's watermark (the layout's maximum for a generator made with
-    /// [`Generator::new`]). Lowered when a renewal reserves a lower window
-    /// (the wall clock went back).
+    /// [`Generator::new`]), as the worker's last renewal that reserved
+    /// one set it.
     #[inline]
     pub fn window_end(&self) -> u64 {
         self.window_end.load(Ordering::Acquire)
