@@ -40,6 +40,10 @@ enum Flaw {
     /// Creating an existing tag overwrites it (a `REPLACE`), counter and
     /// step, while answering that it existed: its IDs are handed out again.
     CreateOverwritesExisting,
+    /// A give-back leaves the version as it was: replayed after a server
+    /// that knows no version reserved the IDs it gave back, it takes them
+    /// back from that server.
+    GiveBackKeepsTheVersion,
 }
 
 /// Per tag: max (the first ID not handed out), default step, version.
@@ -144,6 +148,9 @@ impl SegmentStore for Counters {
             return Ok(false);
         }
         entry.0 = new_max;
+        if self.flaw != Some(Flaw::GiveBackKeepsTheVersion) {
+            entry.2 += 1;
+        }
         Ok(true)
     }
     async fn list_tags(&self) -> Result<Vec<TagInfo>> {
@@ -174,6 +181,12 @@ impl SegmentFactory for Factory {
             self.0.tags.lock().unwrap().clear();
         }
     }
+    async fn reserve_without_version(&self, tag: &Tag, step: u64) -> bool {
+        let mut tags = self.0.tags.lock().unwrap();
+        let entry = tags.get_mut(tag.as_str()).expect("a tag the scenario made");
+        entry.0 += step;
+        true
+    }
 }
 
 async fn failed(flaw: Option<Flaw>) -> Vec<&'static str> {
@@ -199,7 +212,10 @@ async fn the_flawless_counters_pass() {
 async fn a_give_back_comparing_the_value_only_fails_nothing_else() {
     assert_eq!(
         failed(Some(Flaw::GiveBackComparesTheValueOnly)).await,
-        vec!["replayed_give_back_is_refused"]
+        vec![
+            "replayed_give_back_is_refused",
+            "replayed_give_back_is_refused_after_a_versionless_reservation"
+        ]
     );
 }
 
@@ -217,4 +233,5 @@ caught! {
     catches_ids_counted_with_floats: CountsWithFloats by a_tag_at_its_end_is_exhausted;
     catches_a_reserve_that_creates_unknown_tags: ReserveCreatesUnknownTags by unknown_tags_and_listing;
     catches_a_create_that_overwrites_a_tag: CreateOverwritesExisting by unknown_tags_and_listing;
+    catches_a_give_back_that_keeps_the_version: GiveBackKeepsTheVersion by replayed_give_back_is_refused_after_a_versionless_reservation;
 }

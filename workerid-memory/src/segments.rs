@@ -66,6 +66,7 @@ impl Counters {
             return Ok(false);
         }
         counter.max = new_max;
+        counter.version += 1;
         Ok(true)
     }
 

@@ -337,6 +337,26 @@ async fn the_step_halves_when_segments_last_long() {
     assert_eq!(steps, [80, 40, 20], "halved each time");
 }
 
+/// Step bounds past the largest step a store reserves are held to it: a
+/// `min_step` of `u64::MAX` reserves `MAX_STEP` IDs, not a step every store
+/// refuses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steps_past_the_stores_largest_are_held_to_it() {
+    let store = Arc::new(Outage::new());
+    let options = SegmentOptions {
+        min_step: u64::MAX,
+        max_step: u64::MAX,
+        ..SegmentOptions::default()
+    };
+    let ids = SegmentAllocator::new(store.clone(), options);
+    ids.create_tag("wide", 1, 10).await.unwrap();
+    for expected in 1..=20 {
+        assert_eq!(ids.next_id("wide").await.unwrap(), expected);
+    }
+    let steps = store.steps.lock().unwrap().clone();
+    assert_eq!(steps, [None, Some(workerid_segment::MAX_STEP)]);
+}
+
 /// A prefetch that finds the store down puts the tag in outage mode while
 /// its current segment still has IDs: those are still served, and a fill
 /// (a health check) answers them rather than the outage.
@@ -431,6 +451,15 @@ async fn a_shutdown_gives_back_what_was_not_handed_out() {
             first, next,
             "{before} taken, {after} after another reserved"
         );
+        // Stopped for good, for the tag it served and for a new one.
+        ours.create_tag("other", 1, 100).await.unwrap();
+        for tag in ["tail", "other"] {
+            let answer = ours.next_id(tag).await;
+            assert!(
+                matches!(answer, Err(Error::Stopped { .. })),
+                "{tag}: {answer:?}"
+            );
+        }
     }
 }
 

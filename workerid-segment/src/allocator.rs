@@ -2,7 +2,7 @@
 //! on first use.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::{
@@ -32,6 +32,9 @@ pub struct SegmentAllocator {
     options: SegmentOptions,
     tags: RwLock<HashMap<Tag, TagHandle>>,
     stalls: Arc<AtomicU64>,
+    /// Set by [`shutdown`](Self::shutdown), under the write lock of `tags`:
+    /// no handle is made after it.
+    shut_down: AtomicBool,
 }
 
 impl SegmentAllocator {
@@ -42,6 +45,7 @@ impl SegmentAllocator {
             options,
             tags: RwLock::new(HashMap::new()),
             stalls: Arc::default(),
+            shut_down: AtomicBool::new(false),
         }
     }
 
@@ -67,7 +71,9 @@ impl SegmentAllocator {
     /// A handle on `tag`'s buffers (made on first use; no I/O).
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] for a bad tag.
+    /// [`Error::InvalidConfig`] for a bad tag; [`Error::Stopped`] for a tag
+    /// without a handle yet once [`shutdown`](Self::shutdown) has begun (a
+    /// handle made before answers `Stopped` on its own calls).
     pub fn tag(&self, tag: &str) -> Result<TagHandle> {
         let tag = Tag::new(tag)?;
         // Read-mostly: a shared lock on the hot path, the exclusive one only
@@ -81,6 +87,11 @@ impl SegmentAllocator {
             return Ok(handle.clone());
         }
         let mut tags = self.tags.write().unwrap_or_else(|e| e.into_inner());
+        if self.shut_down.load(Ordering::Relaxed) && !tags.contains_key(&tag) {
+            return Err(Error::Stopped {
+                reason: format!("the segment allocator is shut down (tag {tag})"),
+            });
+        }
         let handle = tags.entry(tag.clone()).or_insert_with(|| {
             TagHandle::new(tag, self.store.clone(), self.options, self.stalls.clone())
         });
@@ -164,15 +175,16 @@ impl SegmentAllocator {
 
     /// Stops handing out IDs and gives every unused tail back to the store
     /// where nothing was reserved since (otherwise the tail is lost, never
-    /// reused).
+    /// reused). Every call after it answers [`Error::Stopped`], for a tag
+    /// this allocator has served and for one it has not; a
+    /// [`LocalIds`](crate::LocalIds) still issues the batch it holds, whose
+    /// IDs were handed out to it.
     pub async fn shutdown(&self) {
-        let handles: Vec<TagHandle> = self
-            .tags
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        let handles: Vec<TagHandle> = {
+            let tags = self.tags.write().unwrap_or_else(|e| e.into_inner());
+            self.shut_down.store(true, Ordering::Relaxed);
+            tags.values().cloned().collect()
+        };
         for handle in handles {
             handle.close().await;
         }

@@ -12,9 +12,10 @@ pub struct SegmentOptions {
     pub grow_below: Duration,
     /// Halve the step when a segment lasted more than this (Leaf: 30 min).
     pub shrink_above: Duration,
-    /// The step never goes below this...
+    /// The step never goes below this (nor below 1)...
     pub min_step: u64,
-    /// ...nor above this.
+    /// ...nor above this (nor above [`MAX_STEP`](crate::MAX_STEP), the
+    /// largest a store reserves: a larger value bounds nothing more).
     pub max_step: u64,
     /// After the store failed to answer, a tag with no IDs in memory answers
     /// [`Error::Unavailable`](crate::Error::Unavailable) at once, without a

@@ -228,11 +228,13 @@ pub trait SegmentStore: Debug + Send + Sync + 'static {
     ///
     /// # Behavior
     /// - Done only while the tag's `max_id` is still `reserved.end()` and its
-    ///   version still `reserved.version`: a give-back sent again (a retry
-    ///   after a lost answer) is refused once another reservation happened,
-    ///   even one that was given back to the same `max_id` (no ABA). A
-    ///   reservation by a server that knows no version (go-id-alloc, Leaf)
-    ///   only ever raises `max_id`, so the first comparison refuses it.
+    ///   version still `reserved.version`, and moves the version on, as a
+    ///   reservation does: a give-back sent again (a retry after a lost
+    ///   answer) is refused once another reservation happened, even one
+    ///   that was given back to the same `max_id` (no ABA), or one by a
+    ///   server that knows no version (go-id-alloc, Leaf), which raises
+    ///   `max_id` back to `reserved.end()` when it reserves what was given
+    ///   back, and leaves the version as the give-back left it.
     /// - `new_max` above `reserved.end()`: refused (false), nothing changes.
     /// - `new_max` may be below `reserved.first`, to give back the tail of
     ///   an earlier range too when nothing was reserved between the two.

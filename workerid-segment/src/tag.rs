@@ -374,13 +374,9 @@ impl TagHandle {
         } else {
             used
         };
-        b.step.store(
-            next.clamp(
-                b.options.min_step,
-                b.options.max_step.max(b.options.min_step),
-            ),
-            Ordering::Relaxed,
-        );
+        let min = b.options.min_step.clamp(1, crate::MAX_STEP);
+        let max = b.options.max_step.clamp(min, crate::MAX_STEP);
+        b.step.store(next.clamp(min, max), Ordering::Relaxed);
         tracing::debug!(parent: &span, tag = %b.tag, first = range.first, last = range.last, "segment loaded");
         let segment = Segment::new(range, b.options.refill_at);
         b.meters.buffered(self.left() + segment.len());

@@ -97,7 +97,8 @@ impl SegmentStatements {
                  WHERE biz_tag = ?"
             )),
             give_back: p(format!(
-                "UPDATE {table} SET max_id = ? WHERE biz_tag = ? AND max_id = ? AND version = ?"
+                "UPDATE {table} SET max_id = ?, version = version + 1 \
+                 WHERE biz_tag = ? AND max_id = ? AND version = ?"
             )),
             exists: p(format!("SELECT 1 FROM {table} WHERE biz_tag = ?")),
             list: format!(

@@ -5,7 +5,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::ops::{Deref, DerefMut};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::MutexGuard;
 use std::time::Duration;
 
@@ -18,9 +18,12 @@ use super::{Slot, State};
 pub struct Held<'a> {
     state: MutexGuard<'a, State>,
     file: Option<File>,
-    /// Hold the state a while before writing it back (a slow write), so that
-    /// a store that does not lock the file is seen to race.
-    slow: bool,
+    /// Without the file's lock: hold the state a while before writing it
+    /// back (a slow write), so that the store is seen to race, and write it
+    /// to a file beside it renamed over it, so that a reader racing the
+    /// write finds a whole state (lost updates are the flaw; a torn read
+    /// would fail the scenario on something else).
+    unlocked: Option<PathBuf>,
 }
 
 impl<'a> Held<'a> {
@@ -44,7 +47,7 @@ impl<'a> Held<'a> {
         Self {
             state,
             file,
-            slow: !lock_file,
+            unlocked: path.filter(|_| !lock_file).map(Path::to_path_buf),
         }
     }
 }
@@ -67,10 +70,14 @@ impl Drop for Held<'_> {
         let Some(file) = self.file.as_mut() else {
             return;
         };
-        if self.slow {
-            std::thread::sleep(Duration::from_millis(5));
-        }
         let text = encode(&self.state);
+        if let Some(path) = &self.unlocked {
+            std::thread::sleep(Duration::from_millis(5));
+            let beside = path.with_extension(format!("{}.new", std::process::id()));
+            std::fs::write(&beside, text.as_bytes()).expect("write the state file");
+            std::fs::rename(&beside, path).expect("replace the state file");
+            return;
+        }
         file.set_len(0).expect("truncate the state file");
         file.seek(SeekFrom::Start(0)).expect("seek the state file");
         file.write_all(text.as_bytes())

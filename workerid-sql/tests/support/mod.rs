@@ -28,6 +28,22 @@ impl SegmentFactory for Database {
     async fn connect(&self) -> Arc<dyn SegmentStore> {
         Arc::new(self.open().await)
     }
+
+    /// go-id-alloc's and Leaf's reservation, as they send it.
+    async fn reserve_without_version(&self, tag: &workerid_segment::Tag, step: u64) -> bool {
+        let store = self.open().await;
+        let statement = format!(
+            "UPDATE {} SET max_id = max_id + {step} WHERE biz_tag = '{}'",
+            workerid_sql::DEFAULT_SEGMENTS_TABLE,
+            tag.as_str()
+        );
+        let done = sqlx::query(sqlx::AssertSqlSafe(statement))
+            .execute(store.pool())
+            .await
+            .expect("a reservation of go-id-alloc's and Leaf's");
+        assert_eq!(done.rows_affected(), 1, "the tag's row");
+        true
+    }
 }
 
 #[async_trait]
