@@ -277,3 +277,55 @@ fn completions_name_the_flags() {
         }
     }
 }
+
+/// Runs the server with `config` as its file (and `args`) for up to 20 s:
+/// its exit code (None when it was still running, then killed) and what it
+/// printed. A server that starts where it should have refused fails the
+/// test instead of holding it up.
+fn exit_of(dir: &Path, config: &str, args: &[&str]) -> (Option<i32>, String) {
+    let path = dir.join("refused.toml");
+    std::fs::write(&path, config).expect("write the config");
+    let log = dir.join("refused.log");
+    let output = std::fs::File::create(&log).expect("the log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_workerid-server"))
+        .arg("--config")
+        .arg(&path)
+        .args(args)
+        .stdout(output.try_clone().expect("the log, twice"))
+        .stderr(output)
+        .spawn()
+        .expect("start");
+    let status = common::exit_within(&mut child, Duration::from_secs(20));
+    let printed = std::fs::read_to_string(&log).unwrap_or_default();
+    (status.and_then(|s| s.code()), printed)
+}
+
+/// A lease setting the store refuses (etcd keeps leases of 2 s or more) is
+/// found before the start-up tags are written: exit 2 writes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_setting_the_store_refuses_exits_2_before_a_tag_is_written() {
+    let endpoints = workerid_testkit::etcd::shared_endpoints();
+    let hosts: Vec<&str> = endpoints
+        .iter()
+        .map(|e| e.trim_start_matches("http://"))
+        .collect();
+    let dir = tempfile::tempdir().expect("a directory");
+    // A key prefix of its own, so that reruns against a shared etcd start afresh.
+    let prefix = format!("refused-ttl-{}", std::process::id());
+    let url = format!("etcd://{}/{prefix}", hosts.join(","));
+    let config = format!(
+        "store = \"{url}\"\nlisten = \"127.0.0.1:{}\"\n\
+         [[tags]]\nname = \"partial\"\n[snowflake]\nttl_secs = 1\n",
+        workerid_testkit::free_port()
+    );
+    let (code, printed) = exit_of(dir.path(), &config, &[]);
+    assert_eq!(code, Some(2), "{printed}");
+    assert!(
+        printed.contains("shorter than this store's minimum"),
+        "{printed}"
+    );
+    assert!(!printed.contains("tag ready"), "{printed}");
+    let store = workerid::open(&url).await.expect("the store");
+    let tags = store.list_tags().await.expect("list");
+    assert!(tags.is_empty(), "a tag was written: {tags:?}");
+}
