@@ -24,7 +24,7 @@
 //! | `max_open_connections` | 10000 | accepting waits at the cap |
 //! | `max_buffer_bytes` | 65536 | read-ahead and pending answers per connection |
 //! | `auth_token` | none | every request needs `Authorization: Bearer <token>` |
-//! | `[snowflake] ttl_secs` | 10 | the lease ttl |
+//! | `[snowflake] ttl_secs` | 10 | the lease ttl, 1 to 86 400 (a day) |
 //! | `[snowflake] renew_every_ms` | ttl/3 | |
 //! | `[snowflake] renew_timeout_ms` | renew_every/2 | must be shorter than renew_every |
 //! | `[snowflake] max_worker_id` | 1023 | the pool |

@@ -329,3 +329,28 @@ async fn a_lease_setting_the_store_refuses_exits_2_before_a_tag_is_written() {
     let tags = store.list_tags().await.expect("list");
     assert!(tags.is_empty(), "a tag was written: {tags:?}");
 }
+
+/// A ttl beyond a day is refused before the store is touched, from the file
+/// or from the flag (the largest u64 included).
+#[test]
+fn a_ttl_beyond_a_day_exits_2_and_leaves_the_store_untouched() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let db = dir.path().join("untouched.db");
+    let top = format!(
+        "store = \"{}\"\nlisten = \"127.0.0.1:{}\"\n",
+        workerid_testkit::sqlite_url(&db),
+        workerid_testkit::free_port()
+    );
+    for (tables, args) in [
+        ("[snowflake]\nttl_secs = 86401\n", &[][..]),
+        ("", &["--snowflake-ttl-secs", "18446744073709551615"][..]),
+    ] {
+        let (code, printed) = exit_of(dir.path(), &format!("{top}{tables}"), args);
+        assert_eq!(code, Some(2), "{tables}{args:?}: {printed}");
+        assert!(
+            printed.contains("snowflake.ttl_secs") && printed.contains("86400"),
+            "{tables}{args:?}: {printed}"
+        );
+        assert!(!db.exists(), "{tables}{args:?}: the store was touched");
+    }
+}
