@@ -23,6 +23,17 @@ pub enum ConfigError {
         /// The value given.
         ttl_secs: u64,
     },
+    /// An empty `auth_token`.
+    #[error("auth_token must not be empty")]
+    AuthTokenEmpty,
+    /// An `auth_token` with a byte that is not visible ASCII (`!` to `~`):
+    /// no client could send it in an `Authorization` header or gRPC
+    /// metadata. The token itself is not kept.
+    #[error(
+        "auth_token may hold only visible ASCII characters (! to ~; no spaces, control \
+         characters or non-ASCII letters): no client could send this one (not shown)"
+    )]
+    AuthTokenNotSendable,
     /// Any other value out of its range, or settings that do not fit
     /// together: the message names the setting.
     #[error("{0}")]
@@ -99,7 +110,8 @@ pub struct Config {
     /// closes the connection.
     #[serde(default = "default_max_buffer_bytes")]
     pub max_buffer_bytes: usize,
-    /// A bearer token every request must carry (none: no check).
+    /// A bearer token every request must carry (none: no check); visible
+    /// ASCII only, as a header or gRPC metadata carries nothing else.
     #[serde(default)]
     pub auth_token: Option<String>,
     /// The most IDs one request may ask for with `count` (default 10 000,
@@ -311,8 +323,8 @@ impl Config {
                 return Err(format!("workers must be 1 to 1024, not {n}").into());
             }
         }
-        if self.auth_token.as_deref().is_some_and(str::is_empty) {
-            return Err("auth_token must not be empty".into());
+        if let Some(token) = &self.auth_token {
+            check_auth_token(token)?;
         }
         if self.idle_timeout_ms == 0 {
             return Err("idle_timeout_ms must be at least 1".into());
@@ -381,6 +393,22 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// Checks that `token` can be sent: gRPC metadata and `Authorization`
+/// header values carry visible ASCII only, and a bearer token is one word
+/// (a space at either end would be trimmed on the way).
+///
+/// # Errors
+/// [`ConfigError::AuthTokenEmpty`], [`ConfigError::AuthTokenNotSendable`].
+fn check_auth_token(token: &str) -> Result<(), ConfigError> {
+    if token.is_empty() {
+        return Err(ConfigError::AuthTokenEmpty);
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ConfigError::AuthTokenNotSendable);
+    }
+    Ok(())
 }
 
 impl std::fmt::Debug for Config {
@@ -583,6 +611,39 @@ mod tests {
                 with_ttl(ttl_secs).validate(),
                 Err(ConfigError::TtlOutOfRange { ttl_secs }),
                 "{ttl_secs}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_auth_token_must_be_sendable_and_is_never_shown() {
+        let with_token = |token: &str| Config {
+            auth_token: Some(token.into()),
+            ..Config::default()
+        };
+        let every_visible: String = ('!'..='~').collect();
+        for good in ["s3cret", "Az09-._~+/=", every_visible.as_str()] {
+            assert_eq!(with_token(good).validate(), Ok(()), "{good:?}");
+        }
+        assert_eq!(with_token("").validate(), Err(ConfigError::AuthTokenEmpty));
+        for bad in [
+            "s3cret\u{0}",
+            "s3cret\u{1}",
+            "s3cret\n",
+            "s3cret\t",
+            "s3cret\u{7f}",
+            "s3cret ",
+            " s3cret",
+            "s3 cret",
+            "s3cr\u{e9}t",
+            "s3cr\u{85}t",
+        ] {
+            let refused = with_token(bad).validate();
+            assert_eq!(refused, Err(ConfigError::AuthTokenNotSendable), "{bad:?}");
+            let shown = refused.unwrap_err().to_string();
+            assert!(
+                shown.contains("auth_token") && !shown.contains("s3"),
+                "{shown}"
             );
         }
     }

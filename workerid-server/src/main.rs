@@ -23,7 +23,7 @@
 //! | `idle_timeout_ms` | 60000 | an idle keep-alive connection closes |
 //! | `max_open_connections` | 10000 | accepting waits at the cap |
 //! | `max_buffer_bytes` | 65536 | read-ahead and pending answers per connection |
-//! | `auth_token` | none | every request needs `Authorization: Bearer <token>` |
+//! | `auth_token` | none | every request needs `Authorization: Bearer <token>`; visible ASCII only |
 //! | `[snowflake] ttl_secs` | 10 | the lease ttl, 1 to 86 400 (a day) |
 //! | `[snowflake] renew_every_ms` | ttl/3 | |
 //! | `[snowflake] renew_timeout_ms` | renew_every/2 | must be shorter than renew_every |

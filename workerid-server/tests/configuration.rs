@@ -354,3 +354,37 @@ fn a_ttl_beyond_a_day_exits_2_and_leaves_the_store_untouched() {
         assert!(!db.exists(), "{tables}{args:?}: the store was touched");
     }
 }
+
+/// A token no client can send (gRPC metadata and HTTP header values take
+/// visible ASCII only) is refused at start, and the error does not show it.
+#[test]
+fn an_auth_token_no_client_can_send_exits_2_without_showing_it() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let db = dir.path().join("untouched.db");
+    let top = format!(
+        "store = \"{}\"\nlisten = \"127.0.0.1:{}\"\n",
+        workerid_testkit::sqlite_url(&db),
+        workerid_testkit::free_port()
+    );
+    for token in [
+        "s3cret\u{1}x",
+        "s3cret\u{7f}x",
+        "s3cret\nx",
+        "s3cret\tx",
+        "s3cret x",
+        "s3cr\u{e9}tx",
+    ] {
+        let (code, printed) = exit_of(dir.path(), &top, &["--auth-token", token]);
+        assert_eq!(code, Some(2), "{token:?}: {printed}");
+        assert!(printed.contains("auth_token"), "{token:?}: {printed}");
+        assert!(!printed.contains("s3cr"), "{token:?}: {printed}");
+        assert!(!db.exists(), "{token:?}: the store was touched");
+    }
+    let (code, printed) = exit_of(
+        dir.path(),
+        &format!("{top}auth_token = \"s3cret\\u0001x\"\n"),
+        &[],
+    );
+    assert_eq!(code, Some(2), "{printed}");
+    assert!(!printed.contains("s3cr"), "{printed}");
+}
