@@ -93,7 +93,7 @@ pub struct Cli {
     /// (default: host name and process ID).
     #[arg(long, env = "WORKERID_HOLDER")]
     pub snowflake_holder: Option<String>,
-    /// The lease ttl, s.
+    /// The lease ttl, s (1 to 86400).
     #[arg(long, env = "WORKERID_SNOWFLAKE_TTL_SECS")]
     pub snowflake_ttl_secs: Option<u64>,
     /// The largest worker ID of the pool.
@@ -160,7 +160,7 @@ impl Cli {
         set_some(&mut s.max_worker_id, &self.snowflake_max_worker_id);
         set_some(&mut s.renew_every_ms, &self.snowflake_renew_every_ms);
         set_some(&mut s.renew_timeout_ms, &self.snowflake_renew_timeout_ms);
-        config.validate()?;
+        config.validate().map_err(|e| e.to_string())?;
         Ok(config)
     }
 }

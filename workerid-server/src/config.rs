@@ -9,6 +9,49 @@ use serde::Deserialize;
 /// parses, twice.
 pub const MIN_BUFFER_BYTES: usize = 2 * crate::fast_path::MAX_HEAD;
 
+/// The longest snowflake lease ttl, in seconds (one day): a lease that
+/// outlives its holder keeps its worker ID from every other server that long,
+/// and the periods derived from the ttl stay far from `Duration`'s limits.
+pub const MAX_TTL_SECS: u64 = 86_400;
+
+/// Why a configuration was refused. None of its messages shows a secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// `snowflake.ttl_secs` outside `1..=MAX_TTL_SECS`.
+    #[error("snowflake.ttl_secs must be 1 to {MAX_TTL_SECS} (one day), not {ttl_secs}")]
+    TtlOutOfRange {
+        /// The value given.
+        ttl_secs: u64,
+    },
+    /// An empty `auth_token`.
+    #[error("auth_token must not be empty")]
+    AuthTokenEmpty,
+    /// An `auth_token` with a byte that is not visible ASCII (`!` to `~`):
+    /// no client could send it in an `Authorization` header or gRPC
+    /// metadata. The token itself is not kept.
+    #[error(
+        "auth_token may hold only visible ASCII characters (! to ~; no spaces, control \
+         characters or non-ASCII letters): no client could send this one (not shown)"
+    )]
+    AuthTokenNotSendable,
+    /// Any other value out of its range, or settings that do not fit
+    /// together: the message names the setting.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl From<String> for ConfigError {
+    fn from(message: String) -> Self {
+        ConfigError::Invalid(message)
+    }
+}
+
+impl From<&str> for ConfigError {
+    fn from(message: &str) -> Self {
+        ConfigError::Invalid(message.to_owned())
+    }
+}
+
 /// What `workerid-server` serves, from where. Its `Debug` hides the store
 /// URL's password and the bearer token.
 #[derive(Clone, Deserialize)]
@@ -67,7 +110,8 @@ pub struct Config {
     /// closes the connection.
     #[serde(default = "default_max_buffer_bytes")]
     pub max_buffer_bytes: usize,
-    /// A bearer token every request must carry (none: no check).
+    /// A bearer token every request must carry (none: no check); visible
+    /// ASCII only, as a header or gRPC metadata carries nothing else.
     #[serde(default)]
     pub auth_token: Option<String>,
     /// The most IDs one request may ask for with `count` (default 10 000,
@@ -126,7 +170,8 @@ pub struct SnowflakeConfig {
     /// characters of `[A-Za-z0-9._:/-]`.
     #[serde(default)]
     pub holder: Option<String>,
-    /// The lease ttl, in seconds.
+    /// The lease ttl, in seconds: 1 to [`MAX_TTL_SECS`], and at least the
+    /// store's minimum.
     #[serde(default = "default_ttl")]
     pub ttl_secs: u64,
     /// The largest worker ID of the pool (default: the layout's 10 bits,
@@ -247,14 +292,14 @@ impl Config {
     /// ranges, names, duplicate tags, and how the lease periods fit.
     ///
     /// # Errors
-    /// A message naming the setting at fault.
-    pub fn validate(&self) -> Result<(), String> {
+    /// A [`ConfigError`] naming the setting at fault.
+    pub fn validate(&self) -> Result<(), ConfigError> {
         let mut seen = std::collections::BTreeSet::new();
         for tag in &self.tags {
             workerid::segment::Tag::new(tag.name.as_str())
                 .map_err(|e| format!("[[tags]] name {:?}: {e}", tag.name))?;
             if !seen.insert(tag.name.as_str()) {
-                return Err(format!("[[tags]] name {:?} is given twice", tag.name));
+                return Err(format!("[[tags]] name {:?} is given twice", tag.name).into());
             }
             workerid::segment::check_step(tag.step)
                 .map_err(|e| format!("[[tags]] {:?}: {e}", tag.name))?;
@@ -264,7 +309,8 @@ impl Config {
                     tag.name,
                     tag.first_id,
                     workerid::segment::MAX_SEGMENT_ID
-                ));
+                )
+                .into());
             }
         }
         if self.snowflake.enabled {
@@ -274,11 +320,11 @@ impl Config {
         }
         if let Some(n) = self.workers {
             if !(1..=1024).contains(&n) {
-                return Err(format!("workers must be 1 to 1024, not {n}"));
+                return Err(format!("workers must be 1 to 1024, not {n}").into());
             }
         }
-        if self.auth_token.as_deref().is_some_and(str::is_empty) {
-            return Err("auth_token must not be empty".into());
+        if let Some(token) = &self.auth_token {
+            check_auth_token(token)?;
         }
         if self.idle_timeout_ms == 0 {
             return Err("idle_timeout_ms must be at least 1".into());
@@ -287,16 +333,15 @@ impl Config {
             return Err("max_open_connections must be at least 1".into());
         }
         if self.max_buffer_bytes < MIN_BUFFER_BYTES {
-            return Err(format!(
-                "max_buffer_bytes must be at least {MIN_BUFFER_BYTES}"
-            ));
+            return Err(format!("max_buffer_bytes must be at least {MIN_BUFFER_BYTES}").into());
         }
         if !(1..=crate::batch::LARGEST_MAX_BATCH).contains(&self.max_batch) {
             return Err(format!(
                 "max_batch must be 1 to {}, not {}",
                 crate::batch::LARGEST_MAX_BATCH,
                 self.max_batch
-            ));
+            )
+            .into());
         }
         match (&self.grpc_tls_cert, &self.grpc_tls_key) {
             (Some(_), None) | (None, Some(_)) => {
@@ -321,31 +366,49 @@ impl Config {
         }
         let s = &self.snowflake;
         if s.enabled {
-            if s.ttl_secs == 0 {
-                return Err("snowflake.ttl_secs must be at least 1".into());
+            if !(1..=MAX_TTL_SECS).contains(&s.ttl_secs) {
+                return Err(ConfigError::TtlOutOfRange {
+                    ttl_secs: s.ttl_secs,
+                });
             }
             let layout_max = workerid::snowflake::Layout::classic().max_worker_id();
             if let Some(max) = s.max_worker_id.filter(|&max| max > layout_max) {
                 return Err(format!(
                     "snowflake.max_worker_id {max} does not fit the classic layout's worker bits (at most {layout_max})"
-                ));
+                ).into());
             }
             let (every, timeout) = (s.renew_every(), s.renew_timeout());
             if every.is_zero() || every >= s.ttl() {
                 return Err(format!(
                     "snowflake: renewing every {every:?} does not fit a ttl of {:?} (0 < renew_every_ms < ttl)",
                     s.ttl()
-                ));
+                ).into());
             }
             if timeout.is_zero() || timeout >= every {
                 return Err(format!(
                     "snowflake: a renew timeout of {timeout:?} must be shorter than the renewal period {every:?} \
                      (renew_timeout_ms < renew_every_ms)"
-                ));
+                ).into());
             }
         }
         Ok(())
     }
+}
+
+/// Checks that `token` can be sent: gRPC metadata and `Authorization`
+/// header values carry visible ASCII only, and a bearer token is one word
+/// (a space at either end would be trimmed on the way).
+///
+/// # Errors
+/// [`ConfigError::AuthTokenEmpty`], [`ConfigError::AuthTokenNotSendable`].
+fn check_auth_token(token: &str) -> Result<(), ConfigError> {
+    if token.is_empty() {
+        return Err(ConfigError::AuthTokenEmpty);
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ConfigError::AuthTokenNotSendable);
+    }
+    Ok(())
 }
 
 impl std::fmt::Debug for Config {
@@ -529,5 +592,59 @@ mod tests {
             config.check_segments_durable(StoreKind::Sqlite, false),
             Ok(false)
         );
+    }
+
+    #[test]
+    fn the_ttl_is_one_second_to_one_day() {
+        let with_ttl = |ttl_secs| Config {
+            snowflake: SnowflakeConfig {
+                ttl_secs,
+                ..SnowflakeConfig::default()
+            },
+            ..Config::default()
+        };
+        for ttl_secs in [1, 10, MAX_TTL_SECS] {
+            assert_eq!(with_ttl(ttl_secs).validate(), Ok(()), "{ttl_secs}");
+        }
+        for ttl_secs in [0, MAX_TTL_SECS + 1, u64::MAX] {
+            assert_eq!(
+                with_ttl(ttl_secs).validate(),
+                Err(ConfigError::TtlOutOfRange { ttl_secs }),
+                "{ttl_secs}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_auth_token_must_be_sendable_and_is_never_shown() {
+        let with_token = |token: &str| Config {
+            auth_token: Some(token.into()),
+            ..Config::default()
+        };
+        let every_visible: String = ('!'..='~').collect();
+        for good in ["s3cret", "Az09-._~+/=", every_visible.as_str()] {
+            assert_eq!(with_token(good).validate(), Ok(()), "{good:?}");
+        }
+        assert_eq!(with_token("").validate(), Err(ConfigError::AuthTokenEmpty));
+        for bad in [
+            "s3cret\u{0}",
+            "s3cret\u{1}",
+            "s3cret\n",
+            "s3cret\t",
+            "s3cret\u{7f}",
+            "s3cret ",
+            " s3cret",
+            "s3 cret",
+            "s3cr\u{e9}t",
+            "s3cr\u{85}t",
+        ] {
+            let refused = with_token(bad).validate();
+            assert_eq!(refused, Err(ConfigError::AuthTokenNotSendable), "{bad:?}");
+            let shown = refused.unwrap_err().to_string();
+            assert!(
+                shown.contains("auth_token") && !shown.contains("s3"),
+                "{shown}"
+            );
+        }
     }
 }

@@ -23,8 +23,8 @@
 //! | `idle_timeout_ms` | 60000 | an idle keep-alive connection closes |
 //! | `max_open_connections` | 10000 | accepting waits at the cap |
 //! | `max_buffer_bytes` | 65536 | read-ahead and pending answers per connection |
-//! | `auth_token` | none | every request needs `Authorization: Bearer <token>` |
-//! | `[snowflake] ttl_secs` | 10 | the lease ttl |
+//! | `auth_token` | none | every request needs `Authorization: Bearer <token>`; visible ASCII only |
+//! | `[snowflake] ttl_secs` | 10 | the lease ttl, 1 to 86 400 (a day) |
 //! | `[snowflake] renew_every_ms` | ttl/3 | |
 //! | `[snowflake] renew_timeout_ms` | renew_every/2 | must be shorter than renew_every |
 //! | `[snowflake] max_worker_id` | 1023 | the pool |
@@ -164,6 +164,42 @@ async fn create_tags(
     Ok(names)
 }
 
+/// The snowflake worker's allocator, on a store connection of its own, and
+/// the label its leases carry.
+///
+/// # Errors
+/// [`Failure::Config`] when the settings are not valid for the store (a ttl
+/// shorter than its minimum, a pool wider than its worker bits, ...);
+/// [`Failure::Store`] when the connection cannot be opened. Nothing is
+/// written to the store.
+async fn snowflake_allocator(config: &Config) -> Result<(Allocator, workerid::Holder), Failure> {
+    let s = &config.snowflake;
+    let mut options = LeaseOptions::new();
+    if let Some(max) = s.max_worker_id {
+        options = options.max_worker_id(max);
+    }
+    let holder = s.holder().map_err(Failure::Config)?;
+    let options = options
+        .max_lease_time(s.ttl())
+        .ttl(s.ttl())
+        .request_timeout(s.renew_timeout())
+        .holder(holder.clone());
+    // The lease has a connection (or pool) of its own: no pattern of
+    // requests can queue renewals behind segment calls. Each lease call is
+    // bounded by the allocator's request timeout (the renew timeout).
+    let lease_store = workerid::OpenOptions::new()
+        .connect_timeout(Duration::from_secs(3))
+        .request_timeout(s.renew_timeout())
+        .max_connections(1)
+        .open(&config.store)
+        .await
+        .map_err(|e| Failure::Store(format!("store (snowflake lease): {e}")))?
+        .lease_store();
+    let allocator = Allocator::from_arc(lease_store, &s.namespace, options)
+        .map_err(|e| Failure::Config(format!("snowflake: {e}")))?;
+    Ok((allocator, holder))
+}
+
 async fn run(config: Config) -> Result<(), Failure> {
     // Before anything takes a metric handle.
     let metrics = Arc::new(Metrics::install().map_err(Failure::Other)?);
@@ -220,6 +256,14 @@ async fn run(config: Config) -> Result<(), Failure> {
         timeout: config.store_timeout(),
     };
     let segments = SegmentAllocator::new(counted, SegmentOptions::default());
+    // The allocator checks the lease settings against the store's
+    // capabilities (its shortest ttl, its worker bits): a refusal must come
+    // before the tags are written.
+    let allocator = if config.snowflake.enabled {
+        Some(snowflake_allocator(&config).await?)
+    } else {
+        None
+    };
     let names = create_tags(&segments, &config.startup_tags()).await?;
     let tags = Arc::new(Tags::new(config.tags_refresh()));
     tags.replace(names);
@@ -229,31 +273,8 @@ async fn run(config: Config) -> Result<(), Failure> {
         segments.store().clone(),
         snowflake_stopped.clone(),
     );
-    let (snowflake, supervisor) = if config.snowflake.enabled {
+    let (snowflake, supervisor) = if let Some((allocator, holder)) = allocator {
         let s = &config.snowflake;
-        let mut options = LeaseOptions::new();
-        if let Some(max) = s.max_worker_id {
-            options = options.max_worker_id(max);
-        }
-        let holder = s.holder().map_err(Failure::Config)?;
-        let options = options
-            .max_lease_time(s.ttl())
-            .ttl(s.ttl())
-            .request_timeout(s.renew_timeout())
-            .holder(holder.clone());
-        // The lease has a connection (or pool) of its own: no pattern of
-        // requests can queue renewals behind segment calls. Each lease call
-        // is bounded by the allocator's request timeout (the renew timeout).
-        let lease_store = workerid::OpenOptions::new()
-            .connect_timeout(Duration::from_secs(3))
-            .request_timeout(s.renew_timeout())
-            .max_connections(1)
-            .open(&config.store)
-            .await
-            .map_err(|e| Failure::Store(format!("store (snowflake lease): {e}")))?
-            .lease_store();
-        let allocator = Allocator::from_arc(lease_store, &s.namespace, options)
-            .map_err(|e| Failure::Config(format!("snowflake: {e}")))?;
         // A clock that stepped back is answered at once (try later), never
         // waited out: the wait would block a thread serving requests, and
         // with `--workers 1` the only one, lease renewals included.

@@ -277,3 +277,114 @@ fn completions_name_the_flags() {
         }
     }
 }
+
+/// Runs the server with `config` as its file (and `args`) for up to 20 s:
+/// its exit code (None when it was still running, then killed) and what it
+/// printed. A server that starts where it should have refused fails the
+/// test instead of holding it up.
+fn exit_of(dir: &Path, config: &str, args: &[&str]) -> (Option<i32>, String) {
+    let path = dir.join("refused.toml");
+    std::fs::write(&path, config).expect("write the config");
+    let log = dir.join("refused.log");
+    let output = std::fs::File::create(&log).expect("the log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_workerid-server"))
+        .arg("--config")
+        .arg(&path)
+        .args(args)
+        .stdout(output.try_clone().expect("the log, twice"))
+        .stderr(output)
+        .spawn()
+        .expect("start");
+    let status = common::exit_within(&mut child, Duration::from_secs(20));
+    let printed = std::fs::read_to_string(&log).unwrap_or_default();
+    (status.and_then(|s| s.code()), printed)
+}
+
+/// A lease setting the store refuses (etcd keeps leases of 2 s or more) is
+/// found before the start-up tags are written: exit 2 writes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_setting_the_store_refuses_exits_2_before_a_tag_is_written() {
+    let endpoints = workerid_testkit::etcd::shared_endpoints();
+    let hosts: Vec<&str> = endpoints
+        .iter()
+        .map(|e| e.trim_start_matches("http://"))
+        .collect();
+    let dir = tempfile::tempdir().expect("a directory");
+    // A key prefix of its own, so that reruns against a shared etcd start afresh.
+    let prefix = format!("refused-ttl-{}", std::process::id());
+    let url = format!("etcd://{}/{prefix}", hosts.join(","));
+    let config = format!(
+        "store = \"{url}\"\nlisten = \"127.0.0.1:{}\"\n\
+         [[tags]]\nname = \"partial\"\n[snowflake]\nttl_secs = 1\n",
+        workerid_testkit::free_port()
+    );
+    let (code, printed) = exit_of(dir.path(), &config, &[]);
+    assert_eq!(code, Some(2), "{printed}");
+    assert!(
+        printed.contains("shorter than this store's minimum"),
+        "{printed}"
+    );
+    assert!(!printed.contains("tag ready"), "{printed}");
+    let store = workerid::open(&url).await.expect("the store");
+    let tags = store.list_tags().await.expect("list");
+    assert!(tags.is_empty(), "a tag was written: {tags:?}");
+}
+
+/// A ttl beyond a day is refused before the store is touched, from the file
+/// or from the flag (the largest u64 included).
+#[test]
+fn a_ttl_beyond_a_day_exits_2_and_leaves_the_store_untouched() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let db = dir.path().join("untouched.db");
+    let top = format!(
+        "store = \"{}\"\nlisten = \"127.0.0.1:{}\"\n",
+        workerid_testkit::sqlite_url(&db),
+        workerid_testkit::free_port()
+    );
+    for (tables, args) in [
+        ("[snowflake]\nttl_secs = 86401\n", &[][..]),
+        ("", &["--snowflake-ttl-secs", "18446744073709551615"][..]),
+    ] {
+        let (code, printed) = exit_of(dir.path(), &format!("{top}{tables}"), args);
+        assert_eq!(code, Some(2), "{tables}{args:?}: {printed}");
+        assert!(
+            printed.contains("snowflake.ttl_secs") && printed.contains("86400"),
+            "{tables}{args:?}: {printed}"
+        );
+        assert!(!db.exists(), "{tables}{args:?}: the store was touched");
+    }
+}
+
+/// A token no client can send (gRPC metadata and HTTP header values take
+/// visible ASCII only) is refused at start, and the error does not show it.
+#[test]
+fn an_auth_token_no_client_can_send_exits_2_without_showing_it() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let db = dir.path().join("untouched.db");
+    let top = format!(
+        "store = \"{}\"\nlisten = \"127.0.0.1:{}\"\n",
+        workerid_testkit::sqlite_url(&db),
+        workerid_testkit::free_port()
+    );
+    for token in [
+        "s3cret\u{1}x",
+        "s3cret\u{7f}x",
+        "s3cret\nx",
+        "s3cret\tx",
+        "s3cret x",
+        "s3cr\u{e9}tx",
+    ] {
+        let (code, printed) = exit_of(dir.path(), &top, &["--auth-token", token]);
+        assert_eq!(code, Some(2), "{token:?}: {printed}");
+        assert!(printed.contains("auth_token"), "{token:?}: {printed}");
+        assert!(!printed.contains("s3cr"), "{token:?}: {printed}");
+        assert!(!db.exists(), "{token:?}: the store was touched");
+    }
+    let (code, printed) = exit_of(
+        dir.path(),
+        &format!("{top}auth_token = \"s3cret\\u0001x\"\n"),
+        &[],
+    );
+    assert_eq!(code, Some(2), "{printed}");
+    assert!(!printed.contains("s3cr"), "{printed}");
+}

@@ -51,10 +51,15 @@ impl Segments for SegmentsService {
             let r = request.into_inner();
             let tag = tag(r.tag)?;
             let step = step(r.step)?;
-            if r.first_id > segment::MAX_SEGMENT_ID {
+            // 0 is go-id-alloc's failure value, never an ID.
+            if !(1..=segment::MAX_SEGMENT_ID).contains(&r.first_id) {
                 return Err(status::invalid(
                     "invalid_first_id",
-                    format!("first_id must be at most {}", segment::MAX_SEGMENT_ID),
+                    format!(
+                        "first_id must be 1 to {}, not {}",
+                        segment::MAX_SEGMENT_ID,
+                        r.first_id
+                    ),
                 ));
             }
             let created = self
