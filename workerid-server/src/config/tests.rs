@@ -1,0 +1,118 @@
+use super::*;
+
+#[test]
+fn debug_hides_the_password_and_the_token() {
+    let config = Config {
+        store: "postgres://ops:s3cret@db/ids".into(),
+        auth_token: Some("t0ken".into()),
+        ..Config::default()
+    };
+    let shown = format!("{config:?}");
+    assert!(
+        !shown.contains("s3cret") && !shown.contains("t0ken"),
+        "{shown}"
+    );
+}
+
+/// The documented example sets every setting and passes validation.
+#[test]
+fn the_example_config_loads() {
+    let text = include_str!("../../../docs/server.example.toml");
+    let config: Config = toml::from_str(text).expect("the example parses");
+    config.validate().expect("the example is valid");
+    assert_eq!(config.tags.len(), 2);
+    assert_eq!(
+        config.snowflake.renew_timeout(),
+        Duration::from_millis(1666)
+    );
+    assert!(config.auth_token.is_some() && config.workers == Some(4));
+}
+
+#[test]
+fn volatile_segments_need_the_setting() {
+    let mut config = Config {
+        store: "redis://127.0.0.1:6379".into(),
+        ..Config::default()
+    };
+    use workerid::StoreKind;
+    assert_eq!(
+        config.check_segments_durable(StoreKind::Redis, true),
+        Ok(true)
+    );
+    let refused = config
+        .check_segments_durable(StoreKind::Redis, false)
+        .unwrap_err();
+    assert!(refused.contains("durable=true"), "{refused}");
+    assert!(
+        refused.contains("allow_volatile_segments = true"),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("WORKERID_ALLOW_VOLATILE_SEGMENTS"),
+        "{refused}"
+    );
+    config.store = "sqlite::memory:".into();
+    let refused = config
+        .check_segments_durable(StoreKind::Sqlite, false)
+        .unwrap_err();
+    assert!(refused.contains("SQLite file"), "{refused}");
+    config.allow_volatile_segments = true;
+    assert_eq!(
+        config.check_segments_durable(StoreKind::Sqlite, false),
+        Ok(false)
+    );
+}
+
+#[test]
+fn the_ttl_is_one_second_to_one_day() {
+    let with_ttl = |ttl_secs| Config {
+        snowflake: SnowflakeConfig {
+            ttl_secs,
+            ..SnowflakeConfig::default()
+        },
+        ..Config::default()
+    };
+    for ttl_secs in [1, 10, MAX_TTL_SECS] {
+        assert_eq!(with_ttl(ttl_secs).validate(), Ok(()), "{ttl_secs}");
+    }
+    for ttl_secs in [0, MAX_TTL_SECS + 1, u64::MAX] {
+        assert_eq!(
+            with_ttl(ttl_secs).validate(),
+            Err(ConfigError::TtlOutOfRange { ttl_secs }),
+            "{ttl_secs}"
+        );
+    }
+}
+
+#[test]
+fn an_auth_token_must_be_sendable_and_is_never_shown() {
+    let with_token = |token: &str| Config {
+        auth_token: Some(token.into()),
+        ..Config::default()
+    };
+    let every_visible: String = ('!'..='~').collect();
+    for good in ["s3cret", "Az09-._~+/=", every_visible.as_str()] {
+        assert_eq!(with_token(good).validate(), Ok(()), "{good:?}");
+    }
+    assert_eq!(with_token("").validate(), Err(ConfigError::AuthTokenEmpty));
+    for bad in [
+        "s3cret\u{0}",
+        "s3cret\u{1}",
+        "s3cret\n",
+        "s3cret\t",
+        "s3cret\u{7f}",
+        "s3cret ",
+        " s3cret",
+        "s3 cret",
+        "s3cr\u{e9}t",
+        "s3cr\u{85}t",
+    ] {
+        let refused = with_token(bad).validate();
+        assert_eq!(refused, Err(ConfigError::AuthTokenNotSendable), "{bad:?}");
+        let shown = refused.unwrap_err().to_string();
+        assert!(
+            shown.contains("auth_token") && !shown.contains("s3"),
+            "{shown}"
+        );
+    }
+}
