@@ -102,11 +102,25 @@ async fn bad_urls_are_typed_errors_before_any_io() {
         ("etcds://a:1?cacert=/nonexistent/ca.pem", |e| {
             matches!(e, OpenError::File { .. })
         }),
+        // A raw '?' in a password.
+        ("redis://:hunter2?x@127.0.0.1:6379/", |e| {
+            matches!(e, OpenError::BadUrl { .. })
+        }),
+        ("etcds://root:s3cretpw?cacert=/x@127.0.0.1:2379", |e| {
+            matches!(e, OpenError::BadUrl { .. })
+        }),
+        ("postgres://ops:hunter2?x@127.0.0.1:1/db", |e| {
+            matches!(e, OpenError::BadUrl { .. })
+        }),
     ];
     for (url, expected) in cases {
         let started = Instant::now();
         let err = workerid::open(url).await.expect_err(url);
         assert!(expected(&err), "{url}: {err:?}");
+        let shown = format!("{err}\n{err:?}");
+        for secret in ["hunter2", "s3cretpw", "keyPassphrase1"] {
+            assert!(!shown.contains(secret), "{url} shows {secret}: {shown}");
+        }
         assert!(!err.is_retryable(), "{url}");
         assert!(
             started.elapsed() < Duration::from_millis(500),
