@@ -88,6 +88,7 @@ mod tests {
             "http://x",
             "memory://",
             "redis://:hunter2?x@127.0.0.1:1/",
+            "postgres://ops@127.0.0.1:1/ids?sslpassword=keyPassphrase1",
         ] {
             let err = open(url, true).await.unwrap_err();
             assert_eq!(err.exit_code(), exit::USAGE, "{url}: {err}");
