@@ -102,6 +102,13 @@ async fn bad_urls_are_typed_errors_before_any_io() {
         ("etcds://a:1?cacert=/nonexistent/ca.pem", |e| {
             matches!(e, OpenError::File { .. })
         }),
+        // A database number that decodes to more than digits.
+        ("rediss://127.0.0.1:1/0%23insecure", |e| {
+            matches!(e, OpenError::BadUrl { .. })
+        }),
+        ("rediss://127.0.0.1:1/0?protocol=3%23insecure", |e| {
+            matches!(e, OpenError::BadUrl { .. })
+        }),
         // A raw '?' in a password.
         ("redis://:hunter2?x@127.0.0.1:6379/", |e| {
             matches!(e, OpenError::BadUrl { .. })

@@ -57,10 +57,11 @@ use crate::{AnyStore, OpenError, StoreKind};
 /// (`leaf_alloc` for Leaf's table; default `segments`, go-id-alloc's) and
 /// `segment_versions=false` (keep the segment table exactly as it is: no
 /// give-backs), and the parameters sqlx reads for that database; any other
-/// parameter is refused, for every store. User names and passwords are
-/// percent-decoded (`%2F` for `/`, `%40` for `@`); a `?` or `#` in them must
-/// be encoded (`%3F`, `%23`), and so must an `@` in a parameter: an `@`
-/// after a raw `?` or `#` is refused.
+/// parameter is refused, for every store. A Redis database number is plain
+/// decimal digits, and `protocol=` one of `2`, `resp2`, `3`, `resp3`. User
+/// names and passwords are percent-decoded (`%2F` for `/`, `%40` for `@`); a
+/// `?` or `#` in them must be encoded (`%3F`, `%23`), and so must an `@` in
+/// a parameter: an `@` after a raw `?` or `#` is refused.
 ///
 /// Each kind needs its feature of this crate (`memory`, on by default;
 /// `redis`, `etcd`, `postgres`, `mysql`, `sqlite`, or `all`).

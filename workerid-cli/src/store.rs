@@ -87,6 +87,7 @@ mod tests {
             "localhost:6379",
             "http://x",
             "memory://",
+            "rediss://127.0.0.1:1/0%23insecure",
             "redis://:hunter2?x@127.0.0.1:1/",
             "postgres://ops@127.0.0.1:1/ids?sslpassword=keyPassphrase1",
         ] {
