@@ -364,7 +364,10 @@ impl std::fmt::Debug for Config {
             .field("max_open_connections", &self.max_open_connections)
             .field("max_buffer_bytes", &self.max_buffer_bytes)
             .field("max_batch", &self.max_batch)
-            .field("otlp_endpoint", &self.otlp_endpoint)
+            .field(
+                "otlp_endpoint",
+                &self.otlp_endpoint.as_deref().map(workerid::redact_url),
+            )
             .field("auth_token", &self.auth_token.as_ref().map(|_| "***"))
             .field("allow_volatile_segments", &self.allow_volatile_segments)
             .field("tags", &self.tags)
@@ -473,13 +476,14 @@ mod tests {
         let config = Config {
             store: "postgres://ops:s3cret@db/ids".into(),
             auth_token: Some("t0ken".into()),
+            otlp_endpoint: Some("http://u:hunter22@c:4317".into()),
             ..Config::default()
         };
         let shown = format!("{config:?}");
-        assert!(
-            !shown.contains("s3cret") && !shown.contains("t0ken"),
-            "{shown}"
-        );
+        for secret in ["s3cret", "t0ken", "hunter22"] {
+            assert!(!shown.contains(secret), "{secret}: {shown}");
+        }
+        assert!(shown.contains("http://u:***@c:4317"), "{shown}");
     }
 
     /// The documented example sets every setting and passes validation.
