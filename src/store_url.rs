@@ -74,6 +74,13 @@ impl StoreUrl {
             path: String::new(),
             params: Vec::new(),
         };
+        let user_info = !matches!(kind, StoreKind::Memory | StoreKind::Sqlite);
+        if user_info && at_after_query(url) {
+            return Err(parsed.bad(
+                "an '@' follows a '?' or '#': a '?' or '#' in the user name or password must be \
+                 percent-encoded (%3F, %23), as must an '@' in a parameter (%40)",
+            ));
+        }
         match kind {
             StoreKind::Sqlite => {}
             StoreKind::Memory => parsed.read_memory()?,
@@ -231,6 +238,16 @@ impl StoreUrl {
     }
 }
 
+/// Whether an `@` comes after the first `?` or `#` that follows
+/// `scheme://`. A raw `?` or `#` ends the authority, so a password holding
+/// one would be read in part as a host or a parameter, and shown as one in
+/// messages; an `@` in a parameter cannot be told from that case.
+fn at_after_query(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    rest.find(['?', '#'])
+        .is_some_and(|start| rest[start..].contains('@'))
+}
+
 /// The shortest password [`StoreUrl::scrub`] looks for.
 pub(crate) const MIN_SCRUBBED: usize = 4;
 
@@ -312,6 +329,39 @@ mod tests {
         );
         assert_eq!(address("sqlite://ids.db"), None);
         assert_eq!(address("memory://"), None);
+    }
+
+    #[test]
+    #[cfg(all(feature = "redis", feature = "etcd", feature = "postgres"))]
+    fn a_raw_question_mark_or_hash_in_a_password_is_never_shown() {
+        for (url, secrets) in [
+            ("redis://:hunter2?x@127.0.0.1:6379/", &["hunter2"][..]),
+            (
+                "etcds://root:s3cretpw?cacert=/x@127.0.0.1:2379",
+                &["s3cretpw"],
+            ),
+            ("redis://:hunter2#x@127.0.0.1:6379/", &["hunter2"]),
+            ("redis://u:6379?x@127.0.0.1:6379/", &["6379?x", "x@"]),
+            ("redis://:pw@h?x@127.0.0.1:6379/", &["x@", "pw@h"]),
+            ("redis+cluster://:hun?ter2@a:1,b:2", &["hun?ter2", "hun\""]),
+            (
+                "postgres://ops:1234?sslmode=disable@127.0.0.1/db",
+                &["1234"],
+            ),
+        ] {
+            let err = StoreUrl::parse(url).err().expect(url);
+            assert!(matches!(err, OpenError::BadUrl { .. }), "{url}: {err}");
+            let shown = format!("{err}\n{err:?}");
+            for secret in secrets {
+                assert!(!shown.contains(secret), "{url} shows {secret:?}: {shown}");
+            }
+            assert!(shown.contains("percent-encoded"), "{shown}");
+        }
+        // Encoded, they are read.
+        let url = StoreUrl::parse("redis://:hunter2%3Fx%23y@127.0.0.1:6379/?prefix=a%40b").unwrap();
+        assert_eq!(url.password.as_deref(), Some("hunter2?x#y"));
+        assert_eq!(url.hosts, ["127.0.0.1:6379"]);
+        assert_eq!(url.param("prefix"), Some("a@b"));
     }
 
     #[test]

@@ -102,11 +102,40 @@ async fn bad_urls_are_typed_errors_before_any_io() {
         ("etcds://a:1?cacert=/nonexistent/ca.pem", |e| {
             matches!(e, OpenError::File { .. })
         }),
+        // A database number that decodes to more than digits.
+        ("rediss://127.0.0.1:1/0%23insecure", |e| {
+            matches!(e, OpenError::BadUrl { .. })
+        }),
+        ("rediss://127.0.0.1:1/0?protocol=3%23insecure", |e| {
+            matches!(e, OpenError::BadUrl { .. })
+        }),
+        // A raw '?' in a password.
+        ("redis://:hunter2?x@127.0.0.1:6379/", |e| {
+            matches!(e, OpenError::BadUrl { .. })
+        }),
+        ("etcds://root:s3cretpw?cacert=/x@127.0.0.1:2379", |e| {
+            matches!(e, OpenError::BadUrl { .. })
+        }),
+        ("postgres://ops:hunter2?x@127.0.0.1:1/db", |e| {
+            matches!(e, OpenError::BadUrl { .. })
+        }),
+        // A parameter sqlx does not read.
+        (
+            "postgres://ops@127.0.0.1:1/ids?sslpassword=keyPassphrase1",
+            |e| matches!(e, OpenError::BadUrl { .. }),
+        ),
+        ("mysql://ops@127.0.0.1:1/ids?password=keyPassphrase1", |e| {
+            matches!(e, OpenError::BadUrl { .. })
+        }),
     ];
     for (url, expected) in cases {
         let started = Instant::now();
         let err = workerid::open(url).await.expect_err(url);
         assert!(expected(&err), "{url}: {err:?}");
+        let shown = format!("{err}\n{err:?}");
+        for secret in ["hunter2", "s3cretpw", "keyPassphrase1"] {
+            assert!(!shown.contains(secret), "{url} shows {secret}: {shown}");
+        }
         assert!(!err.is_retryable(), "{url}");
         assert!(
             started.elapsed() < Duration::from_millis(500),
@@ -181,6 +210,53 @@ async fn no_error_shows_the_password() {
             assert!(!shown.contains(needle), "{url} shows {needle:?}:\n{shown}");
         }
     }
+}
+
+/// A parameter sqlx does not read is refused before sqlx sees it: sqlx's
+/// PostgreSQL driver logs such a parameter with its value.
+#[tokio::test]
+async fn a_parameter_sqlx_does_not_read_is_never_logged() {
+    #[derive(Clone, Default)]
+    struct Lines(Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Lines {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+    let port = workerid_testkit::free_port();
+    for url in [
+        format!("postgres://ops@127.0.0.1:{port}/ids?sslpassword=keyPassphrase1"),
+        format!("postgres://ops@127.0.0.1:{port}/ids?sslmode=disable&x%2Dkey=keyPassphrase1"),
+    ] {
+        let err = OpenOptions::new()
+            .connect_timeout(Duration::from_secs(1))
+            .open(&url)
+            .await
+            .expect_err(&url);
+        assert!(matches!(err, OpenError::BadUrl { .. }), "{url}: {err:?}");
+        assert!(
+            !format!("{err}\n{err:?}").contains("keyPassphrase1"),
+            "{err}"
+        );
+    }
+    let logged =
+        String::from_utf8_lossy(&lines.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned();
+    assert!(!logged.contains("keyPassphrase1"), "{logged}");
 }
 
 /// The conformance suite on a store opened by URL: `AnyStore` forwards

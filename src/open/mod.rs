@@ -56,9 +56,12 @@ use crate::{AnyStore, OpenError, StoreKind};
 /// `cert` and `key`. The SQL stores take `lease_table=`, `segments_table=`
 /// (`leaf_alloc` for Leaf's table; default `segments`, go-id-alloc's) and
 /// `segment_versions=false` (keep the segment table exactly as it is: no
-/// give-backs); their other parameters go to sqlx. An unknown parameter of
-/// Redis or etcd is refused. User names and
-/// passwords are percent-decoded (`%2F` for `/`, `%40` for `@`).
+/// give-backs), and the parameters sqlx reads for that database; any other
+/// parameter is refused, for every store. A Redis database number is plain
+/// decimal digits, and `protocol=` one of `2`, `resp2`, `3`, `resp3`. User
+/// names and passwords are percent-decoded (`%2F` for `/`, `%40` for `@`); a
+/// `?` or `#` in them must be encoded (`%3F`, `%23`), and so must an `@` in
+/// a parameter: an `@` after a raw `?` or `#` is refused.
 ///
 /// Each kind needs its feature of this crate (`memory`, on by default;
 /// `redis`, `etcd`, `postgres`, `mysql`, `sqlite`, or `all`).

@@ -82,9 +82,20 @@ mod tests {
 
     #[tokio::test]
     async fn urls_the_cli_cannot_use_are_usage_errors() {
-        for url in ["", "localhost:6379", "http://x", "memory://"] {
+        for url in [
+            "",
+            "localhost:6379",
+            "http://x",
+            "memory://",
+            "rediss://127.0.0.1:1/0%23insecure",
+            "redis://:hunter2?x@127.0.0.1:1/",
+            "postgres://ops@127.0.0.1:1/ids?sslpassword=keyPassphrase1",
+        ] {
             let err = open(url, true).await.unwrap_err();
             assert_eq!(err.exit_code(), exit::USAGE, "{url}: {err}");
+            for secret in ["hunter2", "keyPassphrase1"] {
+                assert!(!err.to_string().contains(secret), "{url}: {err}");
+            }
         }
         let err = open("ftp://u:pw@h/", true).await.unwrap_err().to_string();
         assert!(!err.contains("pw@"), "{err}");

@@ -6,7 +6,7 @@ use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Status};
-use workerid_core::Capabilities;
+use workerid_core::{redact_url, Capabilities};
 use workerid_proto::v1::leases_client::LeasesClient;
 use workerid_proto::v1::segments_client::SegmentsClient;
 use workerid_proto::v1::CapabilitiesRequest;
@@ -40,7 +40,7 @@ pub enum ConnectError {
     /// The server did not answer (or refused the token).
     #[error("workerid-server at {url} unavailable: {reason}")]
     Unavailable {
-        /// The server's URL.
+        /// The server's URL, its password hidden.
         url: String,
         /// What went wrong.
         reason: String,
@@ -62,7 +62,7 @@ pub struct ServerStore {
 impl std::fmt::Debug for ServerStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServerStore")
-            .field("url", &self.url)
+            .field("url", &redact_url(&self.url))
             .finish_non_exhaustive()
     }
 }
@@ -81,7 +81,7 @@ pub struct ServerStoreBuilder {
 impl std::fmt::Debug for ServerStoreBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServerStoreBuilder")
-            .field("url", &self.url)
+            .field("url", &redact_url(&self.url))
             .field("bearer_token", &self.bearer_token.as_ref().map(|_| "***"))
             .field("connect_timeout", &self.connect_timeout)
             .field("request_timeout", &self.request_timeout)
@@ -153,6 +153,16 @@ impl ServerStoreBuilder {
         self
     }
 
+    /// The `authorization` value for `token`, marked sensitive: kept out
+    /// of the transport's logs and `Debug` output.
+    fn bearer_value(token: &str) -> Result<MetadataValue<Ascii>, ConnectError> {
+        let mut value: MetadataValue<Ascii> = format!("Bearer {token}")
+            .parse()
+            .map_err(|_| ConnectError::InvalidConfig("the bearer token is not ASCII".into()))?;
+        value.set_sensitive(true);
+        Ok(value)
+    }
+
     fn tls_config(&self) -> tonic::transport::ClientTlsConfig {
         use tonic::transport::{Certificate, ClientTlsConfig, Identity};
         let mut config = ClientTlsConfig::new();
@@ -174,7 +184,7 @@ impl ServerStoreBuilder {
     /// or refuses the token.
     pub async fn connect(self) -> Result<ServerStore, ConnectError> {
         let mut endpoint = Endpoint::from_shared(self.url.clone())
-            .map_err(|e| ConnectError::InvalidConfig(format!("{}: {e}", self.url)))?
+            .map_err(|e| ConnectError::InvalidConfig(format!("{}: {e}", redact_url(&self.url))))?
             .connect_timeout(self.connect_timeout)
             .timeout(self.request_timeout);
         if self.url.starts_with("https://") {
@@ -187,13 +197,11 @@ impl ServerStoreBuilder {
             ));
         }
         let token = match &self.bearer_token {
-            Some(token) => Some(format!("Bearer {token}").parse().map_err(|_| {
-                ConnectError::InvalidConfig("the bearer token is not ASCII".into())
-            })?),
+            Some(token) => Some(ServerStoreBuilder::bearer_value(token)?),
             None => None,
         };
         let unavailable = |reason: String| ConnectError::Unavailable {
-            url: self.url.clone(),
+            url: redact_url(&self.url),
             reason,
         };
         let channel = endpoint
@@ -244,6 +252,75 @@ mod tests {
     fn the_token_never_shows() {
         let builder = ServerStore::builder("http://127.0.0.1:1").bearer_token("hunter2");
         assert!(!format!("{builder:?}").contains("hunter2"));
+    }
+
+    #[tokio::test]
+    async fn the_password_of_the_url_never_shows() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let builder = ServerStore::builder(format!("http://user:pw4secret@127.0.0.1:{port}"))
+            .connect_timeout(Duration::from_millis(500));
+        let shown = format!("{builder:?}");
+        assert!(!shown.contains("pw4secret"), "{shown}");
+        assert!(shown.contains("user:***@"), "{shown}");
+        let refused = builder.connect().await.unwrap_err();
+        assert!(
+            matches!(refused, ConnectError::Unavailable { .. }),
+            "{refused}"
+        );
+        let shown = format!("{refused}\n{refused:?}");
+        assert!(!shown.contains("pw4secret"), "{shown}");
+        let invalid = ServerStore::connect("http://user:pw4secret@h:1/ x")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(invalid, ConnectError::InvalidConfig(_)),
+            "{invalid}"
+        );
+        let shown = format!("{invalid}\n{invalid:?}");
+        assert!(!shown.contains("pw4secret"), "{shown}");
+    }
+
+    #[tokio::test]
+    async fn a_store_shows_its_url_without_the_password() {
+        let store = ServerStore {
+            leases: LeasesClient::with_interceptor(
+                Endpoint::from_static("http://127.0.0.1:1").connect_lazy(),
+                Bearer(None),
+            ),
+            segments: SegmentsClient::with_interceptor(
+                Endpoint::from_static("http://127.0.0.1:1").connect_lazy(),
+                Bearer(None),
+            ),
+            capabilities: Capabilities {
+                min_ttl: Duration::from_secs(1),
+                ttl_granularity: Duration::from_millis(1),
+                max_worker_bits: 22,
+                durable: true,
+                expiry_lag: Duration::ZERO,
+                quarantine: false,
+                list: true,
+            },
+            segment_capabilities: SegmentCapabilities {
+                durable: true,
+                gapless: false,
+                list: true,
+                give_back: false,
+            },
+            url: "http://user:pw4secret@127.0.0.1:1".into(),
+        };
+        let shown = format!("{store:?}");
+        assert!(!shown.contains("pw4secret"), "{shown}");
+    }
+
+    #[test]
+    fn the_bearer_token_is_sensitive() {
+        let token = ServerStoreBuilder::bearer_value("hunter2").unwrap();
+        assert!(token.is_sensitive());
+        assert!(!format!("{token:?}").contains("hunter2"));
     }
 
     #[tokio::test]

@@ -1,11 +1,15 @@
 //! Store URLs with their secrets hidden, for errors, logs and `Debug`.
 
-/// Query parameters whose values are secrets (compared without case).
-const SECRET_PARAMS: [&str; 4] = ["password", "pass", "secret", "token"];
+/// A query parameter whose name, percent-decoded and lower-cased, contains
+/// one of these has its value hidden: drivers read decoded names
+/// (`pass%77ord` is `password`), and their secret parameters go by many
+/// names (`sslpassword`, `auth_token`, `ssl-key`, ...). Hiding a value that
+/// was no secret (a key file's path) costs nothing.
+const SECRET_WORDS: [&str; 4] = ["pass", "secret", "token", "key"];
 
 /// `url` with every secret replaced by `***`: the password of its user info
-/// and the values of `password=`, `pass=`, `secret=` and `token=` query
-/// parameters.
+/// and the value of every query parameter whose name, percent-decoded and
+/// without regard to case, contains `pass`, `secret`, `token` or `key`.
 ///
 /// It works on text, not on a parsed URL, so that a URL too broken to parse
 /// (a raw `/` or `@` in the password) is hidden too: everything between the
@@ -17,6 +21,7 @@ const SECRET_PARAMS: [&str; 4] = ["password", "pass", "secret", "token"];
 /// assert_eq!(redact_url("postgres://me:secret@db:5432/x"), "postgres://me:***@db:5432/x");
 /// assert_eq!(redact_url("redis://:p/a@ss@h:6379/0"), "redis://:***@h:6379/0");
 /// assert_eq!(redact_url("mysql://h/db?user=me&password=pw"), "mysql://h/db?user=me&password=***");
+/// assert_eq!(redact_url("postgres://h/db?SSLPass%77ord=pw"), "postgres://h/db?SSLPass%77ord=***");
 /// assert_eq!(redact_url("etcd://a:2379,b:2379/ids"), "etcd://a:2379,b:2379/ids");
 /// ```
 pub fn redact_url(url: &str) -> String {
@@ -44,13 +49,9 @@ fn redact_params(text: &str) -> String {
     while let Some(at) = rest.find(['?', '&']) {
         out.push_str(&rest[..=at]);
         rest = &rest[at + 1..];
-        let secret = SECRET_PARAMS.iter().find(|key| {
-            rest.get(..key.len() + 1).is_some_and(|head| {
-                head[..key.len()].eq_ignore_ascii_case(key) && head.ends_with('=')
-            })
-        });
-        if let Some(key) = secret {
-            out.push_str(&rest[..=key.len()]);
+        let key_end = rest.find(['=', '&', '#', '?']).unwrap_or(rest.len());
+        if rest[key_end..].starts_with('=') && is_secret(&rest[..key_end]) {
+            out.push_str(&rest[..=key_end]);
             out.push_str("***");
             let end = rest.find(['&', '#']).unwrap_or(rest.len());
             rest = &rest[end..];
@@ -58,6 +59,39 @@ fn redact_params(text: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// Whether the parameter named `key` (as written in the URL) holds a
+/// secret: its name read as a driver reads it (percent-decoded, `+` a
+/// space), lower-cased, contains one of [`SECRET_WORDS`].
+fn is_secret(key: &str) -> bool {
+    let name = percent_decode(&key.replace('+', " ")).to_lowercase();
+    SECRET_WORDS.iter().any(|word| name.contains(word))
+}
+
+/// `text` with each `%XX` replaced by its byte (invalid UTF-8 replaced).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .filter(|hex| hex.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                decoded.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                decoded.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&decoded).into_owned()
 }
 
 #[cfg(test)]
@@ -108,5 +142,62 @@ mod tests {
                 assert!(!shown.contains(secret), "{url} -> {shown}");
             }
         }
+    }
+
+    #[test]
+    fn secret_parameters_are_found_by_their_decoded_name() {
+        for (url, redacted) in [
+            (
+                "postgres://u@h/db?pass%77ord=hunter22",
+                "postgres://u@h/db?pass%77ord=***",
+            ),
+            (
+                "postgres://u@h/db?%50ASSWORD=hunter22&sslmode=require",
+                "postgres://u@h/db?%50ASSWORD=***&sslmode=require",
+            ),
+            (
+                "postgres://ops@127.0.0.1:1/ids?sslpassword=keyPassphrase1",
+                "postgres://ops@127.0.0.1:1/ids?sslpassword=***",
+            ),
+            (
+                "mysql://h/db?ssl-mode=REQUIRED&ssl-key=/k.pem#f",
+                "mysql://h/db?ssl-mode=REQUIRED&ssl-key=***#f",
+            ),
+            ("etcd://h:1/?sslkey=/k.pem", "etcd://h:1/?sslkey=***"),
+            ("x://h/?API_Key=abc&q=1", "x://h/?API_Key=***&q=1"),
+            ("x://h/?auth_token=abc", "x://h/?auth_token=***"),
+            ("x://h/?client%5Fsecret=abc", "x://h/?client%5Fsecret=***"),
+            ("x://h/?pass+word=abc", "x://h/?pass+word=***"),
+            // Not secrets: the value of another parameter, a name alone.
+            ("x://h/?mode=rwc&key", "x://h/?mode=rwc&key"),
+            ("x://h/?k%65=v", "x://h/?k%65=v"),
+            ("x://h/?bad%zzpass=v", "x://h/?bad%zzpass=***"),
+        ] {
+            assert_eq!(redact_url(url), redacted, "{url}");
+        }
+    }
+
+    #[test]
+    fn encoded_names_hide_their_values() {
+        for key in [
+            "pass%77ord",
+            "PASS%57ORD",
+            "%70assword",
+            "sslpassword",
+            "SSLKey",
+            "to%6Ben",
+            "my_secret",
+        ] {
+            let url = format!("postgres://u@h:1/db?{key}=hunter22&sslmode=require");
+            let shown = redact_url(&url);
+            assert!(!shown.contains("hunter22"), "{url} -> {shown}");
+            assert!(shown.ends_with("&sslmode=require"), "{url} -> {shown}");
+        }
+    }
+
+    #[test]
+    fn percent_decoding_keeps_what_is_not_an_escape() {
+        assert_eq!(percent_decode("a%41%2x%"), "aA%2x%");
+        assert_eq!(percent_decode("%+1%e2%82%ac"), "%+1\u{20ac}");
     }
 }

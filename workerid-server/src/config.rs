@@ -427,7 +427,10 @@ impl std::fmt::Debug for Config {
             .field("max_open_connections", &self.max_open_connections)
             .field("max_buffer_bytes", &self.max_buffer_bytes)
             .field("max_batch", &self.max_batch)
-            .field("otlp_endpoint", &self.otlp_endpoint)
+            .field(
+                "otlp_endpoint",
+                &self.otlp_endpoint.as_deref().map(workerid::redact_url),
+            )
             .field("auth_token", &self.auth_token.as_ref().map(|_| "***"))
             .field("allow_volatile_segments", &self.allow_volatile_segments)
             .field("tags", &self.tags)

@@ -14,7 +14,8 @@ pub fn check_endpoint(endpoint: &str) -> Result<(), String> {
     match endpoint.strip_prefix("http://") {
         Some(rest) if !rest.is_empty() && !rest.contains(char::is_whitespace) => Ok(()),
         _ => Err(format!(
-            "otlp_endpoint must be http://host:port (OTLP over gRPC, without TLS), not {endpoint:?}"
+            "otlp_endpoint must be http://host:port (OTLP over gRPC, without TLS), not {:?}",
+            workerid::redact_url(endpoint)
         )),
     }
 }
@@ -56,7 +57,12 @@ mod export {
             .with_tonic()
             .with_endpoint(endpoint)
             .build()
-            .map_err(|e| format!("otlp_endpoint {endpoint}: {e}"))?;
+            .map_err(|e| {
+                // The exporter's messages quote the endpoint as given.
+                let redacted = workerid::redact_url(endpoint);
+                let reason = e.to_string().replace(endpoint, &redacted);
+                format!("otlp_endpoint {redacted}: {reason}")
+            })?;
         let resource = Resource::builder()
             .with_service_name("workerid-server")
             .with_attribute(opentelemetry::KeyValue::new(
@@ -76,3 +82,28 @@ mod export {
 
 #[cfg(feature = "otlp")]
 pub use export::{layer, Traces};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_endpoint_is_shown_without_its_password() {
+        for endpoint in ["https://u:hunter22@c:4317", "http://u:hunter22@c 4317"] {
+            let refused = check_endpoint(endpoint).unwrap_err();
+            assert!(!refused.contains("hunter22"), "{refused}");
+        }
+    }
+
+    #[cfg(feature = "otlp")]
+    #[tokio::test]
+    async fn an_endpoint_the_exporter_refuses_is_shown_without_its_password() {
+        let endpoint = "http://u:hunter22@[c:4317";
+        assert_eq!(check_endpoint(endpoint), Ok(()));
+        let refused = layer::<tracing_subscriber::Registry>(endpoint)
+            .err()
+            .expect("the exporter refuses a broken address");
+        assert!(!refused.contains("hunter22"), "{refused}");
+        assert!(refused.contains("otlp_endpoint http://u:***@"), "{refused}");
+    }
+}

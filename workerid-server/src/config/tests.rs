@@ -5,13 +5,14 @@ fn debug_hides_the_password_and_the_token() {
     let config = Config {
         store: "postgres://ops:s3cret@db/ids".into(),
         auth_token: Some("t0ken".into()),
+        otlp_endpoint: Some("http://u:hunter22@c:4317".into()),
         ..Config::default()
     };
     let shown = format!("{config:?}");
-    assert!(
-        !shown.contains("s3cret") && !shown.contains("t0ken"),
-        "{shown}"
-    );
+    for secret in ["s3cret", "t0ken", "hunter22"] {
+        assert!(!shown.contains(secret), "{secret}: {shown}");
+    }
+    assert!(shown.contains("http://u:***@c:4317"), "{shown}");
 }
 
 /// The documented example sets every setting and passes validation.
