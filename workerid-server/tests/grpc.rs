@@ -14,10 +14,9 @@ use tonic_health::pb::{health_check_response::ServingStatus, HealthCheckRequest}
 use workerid::Token;
 use workerid_proto::v1::ids_client::IdsClient;
 use workerid_proto::v1::leases_client::LeasesClient;
-use workerid_proto::v1::segments_client::SegmentsClient;
 use workerid_proto::v1::{
-    AcquireRequest, CreateTagRequest, DecodeRequest, IdRange, ListRequest, ListTagsRequest,
-    NextIdsRequest, NextSnowflakesRequest, ReleaseRequest, RenewRequest, StreamIdsRequest,
+    AcquireRequest, DecodeRequest, IdRange, ListRequest, NextIdsRequest, NextSnowflakesRequest,
+    ReleaseRequest, RenewRequest, StreamIdsRequest,
 };
 
 fn start(dir: &std::path::Path, top: &str) -> (Server, u16) {
@@ -325,37 +324,4 @@ async fn without_the_bearer_token_every_call_is_refused() {
         .insert("authorization", "Bearer s3cret".parse().unwrap());
     let batch = ids.next_ids(right).await.unwrap().into_inner();
     assert_eq!(batch.ranges, vec![range(1, 1)], "refused calls took no ID");
-}
-
-/// `CreateTag` takes a first ID in 1..=MAX_SEGMENT_ID, as the library does
-/// (0 is go-id-alloc's failure value): anything else is refused and no tag
-/// is made.
-#[tokio::test(flavor = "multi_thread")]
-async fn create_tag_refuses_a_first_id_out_of_range_and_makes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_server, port) = start(dir.path(), "");
-    let mut segments = SegmentsClient::new(channel(port).await);
-    let create = |first_id| CreateTagRequest {
-        tag: "fresh".into(),
-        first_id,
-        step: 10,
-    };
-    for first_id in [0, workerid::segment::MAX_SEGMENT_ID + 1, u64::MAX] {
-        refused(
-            segments.create_tag(create(first_id)).await,
-            Code::InvalidArgument,
-            "invalid_first_id",
-        );
-    }
-    let tags = segments
-        .list_tags(ListTagsRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(
-        tags.tags.iter().all(|t| t.tag != "fresh"),
-        "a refused call made the tag: {tags:?}"
-    );
-    let created = segments.create_tag(create(1)).await.unwrap().into_inner();
-    assert!(created.created);
 }

@@ -51,15 +51,10 @@ impl Segments for SegmentsService {
             let r = request.into_inner();
             let tag = tag(r.tag)?;
             let step = step(r.step)?;
-            // 0 is go-id-alloc's failure value, never an ID.
-            if !(1..=segment::MAX_SEGMENT_ID).contains(&r.first_id) {
+            if r.first_id > segment::MAX_SEGMENT_ID {
                 return Err(status::invalid(
                     "invalid_first_id",
-                    format!(
-                        "first_id must be 1 to {}, not {}",
-                        segment::MAX_SEGMENT_ID,
-                        r.first_id
-                    ),
+                    format!("first_id must be at most {}", segment::MAX_SEGMENT_ID),
                 ));
             }
             let created = self
