@@ -325,3 +325,51 @@ async fn without_the_bearer_token_every_call_is_refused() {
     let batch = ids.next_ids(right).await.unwrap().into_inner();
     assert_eq!(batch.ranges, vec![range(1, 1)], "refused calls took no ID");
 }
+
+/// A give-back of a range no store hands out (its last ID at or past
+/// 2^63 - 1, whose end would overflow) is refused before the store is
+/// called, and the tag goes on where it was.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_give_back_of_a_range_past_the_last_id_is_refused() {
+    use workerid_proto::v1::segments_client::SegmentsClient;
+    use workerid_proto::v1::{CreateTagRequest, GiveBackRequest, ReserveRequest, SegmentRange};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, port) = start(dir.path(), "");
+    let mut segments = SegmentsClient::new(channel(port).await);
+    let created = segments
+        .create_tag(CreateTagRequest {
+            tag: "edge".into(),
+            first_id: 0,
+            step: 10,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(created.created, "a tag at 0, as go-id-alloc's rows start");
+    let reserve = || ReserveRequest {
+        tag: "edge".into(),
+        step: 0,
+    };
+    let first = segments.reserve(reserve()).await.unwrap().into_inner();
+    assert_eq!((first.first, first.last), (0, 9));
+    for last in [workerid::segment::MAX_SEGMENT_ID, u64::MAX] {
+        refused(
+            segments
+                .give_back(GiveBackRequest {
+                    tag: "edge".into(),
+                    reserved: Some(SegmentRange {
+                        first: 0,
+                        last,
+                        version: first.version,
+                    }),
+                    new_max: 0,
+                })
+                .await,
+            Code::InvalidArgument,
+            "invalid_range",
+        );
+    }
+    let next = segments.reserve(reserve()).await.unwrap().into_inner();
+    assert_eq!(next.first, 10, "the refused give-backs changed nothing");
+}

@@ -99,10 +99,18 @@ impl Segments for SegmentsService {
         let answer = async {
             let r = request.into_inner();
             let tag = tag(r.tag)?;
-            let Some(reserved) = r.reserved.filter(|range| range.first <= range.last) else {
+            // A range a store handed out ends below MAX_SEGMENT_ID, so its
+            // end (last + 1) never overflows.
+            let Some(reserved) = r
+                .reserved
+                .filter(|range| range.first <= range.last && range.last < segment::MAX_SEGMENT_ID)
+            else {
                 return Err(status::invalid(
                     "invalid_range",
-                    "a give-back needs the range it returns, first <= last",
+                    format!(
+                        "a give-back needs the range it returns, first <= last < {}",
+                        segment::MAX_SEGMENT_ID
+                    ),
                 ));
             };
             let range = segment::Range {
