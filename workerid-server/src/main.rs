@@ -335,11 +335,20 @@ async fn run(config: Config) -> Result<(), Failure> {
         let _ = signalled.wait_for(|&s| s).await;
     };
     serve::serve(listener, app.clone(), config.limits(), shutdown).await;
-    if let Some(grpc) = grpc {
-        match grpc.await {
-            Ok(Err(e)) => tracing::warn!("{e}"),
-            Err(e) => tracing::warn!("the gRPC server ended badly: {e}"),
-            Ok(Ok(())) => {}
+    if let Some(mut grpc) = grpc {
+        // It waits for every connection to close; one whose peer vanished
+        // or stopped reading must not hold the release of the worker ID.
+        match tokio::time::timeout(serve::DRAIN_TIMEOUT, &mut grpc).await {
+            Ok(Ok(Err(e))) => tracing::warn!("{e}"),
+            Ok(Err(e)) => tracing::warn!("the gRPC server ended badly: {e}"),
+            Ok(Ok(Ok(()))) => {}
+            Err(_) => {
+                tracing::warn!(
+                    "gRPC connections still open after {:?}: closing them",
+                    serve::DRAIN_TIMEOUT
+                );
+                grpc.abort();
+            }
         }
     }
     // Both bounded, whatever the store does: each give-back and the release

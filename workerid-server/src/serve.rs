@@ -29,7 +29,7 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long shutdown waits for requests in flight before it closes their
 /// connections anyway.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a connection may cost.
 #[derive(Debug, Clone, Copy)]

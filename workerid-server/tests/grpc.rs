@@ -373,3 +373,60 @@ async fn a_give_back_of_a_range_past_the_last_id_is_refused() {
     let next = segments.reserve(reserve()).await.unwrap().into_inner();
     assert_eq!(next.first, 10, "the refused give-backs changed nothing");
 }
+
+/// A client that stops reading, without closing its connection (a frozen
+/// process, a vanished host), holds no SIGTERM: the server stops within its
+/// drain time and releases its worker ID.
+#[test]
+fn a_client_that_stops_reading_does_not_hold_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, port) = start(dir.path(), "");
+    // HTTP/2 spoken by hand, so that nothing reads or answers for the
+    // client: the preface, empty settings, then a StreamIds call of batches
+    // of one ID until cancelled, and not one byte read.
+    let mut socket = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let frame = |kind: u8, flags: u8, stream: u32, payload: &[u8]| {
+        let mut frame = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+        frame.extend([kind, flags]);
+        frame.extend(stream.to_be_bytes());
+        frame.extend(payload);
+        frame
+    };
+    let mut headers = Vec::new();
+    for (name, value) in [
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", "/workerid.v1.Ids/StreamIds"),
+        (":authority", "127.0.0.1"),
+        ("content-type", "application/grpc"),
+        ("te", "trailers"),
+    ] {
+        // A literal without indexing, new name (RFC 7541, 6.2.2).
+        headers.push(0);
+        headers.push(name.len() as u8);
+        headers.extend(name.as_bytes());
+        headers.push(value.len() as u8);
+        headers.extend(value.as_bytes());
+    }
+    // StreamIdsRequest { tag: "test", count: 1 }, as one gRPC message.
+    let request = [0x0a, 4, b't', b'e', b's', b't', 0x10, 1];
+    let mut message = vec![0];
+    message.extend((request.len() as u32).to_be_bytes());
+    message.extend(request);
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend(frame(4, 0, 0, &[]));
+    out.extend(frame(1, 0x4, 1, &headers));
+    out.extend(frame(0, 0x1, 1, &message));
+    std::io::Write::write_all(&mut socket, &out).unwrap();
+    // The server fills the stream's window, then waits to send.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let signalled = std::time::Instant::now();
+    let status = server.terminate();
+    assert!(status.success(), "{status}");
+    assert!(
+        signalled.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        signalled.elapsed()
+    );
+    drop(socket);
+}

@@ -149,8 +149,15 @@ impl Ids for IdsService {
                 }
                 let batch = service.batch(tag.as_deref(), count).await;
                 let failed = batch.is_err();
-                // A client that went away ends the stream.
-                if tx.send(batch).await.is_err() || failed {
+                // A client that went away ends the stream, and so does a
+                // shutdown while a client that stopped reading holds the
+                // send: the server would otherwise wait on it for good (the
+                // batch is skipped, never handed out again).
+                let sent = tokio::select! {
+                    sent = tx.send(batch) => sent.is_ok(),
+                    _ = shutdown.wait_for(|&s| s) => false,
+                };
+                if !sent || failed {
                     return;
                 }
             }
