@@ -23,7 +23,11 @@ struct Factory(ReferenceStore);
 #[async_trait]
 impl StoreFactory for Factory {
     async fn connect(&self) -> Arc<dyn LeaseStore> {
-        Arc::new(self.0.clone())
+        // A handle of its own, with its own record of its leases.
+        Arc::new(ReferenceStore {
+            own: Arc::default(),
+            ..self.0.clone()
+        })
     }
     async fn advance(&self, duration: Duration) {
         self.0.clock.advance(duration);
@@ -63,6 +67,7 @@ fn reference(flaw: Option<Flaw>, quarantine: bool, file: Option<PathBuf>) -> Ref
         clock: Arc::new(ManualClock::new()),
         state: Arc::default(),
         file: file.map(Arc::new),
+        own: Arc::default(),
     }
 }
 
@@ -112,6 +117,7 @@ async fn failed(flaw: Option<Flaw>) -> Vec<&'static str> {
 // One test per flaw: the suite must fail, and in the scenario named.
 caught! {
     catches_renew_ignoring_the_token: RenewIgnoresToken by wrong_token_changes_nothing;
+    catches_a_handle_renewing_by_its_own_record: RenewsByItsOwnRecord by a_lease_is_one_lease_through_every_handle;
     catches_release_ignoring_the_token: ReleaseIgnoresToken by wrong_token_changes_nothing;
     catches_a_racy_acquire: RacyAcquire by contention_gives_distinct_grants;
     catches_a_racy_acquire_on_one_expired_id: RacyAcquire by one_winner_on_an_expired_id;

@@ -46,6 +46,7 @@ impl Factory {
             clock: Arc::new(ManualClock::new()),
             state: Arc::default(),
             file: Some(Arc::new(path)),
+            own: Arc::default(),
         })
     }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use etcd_client::{PutOptions, TxnOp};
+use etcd_client::{PutOptions, TxnOp, TxnOpResponse};
 use workerid_core::{Namespace, Result, Token, WorkerId};
 
 use crate::keys::{Keys, Ownership};
@@ -20,6 +20,12 @@ impl EtcdStore {
     /// for), whichever is longer: a renew to a shorter ttl whose answer is
     /// lost leaves its holder counting on the longer one.
     ///
+    /// The lease the keys rode on is revoked at once when it is not the new
+    /// one: another handle (another process, another server behind a load
+    /// balancer) may hold it for the same token and renew by keep-alive
+    /// alone, which must fail from now on, or it would go on answering for
+    /// a lease that this handle may release or let expire.
+    ///
     /// # Errors
     /// The contract's refusals for renew; `Unavailable`.
     pub(crate) async fn reattach(
@@ -35,7 +41,11 @@ impl EtcdStore {
         let with_lease = Some(PutOptions::new().with_lease(lease));
         let record = Ownership::held(secs.max(known_secs)).encode();
         let mut then = vec![
-            TxnOp::put(keys.owner(n), token.to_string(), with_lease.clone()),
+            TxnOp::put(
+                keys.owner(n),
+                token.to_string(),
+                Some(PutOptions::new().with_lease(lease).with_prev_key()),
+            ),
             TxnOp::put(keys.ownership(n), record, None),
             TxnOp::put(keys.token(token), format!("{n:07}"), with_lease),
         ];
@@ -45,6 +55,16 @@ impl EtcdStore {
             .await?
             .value;
         if answer.succeeded() {
+            let before = match answer.op_responses().first() {
+                Some(TxnOpResponse::Put(put)) => put.prev_key().map(|kv| kv.lease()),
+                _ => None,
+            };
+            if let Some(before) = before.filter(|&b| b != 0 && b != lease) {
+                if let Err(e) = self.revoke_now(before).await {
+                    tracing::warn!("etcd: revoking the lease {before:x} the keys left: {e}");
+                    self.revoke_later(before);
+                }
+            }
             return Ok(lease);
         }
         self.revoke_later(lease);

@@ -65,15 +65,24 @@ impl LeaseStore for EtcdStore {
                 if held.ttl_secs == secs && watermark == 0 && self.inner.cluster.lone_member() =>
             {
                 let started = Instant::now();
-                let alive = self.keep_alive(held.lease).await?;
-                let answer = if alive {
-                    None
-                } else {
-                    // The lease is gone: the keys tell which refusal it is.
-                    let txn = guarded(&keys, n, token, Vec::new());
-                    Some(self.txn("renew", txn).await?.value)
-                };
-                self.renewed((namespace, id, token), (held, started), answer, Ok(alive))
+                if self.keep_alive(held.lease).await? {
+                    return self.renewed((namespace, id, token), (held, started), None, Ok(true));
+                }
+                // The lease is gone: the keys tell which refusal it is, or
+                // that another handle moved them to a lease of its own.
+                let txn = guarded(&keys, n, token, Vec::new());
+                let answer = self.txn("renew", txn).await?.value;
+                if answer.succeeded() {
+                    return self
+                        .move_keys(namespace, &keys, id, token, ttl, Some(held), watermark)
+                        .await;
+                }
+                self.renewed(
+                    (namespace, id, token),
+                    (held, started),
+                    Some(answer),
+                    Ok(false),
+                )
             }
             // Same ttl as the etcd lease: a keep-alive and the guarded
             // transaction (which raises the watermark) go out together, the
@@ -86,37 +95,21 @@ impl LeaseStore for EtcdStore {
                 let txn = guarded(&keys, n, token, then);
                 let (answer, alive) =
                     tokio::join!(self.txn("renew", txn), self.keep_alive(held.lease));
-                let answer = Some(answer?.value);
-                self.renewed((namespace, id, token), (held, started), answer, alive)
+                let answer = answer?.value;
+                if answer.succeeded() && matches!(alive, Ok(false)) {
+                    // Still this token's, on a lease another handle moved
+                    // the keys to.
+                    return self
+                        .move_keys(namespace, &keys, id, token, ttl, Some(held), watermark)
+                        .await;
+                }
+                self.renewed((namespace, id, token), (held, started), Some(answer), alive)
             }
             // Another ttl, or a lease acquired elsewhere: move the keys to a
             // new etcd lease of the new ttl.
             known => {
-                let started = Instant::now();
-                let known_secs = known.as_ref().map_or(0, |k| k.ttl_secs);
-                let lease = match self
-                    .reattach(&keys, id, token, (ttl, known_secs), watermark)
+                self.move_keys(namespace, &keys, id, token, ttl, known, watermark)
                     .await
-                {
-                    Ok(lease) => lease,
-                    Err(e) => {
-                        if e.is_lease_lost() {
-                            self.forget(namespace, id, token);
-                        }
-                        return Err(e);
-                    }
-                };
-                let held = HeldLease {
-                    token: *token,
-                    lease,
-                    ttl_secs: secs,
-                    extended: started,
-                };
-                self.remember(namespace, id, held);
-                if let Some(old) = known {
-                    self.revoke_later(old.lease);
-                }
-                Ok(())
             }
         }
     }
@@ -232,6 +225,50 @@ impl EtcdStore {
 }
 
 impl EtcdStore {
+    /// Renews the lease `token` holds on `id` by moving its keys to a new
+    /// etcd lease of `ttl` (see [`reattach`](EtcdStore::reattach)), and
+    /// keeps that lease as this handle's, in place of `known`.
+    ///
+    /// # Errors
+    /// The contract's refusals for renew; `Unavailable`.
+    #[allow(clippy::too_many_arguments)]
+    async fn move_keys(
+        &self,
+        namespace: &Namespace,
+        keys: &Keys,
+        id: WorkerId,
+        token: &Token,
+        ttl: Duration,
+        known: Option<HeldLease>,
+        watermark: u64,
+    ) -> Result<()> {
+        let started = Instant::now();
+        let known_secs = known.as_ref().map_or(0, |k| k.ttl_secs);
+        let lease = match self
+            .reattach(keys, id, token, (ttl, known_secs), watermark)
+            .await
+        {
+            Ok(lease) => lease,
+            Err(e) => {
+                if e.is_lease_lost() {
+                    self.forget(namespace, id, token);
+                }
+                return Err(e);
+            }
+        };
+        let held = HeldLease {
+            token: *token,
+            lease,
+            ttl_secs: ttl_secs(ttl),
+            extended: started,
+        };
+        self.remember(namespace, id, held);
+        if let Some(old) = known {
+            self.revoke_later(old.lease);
+        }
+        Ok(())
+    }
+
     /// Whether a release by `token` freed `id` before the grant written at
     /// `revision` (the ID's current one, to another token): read as of the
     /// revision before it (see [`freed_by`]). Only the last grant is

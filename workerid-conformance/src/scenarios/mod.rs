@@ -8,6 +8,7 @@
 mod contention;
 mod durability;
 mod grants;
+mod handles;
 mod history;
 mod input;
 mod lifecycle;
@@ -20,6 +21,7 @@ mod unreachable;
 pub use contention::*;
 pub use durability::*;
 pub use grants::*;
+pub use handles::*;
 pub use history::*;
 pub use input::*;
 pub use lifecycle::*;
@@ -61,6 +63,7 @@ macro_rules! __lease_scenarios {
             one_winner_on_an_expired_id,
             contention_across_processes,
             concurrent_renewals_all_succeed,
+            a_lease_is_one_lease_through_every_handle,
             release_races_renew_and_acquire,
             an_unreachable_store_is_unavailable,
             survives_restart,

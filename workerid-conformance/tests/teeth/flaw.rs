@@ -111,4 +111,9 @@ pub enum Flaw {
     /// lock of its own process only (an in-process mutex where a file lock
     /// or a transaction was needed): processes overwrite each other's grants.
     LocksInProcessOnly,
+    /// Each handle keeps the leases it acquired or renewed, with the expiry
+    /// it counts on, and renews them from that record without asking the
+    /// shared state (a keep-alive on an etcd lease of its own): what
+    /// another handle did to the lease meanwhile goes unseen.
+    RenewsByItsOwnRecord,
 }

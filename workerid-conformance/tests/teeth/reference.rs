@@ -51,7 +51,14 @@ pub struct ReferenceStore {
     pub state: Arc<Mutex<State>>,
     /// A file that holds the state instead, shared with other processes.
     pub file: Option<Arc<PathBuf>>,
+    /// This handle's own record of the leases it acquired or renewed, and
+    /// the expiry it counts on for each (`RenewsByItsOwnRecord`); each
+    /// handle a factory connects has its own.
+    pub own: Arc<Mutex<OwnRecord>>,
 }
+
+/// Per namespace, worker ID and token: the expiry a handle counts on.
+pub type OwnRecord = std::collections::HashMap<(String, u32, Token), Duration>;
 
 impl ReferenceStore {
     fn has(&self, flaw: Flaw) -> bool {
@@ -89,6 +96,14 @@ impl ReferenceStore {
             namespace.to_string()
         };
         (ns, id)
+    }
+
+    /// Keeps a lease this handle acquired or renewed in its own record.
+    fn record(&self, namespace: &Namespace, id: u32, token: &Token, ttl: Duration) {
+        if self.has(Flaw::RenewsByItsOwnRecord) {
+            let key = (namespace.to_string(), id, *token);
+            self.own.lock().unwrap().insert(key, self.expires_at(ttl));
+        }
     }
 
     fn expires_at(&self, ttl: Duration) -> Duration {
@@ -303,11 +318,15 @@ impl LeaseStore for ReferenceStore {
             return Ok(self.grant(&mut state, namespace, id, token, ttl, label));
         }
         let mut state = self.held();
-        if let Some(grant) = self.sent_again(&mut state, namespace, max, token, ttl) {
-            return Ok(grant);
-        }
-        let id = self.pick(&mut state, namespace, max)?;
-        Ok(self.grant(&mut state, namespace, id, token, ttl, label))
+        let grant = match self.sent_again(&mut state, namespace, max, token, ttl) {
+            Some(grant) => grant,
+            None => {
+                let id = self.pick(&mut state, namespace, max)?;
+                self.grant(&mut state, namespace, id, token, ttl, label)
+            }
+        };
+        self.record(namespace, grant.id.get(), token, ttl);
+        Ok(grant)
     }
 
     async fn renew(
@@ -320,6 +339,14 @@ impl LeaseStore for ReferenceStore {
     ) -> Result<()> {
         if let Some(answer) = self.when_cut(Flaw::CutRenewIsOk, || Ok(())) {
             return answer;
+        }
+        if self.has(Flaw::RenewsByItsOwnRecord) {
+            let key = (namespace.to_string(), id.get(), *token);
+            let mut own = self.own.lock().unwrap();
+            if own.get(&key).is_some_and(|&until| until > self.clock.now()) {
+                own.insert(key, self.expires_at(ttl));
+                return Ok(());
+            }
         }
         if self.has(Flaw::RenewalsConflict) {
             let key = self.key(namespace, id.get());
@@ -375,6 +402,7 @@ impl LeaseStore for ReferenceStore {
             slot.expires_at = self.expires_at(ttl);
         }
         self.raise(slot, watermark);
+        self.record(namespace, id.get(), token, ttl);
         Ok(())
     }
 
