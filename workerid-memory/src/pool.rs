@@ -163,7 +163,9 @@ impl Pool {
             .get_mut(id as usize)
             .ok_or_else(|| Error::unavailable("memory", "internal state lost a slot"))?;
         let (fence, watermark) = before.unwrap_or((slot.fence, slot.watermark));
-        if let Some(previous) = slot.token {
+        // The previous holder's token may hold another ID by now (its
+        // acquire sent again after this one expired): its entry is kept.
+        if let Some(previous) = slot.token.filter(|t| self.owners.get(t) == Some(&id)) {
             self.owners.remove(&previous);
         }
         self.owners.insert(*token, id);
@@ -367,6 +369,26 @@ mod tests {
         assert_eq!(first.id.get(), 0, "the expired lease ended first");
         let second = pool.acquire(20 * SEC, &token(), SEC, &holder()).unwrap();
         assert_eq!(second.id.get(), 1);
+    }
+
+    #[test]
+    fn a_token_that_moved_to_another_id_keeps_it_when_its_old_one_is_granted() {
+        let mut pool = Pool::new(1);
+        let (t, filler, z) = (token(), token(), token());
+        let old = pool
+            .acquire(Duration::ZERO, &t, 10 * SEC, &holder())
+            .unwrap();
+        pool.acquire(Duration::ZERO, &filler, 5 * SEC, &holder())
+            .unwrap();
+        // At 20 s: t's lease has expired; sent again, its acquire gets the
+        // ID free longest (1, since 5 s), and its old ID still names it.
+        let moved = pool.acquire(20 * SEC, &t, 10 * SEC, &holder()).unwrap();
+        assert_ne!(moved.id, old.id);
+        let taken = pool.acquire(20 * SEC, &z, 10 * SEC, &holder()).unwrap();
+        assert_eq!(taken.id, old.id);
+        // Sent again once more, t's acquire still answers its own grant.
+        let again = pool.acquire(21 * SEC, &t, 10 * SEC, &holder()).unwrap();
+        assert_eq!((again.id, again.fence), (moved.id, moved.fence));
     }
 
     #[test]
