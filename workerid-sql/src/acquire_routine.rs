@@ -27,7 +27,6 @@
 use sqlx::Row;
 use workerid_core::{Error, Grant};
 
-use crate::dialect::Dialect;
 use crate::store::{grant_from_row, q, watermark_from_sql, watermark_to_sql, SqlStore};
 
 /// The acquire routine's name for a lease table (a PostgreSQL function, a
@@ -36,10 +35,14 @@ pub(crate) fn routine_name(table: &str) -> String {
     format!("{table}_acquire")
 }
 
-/// `CREATE PROCEDURE IF NOT EXISTS ...` (MariaDB 10.6+, MySQL 8.0.29+) for
-/// `table` (whose namespaces table is `ns_table`); `now` is the dialect's
-/// clock expression, `ns`, `tok` and `who` the column types. Run it as plain text:
-/// MySQL cannot prepare it. The steps are the PostgreSQL function's.
+/// The procedure's name and `CREATE PROCEDURE IF NOT EXISTS ...` (MariaDB
+/// 10.6+, MySQL 8.0.29+) for `table` (whose namespaces table is
+/// `ns_table`); `now` is the dialect's clock expression, `ns`, `tok` and
+/// `who` the column types. Run it as plain text: MySQL cannot prepare it.
+/// The steps are the PostgreSQL function's. The name ends with a hash of
+/// the body (MySQL has no `CREATE OR REPLACE PROCEDURE`): a database that
+/// holds another body under the plain name keeps it, and this one is made
+/// beside it, never called through a body it did not write.
 pub(crate) fn create_procedure(
     table: &str,
     ns_table: &str,
@@ -47,10 +50,30 @@ pub(crate) fn create_procedure(
     ns: &str,
     tok: &str,
     who: &str,
+) -> (String, String) {
+    let body = procedure_body(table, ns_table, now, (ns, tok, who));
+    // Within MySQL's 64 characters: a table name has at most 48.
+    let name = format!("{}_{:07x}", routine_name(table), fnv1a(&body) & 0xfff_ffff);
+    let create = format!("CREATE PROCEDURE IF NOT EXISTS {name}{body}");
+    (name, create)
+}
+
+/// The 32-bit FNV-1a hash of `text`: stable across builds and platforms.
+fn fnv1a(text: &str) -> u32 {
+    text.bytes().fold(0x811c_9dc5, |hash, byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+    })
+}
+
+/// The procedure from its parameter list on.
+fn procedure_body(
+    table: &str,
+    ns_table: &str,
+    now: &str,
+    (ns, tok, who): (&str, &str, &str),
 ) -> String {
-    let name = routine_name(table);
     format!(
-        "CREATE PROCEDURE IF NOT EXISTS {name}(IN p_ns {ns}, IN p_max BIGINT, \
+        "(IN p_ns {ns}, IN p_max BIGINT, \
          IN p_token {tok}, IN p_holder {who}, IN p_ttl BIGINT, IN p_zero BIGINT) \
          MODIFIES SQL DATA \
          BEGIN \
@@ -197,17 +220,19 @@ pub(crate) fn create_function(table: &str, ns_table: &str, now: &str) -> String 
     )
 }
 
-/// The call, with six placeholders: namespace, max_worker_id, token, holder,
-/// ttl in µs, the stored form of watermark zero. None for SQLite.
-pub(crate) fn call(dialect: Dialect, table: &str) -> Option<String> {
-    match dialect {
-        Dialect::Postgres => Some(format!(
-            "SELECT r_status, r_id, r_fence, r_watermark, r_stored FROM {}($1, $2, $3, $4, $5, $6)",
-            routine_name(table)
-        )),
-        Dialect::MySql => Some(format!("CALL {}(?, ?, ?, ?, ?, ?)", routine_name(table))),
-        Dialect::Sqlite => None,
-    }
+/// The call of PostgreSQL's function for `table`, with six placeholders:
+/// namespace, max_worker_id, token, holder, ttl in µs, the stored form of
+/// watermark zero.
+pub(crate) fn call_function(table: &str) -> String {
+    format!(
+        "SELECT r_status, r_id, r_fence, r_watermark, r_stored FROM {}($1, $2, $3, $4, $5, $6)",
+        routine_name(table)
+    )
+}
+
+/// The call of MySQL's procedure `name`, with the same six placeholders.
+pub(crate) fn call_procedure(name: &str) -> String {
+    format!("CALL {name}(?, ?, ?, ?, ?, ?)")
 }
 
 impl SqlStore {
@@ -258,5 +283,22 @@ impl SqlStore {
             }),
             _ => Err(corrupt()),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_changed_procedure_gets_a_name_of_its_own_within_mysqls_limit() {
+        let table = "t".repeat(48);
+        let make = |now| create_procedure(&table, "ns", now, "VARCHAR(64)", "CHAR(22)", "TEXT");
+        let (name, create) = make("1");
+        assert!(name.len() <= 64, "{name}");
+        assert!(name.starts_with(&format!("{table}_acquire_")), "{name}");
+        assert!(create.starts_with(&format!("CREATE PROCEDURE IF NOT EXISTS {name}(")));
+        assert_eq!(make("1").0, name, "the same text, the same name");
+        assert_ne!(make("2").0, name, "another text, another name");
     }
 }

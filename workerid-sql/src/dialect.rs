@@ -30,13 +30,15 @@ impl Dialect {
     }
 
     /// The database's clock, in microseconds since the Unix epoch, fixed for
-    /// the statement.
+    /// the statement. MySQL's is counted from UTC, whatever the session's
+    /// time zone: `UNIX_TIMESTAMP(NOW())` goes through local time, which
+    /// repeats an hour where a zone's clocks go back.
     pub(crate) fn now_us(self) -> &'static str {
         match self {
             Dialect::Postgres => {
                 "CAST(EXTRACT(EPOCH FROM statement_timestamp()) * 1000000 AS BIGINT)"
             }
-            Dialect::MySql => "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)",
+            Dialect::MySql => "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))",
             Dialect::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)",
         }
     }
@@ -227,23 +229,26 @@ impl Statements {
                 "CREATE INDEX IF NOT EXISTS {table}_token ON {table} (namespace, token)"
             ));
         }
-        let acquire_call = crate::acquire_routine::call(d, table);
+        let mut acquire_call = None;
         let mut routine = None;
         match d {
             Dialect::Postgres => {
                 schema.push(crate::acquire_routine::create_function(
                     table, &ns_table, now,
                 ));
+                acquire_call = Some(crate::acquire_routine::call_function(table));
             }
             Dialect::MySql => {
-                routine = Some(crate::acquire_routine::create_procedure(
+                let (name, create) = crate::acquire_routine::create_procedure(
                     table,
                     &ns_table,
                     now,
                     &namespace_col,
                     &token_col,
                     &holder_col,
-                ));
+                );
+                acquire_call = Some(crate::acquire_routine::call_procedure(&name));
+                routine = Some(create);
             }
             Dialect::Sqlite => {}
         }
