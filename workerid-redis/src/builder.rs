@@ -243,6 +243,7 @@ impl RedisStoreBuilder {
             .await
             .map_err(unavailable)?;
         let connection = Connection::Single(single);
+        check_no_eviction(&connection).await?;
         if self.durable {
             check_durable(&connection).await?;
         }
@@ -335,19 +336,51 @@ fn no_tls(url: &str) -> Error {
     ))
 }
 
+/// `CONFIG GET name` on the server: `[name, value]`.
+async fn config_get(
+    connection: &Connection,
+    name: &'static str,
+) -> redis::RedisResult<Vec<String>> {
+    let mut manager = connection.clone();
+    redis::cmd("CONFIG")
+        .arg("GET")
+        .arg(name)
+        .query_async::<Vec<String>>(&mut manager)
+        .await
+}
+
+/// Refuses a server that evicts keys of any kind when it runs out of memory
+/// (`maxmemory` set, `maxmemory-policy allkeys-*`): it could drop a
+/// namespace's keys while their leases are live, and grant those worker IDs
+/// again. The store's keys have no ttl, so a `volatile-*` policy never
+/// takes them. A server that hides CONFIG is taken as it is.
+async fn check_no_eviction(connection: &Connection) -> Result<()> {
+    let (policy, maxmemory) = match (
+        config_get(connection, "maxmemory-policy").await,
+        config_get(connection, "maxmemory").await,
+    ) {
+        (Ok(p), Ok(m)) => (p.get(1).cloned(), m.get(1).cloned()),
+        (Err(e), _) | (_, Err(e)) => {
+            tracing::warn!("cannot read the server's eviction settings ({e}); not checked");
+            return Ok(());
+        }
+    };
+    let policy = policy.unwrap_or_default();
+    let limited = maxmemory.as_deref().is_some_and(|m| m != "0");
+    if limited && policy.starts_with("allkeys-") {
+        return Err(Error::invalid_config(format!(
+            "the server evicts any key when it reaches maxmemory (maxmemory-policy {policy}): \
+             it could drop live leases and grant their worker IDs again \
+             (use noeviction or a volatile-* policy)"
+        )));
+    }
+    Ok(())
+}
+
 /// Refuses a `durable` claim that the server's own configuration denies.
 /// A server that hides CONFIG (managed services do) is taken at its word.
 async fn check_durable(connection: &Connection) -> Result<()> {
-    let get = |name: &'static str| {
-        let mut manager = connection.clone();
-        async move {
-            redis::cmd("CONFIG")
-                .arg("GET")
-                .arg(name)
-                .query_async::<Vec<String>>(&mut manager)
-                .await
-        }
-    };
+    let get = |name: &'static str| config_get(connection, name);
     let (appendonly, appendfsync) = match (get("appendonly").await, get("appendfsync").await) {
         (Ok(a), Ok(f)) => (a.get(1).cloned(), f.get(1).cloned()),
         (Err(e), _) | (_, Err(e)) => {

@@ -1,6 +1,7 @@
 //! The store's key layout at its edges, on a real `redis-server` (started
 //! once for this test binary, or the one `WORKERID_REDIS_URL` names): lease
-//! ends too far away for Lua's default number format.
+//! ends too far away for Lua's default number format; and a server that may
+//! evict the keys (one of its own).
 
 use std::time::Duration;
 
@@ -100,4 +101,45 @@ async fn a_namespace_made_again_after_the_server_forgot_it_is_listed() {
         listed.iter().any(|n| n.namespace == ns && n.live == 1),
         "{listed:?}"
     );
+}
+
+/// A server that may evict any key when it is full is refused at connect,
+/// before any lease is taken; one that evicts only keys with a ttl (the
+/// store's have none) is not.
+#[tokio::test]
+async fn a_server_that_evicts_any_key_is_refused() {
+    use workerid_testkit::redis::{RedisConfig, RedisServer};
+
+    let server = RedisServer::start(RedisConfig::default());
+    let client = redis::Client::open(server.url()).expect("a client");
+    let mut admin = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let set = |name: &'static str, value: &'static str| {
+        redis::cmd("CONFIG").arg("SET").arg(name).arg(value).clone()
+    };
+    set("maxmemory", "1gb")
+        .query_async::<()>(&mut admin)
+        .await
+        .expect("CONFIG SET");
+    for (policy, refused) in [
+        ("allkeys-lru", true),
+        ("allkeys-random", true),
+        ("volatile-lru", false),
+        ("noeviction", false),
+    ] {
+        set("maxmemory-policy", policy)
+            .query_async::<()>(&mut admin)
+            .await
+            .expect("CONFIG SET");
+        let connected = RedisStore::connect(&server.url()).await;
+        match connected {
+            Err(workerid_core::Error::InvalidConfig { reason }) if refused => {
+                assert!(reason.contains(policy), "{reason}")
+            }
+            Ok(_) if !refused => {}
+            other => panic!("{policy}: {other:?}"),
+        }
+    }
 }
