@@ -65,20 +65,27 @@ impl EtcdStore {
                 return Err(e);
             }
         };
-        if sent_before {
-            // An earlier acquire's grant, on the lease it was made with:
-            // moved to a new one that lasts ttl from now.
-            let earlier = used;
-            used = self
-                .reattach(&keys, grant.id, token, (ttl, secs), 0)
-                .await?;
-            self.revoke_later(earlier);
-        } else if used == lease && !extended {
-            // The grant rides on a lease that may end before now + ttl: move
-            // it to a new one before answering.
-            used = self
-                .reattach(&keys, grant.id, token, (ttl, secs), 0)
-                .await?;
+        if sent_before || (used == lease && !extended) {
+            // An earlier acquire's grant, on the lease it was made with, or
+            // a grant on a lease that may end before now + ttl: moved to a
+            // new one that lasts ttl from now (the one it left is revoked).
+            used = match self.reattach(&keys, grant.id, token, (ttl, secs), 0).await {
+                Ok(moved) => moved,
+                Err(e) => {
+                    self.revoke_later(lease);
+                    // The grant ended before it could be moved: a renew's
+                    // refusal is no answer to an acquire, which sent again
+                    // is answered as things then stand.
+                    return Err(if e.is_lease_lost() {
+                        Error::unavailable(
+                            "etcd",
+                            format!("the grant ended before its lease was moved: {e}"),
+                        )
+                    } else {
+                        e
+                    });
+                }
+            };
         }
         if used != lease {
             self.revoke_later(lease);

@@ -20,9 +20,9 @@ pub async fn a_lease_is_one_lease_through_every_handle(f: &dyn StoreFactory) -> 
     let holder = Holder::new("conformance:handles").expect("a valid holder");
     let token = Token::generate();
     let granted = first
-        .acquire(&namespace, 1, &token, ctx.long, &holder)
+        .acquire(&namespace, 0, &token, ctx.long, &holder)
         .await
-        .expect("acquire in an empty pool");
+        .expect("acquire in an empty pool of one");
     let id = granted.id;
     other
         .renew(&namespace, id, &token, ctx.long, 0)
@@ -44,7 +44,7 @@ pub async fn a_lease_is_one_lease_through_every_handle(f: &dyn StoreFactory) -> 
     );
     let taker = Token::generate();
     let next = other
-        .acquire(&namespace, 1, &taker, ctx.long, &holder)
+        .acquire(&namespace, 0, &taker, ctx.long, &holder)
         .await
         .expect("the released ID is free");
     assert_eq!(next.id, id, "a pool of one");
