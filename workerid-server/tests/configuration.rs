@@ -330,17 +330,24 @@ async fn a_lease_setting_the_store_refuses_exits_2_before_a_tag_is_written() {
     assert!(tags.is_empty(), "a tag was written: {tags:?}");
 }
 
-/// A ttl beyond a day is refused before the store is touched, from the file
-/// or from the flag (the largest u64 included).
-#[test]
-fn a_ttl_beyond_a_day_exits_2_and_leaves_the_store_untouched() {
-    let dir = tempfile::tempdir().expect("a directory");
-    let db = dir.path().join("untouched.db");
+/// The top of a config file on a SQLite file in `dir` that a refused start
+/// must never create: the file's path, and the text.
+fn untouched_sqlite(dir: &std::path::Path) -> (std::path::PathBuf, String) {
+    let db = dir.join("untouched.db");
     let top = format!(
         "store = \"{}\"\nlisten = \"127.0.0.1:{}\"\n",
         workerid_testkit::sqlite_url(&db),
         workerid_testkit::free_port()
     );
+    (db, top)
+}
+
+/// A ttl beyond a day is refused before the store is touched, from the file
+/// or from the flag (the largest u64 included).
+#[test]
+fn a_ttl_beyond_a_day_exits_2_and_leaves_the_store_untouched() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let (db, top) = untouched_sqlite(dir.path());
     for (tables, args) in [
         ("[snowflake]\nttl_secs = 86401\n", &[][..]),
         ("", &["--snowflake-ttl-secs", "18446744073709551615"][..]),
@@ -360,12 +367,7 @@ fn a_ttl_beyond_a_day_exits_2_and_leaves_the_store_untouched() {
 #[test]
 fn an_auth_token_no_client_can_send_exits_2_without_showing_it() {
     let dir = tempfile::tempdir().expect("a directory");
-    let db = dir.path().join("untouched.db");
-    let top = format!(
-        "store = \"{}\"\nlisten = \"127.0.0.1:{}\"\n",
-        workerid_testkit::sqlite_url(&db),
-        workerid_testkit::free_port()
-    );
+    let (db, top) = untouched_sqlite(dir.path());
     for token in [
         "s3cret\u{1}x",
         "s3cret\u{7f}x",
