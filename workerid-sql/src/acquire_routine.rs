@@ -84,8 +84,12 @@ fn procedure_body(
            DECLARE v_fence BIGINT; \
            DECLARE v_mark BIGINT; \
            DECLARE v_none INT DEFAULT 0; \
+           DECLARE v_lock VARCHAR(64) DEFAULT CONCAT('workerid:', SHA1(CONCAT(p_ns, CHAR(1), p_token))); \
            DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_none = 1; \
-           DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END; \
+           DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; DO RELEASE_LOCK(v_lock); RESIGNAL; END; \
+           IF COALESCE(GET_LOCK(v_lock, {TOKEN_LOCK_WAIT_SECS}), 0) <> 1 THEN \
+             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'workerid: the token''s acquire lock was not free in time'; \
+           END IF; \
            SET @workerid_id = NULL; \
            SET TRANSACTION ISOLATION LEVEL READ COMMITTED; \
            UPDATE {table} SET expires_at = v_now + p_ttl, \
@@ -148,9 +152,22 @@ fn procedure_body(
              END IF; \
            END IF; \
            END IF; \
+           DO RELEASE_LOCK(v_lock); \
          END"
     )
 }
+
+/// The class of the advisory locks (PostgreSQL) an acquire takes on its
+/// namespace and token, for the length of its call: two acquires with one
+/// token (the first still running when its client sent it again on
+/// another connection) then run one after the other, and the second finds
+/// the first's grant instead of making another. ("wkid" in ASCII.)
+const TOKEN_LOCK_CLASS: i32 = 0x776b_6964;
+
+/// How long a MySQL acquire waits for the named lock on its namespace and
+/// token (`GET_LOCK`, the session's, released before it answers) before it
+/// fails, as a database error (`Unavailable`).
+const TOKEN_LOCK_WAIT_SECS: u32 = 10;
 
 /// `CREATE OR REPLACE FUNCTION ...` for `table` (whose namespaces table is
 /// `ns_table`); `now` is the dialect's clock expression.
@@ -169,6 +186,7 @@ pub(crate) fn create_function(table: &str, ns_table: &str, now: &str) -> String 
          r_stored BIGINT) LANGUAGE plpgsql VOLATILE AS $fn$ \
          DECLARE v_stored BIGINT; v_next BIGINT; v_id BIGINT; v_fence BIGINT; v_mark BIGINT; \
          BEGIN \
+           PERFORM pg_advisory_xact_lock({TOKEN_LOCK_CLASS}, hashtext(p_ns || chr(1) || p_token)); \
            SELECT n.max_worker_id INTO v_stored FROM {ns_table} n WHERE n.namespace = p_ns; \
            IF NOT FOUND THEN \
              INSERT INTO {ns_table} (namespace, max_worker_id, next_id) VALUES (p_ns, p_max, 0) \

@@ -130,7 +130,10 @@ pub(crate) struct Statements {
     pub regrant: String,
     /// Acquire's fast path, one statement: grants the ID free longest, if
     /// any, when the namespace exists with this pool size (`UPDATE ...
-    /// RETURNING`; None on MySQL, which has no `RETURNING` for `UPDATE`).
+    /// RETURNING`). SQLite only, whose writes run one at a time: elsewhere
+    /// two acquires with one token would each find no lease of the token's
+    /// and take a free ID each, so PostgreSQL goes to its function, which
+    /// locks the token first, and MySQL to its procedure, which does too.
     /// Binds: token, holder, ttl_us, namespace, namespace, max_worker_id,
     /// namespace, token. Returns `worker_id, fence, watermark` of the grant,
     /// or no row (nothing free, a new namespace, another pool size, or the
@@ -293,21 +296,13 @@ impl Statements {
                 "UPDATE {table} SET token = ?, holder = ?, expires_at = {now} + ?, fence = ? \
                  WHERE namespace = ? AND worker_id = ?"
             )),
-            regrant_free: (d != Dialect::MySql).then(|| {
-                // PostgreSQL: skip rows that concurrent acquirers have locked
-                // (each takes another free row instead of queueing); the lock
-                // re-checks the row's expiry against its latest version.
-                let skip = if d == Dialect::Postgres {
-                    " FOR UPDATE SKIP LOCKED"
-                } else {
-                    ""
-                };
+            regrant_free: (d == Dialect::Sqlite).then(|| {
                 p(format!(
                     "UPDATE {table} SET token = ?, holder = ?, expires_at = {now} + ?, \
                      fence = fence + 1 \
                      WHERE (namespace, worker_id) = (SELECT f.namespace, f.worker_id \
                        FROM {table} f WHERE f.namespace = ? AND f.expires_at <= {now} \
-                       ORDER BY f.expires_at LIMIT 1{skip}) \
+                       ORDER BY f.expires_at LIMIT 1) \
                      AND (SELECT n.max_worker_id FROM {ns_table} n WHERE n.namespace = ?) = ? \
                      AND NOT EXISTS (SELECT 1 FROM {table} t WHERE t.namespace = ? \
                        AND t.token = ? AND t.expires_at > {now}) \
