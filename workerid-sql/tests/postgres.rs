@@ -25,11 +25,3 @@ async fn bad_segment_rows_are_refused() {
 async fn a_segment_table_kept_as_it_is() {
     support::a_segment_table_kept_as_it_is(&workerid_testkit::postgres::shared_url()).await;
 }
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn overlapping_acquires_with_one_token_make_one_grant() {
-    support::overlapping_acquires_with_one_token_make_one_grant(
-        &workerid_testkit::postgres::shared_url(),
-    )
-    .await;
-}

@@ -28,11 +28,6 @@ async fn a_segment_table_kept_as_it_is() {
     support::a_segment_table_kept_as_it_is(&url()).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn overlapping_acquires_with_one_token_make_one_grant() {
-    support::overlapping_acquires_with_one_token_make_one_grant(&url()).await;
-}
-
 /// A transaction that SQLite rolls back by itself (as after a full disk or
 /// an I/O error; here a trigger's `RAISE(ROLLBACK)`) fails that acquire
 /// alone: the store's one connection is replaced, and the renewals after it,

@@ -44,6 +44,7 @@ macro_rules! __lease_scenarios {
         $crate::$then! { $($args)*
             grants_distinct_ids_until_exhausted,
             an_acquire_sent_again_finds_its_grant,
+            overlapping_acquires_with_one_token_make_one_grant,
             tokens_are_22_url_safe_characters,
             smallest_and_largest_pools,
             renew_extends_the_lease,

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use workerid_core::{Holder, Token};
+use workerid_core::{Holder, Namespace, Token};
 
 use crate::support::{ns, Ctx};
 use crate::{Outcome, StoreFactory};
@@ -83,5 +83,42 @@ pub async fn an_acquire_sent_again_finds_its_grant(f: &dyn StoreFactory) -> Outc
         true
     })
     .await;
+    Outcome::Passed
+}
+
+/// Two acquires with one token that overlap in the store (the first still
+/// running when its client, having given up on it, sent it again through
+/// another handle) make one grant, never two: 50 pairs in namespaces never
+/// used, and 50 in namespaces whose IDs have expired (each way an acquire
+/// takes an ID).
+pub async fn overlapping_acquires_with_one_token_make_one_grant(f: &dyn StoreFactory) -> Outcome {
+    const PAIRS: usize = 50;
+    let ctx = Ctx::new(f, "overlapping_acquires_with_one_token_make_one_grant").await;
+    let (first, second) = (ctx.store().await, ctx.store().await);
+    let holder = Holder::new("conformance:overlap").expect("a valid holder");
+    let fresh: Vec<Namespace> = (0..PAIRS).map(|_| ns(&ctx.namespace())).collect();
+    let expired: Vec<Namespace> = (0..PAIRS).map(|_| ns(&ctx.namespace())).collect();
+    for namespace in &expired {
+        for _ in 0..2 {
+            first
+                .acquire(namespace, 3, &Token::generate(), ctx.short, &holder)
+                .await
+                .expect("a lease to let expire");
+        }
+    }
+    ctx.let_short_expire().await;
+    for (round, namespace) in fresh.iter().chain(&expired).enumerate() {
+        let token = Token::generate();
+        let (a, b) = tokio::join!(
+            first.acquire(namespace, 3, &token, ctx.long, &holder),
+            second.acquire(namespace, 3, &token, ctx.long, &holder),
+        );
+        let (a, b) = (a.expect("acquire"), b.expect("acquire sent again"));
+        assert_eq!(
+            a.id, b.id,
+            "pair {round}: one token was granted two worker IDs by overlapping acquires \
+             ({a:?}, {b:?}): the second must find the first's grant"
+        );
+    }
     Outcome::Passed
 }

@@ -85,52 +85,6 @@ impl StoreFactory for Database {
 #[allow(dead_code)] // not every test binary that shares this module uses SQLite
 pub const SQLITE_URL_ENV: &str = "WORKERID_SQLITE_URL";
 
-/// Two acquires with one token that overlap in the database (the first
-/// still running when the client, having given up on it, sends it again on
-/// another connection) make one grant, never two: 200 rounds, each in a
-/// namespace of its own with free IDs for both, never used in half of them
-/// and expired in the other half (each path of the acquire).
-#[allow(dead_code)] // not every test binary that shares this module runs it
-pub async fn overlapping_acquires_with_one_token_make_one_grant(url: &str) {
-    use std::time::Duration;
-    use workerid_core::{Holder, Namespace, Token};
-    let database = Database {
-        url: url.to_string(),
-    };
-    let (first, second) = (database.open().await, database.open().await);
-    let holder = Holder::new("overlap").expect("a holder");
-    for round in 0..200 {
-        let namespace =
-            Namespace::new(format!("overlap.{}.{round}", std::process::id())).expect("namespace");
-        if round % 2 == 1 {
-            for _ in 0..4 {
-                first
-                    .acquire(
-                        &namespace,
-                        3,
-                        &Token::generate(),
-                        Duration::from_millis(1),
-                        &holder,
-                    )
-                    .await
-                    .expect("a lease to expire");
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let token = Token::generate();
-        let ttl = Duration::from_secs(60);
-        let (a, b) = tokio::join!(
-            first.acquire(&namespace, 3, &token, ttl, &holder),
-            second.acquire(&namespace, 3, &token, ttl, &holder),
-        );
-        let (a, b) = (a.expect("acquire"), b.expect("acquire"));
-        assert_eq!(
-            a.id, b.id,
-            "round {round}: one token was granted two worker IDs ({a:?}, {b:?})"
-        );
-    }
-}
-
 /// 64 clients, each with its own lease in one namespace, renew as fast as
 /// they can for a second: every renewal must succeed (MySQL's REPEATABLE READ
 /// deadlocked here).
