@@ -175,8 +175,15 @@ const TOKEN_LOCK_WAIT_SECS: u32 = 10;
 /// The fast path reads the namespace row without locking it (its pool size
 /// never changes) and takes the ID free longest in one `UPDATE` whose
 /// subquery skips rows other acquirers have locked: one row written, as a
-/// renewal writes. Only when it finds nothing does it lock the namespace row
-/// and look again (without skipping), then hand out a never-used ID.
+/// renewal writes. Only when it finds nothing does it lock the namespace row,
+/// look again, then hand out a never-used ID.
+///
+/// The second look skips locked rows too. The first can leave a row locked
+/// that it then passed over (another acquirer took it first), and such a
+/// call then waits for the namespace row: had the holder of the namespace
+/// row waited for that lock, the two would deadlock. A row another call has
+/// locked is one it is granting (or one already live), so skipping it hands
+/// out no ID twice.
 pub(crate) fn create_function(table: &str, ns_table: &str, now: &str) -> String {
     let name = routine_name(table);
     format!(
@@ -217,7 +224,7 @@ pub(crate) fn create_function(table: &str, ns_table: &str, now: &str) -> String 
            SELECT n.next_id INTO v_next FROM {ns_table} n WHERE n.namespace = p_ns FOR UPDATE; \
            SELECT l.worker_id, l.fence, l.watermark INTO v_id, v_fence, v_mark FROM {table} l \
              WHERE l.namespace = p_ns AND l.expires_at <= {now} \
-             ORDER BY l.expires_at LIMIT 1 FOR UPDATE; \
+             ORDER BY l.expires_at LIMIT 1 FOR UPDATE SKIP LOCKED; \
            IF FOUND THEN \
              UPDATE {table} l SET token = p_token, holder = p_holder, \
                expires_at = {now} + p_ttl, fence = v_fence + 1 \

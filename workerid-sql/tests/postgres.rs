@@ -25,3 +25,60 @@ async fn bad_segment_rows_are_refused() {
 async fn a_segment_table_kept_as_it_is() {
     support::a_segment_table_kept_as_it_is(&workerid_testkit::postgres::shared_url()).await;
 }
+
+/// Acquirers racing for released IDs never deadlock. The acquire function's
+/// fast path can leave a row locked that it passed over (another acquirer
+/// took it first), and the call then waits for the namespace's row: the
+/// holder of that row must not wait for the lock in turn. The contention
+/// scenario, five times in a database of its own, whose deadlocks the
+/// server counts (`pg_stat_database.deadlocks`, kept by each server process
+/// until it ends: the test waits for them all to end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquires_racing_for_released_ids_never_deadlock() {
+    use sqlx::AssertSqlSafe;
+    use std::time::{Duration, Instant};
+
+    let shared = workerid_testkit::postgres::shared_url();
+    let admin = workerid_sql::SqlStore::connect(&shared)
+        .await
+        .expect("connect");
+    let database = format!("deadlock_check_{:08x}", rand::random::<u32>());
+    sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {database}")))
+        .execute(admin.pool())
+        .await
+        .expect("create the database");
+    let (base, options) = match shared.split_once('?') {
+        Some((base, options)) => (base, format!("?{options}")),
+        None => (shared.as_str(), String::new()),
+    };
+    let (server, _) = base.rsplit_once('/').expect("a URL with a database name");
+    let url = format!("{server}/{database}{options}");
+    for _ in 0..5 {
+        workerid_conformance::scenarios::contention_gives_distinct_grants(&support::Database {
+            url: url.clone(),
+        })
+        .await;
+    }
+    let count = |statement: &str| {
+        sqlx::query_scalar::<_, i64>(AssertSqlSafe(statement.to_string()))
+            .bind(database.clone())
+            .fetch_one(admin.pool())
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count("SELECT count(*) FROM pg_stat_activity WHERE datname = $1")
+        .await
+        .expect("count the database's sessions")
+        > 0
+    {
+        assert!(Instant::now() < deadline, "sessions left open for 30 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let deadlocks = count("SELECT deadlocks FROM pg_stat_database WHERE datname = $1")
+        .await
+        .expect("read the deadlock count");
+    sqlx::query(AssertSqlSafe(format!("DROP DATABASE {database}")))
+        .execute(admin.pool())
+        .await
+        .expect("drop the database");
+    assert_eq!(deadlocks, 0, "acquires racing for released IDs deadlocked");
+}
