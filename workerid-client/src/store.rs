@@ -74,6 +74,8 @@ pub struct ServerStoreBuilder {
     bearer_token: Option<String>,
     connect_timeout: Duration,
     request_timeout: Duration,
+    keep_alive_interval: Duration,
+    keep_alive_timeout: Duration,
     tls_ca_pem: Option<Vec<u8>>,
     tls_identity_pem: Option<(Vec<u8>, Vec<u8>)>,
 }
@@ -85,6 +87,8 @@ impl std::fmt::Debug for ServerStoreBuilder {
             .field("bearer_token", &self.bearer_token.as_ref().map(|_| "***"))
             .field("connect_timeout", &self.connect_timeout)
             .field("request_timeout", &self.request_timeout)
+            .field("keep_alive_interval", &self.keep_alive_interval)
+            .field("keep_alive_timeout", &self.keep_alive_timeout)
             .field("tls_ca", &self.tls_ca_pem.is_some())
             .field("tls_identity", &self.tls_identity_pem.is_some())
             .finish()
@@ -100,6 +104,8 @@ impl ServerStore {
             bearer_token: None,
             connect_timeout: Duration::from_secs(3),
             request_timeout: Duration::from_secs(5),
+            keep_alive_interval: Duration::from_secs(5),
+            keep_alive_timeout: Duration::from_secs(5),
             tls_ca_pem: None,
             tls_identity_pem: None,
         }
@@ -153,6 +159,28 @@ impl ServerStoreBuilder {
         self
     }
 
+    /// How long the connection may stay silent before the client sends an
+    /// HTTP/2 ping (default 5 s), idle or not.
+    ///
+    /// A connection whose ping is not answered within the
+    /// [`keep_alive_timeout`](Self::keep_alive_timeout) is closed, and the
+    /// next call opens a new one. Without that, a connection whose server
+    /// vanished without a word (a crashed host, a load balancer or NAT that
+    /// forgot it, a cable pulled) would keep every call on it waiting out
+    /// its timeout until the kernel gives up on it, a quarter of an hour
+    /// later, while a new connection would reach a server at once.
+    pub fn keep_alive_interval(mut self, interval: Duration) -> Self {
+        self.keep_alive_interval = interval;
+        self
+    }
+
+    /// How long a ping may go unanswered before the connection is closed
+    /// (default 5 s): see [`keep_alive_interval`](Self::keep_alive_interval).
+    pub fn keep_alive_timeout(mut self, timeout: Duration) -> Self {
+        self.keep_alive_timeout = timeout;
+        self
+    }
+
     /// The `authorization` value for `token`, marked sensitive: kept out
     /// of the transport's logs and `Debug` output.
     fn bearer_value(token: &str) -> Result<MetadataValue<Ascii>, ConnectError> {
@@ -180,13 +208,22 @@ impl ServerStoreBuilder {
     ///
     /// # Errors
     /// [`ConnectError::InvalidConfig`] for a URL or token that cannot be
-    /// used; [`ConnectError::Unavailable`] when the server does not answer
-    /// or refuses the token.
+    /// used, or a keep-alive interval or timeout of zero;
+    /// [`ConnectError::Unavailable`] when the server does not answer or
+    /// refuses the token.
     pub async fn connect(self) -> Result<ServerStore, ConnectError> {
+        if self.keep_alive_interval.is_zero() || self.keep_alive_timeout.is_zero() {
+            return Err(ConnectError::InvalidConfig(
+                "the keep-alive interval and timeout must be longer than zero".into(),
+            ));
+        }
         let mut endpoint = Endpoint::from_shared(self.url.clone())
             .map_err(|e| ConnectError::InvalidConfig(format!("{}: {e}", redact_url(&self.url))))?
             .connect_timeout(self.connect_timeout)
-            .timeout(self.request_timeout);
+            .timeout(self.request_timeout)
+            .http2_keep_alive_interval(self.keep_alive_interval)
+            .keep_alive_timeout(self.keep_alive_timeout)
+            .keep_alive_while_idle(true);
         if self.url.starts_with("https://") {
             endpoint = endpoint
                 .tls_config(self.tls_config())
@@ -314,6 +351,20 @@ mod tests {
         };
         let shown = format!("{store:?}");
         assert!(!shown.contains("pw4secret"), "{shown}");
+    }
+
+    #[tokio::test]
+    async fn a_keep_alive_of_zero_is_refused_before_connecting() {
+        for builder in [
+            ServerStore::builder("http://127.0.0.1:1").keep_alive_interval(Duration::ZERO),
+            ServerStore::builder("http://127.0.0.1:1").keep_alive_timeout(Duration::ZERO),
+        ] {
+            let refused = builder.connect().await.unwrap_err();
+            assert!(
+                matches!(&refused, ConnectError::InvalidConfig(why) if why.contains("keep-alive")),
+                "{refused}"
+            );
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! workerid-client when its server goes away: killed, restarted, or frozen
-//! past the request timeout. Every call meanwhile is `Unavailable` (never a
+//! workerid-client when its server goes away: killed, restarted, frozen
+//! past the request timeout, or silent behind a connection that still
+//! takes bytes. Every call meanwhile is `Unavailable` (never a
 //! success the server did not confirm); once the server is back the same
 //! store handle works again; no worker ID gets two holders and no segment
 //! ID comes out twice.
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 use workerid::segment::{SegmentAllocator, SegmentOptions};
 use workerid::{Allocator, LeaseOptions};
 use workerid_client::ServerStore;
+use workerid_testkit::relay::Relay;
 
 async fn store(url: &str) -> ServerStore {
     ServerStore::builder(url)
@@ -76,6 +78,37 @@ async fn a_lease_outlives_its_servers_restart_and_freeze() {
         Err(workerid::Error::NoAvailableId { .. })
     ));
     allocator.release(&lease).await.unwrap();
+}
+
+/// A connection that goes silent (its bytes acknowledged but never passed
+/// on, as by a load balancer or NAT that forgot the server) is closed when
+/// its keep-alive ping goes unanswered, and the next call opens a new one:
+/// renewals fail for a moment, not until the kernel gives up on the
+/// connection a quarter of an hour later.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_silent_connection_is_given_up_and_replaced() {
+    let (_server, url) = client::launch(&client::sqlite_file());
+    let (relay, relayed) = Relay::in_front_of(&url);
+    let store = ServerStore::builder(relayed)
+        .request_timeout(Duration::from_secs(1))
+        .keep_alive_interval(Duration::from_millis(500))
+        .keep_alive_timeout(Duration::from_millis(500))
+        .connect()
+        .await
+        .expect("connect");
+    let options = LeaseOptions::new()
+        .worker_bits(1)
+        .ttl(Duration::from_secs(30))
+        .request_timeout(Duration::from_secs(2));
+    let allocator = Allocator::new(store, "silent", options).unwrap();
+    let mut lease = allocator.acquire().await.unwrap();
+
+    relay.silence_connections();
+    let lost = allocator.renew(&mut lease).await.unwrap_err();
+    assert!(lost.is_retryable(), "{lost}");
+    until_ok!(allocator.renew(&mut lease));
+    allocator.release(&lease).await.unwrap();
+    relay.stop();
 }
 
 #[tokio::test(flavor = "multi_thread")]

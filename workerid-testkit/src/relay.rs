@@ -1,5 +1,5 @@
 //! TCP relays that copy bytes unchanged and can be stalled, slowed, made to forget
-//! their connections, or stopped: a [`Netns`](crate::netns::Netns) forwards
+//! their connections, silence them, or stopped: a [`Netns`](crate::netns::Netns) forwards
 //! its link's host end to the servers through one, and a test can put one
 //! on loopback in front of a server to take the server away from a client
 //! it already connected ([`Relay::in_front_of`]).
@@ -68,6 +68,8 @@ struct Connection {
     /// Set by [`Relay::reset_connections`]: the relay's threads end without
     /// closing anything gracefully.
     reset: AtomicBool,
+    /// Set by [`Relay::silence_connections`]: no byte moves on, for good.
+    silenced: AtomicBool,
 }
 
 impl Relay {
@@ -173,6 +175,19 @@ impl Relay {
         self.delay_us.store(us, Ordering::SeqCst);
     }
 
+    /// The connections open now go silent for good: the relay keeps their
+    /// sockets open, so the kernel still acknowledges what the client
+    /// sends, but moves none of their bytes on, either way (a server that
+    /// vanished behind a load balancer or NAT that still answers for it).
+    /// Connections made later pass as before. Ended only by
+    /// [`reset_connections`](Self::reset_connections) or [`stop`](Self::stop).
+    pub fn silence_connections(&self) {
+        let connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+        for connection in connections.iter() {
+            connection.silenced.store(true, Ordering::SeqCst);
+        }
+    }
+
     /// Aborts every connection: see
     /// [`Netns::reset_connections`](crate::netns::Netns::reset_connections);
     /// `lab` names the relays in the panic message.
@@ -221,6 +236,7 @@ impl Relay {
             client,
             upstream: OnceLock::new(),
             reset: AtomicBool::new(false),
+            silenced: AtomicBool::new(false),
         });
         {
             let mut connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
@@ -336,13 +352,13 @@ impl Relay {
         }
     }
 
-    /// Waits while the relay is stalled; `false` when the connection was
-    /// reset or the relay stopped meanwhile.
+    /// Waits while the relay is stalled or the connection silenced; `false`
+    /// when the connection was reset or the relay stopped meanwhile.
     fn pass(&self, connection: &Connection) -> bool {
         let over =
             || connection.reset.load(Ordering::SeqCst) || self.stopped.load(Ordering::SeqCst);
         let mut stalled = self.stalled.lock().unwrap_or_else(|e| e.into_inner());
-        while *stalled && !over() {
+        while (*stalled || connection.silenced.load(Ordering::SeqCst)) && !over() {
             stalled = self.wake.wait(stalled).unwrap_or_else(|e| e.into_inner());
         }
         !over()
