@@ -1,6 +1,6 @@
 //! The gRPC API of the real server: IDs one at a time, in batches and as a
 //! stream, from the buffers the HTTP API serves too; `Decode`; the health
-//! service; leases with the library's contract (a resent acquire answered
+//! service, by what each service needs; leases with the library's contract (a resent acquire answered
 //! with its own grant, fences, tokens); the bearer token; and bad input
 //! refused with the status that says so, changing nothing.
 
@@ -47,6 +47,27 @@ async fn channel(port: u16) -> Channel {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     panic!("the gRPC port never answered");
+}
+
+/// The health service's answer for each of `services`.
+async fn health<const N: usize>(
+    port: u16,
+    services: &[&'static str; N],
+) -> [(&'static str, ServingStatus); N] {
+    let mut client = HealthClient::new(channel(port).await);
+    let mut answers = [("", ServingStatus::Unknown); N];
+    for (answer, service) in answers.iter_mut().zip(services) {
+        let status = client
+            .check(HealthCheckRequest {
+                service: (*service).into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .status();
+        *answer = (service, status);
+    }
+    answers
 }
 
 /// The stable error code of a refusal.
@@ -174,22 +195,64 @@ async fn ids_come_from_the_same_buffers_as_over_http() {
     assert!(second.ranges[0].first > first.ranges.last().unwrap().last);
     drop(endless);
 
-    let mut health = HealthClient::new(channel(port).await);
-    for service in ["", "workerid.v1.Ids", "workerid.v1.Leases"] {
-        let answer = health
-            .check(HealthCheckRequest {
-                service: service.into(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        assert_eq!(answer.status(), ServingStatus::Serving, "{service:?}");
-    }
+    let services = [
+        "",
+        "workerid.v1.Ids",
+        "workerid.v1.Leases",
+        "workerid.v1.Segments",
+    ];
+    assert_eq!(
+        health(port, &services).await,
+        services.map(|service| (service, ServingStatus::Serving))
+    );
     let metrics = server.get("/metrics").1;
     assert!(
         metrics.contains(r#"endpoint="/workerid.v1.Ids/NextIds",status="400""#),
         "refused calls are counted:\n{metrics}"
     );
+}
+
+/// Each service's health follows what it needs: a server whose snowflake
+/// worker finds its pool of one worker ID taken is not ready as a whole
+/// nor for `Ids`, while its `Leases` and `Segments` serve.
+#[tokio::test(flavor = "multi_thread")]
+async fn health_follows_what_each_service_needs() {
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let store = sqlite(first.path());
+    let launch = |dir: &std::path::Path, grpc: u16| {
+        let top = format!("grpc_listen = \"127.0.0.1:{grpc}\"\n");
+        Server::launch(
+            dir,
+            &store,
+            &Launch {
+                top: &top,
+                tables: "[snowflake]\nmax_worker_id = 0\nttl_secs = 30\n",
+                ..Launch::default()
+            },
+        )
+    };
+    let holder = launch(first.path(), workerid_testkit::free_port());
+    assert_eq!(holder.get("/api/snowflake/get/x").0, 200);
+    let port = workerid_testkit::free_port();
+    let _left_out = launch(second.path(), port);
+    let expected = [
+        ("", ServingStatus::NotServing),
+        ("workerid.v1.Ids", ServingStatus::NotServing),
+        ("workerid.v1.Leases", ServingStatus::Serving),
+        ("workerid.v1.Segments", ServingStatus::Serving),
+    ];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let answers = health(port, &expected.map(|(service, _)| service)).await;
+        if answers == expected {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{answers:?}, not {expected:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

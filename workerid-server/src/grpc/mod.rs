@@ -3,7 +3,7 @@
 //! a stream, from the HTTP API's tags and buffers), `workerid.v1.Leases`
 //! (worker-ID leases in the server's store), `workerid.v1.Segments` (its
 //! segment counters, for clients with buffers of their own) and the standard
-//! `grpc.health.v1.Health`, serving while `/readyz` would answer 200.
+//! `grpc.health.v1.Health` (see [`statuses`]).
 //!
 //! A port of its own rather than the HTTP port: gRPC needs HTTP/2, while the
 //! HTTP port answers go-id-alloc's and Leaf's HTTP/1.1 clients on a fast
@@ -180,27 +180,50 @@ async fn observed<T>(
     answer.map(Response::new)
 }
 
-/// Keeps the health service's answer (the server as a whole, `""`, and each
-/// service) on what `/readyz` would answer.
-async fn follow_readiness(app: Arc<App>, reporter: tonic_health::server::HealthReporter) {
-    let services = [
-        "",
-        <IdsServer<IdsService> as tonic::server::NamedService>::NAME,
-        <LeasesServer<LeasesService> as tonic::server::NamedService>::NAME,
-        <SegmentsServer<SegmentsService> as tonic::server::NamedService>::NAME,
-    ];
-    let mut last = None;
-    loop {
-        let serving = if app.not_ready().is_empty() {
+/// The health service's answer for each service, by what that service
+/// needs:
+/// - the server as a whole (`""`) and `Ids`, which serves snowflake and
+///   segment IDs, as `/readyz` would answer;
+/// - `Segments` while the tag list was read from the store lately;
+/// - `Leases` always: each call answers from the store itself, and the
+///   snowflake worker's state (its own lease, in a pool that may be full)
+///   says nothing about them.
+fn statuses(app: &App) -> [(&'static str, ServingStatus); 4] {
+    let serving = |yes: bool| {
+        if yes {
             ServingStatus::Serving
         } else {
             ServingStatus::NotServing
-        };
-        if last != Some(serving) {
-            for service in services {
-                reporter.set_service_status(service, serving).await;
+        }
+    };
+    let ready = serving(app.not_ready().is_empty());
+    [
+        ("", ready),
+        (
+            <IdsServer<IdsService> as tonic::server::NamedService>::NAME,
+            ready,
+        ),
+        (
+            <LeasesServer<LeasesService> as tonic::server::NamedService>::NAME,
+            ServingStatus::Serving,
+        ),
+        (
+            <SegmentsServer<SegmentsService> as tonic::server::NamedService>::NAME,
+            serving(app.tags.fresh()),
+        ),
+    ]
+}
+
+/// Keeps the health service's answers on [`statuses`].
+async fn follow_readiness(app: Arc<App>, reporter: tonic_health::server::HealthReporter) {
+    let mut last = None;
+    loop {
+        let now = statuses(&app);
+        if last != Some(now) {
+            for (service, status) in now {
+                reporter.set_service_status(service, status).await;
             }
-            last = Some(serving);
+            last = Some(now);
         }
         tokio::time::sleep(HEALTH_EVERY).await;
     }
