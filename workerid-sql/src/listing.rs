@@ -145,7 +145,7 @@ impl SqlStore {
         namespace: &str,
     ) -> sqlx::Result<Option<i64>> {
         let s = self.statements();
-        let mut tx = sqlx::Acquire::begin(&mut **conn).await?;
+        let mut tx = self.begin_write(conn).await?;
         let known = q(&s.remove_lock)
             .bind(namespace.to_string())
             .fetch_optional(&mut *tx)

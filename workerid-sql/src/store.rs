@@ -181,7 +181,7 @@ impl SqlStore {
     ) -> sqlx::Result<Result<Grant>> {
         let s = &self.sql;
         let max = i64::from(max_worker_id);
-        let mut tx = sqlx::Acquire::begin(&mut **conn).await?;
+        let mut tx = self.begin_write(conn).await?;
         let upsert = q(&s.upsert_namespace).bind(namespace.to_string()).bind(max);
         let row: AnyRow = match &s.lock_namespace {
             Some(lock) => {
@@ -352,6 +352,22 @@ impl SqlStore {
                 .await?;
         }
         Ok(conn)
+    }
+
+    /// Begins a transaction that will write: on SQLite `BEGIN IMMEDIATE`,
+    /// which takes the write lock at once and waits the busy timeout for
+    /// it. A deferred transaction that reads first cannot wait when it then
+    /// writes: SQLite refuses the write at once when another connection
+    /// holds the lock or committed since the read.
+    pub(crate) async fn begin_write<'c>(
+        &self,
+        conn: &'c mut PoolConnection<Any>,
+    ) -> sqlx::Result<sqlx::Transaction<'c, Any>> {
+        if self.dialect == Dialect::Sqlite {
+            sqlx::Connection::begin_with(&mut **conn, "BEGIN IMMEDIATE").await
+        } else {
+            sqlx::Acquire::begin(&mut **conn).await
+        }
     }
 
     /// Whether to give a connection back to the pool after a transaction on

@@ -87,3 +87,49 @@ async fn a_transaction_sqlite_rolled_back_leaves_the_store_working() {
     }
     leases.push(allocator.acquire().await.unwrap());
 }
+
+/// Namespaces removed while another handle on the file writes all the time
+/// (a lease renewed in a loop): each removal waits its turn for the write
+/// lock and succeeds. A transaction that reads before it writes cannot
+/// wait: SQLite refuses its write at once when another connection holds
+/// the lock or committed since it read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removals_wait_for_a_busy_writer_on_the_same_file() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use workerid_core::{Allocator, LeaseOptions, LeaseStore, Namespace};
+    use workerid_sql::SqlStore;
+
+    let dir = tempfile::tempdir().unwrap();
+    let url = workerid_testkit::sqlite_url(&dir.path().join("busy.db"));
+    let writer = SqlStore::connect(&url).await.unwrap();
+    let remover = SqlStore::connect(&url).await.unwrap();
+    let options = LeaseOptions::new().worker_bits(4);
+    let busy = Allocator::new(writer, "busy", options.clone()).unwrap();
+    let mut lease = busy.acquire().await.unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let renewing = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            let mut renewals = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                busy.renew(&mut lease).await.expect("a renewal");
+                renewals += 1;
+            }
+            renewals
+        }
+    });
+    for round in 0..100 {
+        let name = format!("removed-{round}");
+        let allocator = Allocator::new(remover.clone(), &name, options.clone()).unwrap();
+        let lease = allocator.acquire().await.unwrap();
+        allocator.release(&lease).await.unwrap();
+        let removed = remover
+            .remove_namespace(&Namespace::new(name).unwrap())
+            .await
+            .unwrap_or_else(|e| panic!("removal {round} beside a busy writer: {e}"));
+        assert!(removed, "removal {round}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    assert!(renewing.await.unwrap() > 0, "the writer wrote meanwhile");
+}
