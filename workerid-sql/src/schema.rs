@@ -79,6 +79,13 @@ impl SqlStore {
             .iter()
             .chain([&self.segments().schema])
         {
+            if self.dialect() == Dialect::Postgres {
+                if let Some(index) = created_index(statement) {
+                    if index_exists(&mut conn, index).await.map_err(fail)? {
+                        continue;
+                    }
+                }
+            }
             q(statement).execute(&mut *conn).await.map_err(fail)?;
         }
         if self.segments().versioned {
@@ -113,6 +120,28 @@ impl SqlStore {
         };
         Ok(routine_made)
     }
+}
+
+/// The index a `CREATE INDEX IF NOT EXISTS <name> ON ...` of the schema
+/// makes.
+fn created_index(statement: &str) -> Option<&str> {
+    statement
+        .strip_prefix("CREATE INDEX IF NOT EXISTS ")?
+        .split_whitespace()
+        .next()
+}
+
+/// Whether PostgreSQL has the index `name` (schema-qualified or on the
+/// search path). Asked before `CREATE INDEX IF NOT EXISTS`, which takes a
+/// lock on the table that waits for every transaction writing to it and
+/// holds back every later one until the schema's transaction ends, even
+/// when the index is there.
+async fn index_exists(conn: &mut sqlx::AnyConnection, name: &str) -> sqlx::Result<bool> {
+    let row = q("SELECT CAST(to_regclass($1) IS NOT NULL AS INTEGER)")
+        .bind(name.to_string())
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(row.try_get::<i32, _>(0)? == 1)
 }
 
 impl SqlStore {
@@ -156,5 +185,19 @@ impl SqlStore {
                 .map_err(fail)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::created_index;
+
+    #[test]
+    fn the_index_a_schema_statement_creates() {
+        assert_eq!(
+            created_index("CREATE INDEX IF NOT EXISTS s.t_free ON s.t (namespace, expires_at)"),
+            Some("s.t_free")
+        );
+        assert_eq!(created_index("CREATE TABLE IF NOT EXISTS t (a BIGINT)"), None);
     }
 }

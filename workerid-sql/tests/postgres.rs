@@ -82,3 +82,33 @@ async fn acquires_racing_for_released_ids_never_deadlock() {
         .expect("drop the database");
     assert_eq!(deadlocks, 0, "acquires racing for released IDs deadlocked");
 }
+
+/// Connecting (which makes sure the schema is there) waits for no
+/// transaction writing to the lease table, so it holds none back: a lease
+/// write left open by another session does not hold it up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connecting_waits_for_no_lease_write() {
+    use std::time::Duration;
+
+    let url = workerid_testkit::postgres::shared_url();
+    let first = workerid_sql::SqlStore::connect(&url)
+        .await
+        .expect("connect");
+    let mut writing = first.pool().begin().await.expect("begin");
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE {} SET holder = holder WHERE 1 = 0",
+        workerid_sql::DEFAULT_TABLE
+    )))
+    .execute(&mut *writing)
+    .await
+    .expect("a write on the lease table");
+    let connected = tokio::time::timeout(
+        Duration::from_secs(10),
+        workerid_sql::SqlStore::connect(&url),
+    )
+    .await;
+    writing.rollback().await.expect("rollback");
+    connected
+        .expect("connecting waited for a transaction writing to the lease table")
+        .expect("connect");
+}
