@@ -198,6 +198,9 @@ mod tests {
             created_index("CREATE INDEX IF NOT EXISTS s.t_free ON s.t (namespace, expires_at)"),
             Some("s.t_free")
         );
-        assert_eq!(created_index("CREATE TABLE IF NOT EXISTS t (a BIGINT)"), None);
+        assert_eq!(
+            created_index("CREATE TABLE IF NOT EXISTS t (a BIGINT)"),
+            None
+        );
     }
 }
