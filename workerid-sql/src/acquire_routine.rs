@@ -39,7 +39,9 @@ pub(crate) fn routine_name(table: &str) -> String {
 /// 10.6+, MySQL 8.0.29+) for `table` (whose namespaces table is
 /// `ns_table`); `now` is the dialect's clock expression, `ns`, `tok` and
 /// `who` the column types. Run it as plain text: MySQL cannot prepare it.
-/// The steps are the PostgreSQL function's. The name ends with a hash of
+/// The steps are the PostgreSQL function's, and so is the second look's
+/// `SKIP LOCKED` (the first look, in the transaction, can leave a row
+/// locked that it passed over). The name ends with a hash of
 /// the body (MySQL has no `CREATE OR REPLACE PROCEDURE`): a database that
 /// holds another body under the plain name keeps it, and this one is made
 /// beside it, never called through a body it did not write.
@@ -131,7 +133,7 @@ fn procedure_body(
                SELECT next_id INTO v_next FROM {ns_table} WHERE namespace = p_ns FOR UPDATE; \
                SELECT worker_id, fence, watermark INTO v_id, v_fence, v_mark FROM {table} \
                  WHERE namespace = p_ns AND expires_at <= v_now \
-                 ORDER BY expires_at LIMIT 1 FOR UPDATE; \
+                 ORDER BY expires_at LIMIT 1 FOR UPDATE SKIP LOCKED; \
              END IF; \
              IF v_id IS NOT NULL THEN \
                UPDATE {table} SET token = p_token, holder = p_holder, \

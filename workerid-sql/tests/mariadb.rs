@@ -100,3 +100,39 @@ async fn bad_segment_rows_are_refused() {
 async fn a_segment_table_kept_as_it_is() {
     support::a_segment_table_kept_as_it_is(&workerid_testkit::mariadb::shared_url()).await;
 }
+
+/// Acquirers racing for released IDs never deadlock: the procedure's first
+/// look in its transaction can leave a row locked that it passed over, and
+/// the call then waits for the namespace's row, whose holder must not wait
+/// for that lock in turn. The contention scenario five times; the server
+/// counts every deadlock it broke (`Innodb_deadlocks`, for the whole
+/// server: no other test of this binary deadlocks either).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquires_racing_for_released_ids_never_deadlock() {
+    use sqlx::Row;
+
+    let url = workerid_testkit::mariadb::shared_url();
+    let admin = workerid_sql::SqlStore::connect(&url)
+        .await
+        .expect("connect");
+    let deadlocks = || async {
+        let row = sqlx::query("SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'")
+            .fetch_one(admin.pool())
+            .await
+            .expect("read the deadlock count");
+        let count: String = row.try_get(1).expect("its value");
+        count.parse::<u64>().expect("a count")
+    };
+    let before = deadlocks().await;
+    for _ in 0..5 {
+        workerid_conformance::scenarios::contention_gives_distinct_grants(&support::Database {
+            url: url.clone(),
+        })
+        .await;
+    }
+    assert_eq!(
+        deadlocks().await - before,
+        0,
+        "acquires racing for released IDs deadlocked"
+    );
+}
