@@ -53,12 +53,7 @@ async fn acquires_racing_for_released_ids_never_deadlock() {
     };
     let (server, _) = base.rsplit_once('/').expect("a URL with a database name");
     let url = format!("{server}/{database}{options}");
-    for _ in 0..5 {
-        workerid_conformance::scenarios::contention_gives_distinct_grants(&support::Database {
-            url: url.clone(),
-        })
-        .await;
-    }
+    support::race_for_released_ids(&url).await;
     let count = |statement: &str| {
         sqlx::query_scalar::<_, i64>(AssertSqlSafe(statement.to_string()))
             .bind(database.clone())

@@ -129,6 +129,19 @@ pub async fn renewal_storm(url: &str) {
     assert!(total >= 64, "{total} renewals");
 }
 
+/// The contention scenario on the database at `url`, five times: acquirers
+/// racing for IDs never granted, then for the same IDs released, where a
+/// deadlock between two acquires shows.
+#[allow(dead_code)] // not every test binary that shares this module runs it
+pub async fn race_for_released_ids(url: &str) {
+    for _ in 0..5 {
+        workerid_conformance::scenarios::contention_gives_distinct_grants(&Database {
+            url: url.to_string(),
+        })
+        .await;
+    }
+}
+
 /// The segment table refuses a row with a step of 0 or a negative max
 /// (its CHECKs), and a reservation from a table made without those CHECKs
 /// (and without the version column, which connecting adds) that holds a
