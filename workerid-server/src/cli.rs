@@ -68,6 +68,10 @@ pub struct Cli {
     /// Serve the gRPC API on this address (a port of its own).
     #[arg(long, env = "WORKERID_GRPC_LISTEN")]
     pub grpc_listen: Option<String>,
+    /// Ping a gRPC connection silent this long, and close it when the ping
+    /// goes unanswered as long, ms.
+    #[arg(long, env = "WORKERID_GRPC_KEEPALIVE_MS")]
+    pub grpc_keepalive_ms: Option<u64>,
     /// TLS on the gRPC port: the certificate chain (PEM file).
     #[arg(long, env = "WORKERID_GRPC_TLS_CERT")]
     pub grpc_tls_cert: Option<std::path::PathBuf>,
@@ -151,6 +155,7 @@ impl Cli {
         set_some(&mut config.grpc_tls_cert, &self.grpc_tls_cert);
         set_some(&mut config.grpc_tls_key, &self.grpc_tls_key);
         set_some(&mut config.grpc_tls_client_ca, &self.grpc_tls_client_ca);
+        set(&mut config.grpc_keepalive_ms, &self.grpc_keepalive_ms);
         set_some(&mut config.otlp_endpoint, &self.otlp_endpoint);
         let s = &mut config.snowflake;
         set(&mut s.enabled, &self.snowflake_enabled);

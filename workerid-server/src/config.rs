@@ -78,6 +78,13 @@ pub struct Config {
     /// With TLS: only clients with a certificate this CA (PEM file) signed.
     #[serde(default)]
     pub grpc_tls_client_ca: Option<PathBuf>,
+    /// How long a gRPC connection may be silent before the server pings it,
+    /// and how long the ping may go unanswered before the server closes
+    /// it, in milliseconds (default 10 000): a client that vanished
+    /// without a word (its host gone, a balancer that forgot the
+    /// connection) frees its streams within twice this.
+    #[serde(default = "default_grpc_keepalive")]
+    pub grpc_keepalive_ms: u64,
     /// How long one segment store call may take, in milliseconds (default
     /// 3000): past it the request fails (HTTP 500, `store_unavailable`) and shutdown moves on.
     #[serde(default = "default_store_timeout")]
@@ -326,6 +333,9 @@ impl Config {
         if let Some(token) = &self.auth_token {
             check_auth_token(token)?;
         }
+        if self.grpc_keepalive_ms == 0 {
+            return Err("grpc_keepalive_ms must be at least 1".into());
+        }
         if self.idle_timeout_ms == 0 {
             return Err("idle_timeout_ms must be at least 1".into());
         }
@@ -463,6 +473,7 @@ impl Default for Config {
             grpc_tls_cert: None,
             grpc_tls_key: None,
             grpc_tls_client_ca: None,
+            grpc_keepalive_ms: default_grpc_keepalive(),
             store_timeout_ms: default_store_timeout(),
             tags_refresh_ms: default_tags_refresh(),
             allow_volatile_segments: false,
@@ -504,6 +515,9 @@ fn default_store_timeout() -> u64 {
 }
 fn default_tags_refresh() -> u64 {
     5_000
+}
+fn default_grpc_keepalive() -> u64 {
+    10_000
 }
 fn default_idle_timeout() -> u64 {
     60_000

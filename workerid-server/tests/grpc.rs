@@ -6,6 +6,12 @@
 
 mod common;
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
 use common::{sqlite, Launch, Server};
 use tonic::transport::Channel;
 use tonic::{Code, Status};
@@ -444,17 +450,105 @@ async fn a_give_back_of_a_range_past_the_last_id_is_refused() {
 fn a_client_that_stops_reading_does_not_hold_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let (server, port) = start(dir.path(), "");
-    // HTTP/2 spoken by hand, so that nothing reads or answers for the
-    // client: the preface, empty settings, then a StreamIds call of batches
-    // of one ID until cancelled, and not one byte read.
-    let mut socket = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let frame = |kind: u8, flags: u8, stream: u32, payload: &[u8]| {
-        let mut frame = (payload.len() as u32).to_be_bytes()[1..].to_vec();
-        frame.extend([kind, flags]);
-        frame.extend(stream.to_be_bytes());
-        frame.extend(payload);
-        frame
-    };
+    let socket = stream_ids_by_hand(port);
+    // The server fills the stream's window, then waits to send.
+    std::thread::sleep(Duration::from_secs(1));
+    let signalled = Instant::now();
+    let status = server.terminate();
+    assert!(status.success(), "{status}");
+    assert!(
+        signalled.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        signalled.elapsed()
+    );
+    drop(socket);
+}
+
+/// A connection that answers nothing (its client frozen or gone, a balancer
+/// that forgot it) is pinged and closed, stream and all, while one whose
+/// client answers the pings stays open however long it is idle.
+#[test]
+fn a_connection_that_answers_no_ping_is_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, port) = start(dir.path(), "grpc_keepalive_ms = 500\n");
+    let mut answering = stream_ids_by_hand(port);
+    let closed = Arc::new(AtomicBool::new(false));
+    let answerer = std::thread::spawn({
+        let closed = closed.clone();
+        move || {
+            let mut pings = 0;
+            while let Some((kind, flags, payload)) = read_frame(&mut answering) {
+                if kind == PING && flags & ACK == 0 {
+                    pings += 1;
+                    answering.write_all(&frame(PING, ACK, 0, &payload)).unwrap();
+                }
+            }
+            closed.store(true, Ordering::SeqCst);
+            pings
+        }
+    });
+    let mut silent = stream_ids_by_hand(port);
+    silent
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    let started = Instant::now();
+    let mut sink = vec![0; 1 << 16];
+    loop {
+        match silent.read(&mut sink) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!(
+                "the silent connection is still open after {:?}: {e}",
+                started.elapsed()
+            ),
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "closed only after {:?}",
+        started.elapsed()
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        !closed.load(Ordering::SeqCst),
+        "a connection that answers its pings was closed"
+    );
+    let status = server.terminate();
+    assert!(status.success(), "{status}");
+    let pings = answerer.join().unwrap();
+    assert!(pings >= 2, "{pings} pings answered");
+}
+
+const PING: u8 = 6;
+const ACK: u8 = 1;
+
+/// One HTTP/2 frame: a 9-byte head (length, type, flags, stream), then the
+/// payload.
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut frame = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+    frame.extend([kind, flags]);
+    frame.extend(stream.to_be_bytes());
+    frame.extend(payload);
+    frame
+}
+
+/// The next frame's type, flags and payload; `None` once the server closed
+/// the connection.
+fn read_frame(socket: &mut TcpStream) -> Option<(u8, u8, Vec<u8>)> {
+    let mut head = [0; 9];
+    socket.read_exact(&mut head).ok()?;
+    let mut payload = vec![0; u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize];
+    socket.read_exact(&mut payload).ok()?;
+    Some((head[3], head[4], payload))
+}
+
+/// A connection with a StreamIds call of batches of one ID until
+/// cancelled, in HTTP/2 spoken by hand so that nothing reads or answers
+/// for the client: the preface, empty settings, the call, and not one byte
+/// read.
+fn stream_ids_by_hand(port: u16) -> TcpStream {
+    let mut socket = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let mut headers = Vec::new();
     for (name, value) in [
         (":method", "POST"),
@@ -480,16 +574,6 @@ fn a_client_that_stops_reading_does_not_hold_sigterm() {
     out.extend(frame(4, 0, 0, &[]));
     out.extend(frame(1, 0x4, 1, &headers));
     out.extend(frame(0, 0x1, 1, &message));
-    std::io::Write::write_all(&mut socket, &out).unwrap();
-    // The server fills the stream's window, then waits to send.
-    std::thread::sleep(std::time::Duration::from_secs(1));
-    let signalled = std::time::Instant::now();
-    let status = server.terminate();
-    assert!(status.success(), "{status}");
-    assert!(
-        signalled.elapsed() < std::time::Duration::from_secs(20),
-        "{:?}",
-        signalled.elapsed()
-    );
-    drop(socket);
+    socket.write_all(&out).unwrap();
+    socket
 }

@@ -117,3 +117,19 @@ fn an_auth_token_must_be_sendable_and_is_never_shown() {
         );
     }
 }
+
+#[test]
+fn durations_of_zero_are_refused_by_name() {
+    let zero: [(&str, fn(&mut Config)); 4] = [
+        ("grpc_keepalive_ms", |c| c.grpc_keepalive_ms = 0),
+        ("idle_timeout_ms", |c| c.idle_timeout_ms = 0),
+        ("store_timeout_ms", |c| c.store_timeout_ms = 0),
+        ("tags_refresh_ms", |c| c.tags_refresh_ms = 0),
+    ];
+    for (name, set) in zero {
+        let mut config = Config::default();
+        set(&mut config);
+        let refused = config.validate().unwrap_err().to_string();
+        assert!(refused.starts_with(name), "{name}: {refused}");
+    }
+}

@@ -80,7 +80,9 @@ const HEALTH_EVERY: Duration = Duration::from_secs(1);
 
 /// Serves the gRPC API on `listener` (over TLS with `tls`) until `shutdown`
 /// completes: streams then end with `UNAVAILABLE` (`shutting_down`) and
-/// calls in flight finish.
+/// calls in flight finish. A connection silent for `keepalive` is pinged
+/// and closed when the ping goes unanswered for as long: nothing else
+/// would free the streams of a client that vanished without a word.
 ///
 /// # Errors
 /// The transport's error, as text: a certificate or key it cannot use, or
@@ -88,6 +90,7 @@ const HEALTH_EVERY: Duration = Duration::from_secs(1);
 pub async fn serve(
     listener: TcpListener,
     tls: Option<Tls>,
+    keepalive: Duration,
     app: Arc<App>,
     leases: Arc<dyn LeaseStore>,
     shutdown: impl Future<Output = ()>,
@@ -106,7 +109,9 @@ pub async fn serve(
         shutdown.await;
         stop_streams.send_replace(true);
     };
-    let mut server = tonic::transport::Server::builder();
+    let mut server = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(keepalive))
+        .http2_keepalive_timeout(Some(keepalive));
     if let Some(tls) = &tls {
         server = server
             .tls_config(tls.server_config())
