@@ -120,7 +120,8 @@ fn an_auth_token_must_be_sendable_and_is_never_shown() {
 
 #[test]
 fn durations_of_zero_are_refused_by_name() {
-    let zero: [(&str, fn(&mut Config)); 4] = [
+    type Set = fn(&mut Config);
+    let zero: [(&str, Set); 4] = [
         ("grpc_keepalive_ms", |c| c.grpc_keepalive_ms = 0),
         ("idle_timeout_ms", |c| c.idle_timeout_ms = 0),
         ("store_timeout_ms", |c| c.store_timeout_ms = 0),
