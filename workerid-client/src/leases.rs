@@ -13,6 +13,7 @@ use workerid_proto::v1::{
 };
 
 use crate::errors::{lease_error, About};
+use crate::pages::every_page;
 use crate::ServerStore;
 
 fn ms(d: Duration) -> u64 {
@@ -129,17 +130,27 @@ impl LeaseStore for ServerStore {
             operation: "list",
             ..About::default()
         };
-        let listing = self
-            .leases
-            .clone()
-            .list(ListRequest {
+        // Each page says whether the namespace is known and its pool; the
+        // last page's answer stands.
+        let pool = std::sync::Mutex::new(None);
+        let leases = every_page(|page_token| {
+            let mut client = self.leases.clone();
+            let request = ListRequest {
                 namespace: namespace.as_str().into(),
-            })
-            .await
-            .map_err(|s| lease_error(&s, &about))?
-            .into_inner();
-        let leases = listing
-            .leases
+                page_size: 0,
+                page_token,
+            };
+            let pool = &pool;
+            async move {
+                let page = client.list(request).await?.into_inner();
+                *pool.lock().unwrap_or_else(|e| e.into_inner()) =
+                    page.known.then_some(page.max_worker_id);
+                Ok((page.leases, page.next_page_token))
+            }
+        })
+        .await
+        .map_err(|s| lease_error(&s, &about))?;
+        let leases = leases
             .into_iter()
             .map(|l| {
                 let state = match l.state.as_str() {
@@ -160,7 +171,7 @@ impl LeaseStore for ServerStore {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Listing {
-            max_worker_id: listing.known.then_some(listing.max_worker_id),
+            max_worker_id: pool.into_inner().unwrap_or_else(|e| e.into_inner()),
             leases,
         })
     }
@@ -189,15 +200,22 @@ impl LeaseStore for ServerStore {
             operation: "list_namespaces",
             ..About::default()
         };
-        let answer = self
-            .leases
-            .clone()
-            .list_namespaces(ListNamespacesRequest {})
-            .await
-            .map_err(|s| lease_error(&s, &about))?;
-        answer
-            .into_inner()
-            .namespaces
+        let namespaces = every_page(|page_token| {
+            let mut client = self.leases.clone();
+            async move {
+                let page = client
+                    .list_namespaces(ListNamespacesRequest {
+                        page_size: 0,
+                        page_token,
+                    })
+                    .await?
+                    .into_inner();
+                Ok((page.namespaces, page.next_page_token))
+            }
+        })
+        .await
+        .map_err(|s| lease_error(&s, &about))?;
+        namespaces
             .into_iter()
             .map(|n| {
                 Ok(NamespaceInfo {

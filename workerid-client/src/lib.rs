@@ -28,6 +28,7 @@
 
 mod errors;
 mod leases;
+mod pages;
 mod segments;
 mod store;
 

@@ -7,6 +7,7 @@ use workerid_proto::v1::{
 use workerid_segment::{Range, Result, SegmentCapabilities, SegmentStore, Tag, TagInfo};
 
 use crate::errors::segment_error;
+use crate::pages::every_page;
 use crate::ServerStore;
 
 #[async_trait]
@@ -72,16 +73,22 @@ impl SegmentStore for ServerStore {
     }
 
     async fn list_tags(&self) -> Result<Vec<TagInfo>> {
-        let answer = self
-            .segments
-            .clone()
-            .list_tags(ListTagsRequest {})
-            .await
-            .map_err(|s| segment_error(&s, "", "list_tags"))?;
-        answer
-            .into_inner()
-            .tags
-            .into_iter()
+        let tags = every_page(|page_token| {
+            let mut client = self.segments.clone();
+            async move {
+                let page = client
+                    .list_tags(ListTagsRequest {
+                        page_size: 0,
+                        page_token,
+                    })
+                    .await?
+                    .into_inner();
+                Ok((page.tags, page.next_page_token))
+            }
+        })
+        .await
+        .map_err(|s| segment_error(&s, "", "list_tags"))?;
+        tags.into_iter()
             .map(|t| {
                 let tag = Tag::new(t.tag).map_err(|e| {
                     workerid_segment::Error::unavailable(

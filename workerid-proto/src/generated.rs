@@ -115,6 +115,10 @@ pub struct Released {}
 pub struct ListRequest {
     #[prost(string, tag = "1")]
     pub namespace: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "2")]
+    pub page_size: u32,
+    #[prost(string, tag = "3")]
+    pub page_token: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct Listing {
@@ -125,6 +129,9 @@ pub struct Listing {
     pub max_worker_id: u32,
     #[prost(message, repeated, tag = "3")]
     pub leases: ::prost::alloc::vec::Vec<LeaseInfo>,
+    /// Empty on the last page.
+    #[prost(string, tag = "4")]
+    pub next_page_token: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct LeaseInfo {
@@ -156,12 +163,20 @@ pub struct ForceReleased {
     #[prost(bool, tag = "1")]
     pub released: bool,
 }
-#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
-pub struct ListNamespacesRequest {}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListNamespacesRequest {
+    #[prost(uint32, tag = "1")]
+    pub page_size: u32,
+    #[prost(string, tag = "2")]
+    pub page_token: ::prost::alloc::string::String,
+}
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct NamespaceList {
     #[prost(message, repeated, tag = "1")]
     pub namespaces: ::prost::alloc::vec::Vec<NamespaceInfo>,
+    /// Empty on the last page.
+    #[prost(string, tag = "2")]
+    pub next_page_token: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct NamespaceInfo {
@@ -262,12 +277,20 @@ pub struct GivenBack {
     #[prost(bool, tag = "1")]
     pub taken: bool,
 }
-#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
-pub struct ListTagsRequest {}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListTagsRequest {
+    #[prost(uint32, tag = "1")]
+    pub page_size: u32,
+    #[prost(string, tag = "2")]
+    pub page_token: ::prost::alloc::string::String,
+}
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct TagList {
     #[prost(message, repeated, tag = "1")]
     pub tags: ::prost::alloc::vec::Vec<TagInfo>,
+    /// Empty on the last page.
+    #[prost(string, tag = "2")]
+    pub next_page_token: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct TagInfo {
@@ -933,7 +956,8 @@ pub mod leases_client {
                 .insert(GrpcMethod::new("workerid.v1.Leases", "Release"));
             self.inner.unary(req, path, codec).await
         }
-        /// Every worker ID of a namespace that was ever granted.
+        /// Every worker ID of a namespace that was ever granted, by ID, a page at
+        /// a time.
         pub async fn list(
             &mut self,
             request: impl tonic::IntoRequest<super::ListRequest>,
@@ -974,7 +998,8 @@ pub mod leases_client {
                 .insert(GrpcMethod::new("workerid.v1.Leases", "ForceRelease"));
             self.inner.unary(req, path, codec).await
         }
-        /// Every namespace, with its pool and how many of its IDs are live.
+        /// Every namespace, with its pool and how many of its IDs are live, by
+        /// name, a page at a time.
         pub async fn list_namespaces(
             &mut self,
             request: impl tonic::IntoRequest<super::ListNamespacesRequest>,
@@ -1078,7 +1103,8 @@ pub mod leases_server {
             &self,
             request: tonic::Request<super::ReleaseRequest>,
         ) -> std::result::Result<tonic::Response<super::Released>, tonic::Status>;
-        /// Every worker ID of a namespace that was ever granted.
+        /// Every worker ID of a namespace that was ever granted, by ID, a page at
+        /// a time.
         async fn list(
             &self,
             request: tonic::Request<super::ListRequest>,
@@ -1088,7 +1114,8 @@ pub mod leases_server {
             &self,
             request: tonic::Request<super::ForceReleaseRequest>,
         ) -> std::result::Result<tonic::Response<super::ForceReleased>, tonic::Status>;
-        /// Every namespace, with its pool and how many of its IDs are live.
+        /// Every namespace, with its pool and how many of its IDs are live, by
+        /// name, a page at a time.
         async fn list_namespaces(
             &self,
             request: tonic::Request<super::ListNamespacesRequest>,
@@ -1729,7 +1756,7 @@ pub mod segments_client {
                 .insert(GrpcMethod::new("workerid.v1.Segments", "GiveBack"));
             self.inner.unary(req, path, codec).await
         }
-        /// Every tag, with its next ID and step.
+        /// Every tag, with its next ID and step, by name, a page at a time.
         pub async fn list_tags(
             &mut self,
             request: impl tonic::IntoRequest<super::ListTagsRequest>,
@@ -1806,7 +1833,7 @@ pub mod segments_server {
             &self,
             request: tonic::Request<super::GiveBackRequest>,
         ) -> std::result::Result<tonic::Response<super::GivenBack>, tonic::Status>;
-        /// Every tag, with its next ID and step.
+        /// Every tag, with its next ID and step, by name, a page at a time.
         async fn list_tags(
             &self,
             request: tonic::Request<super::ListTagsRequest>,

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tonic::{Request, Response, Status};
 use workerid::{Holder, LeaseOptions, LeaseState, LeaseStore, Namespace, Token, WorkerId};
 
+use super::page::PageRequest;
 use super::{observed, status};
 use workerid_proto::v1::leases_server::Leases;
 use workerid_proto::v1::{
@@ -103,17 +104,20 @@ impl Leases for LeasesService {
 
     async fn list(&self, request: Request<ListRequest>) -> Result<Response<Listing>, Status> {
         let answer = async {
-            let namespace = namespace(request.into_inner().namespace)?;
+            let r = request.into_inner();
+            let namespace = namespace(r.namespace)?;
+            let page = PageRequest::<u32>::new(r.page_size, &r.page_token)?;
             let listing = self
                 .store
                 .list(&namespace)
                 .await
                 .map_err(|e| status::of_lease_error(&e))?;
+            let (leases, next_page_token) = page.take(listing.leases, |l| l.id.get());
             Ok(Listing {
                 known: listing.max_worker_id.is_some(),
                 max_worker_id: listing.max_worker_id.unwrap_or(0),
-                leases: listing
-                    .leases
+                next_page_token,
+                leases: leases
                     .into_iter()
                     .map(|l| LeaseInfo {
                         worker_id: l.id.get(),
@@ -153,14 +157,19 @@ impl Leases for LeasesService {
 
     async fn list_namespaces(
         &self,
-        _request: Request<ListNamespacesRequest>,
+        request: Request<ListNamespacesRequest>,
     ) -> Result<Response<NamespaceList>, Status> {
-        let answer = self
-            .store
-            .list_namespaces()
-            .await
-            .map_err(|e| status::of_lease_error(&e))
-            .map(|namespaces| NamespaceList {
+        let answer = async {
+            let r = request.into_inner();
+            let page = PageRequest::<String>::new(r.page_size, &r.page_token)?;
+            let namespaces = self
+                .store
+                .list_namespaces()
+                .await
+                .map_err(|e| status::of_lease_error(&e))?;
+            let (namespaces, next_page_token) =
+                page.take(namespaces, |n| n.namespace.as_str().to_owned());
+            Ok(NamespaceList {
                 namespaces: namespaces
                     .into_iter()
                     .map(|n| NamespaceInfo {
@@ -169,12 +178,10 @@ impl Leases for LeasesService {
                         live: n.live,
                     })
                     .collect(),
-            });
-        observed(
-            "/workerid.v1.Leases/ListNamespaces",
-            std::future::ready(answer),
-        )
-        .await
+                next_page_token,
+            })
+        };
+        observed("/workerid.v1.Leases/ListNamespaces", answer).await
     }
 
     async fn remove_namespace(

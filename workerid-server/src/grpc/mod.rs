@@ -11,6 +11,7 @@
 
 mod ids;
 mod leases;
+mod page;
 mod segments;
 mod status;
 

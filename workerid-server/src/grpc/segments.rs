@@ -13,6 +13,7 @@ use workerid_proto::v1::{
     ReserveRequest, SegmentCapabilities, SegmentRange, TagCreated, TagInfo, TagList,
 };
 
+use super::page::PageRequest;
 use super::{observed, status};
 
 /// The largest step a reservation may ask for (the store contract's bound).
@@ -130,14 +131,14 @@ impl Segments for SegmentsService {
 
     async fn list_tags(
         &self,
-        _request: Request<ListTagsRequest>,
+        request: Request<ListTagsRequest>,
     ) -> Result<Response<TagList>, Status> {
-        let answer = self
-            .store
-            .list_tags()
-            .await
-            .map_err(|e| failed(&e))
-            .map(|tags| TagList {
+        let answer = async {
+            let r = request.into_inner();
+            let page = PageRequest::<String>::new(r.page_size, &r.page_token)?;
+            let tags = self.store.list_tags().await.map_err(|e| failed(&e))?;
+            let (tags, next_page_token) = page.take(tags, |t| t.tag.as_str().to_owned());
+            Ok(TagList {
                 tags: tags
                     .into_iter()
                     .map(|t| TagInfo {
@@ -146,8 +147,10 @@ impl Segments for SegmentsService {
                         step: t.step,
                     })
                     .collect(),
-            });
-        observed("/workerid.v1.Segments/ListTags", std::future::ready(answer)).await
+                next_page_token,
+            })
+        };
+        observed("/workerid.v1.Segments/ListTags", answer).await
     }
 
     async fn capabilities(
