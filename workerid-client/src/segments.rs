@@ -1,5 +1,7 @@
 //! [`SegmentStore`] over the server's `workerid.v1.Segments`.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use workerid_proto::v1::{
     CreateTagRequest, GiveBackRequest, ListTagsRequest, ReserveRequest, SegmentRange,
@@ -9,6 +11,24 @@ use workerid_segment::{Range, Result, SegmentCapabilities, SegmentStore, Tag, Ta
 use crate::errors::segment_error;
 use crate::pages::every_page;
 use crate::ServerStore;
+
+impl ServerStore {
+    fn last_reserved(&self) -> std::sync::MutexGuard<'_, HashMap<String, SegmentRange>> {
+        self.last_reserved
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The stable code of a give-back the server refused for its range.
+fn refused_range(status: &tonic::Status) -> Option<&str> {
+    let code = status
+        .metadata()
+        .get(workerid_proto::CODE_KEY)?
+        .to_str()
+        .ok()?;
+    matches!(code, "unknown_range" | "invalid_range").then_some(code)
+}
 
 #[async_trait]
 impl SegmentStore for ServerStore {
@@ -31,12 +51,14 @@ impl SegmentStore for ServerStore {
     }
 
     async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
+        let previous = self.last_reserved().get(tag.as_str()).cloned();
         let answer = self
             .segments
             .clone()
             .reserve(ReserveRequest {
                 tag: tag.as_str().into(),
                 step: step.unwrap_or(0),
+                previous,
             })
             .await
             .map_err(|s| segment_error(&s, tag.as_str(), "reserve"))?
@@ -47,29 +69,66 @@ impl SegmentStore for ServerStore {
                 format!("the server answered an empty range {answer:?}"),
             ));
         }
-        Ok(Range {
+        let range = Range {
             first: answer.first,
             last: answer.last,
             version: answer.version,
-        })
+        };
+        // Versions rise with every reservation: of two racing for the same
+        // tag, the later one is the one a give-back can still be taken for.
+        let mut last = self.last_reserved();
+        if last
+            .get(tag.as_str())
+            .is_none_or(|kept| kept.version < answer.version)
+        {
+            last.insert(tag.as_str().to_owned(), answer);
+        }
+        Ok(range)
     }
 
     async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
+        // Without the receipt (not the last range this store reserved of the
+        // tag) the server refuses the give-back, and still reports an
+        // unknown tag.
+        let signed = self
+            .last_reserved()
+            .get(tag.as_str())
+            .cloned()
+            .filter(|kept| {
+                (kept.first, kept.last, kept.version)
+                    == (reserved.first, reserved.last, reserved.version)
+            });
+        let has_receipt = signed.is_some();
+        let range = signed.unwrap_or(SegmentRange {
+            first: reserved.first,
+            last: reserved.last,
+            version: reserved.version,
+            floor: reserved.first,
+            receipt: Vec::new(),
+        });
         let answer = self
             .segments
             .clone()
             .give_back(GiveBackRequest {
                 tag: tag.as_str().into(),
-                reserved: Some(SegmentRange {
-                    first: reserved.first,
-                    last: reserved.last,
-                    version: reserved.version,
-                }),
+                reserved: Some(range),
                 new_max,
             })
-            .await
-            .map_err(|s| segment_error(&s, tag.as_str(), "give_back"))?;
-        Ok(answer.into_inner().taken)
+            .await;
+        match answer {
+            Ok(answer) => Ok(answer.into_inner().taken),
+            Err(refused) => match refused_range(&refused) {
+                // Not a range this store can give back: not given back.
+                Some("unknown_range") if !has_receipt => Ok(false),
+                Some("invalid_range") if has_receipt => Ok(false),
+                Some("unknown_range") => Err(workerid_segment::Error::unavailable(
+                    "workerid-server",
+                    "the server refused the receipt of a range it reserved: the servers \
+                     behind this address need one give_back_key",
+                )),
+                _ => Err(segment_error(&refused, tag.as_str(), "give_back")),
+            },
+        }
     }
 
     async fn list_tags(&self) -> Result<Vec<TagInfo>> {

@@ -1,5 +1,7 @@
 //! The connection to the server, and what it learned at connect time.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tonic::metadata::{Ascii, MetadataValue};
@@ -9,7 +11,7 @@ use tonic::{Request, Status};
 use workerid_core::{redact_url, Capabilities};
 use workerid_proto::v1::leases_client::LeasesClient;
 use workerid_proto::v1::segments_client::SegmentsClient;
-use workerid_proto::v1::CapabilitiesRequest;
+use workerid_proto::v1::{CapabilitiesRequest, SegmentRange};
 use workerid_segment::SegmentCapabilities;
 
 /// Adds the bearer token to every call.
@@ -49,11 +51,17 @@ pub enum ConnectError {
 
 /// A lease and segment store that is a running `workerid-server` (see the
 /// [crate docs](crate)). Cheap to clone: clones share one HTTP/2
-/// connection.
+/// connection, and the receipts of the ranges they reserved.
+///
+/// A give-back is taken only for a range reserved through this store (or a
+/// clone of it): the server signs each range it reserves, and only the
+/// last range of each tag, with its signature, is kept here to give back.
 #[derive(Clone)]
 pub struct ServerStore {
     pub(crate) leases: Leases,
     pub(crate) segments: Segments,
+    /// The last range reserved of each tag, as the server answered it.
+    pub(crate) last_reserved: Arc<Mutex<HashMap<String, SegmentRange>>>,
     pub(crate) capabilities: Capabilities,
     pub(crate) segment_capabilities: SegmentCapabilities,
     url: String,
@@ -261,6 +269,7 @@ impl ServerStoreBuilder {
         Ok(ServerStore {
             leases,
             segments,
+            last_reserved: Arc::default(),
             capabilities: Capabilities {
                 min_ttl: Duration::from_millis(lease_caps.min_ttl_ms),
                 ttl_granularity: Duration::from_millis(lease_caps.ttl_granularity_ms),
@@ -332,6 +341,7 @@ mod tests {
                 Endpoint::from_static("http://127.0.0.1:1").connect_lazy(),
                 Bearer(None),
             ),
+            last_reserved: Arc::default(),
             capabilities: Capabilities {
                 min_ttl: Duration::from_secs(1),
                 ttl_granularity: Duration::from_millis(1),

@@ -249,10 +249,16 @@ pub struct ReserveRequest {
     /// IDs to take (1 to 2^40); 0: the tag's own step.
     #[prost(uint64, tag = "2")]
     pub step: u64,
+    /// The range this client reserved last for the tag, as it was answered
+    /// (receipt and all), if any: when the new range follows it, the new
+    /// range's `floor` is that range's `first`, so that one give-back can
+    /// return the unused tail of both.
+    #[prost(message, optional, tag = "3")]
+    pub previous: ::core::option::Option<SegmentRange>,
 }
 /// IDs `first` to `last`, both included, and the tag's version after the
 /// reservation (what a give-back compares).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct SegmentRange {
     #[prost(uint64, tag = "1")]
     pub first: u64,
@@ -260,14 +266,27 @@ pub struct SegmentRange {
     pub last: u64,
     #[prost(uint64, tag = "3")]
     pub version: u64,
+    /// The lowest `new_max` a give-back of this range may set: `first`, or the
+    /// `first` of the client's previous range when this one follows it.
+    #[prost(uint64, tag = "4")]
+    pub floor: u64,
+    /// The server's signature over the tag and the fields above (HMAC-SHA256
+    /// with its `give_back_key`): a give-back must send the range back
+    /// unchanged, so that a client can give back only what it reserved.
+    #[prost(bytes = "vec", tag = "5")]
+    pub receipt: ::prost::alloc::vec::Vec<u8>,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct GiveBackRequest {
     #[prost(string, tag = "1")]
     pub tag: ::prost::alloc::string::String,
+    /// The range as Reserve answered it, receipt and all; a range without a
+    /// receipt this server fleet signed is refused (PERMISSION_DENIED,
+    /// unknown_range).
     #[prost(message, optional, tag = "2")]
     pub reserved: ::core::option::Option<SegmentRange>,
-    /// The tag's next ID once the unused tail is back.
+    /// The tag's next ID once the unused tail is back: from `reserved.floor`
+    /// to `reserved.last + 1`.
     #[prost(uint64, tag = "3")]
     pub new_max: u64,
 }
@@ -1734,7 +1753,8 @@ pub mod segments_client {
                 .insert(GrpcMethod::new("workerid.v1.Segments", "Reserve"));
             self.inner.unary(req, path, codec).await
         }
-        /// Returns the unused tail of a range while nothing was reserved since.
+        /// Returns the unused tail of a range this client reserved (its receipt
+        /// shows it) while nothing was reserved since.
         pub async fn give_back(
             &mut self,
             request: impl tonic::IntoRequest<super::GiveBackRequest>,
@@ -1828,7 +1848,8 @@ pub mod segments_server {
             &self,
             request: tonic::Request<super::ReserveRequest>,
         ) -> std::result::Result<tonic::Response<super::SegmentRange>, tonic::Status>;
-        /// Returns the unused tail of a range while nothing was reserved since.
+        /// Returns the unused tail of a range this client reserved (its receipt
+        /// shows it) while nothing was reserved since.
         async fn give_back(
             &self,
             request: tonic::Request<super::GiveBackRequest>,

@@ -41,6 +41,10 @@ pub struct Cli {
     /// A bearer token every request must carry (`Authorization: Bearer ...`).
     #[arg(long, env = "WORKERID_AUTH_TOKEN", hide_env_values = true)]
     pub auth_token: Option<String>,
+    /// The secret gRPC give-back receipts are signed with, shared by the
+    /// servers behind one balancer (at least 16 bytes).
+    #[arg(long, env = "WORKERID_GIVE_BACK_KEY", hide_env_values = true)]
+    pub give_back_key: Option<String>,
     /// Log lines as text or JSON.
     #[arg(long, env = "WORKERID_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -140,6 +144,7 @@ impl Cli {
         set(&mut config.listen, &self.listen);
         set_some(&mut config.workers, &self.workers);
         set_some(&mut config.auth_token, &self.auth_token);
+        set_some(&mut config.give_back_key, &self.give_back_key);
         set(&mut config.store_timeout_ms, &self.store_timeout_ms);
         set(&mut config.tags_refresh_ms, &self.tags_refresh_ms);
         set(

@@ -85,6 +85,13 @@ pub struct Config {
     /// connection) frees its streams within twice this.
     #[serde(default = "default_grpc_keepalive")]
     pub grpc_keepalive_ms: u64,
+    /// The secret the gRPC `Reserve` signs its ranges with, so that a
+    /// `GiveBack` is taken only for a range a client reserved (none: a key
+    /// drawn at random on start, so only the server that reserved a range
+    /// takes it back). Servers behind one balancer share it; at least 16
+    /// bytes.
+    #[serde(default)]
+    pub give_back_key: Option<String>,
     /// How long one segment store call may take, in milliseconds (default
     /// 3000): past it the request fails (HTTP 500, `store_unavailable`) and shutdown moves on.
     #[serde(default = "default_store_timeout")]
@@ -333,6 +340,13 @@ impl Config {
         if let Some(token) = &self.auth_token {
             check_auth_token(token)?;
         }
+        if self
+            .give_back_key
+            .as_ref()
+            .is_some_and(|key| key.len() < 16)
+        {
+            return Err("give_back_key must be at least 16 bytes long".into());
+        }
         if self.grpc_keepalive_ms == 0 {
             return Err("grpc_keepalive_ms must be at least 1".into());
         }
@@ -430,6 +444,7 @@ impl std::fmt::Debug for Config {
             .field("grpc_tls_cert", &self.grpc_tls_cert)
             .field("grpc_tls_key", &self.grpc_tls_key)
             .field("grpc_tls_client_ca", &self.grpc_tls_client_ca)
+            .field("grpc_keepalive_ms", &self.grpc_keepalive_ms)
             .field("store_timeout_ms", &self.store_timeout_ms)
             .field("tags_refresh_ms", &self.tags_refresh_ms)
             .field("fast_path", &self.fast_path)
@@ -442,6 +457,7 @@ impl std::fmt::Debug for Config {
                 &self.otlp_endpoint.as_deref().map(workerid::redact_url),
             )
             .field("auth_token", &self.auth_token.as_ref().map(|_| "***"))
+            .field("give_back_key", &self.give_back_key.as_ref().map(|_| "***"))
             .field("allow_volatile_segments", &self.allow_volatile_segments)
             .field("tags", &self.tags)
             .field("snowflake", &self.snowflake)
@@ -474,6 +490,7 @@ impl Default for Config {
             grpc_tls_key: None,
             grpc_tls_client_ca: None,
             grpc_keepalive_ms: default_grpc_keepalive(),
+            give_back_key: None,
             store_timeout_ms: default_store_timeout(),
             tags_refresh_ms: default_tags_refresh(),
             allow_volatile_segments: false,

@@ -23,6 +23,7 @@
 //! | `idle_timeout_ms` | 60000 | an idle keep-alive connection closes |
 //! | `max_open_connections` | 10000 | accepting waits at the cap |
 //! | `max_buffer_bytes` | 65536 | read-ahead and pending answers per connection |
+//! | `give_back_key` | random | the secret gRPC ranges are signed with, so a give-back is taken only for a client's own range |
 //! | `grpc_keepalive_ms` | 10000 | a silent gRPC connection is pinged, and closed when the ping goes unanswered as long |
 //! | `auth_token` | none | every request needs `Authorization: Bearer <token>`; visible ASCII only |
 //! | `[snowflake] ttl_secs` | 10 | the lease ttl, 1 to 86 400 (a day) |
@@ -326,8 +327,11 @@ async fn run(config: Config) -> Result<(), Failure> {
         };
         tokio::spawn(grpc::serve(
             listener,
-            grpc_tls,
-            std::time::Duration::from_millis(config.grpc_keepalive_ms),
+            grpc::Options {
+                tls: grpc_tls,
+                keepalive: std::time::Duration::from_millis(config.grpc_keepalive_ms),
+                give_back_key: config.give_back_key.clone(),
+            },
             app.clone(),
             remote_leases,
             shutdown,

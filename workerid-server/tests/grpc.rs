@@ -7,6 +7,8 @@
 #[path = "grpc/by_hand.rs"]
 mod by_hand;
 mod common;
+#[path = "grpc/give_back.rs"]
+mod give_back;
 #[path = "grpc/pages.rs"]
 mod pages;
 
@@ -424,7 +426,7 @@ async fn a_give_back_of_a_range_past_the_last_id_is_refused() {
     assert!(created.created, "a tag at 0, as go-id-alloc's rows start");
     let reserve = || ReserveRequest {
         tag: "edge".into(),
-        step: 0,
+        ..ReserveRequest::default()
     };
     let first = segments.reserve(reserve()).await.unwrap().into_inner();
     assert_eq!((first.first, first.last), (0, 9));
@@ -437,6 +439,7 @@ async fn a_give_back_of_a_range_past_the_last_id_is_refused() {
                         first: 0,
                         last,
                         version: first.version,
+                        ..SegmentRange::default()
                     }),
                     new_max: 0,
                 })

@@ -6,10 +6,11 @@ fn debug_hides_the_password_and_the_token() {
         store: "postgres://ops:s3cret@db/ids".into(),
         auth_token: Some("t0ken".into()),
         otlp_endpoint: Some("http://u:hunter22@c:4317".into()),
+        give_back_key: Some("fleet-secret-0123456789".into()),
         ..Config::default()
     };
     let shown = format!("{config:?}");
-    for secret in ["s3cret", "t0ken", "hunter22"] {
+    for secret in ["s3cret", "t0ken", "hunter22", "fleet-secret"] {
         assert!(!shown.contains(secret), "{secret}: {shown}");
     }
     assert!(shown.contains("http://u:***@c:4317"), "{shown}");
@@ -133,4 +134,18 @@ fn durations_of_zero_are_refused_by_name() {
         let refused = config.validate().unwrap_err().to_string();
         assert!(refused.starts_with(name), "{name}: {refused}");
     }
+}
+
+#[test]
+fn a_give_back_key_is_at_least_16_bytes() {
+    let with_key = |key: &str| Config {
+        give_back_key: Some(key.into()),
+        ..Config::default()
+    };
+    assert_eq!(with_key("0123456789abcdef").validate(), Ok(()));
+    let refused = with_key("short-secret").validate().unwrap_err().to_string();
+    assert!(
+        refused.contains("give_back_key") && !refused.contains("short"),
+        "{refused}"
+    );
 }

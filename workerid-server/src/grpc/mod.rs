@@ -12,6 +12,7 @@
 mod ids;
 mod leases;
 mod page;
+mod receipts;
 mod segments;
 mod status;
 
@@ -79,23 +80,33 @@ impl Tls {
 /// How often the health service's answer follows readiness.
 const HEALTH_EVERY: Duration = Duration::from_secs(1);
 
-/// Serves the gRPC API on `listener` (over TLS with `tls`) until `shutdown`
-/// completes: streams then end with `UNAVAILABLE` (`shutting_down`) and
-/// calls in flight finish. A connection silent for `keepalive` is pinged
-/// and closed when the ping goes unanswered for as long: nothing else
-/// would free the streams of a client that vanished without a word.
+/// How the gRPC port serves, from the config.
+pub struct Options {
+    /// TLS, if any.
+    pub tls: Option<Tls>,
+    /// A connection silent this long is pinged, and closed when the ping
+    /// goes unanswered as long: nothing else would free the streams of a
+    /// client that vanished without a word.
+    pub keepalive: Duration,
+    /// The key give-back receipts are signed with (none: a random one).
+    pub give_back_key: Option<String>,
+}
+
+/// Serves the gRPC API on `listener` until `shutdown` completes: streams
+/// then end with `UNAVAILABLE` (`shutting_down`) and calls in flight
+/// finish.
 ///
 /// # Errors
 /// The transport's error, as text: a certificate or key it cannot use, or
 /// serving failed.
 pub async fn serve(
     listener: TcpListener,
-    tls: Option<Tls>,
-    keepalive: Duration,
+    options: Options,
     app: Arc<App>,
     leases: Arc<dyn LeaseStore>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), String> {
+    let receipts = receipts::Receipts::new(options.give_back_key.as_deref())?;
     let (stop_streams, streams_stop) = watch::channel(false);
     let ids = IdsService {
         app: app.clone(),
@@ -111,9 +122,9 @@ pub async fn serve(
         stop_streams.send_replace(true);
     };
     let mut server = tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(keepalive))
-        .http2_keepalive_timeout(Some(keepalive));
-    if let Some(tls) = &tls {
+        .http2_keepalive_interval(Some(options.keepalive))
+        .http2_keepalive_timeout(Some(options.keepalive));
+    if let Some(tls) = &options.tls {
         server = server
             .tls_config(tls.server_config())
             .map_err(|e| format!("gRPC TLS: {e}"))?;
@@ -128,6 +139,7 @@ pub async fn serve(
         .add_service(SegmentsServer::with_interceptor(
             SegmentsService {
                 store: app.segments.store().clone(),
+                receipts,
             },
             check,
         ))

@@ -14,6 +14,7 @@ use workerid_proto::v1::{
 };
 
 use super::page::PageRequest;
+use super::receipts::Receipts;
 use super::{observed, status};
 
 /// The largest step a reservation may ask for (the store contract's bound).
@@ -21,6 +22,7 @@ const MAX_STEP: u64 = 1 << 40;
 
 pub struct SegmentsService {
     pub store: Arc<dyn SegmentStore>,
+    pub receipts: Receipts,
 }
 
 fn tag(name: String) -> Result<Tag, Status> {
@@ -84,11 +86,27 @@ impl Segments for SegmentsService {
                 .reserve(&tag, step)
                 .await
                 .map_err(|e| failed(&e))?;
-            Ok(SegmentRange {
-                first: range.first,
-                last: range.last,
-                version: range.version,
-            })
+            // The floor reaches down into the client's previous range only
+            // when that range is its own (signed) and nothing lies between.
+            let floor = match r.previous {
+                Some(previous)
+                    if previous.last.checked_add(1) == Some(range.first)
+                        && self.receipts.verify(&tag, &previous) =>
+                {
+                    previous.first
+                }
+                _ => range.first,
+            };
+            Ok(self.receipts.sign(
+                &tag,
+                SegmentRange {
+                    first: range.first,
+                    last: range.last,
+                    version: range.version,
+                    floor,
+                    receipt: Vec::new(),
+                },
+            ))
         };
         observed("/workerid.v1.Segments/Reserve", answer).await
     }
@@ -102,14 +120,15 @@ impl Segments for SegmentsService {
             let tag = tag(r.tag)?;
             // A range a store handed out ends below MAX_SEGMENT_ID, so its
             // end (last + 1) never overflows.
-            let Some(reserved) = r
-                .reserved
-                .filter(|range| range.first <= range.last && range.last < segment::MAX_SEGMENT_ID)
-            else {
+            let Some(reserved) = r.reserved.filter(|range| {
+                range.floor <= range.first
+                    && range.first <= range.last
+                    && range.last < segment::MAX_SEGMENT_ID
+            }) else {
                 return Err(status::invalid(
                     "invalid_range",
                     format!(
-                        "a give-back needs the range it returns, first <= last < {}",
+                        "a give-back needs the range it returns, floor <= first <= last < {}",
                         segment::MAX_SEGMENT_ID
                     ),
                 ));
@@ -119,6 +138,30 @@ impl Segments for SegmentsService {
                 last: reserved.last,
                 version: reserved.version,
             };
+            if !self.receipts.verify(&tag, &reserved) {
+                // A give-back above the range's end changes nothing and
+                // reports an unknown tag as every give-back does.
+                self.store
+                    .give_back(&tag, range, range.end() + 1)
+                    .await
+                    .map_err(|e| failed(&e))?;
+                return Err(status::status(
+                    tonic::Code::PermissionDenied,
+                    "unknown_range",
+                    "a give-back needs a range as Reserve answered it, receipt and all, \
+                     from a server with the same give_back_key",
+                ));
+            }
+            if r.new_max < reserved.floor {
+                return Err(status::invalid(
+                    "invalid_range",
+                    format!(
+                        "new_max {} is below the range's floor {}: only IDs this client \
+                         reserved can be given back",
+                        r.new_max, reserved.floor
+                    ),
+                ));
+            }
             let taken = self
                 .store
                 .give_back(&tag, range, r.new_max)

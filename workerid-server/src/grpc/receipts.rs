@@ -1,0 +1,113 @@
+//! Receipts for reserved ranges: a give-back rolls a tag's counter back, so
+//! a client that gave back a range it never reserved (another client's,
+//! guessed from the tag's `max_id` and a version count) would have those
+//! IDs handed out twice. Each range a `Reserve` answers is signed; a
+//! give-back must bring the signature back.
+
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+use workerid::segment::Tag;
+use workerid_proto::v1::SegmentRange;
+
+/// Signs and checks ranges with one key: the `give_back_key` a server fleet
+/// shares, or one drawn at random when none is set (then only the server
+/// that reserved a range takes it back).
+#[derive(Clone)]
+pub struct Receipts {
+    key: Hmac<Sha256>,
+}
+
+impl std::fmt::Debug for Receipts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Receipts(***)")
+    }
+}
+
+impl Receipts {
+    /// Receipts under `key`, or under 32 random bytes without one.
+    ///
+    /// # Errors
+    /// A key the HMAC refuses (it takes any length, so none).
+    pub fn new(key: Option<&str>) -> Result<Receipts, String> {
+        let random;
+        let key = match key {
+            Some(key) => key.as_bytes(),
+            None => {
+                random = rand::random::<[u8; 32]>();
+                &random[..]
+            }
+        };
+        let key = Hmac::new_from_slice(key).map_err(|e| format!("give_back_key: {e}"))?;
+        Ok(Receipts { key })
+    }
+
+    /// `range` with its receipt: the signature of the tag, the bounds, the
+    /// version and the floor.
+    pub fn sign(&self, tag: &Tag, mut range: SegmentRange) -> SegmentRange {
+        range.receipt = self.mac(tag, &range).finalize().into_bytes().to_vec();
+        range
+    }
+
+    /// Whether `range` carries the receipt this key gave it for `tag`
+    /// (compared in constant time).
+    pub fn verify(&self, tag: &Tag, range: &SegmentRange) -> bool {
+        self.mac(tag, range).verify_slice(&range.receipt).is_ok()
+    }
+
+    fn mac(&self, tag: &Tag, range: &SegmentRange) -> Hmac<Sha256> {
+        let mut mac = self.key.clone();
+        mac.update(b"workerid.v1 give-back\0");
+        mac.update(&(tag.as_str().len() as u64).to_be_bytes());
+        mac.update(tag.as_str().as_bytes());
+        for field in [range.first, range.last, range.version, range.floor] {
+            mac.update(&field.to_be_bytes());
+        }
+        mac
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(first: u64, last: u64, version: u64, floor: u64) -> SegmentRange {
+        SegmentRange {
+            first,
+            last,
+            version,
+            floor,
+            receipt: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_receipt_holds_for_its_range_and_tag_only() {
+        let receipts = Receipts::new(Some("fleet-secret")).unwrap();
+        let tag = Tag::new("orders").unwrap();
+        let signed = receipts.sign(&tag, range(100, 199, 7, 100));
+        assert_eq!(signed.receipt.len(), 32);
+        assert!(receipts.verify(&tag, &signed));
+        assert!(Receipts::new(Some("fleet-secret"))
+            .unwrap()
+            .verify(&tag, &signed));
+
+        let altered: [fn(&mut SegmentRange); 5] = [
+            |r| r.first = 99,
+            |r| r.last = 200,
+            |r| r.version = 8,
+            |r| r.floor = 0,
+            |r| r.receipt[0] ^= 1,
+        ];
+        for alter in altered {
+            let mut forged = signed.clone();
+            alter(&mut forged);
+            assert!(!receipts.verify(&tag, &forged), "{forged:?}");
+        }
+        assert!(!receipts.verify(&Tag::new("orders2").unwrap(), &signed));
+        assert!(!Receipts::new(Some("other")).unwrap().verify(&tag, &signed));
+        assert!(!Receipts::new(None).unwrap().verify(&tag, &signed));
+        let unsigned = range(100, 199, 7, 100);
+        assert!(!receipts.verify(&tag, &unsigned));
+        assert_eq!(format!("{receipts:?}"), "Receipts(***)");
+    }
+}
