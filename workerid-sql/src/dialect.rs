@@ -105,11 +105,21 @@ pub(crate) fn check_table(name: &str) -> Result<()> {
     }
 }
 
+/// An index of the schema: its name, and the statement that makes it
+/// unless it exists.
+#[derive(Debug)]
+pub(crate) struct Index {
+    pub name: String,
+    pub create: String,
+}
+
 /// Every statement a store runs.
 #[derive(Debug)]
 pub(crate) struct Statements {
     /// Schema, in order (idempotent).
     pub schema: Vec<String>,
+    /// Indexes made after `schema` (MySQL's are in its tables).
+    pub indexes: Vec<Index>,
     /// Acquire, step 1: create the namespace row if missing and lock it;
     /// returns `max_worker_id, next_id` (MySQL: `lock_namespace` does the
     /// returning). Binds: namespace, max_worker_id.
@@ -223,14 +233,20 @@ impl Statements {
                 }
             ),
         ];
+        let mut indexes = Vec::new();
         if d != Dialect::MySql {
-            schema.push(format!(
-                "CREATE INDEX IF NOT EXISTS {table}_free ON {table} (namespace, expires_at)"
-            ));
-            // An acquire sent again finds its token's lease without a scan.
-            schema.push(format!(
-                "CREATE INDEX IF NOT EXISTS {table}_token ON {table} (namespace, token)"
-            ));
+            // The free IDs of a namespace, and (for an acquire sent again)
+            // the lease of a token, each found without a scan.
+            for (suffix, columns) in [
+                ("free", "namespace, expires_at"),
+                ("token", "namespace, token"),
+            ] {
+                let name = format!("{table}_{suffix}");
+                indexes.push(Index {
+                    create: format!("CREATE INDEX IF NOT EXISTS {name} ON {table} ({columns})"),
+                    name,
+                });
+            }
         }
         let mut acquire_call = None;
         let mut routine = None;
@@ -277,6 +293,7 @@ impl Statements {
         let p = |sql: String| d.placeholders(&sql);
         Statements {
             schema,
+            indexes,
             upsert_namespace: p(upsert_namespace),
             lock_namespace: lock_namespace.map(p),
             free_head: p(format!(

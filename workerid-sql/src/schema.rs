@@ -79,14 +79,15 @@ impl SqlStore {
             .iter()
             .chain([&self.segments().schema])
         {
-            if self.dialect() == Dialect::Postgres {
-                if let Some(index) = created_index(statement) {
-                    if index_exists(&mut conn, index).await.map_err(fail)? {
-                        continue;
-                    }
-                }
-            }
             q(statement).execute(&mut *conn).await.map_err(fail)?;
+        }
+        for index in &self.statements().indexes {
+            if self.dialect() == Dialect::Postgres
+                && index_exists(&mut conn, &index.name).await.map_err(fail)?
+            {
+                continue;
+            }
+            q(&index.create).execute(&mut *conn).await.map_err(fail)?;
         }
         if self.segments().versioned {
             self.add_segment_version(&mut conn).await?;
@@ -120,15 +121,6 @@ impl SqlStore {
         };
         Ok(routine_made)
     }
-}
-
-/// The index a `CREATE INDEX IF NOT EXISTS <name> ON ...` of the schema
-/// makes.
-fn created_index(statement: &str) -> Option<&str> {
-    statement
-        .strip_prefix("CREATE INDEX IF NOT EXISTS ")?
-        .split_whitespace()
-        .next()
 }
 
 /// Whether PostgreSQL has the index `name` (schema-qualified or on the
@@ -185,22 +177,5 @@ impl SqlStore {
                 .map_err(fail)?;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::created_index;
-
-    #[test]
-    fn the_index_a_schema_statement_creates() {
-        assert_eq!(
-            created_index("CREATE INDEX IF NOT EXISTS s.t_free ON s.t (namespace, expires_at)"),
-            Some("s.t_free")
-        );
-        assert_eq!(
-            created_index("CREATE TABLE IF NOT EXISTS t (a BIGINT)"),
-            None
-        );
     }
 }
