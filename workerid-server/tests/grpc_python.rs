@@ -1,8 +1,9 @@
 //! The gRPC API from another language: Python stubs generated from the
 //! repository's .proto by grpc_tools (Debian's `python3-grpc-tools`, which
 //! carries its own compiler; `scripts/setup.sh` installs it) take IDs, a
-//! batch, a stream and a lease from a real server
-//! (`tests/python/grpc_client.py`).
+//! batch, a stream and a lease from a real server, give a segment tail back
+//! with its receipt (a forged one is refused), and list tags a page at a
+//! time (`tests/python/grpc_client.py`).
 
 mod common;
 
@@ -90,4 +91,18 @@ fn a_python_client_takes_ids_a_stream_and_a_lease() {
         serde_json::json!([[id, "live", "python-client"]])
     );
     assert_eq!(got["after_release"], serde_json::json!([[id, "free", 9]]));
+    assert_eq!(
+        got["forged_give_back"],
+        serde_json::json!({"status": "PERMISSION_DENIED", "code": "unknown_range"})
+    );
+    assert_eq!(
+        got["given_back"], true,
+        "the two ranges' tails, with the receipt"
+    );
+    assert_eq!(got["after_give_back"], 4);
+    let pages: Vec<Vec<String>> = serde_json::from_value(got["tag_pages"].clone()).unwrap();
+    let tags: Vec<String> = serde_json::from_value(got["tags"].clone()).unwrap();
+    assert!(pages.iter().all(|page| page.len() == 1), "{pages:?}");
+    assert_eq!(pages.concat(), tags);
+    assert!(tags.contains(&"py".to_owned()) && tags.windows(2).all(|w| w[0] < w[1]));
 }

@@ -1,7 +1,8 @@
 """A client of workerid-server's gRPC API in Python, with stubs generated
 from workerid-proto/proto/workerid/v1/workerid.proto by grpc_tools: takes
-IDs, a batch, a stream and a worker-ID lease from a running server, and
-prints what it got as one JSON object.
+IDs, a batch, a stream and a worker-ID lease from a running server, keeps
+a segment buffer of its own (reserve, give back with the range's receipt),
+lists tags a page at a time, and prints what it got as one JSON object.
 
     python3 -m grpc_tools.protoc -I workerid-proto/proto --python_out=OUT \
         --grpc_python_out=OUT workerid/v1/workerid.proto
@@ -80,6 +81,33 @@ def main():
         (l.worker_id, l.state, l.watermark)
         for l in leases.List(pb.ListRequest(namespace="python")).leases
     ]
+
+    segments = rpc.SegmentsStub(channel)
+    segments.CreateTag(pb.CreateTagRequest(tag="py", first_id=1, step=10))
+    first = segments.Reserve(pb.ReserveRequest(tag="py"))
+    second = segments.Reserve(pb.ReserveRequest(tag="py", previous=first))
+    forged = pb.SegmentRange(
+        first=second.first, last=second.last, version=second.version, floor=first.first
+    )
+    got["forged_give_back"] = refusal(
+        lambda: segments.GiveBack(
+            pb.GiveBackRequest(tag="py", reserved=forged, new_max=first.first)
+        )
+    )
+    got["given_back"] = segments.GiveBack(
+        pb.GiveBackRequest(tag="py", reserved=second, new_max=first.first + 3)
+    ).taken
+    got["after_give_back"] = segments.Reserve(pb.ReserveRequest(tag="py")).first
+
+    paged, page_token = [], ""
+    while True:
+        page = segments.ListTags(pb.ListTagsRequest(page_size=1, page_token=page_token))
+        paged.append([t.tag for t in page.tags])
+        page_token = page.next_page_token
+        if not page_token:
+            break
+    got["tag_pages"] = paged
+    got["tags"] = [t.tag for t in segments.ListTags(pb.ListTagsRequest()).tags]
     print(json.dumps(got))
 
 
