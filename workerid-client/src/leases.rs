@@ -13,7 +13,7 @@ use workerid_proto::v1::{
 };
 
 use crate::errors::{lease_error, About};
-use crate::pages::every_page;
+use crate::pages::{every_page, Page};
 use crate::ServerStore;
 
 fn ms(d: Duration) -> u64 {
@@ -130,22 +130,22 @@ impl LeaseStore for ServerStore {
             operation: "list",
             ..About::default()
         };
-        // Each page says whether the namespace is known and its pool; the
+        // Each page says whether the namespace is known, and its pool; the
         // last page's answer stands.
-        let pool = std::sync::Mutex::new(None);
-        let leases = every_page(|page_token| {
+        let (leases, pool) = every_page(|page_token| {
             let mut client = self.leases.clone();
             let request = ListRequest {
                 namespace: namespace.as_str().into(),
                 page_size: 0,
                 page_token,
             };
-            let pool = &pool;
             async move {
                 let page = client.list(request).await?.into_inner();
-                *pool.lock().unwrap_or_else(|e| e.into_inner()) =
-                    page.known.then_some(page.max_worker_id);
-                Ok((page.leases, page.next_page_token))
+                Ok(Page {
+                    about: page.known.then_some(page.max_worker_id),
+                    entries: page.leases,
+                    next: page.next_page_token,
+                })
             }
         })
         .await
@@ -171,7 +171,7 @@ impl LeaseStore for ServerStore {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Listing {
-            max_worker_id: pool.into_inner().unwrap_or_else(|e| e.into_inner()),
+            max_worker_id: pool,
             leases,
         })
     }
@@ -200,7 +200,7 @@ impl LeaseStore for ServerStore {
             operation: "list_namespaces",
             ..About::default()
         };
-        let namespaces = every_page(|page_token| {
+        let (namespaces, ()) = every_page(|page_token| {
             let mut client = self.leases.clone();
             async move {
                 let page = client
@@ -210,7 +210,11 @@ impl LeaseStore for ServerStore {
                     })
                     .await?
                     .into_inner();
-                Ok((page.namespaces, page.next_page_token))
+                Ok(Page {
+                    entries: page.namespaces,
+                    next: page.next_page_token,
+                    about: (),
+                })
             }
         })
         .await

@@ -9,7 +9,7 @@ use workerid_proto::v1::{
 use workerid_segment::{Range, Result, SegmentCapabilities, SegmentStore, Tag, TagInfo};
 
 use crate::errors::segment_error;
-use crate::pages::every_page;
+use crate::pages::{every_page, Page};
 use crate::ServerStore;
 
 impl ServerStore {
@@ -66,7 +66,10 @@ impl SegmentStore for ServerStore {
         if answer.first > answer.last {
             return Err(workerid_segment::Error::unavailable(
                 "workerid-server",
-                format!("the server answered an empty range {answer:?}"),
+                format!(
+                    "the server answered an empty range {}..={}",
+                    answer.first, answer.last
+                ),
             ));
         }
         let range = Range {
@@ -74,15 +77,10 @@ impl SegmentStore for ServerStore {
             last: answer.last,
             version: answer.version,
         };
-        // Versions rise with every reservation: of two racing for the same
-        // tag, the later one is the one a give-back can still be taken for.
-        let mut last = self.last_reserved();
-        if last
-            .get(tag.as_str())
-            .is_none_or(|kept| kept.version < answer.version)
-        {
-            last.insert(tag.as_str().to_owned(), answer);
-        }
+        // Of two reservations racing for one tag, the one kept may be the
+        // earlier: a give-back of the other is then answered false, IDs
+        // skipped rather than handed out twice.
+        self.last_reserved().insert(tag.as_str().to_owned(), answer);
         Ok(range)
     }
 
@@ -116,7 +114,15 @@ impl SegmentStore for ServerStore {
             })
             .await;
         match answer {
-            Ok(answer) => Ok(answer.into_inner().taken),
+            Ok(answer) => {
+                let taken = answer.into_inner().taken;
+                if taken && has_receipt {
+                    // Its IDs are the tag's again: no later Reserve may name
+                    // it as this client's previous range.
+                    self.last_reserved().remove(tag.as_str());
+                }
+                Ok(taken)
+            }
             Err(refused) => match refused_range(&refused) {
                 // Not a range this store can give back: not given back.
                 Some("unknown_range") if !has_receipt => Ok(false),
@@ -132,7 +138,7 @@ impl SegmentStore for ServerStore {
     }
 
     async fn list_tags(&self) -> Result<Vec<TagInfo>> {
-        let tags = every_page(|page_token| {
+        let (tags, ()) = every_page(|page_token| {
             let mut client = self.segments.clone();
             async move {
                 let page = client
@@ -142,7 +148,11 @@ impl SegmentStore for ServerStore {
                     })
                     .await?
                     .into_inner();
-                Ok((page.tags, page.next_page_token))
+                Ok(Page {
+                    entries: page.tags,
+                    next: page.next_page_token,
+                    about: (),
+                })
             }
         })
         .await

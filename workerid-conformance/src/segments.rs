@@ -207,11 +207,14 @@ pub async fn unknown_tags_and_listing(f: &dyn SegmentFactory) -> Outcome {
         last: 10,
         version: 1,
     };
-    let answer = store.give_back(&tag, never, 5).await;
-    assert!(
-        matches!(answer, Err(Error::UnknownTag { .. })),
-        "give-back of an unknown tag: {answer:?}"
-    );
+    for new_max in [5, never.end() + 1] {
+        let answer = store.give_back(&tag, never, new_max).await;
+        assert!(
+            matches!(answer, Err(Error::UnknownTag { .. })),
+            "give-back to {new_max} of an unknown tag: {answer:?} (an unknown tag is \
+             reported whatever else is wrong with the call)"
+        );
+    }
     assert!(store.create_tag(&tag, 1, 50).await.expect("create"));
     store.reserve(&tag, None).await.expect("reserve");
     assert!(

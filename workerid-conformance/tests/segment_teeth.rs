@@ -44,6 +44,9 @@ enum Flaw {
     /// that knows no version reserved the IDs it gave back, it takes them
     /// back from that server.
     GiveBackKeepsTheVersion,
+    /// A give-back with a `new_max` above the range's end is refused before
+    /// the tag is looked up: an unknown tag then reads as a refusal.
+    GiveBackChecksTheRangeFirst,
 }
 
 /// Per tag: max (the first ID not handed out), default step, version.
@@ -130,6 +133,9 @@ impl SegmentStore for Counters {
         })
     }
     async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
+        if self.flaw == Some(Flaw::GiveBackChecksTheRangeFirst) && new_max > reserved.end() {
+            return Ok(false);
+        }
         let mut tags = self.tags.lock().unwrap();
         let entry = tags
             .get_mut(tag.as_str())
@@ -234,4 +240,5 @@ caught! {
     catches_a_reserve_that_creates_unknown_tags: ReserveCreatesUnknownTags by unknown_tags_and_listing;
     catches_a_create_that_overwrites_a_tag: CreateOverwritesExisting by unknown_tags_and_listing;
     catches_a_give_back_that_keeps_the_version: GiveBackKeepsTheVersion by replayed_give_back_is_refused_after_a_versionless_reservation;
+    catches_a_give_back_that_hides_an_unknown_tag: GiveBackChecksTheRangeFirst by unknown_tags_and_listing;
 }

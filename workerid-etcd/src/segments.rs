@@ -193,15 +193,15 @@ impl SegmentStore for EtcdStore {
     }
 
     async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
-        if new_max > reserved.end() {
-            return Ok(false);
-        }
         let key = segment(&self.inner.prefix, tag);
         let Some(current) = self.read_tag(&key).await? else {
             return Err(Error::UnknownTag {
                 tag: tag.to_string(),
             });
         };
+        if new_max > reserved.end() {
+            return Ok(false);
+        }
         let written_since = u64::try_from(current.revision).ok() != Some(reserved.version);
         if current.max != reserved.end() || written_since {
             return Ok(false);

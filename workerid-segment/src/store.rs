@@ -240,7 +240,9 @@ pub trait SegmentStore: Debug + Send + Sync + 'static {
     ///   an earlier range too when nothing was reserved between the two.
     /// - A store that keeps no version (see
     ///   [`SegmentCapabilities::give_back`]) refuses every give-back.
-    /// - Unknown tag: [`Error::UnknownTag`].
+    /// - Unknown tag: [`Error::UnknownTag`], whatever else the call has
+    ///   wrong (a `new_max` above `reserved.end()` too), so that a refused
+    ///   give-back still tells whether the tag exists.
     ///
     /// # Errors
     /// [`Error::UnknownTag`], or the store's own when it cannot be reached.

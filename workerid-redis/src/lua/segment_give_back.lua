@@ -6,10 +6,17 @@
 -- writer that knows no version.
 -- KEYS[1] max hash   KEYS[2] version hash
 -- ARGV[1] tag   ARGV[2] expected max   ARGV[3] expected version   ARGV[4] new max
--- Returns 1 | 0 | 'unknown'
+-- Returns 1 | 0 | 'unknown' (an unknown tag whatever else is wrong)
 local max = redis.call('HGET', KEYS[1], ARGV[1])
 if not max then
   return 'unknown'
+end
+-- a new max above the range's end would hand IDs out twice; both are
+-- decimals without leading zeros, compared as such (Lua's numbers lose
+-- digits past 2^53)
+local new, expected = ARGV[4], ARGV[2]
+if #new > #expected or (#new == #expected and new > expected) then
+  return 0
 end
 local version = redis.call('HGET', KEYS[2], ARGV[1]) or '0'
 if max ~= ARGV[2] or version ~= ARGV[3] then

@@ -106,7 +106,7 @@ impl Leases for LeasesService {
         let answer = async {
             let r = request.into_inner();
             let namespace = namespace(r.namespace)?;
-            let page = PageRequest::<u32>::new(r.page_size, &r.page_token)?;
+            let page = PageRequest::new(r.page_size, &r.page_token, |t| t.parse::<u32>().ok())?;
             let listing = self
                 .store
                 .list(&namespace)
@@ -161,7 +161,9 @@ impl Leases for LeasesService {
     ) -> Result<Response<NamespaceList>, Status> {
         let answer = async {
             let r = request.into_inner();
-            let page = PageRequest::<String>::new(r.page_size, &r.page_token)?;
+            let page = PageRequest::new(r.page_size, &r.page_token, |t| {
+                Namespace::new(t).ok().map(|_| t.to_owned())
+            })?;
             let namespaces = self
                 .store
                 .list_namespaces()

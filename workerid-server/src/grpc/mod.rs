@@ -106,7 +106,7 @@ pub async fn serve(
     leases: Arc<dyn LeaseStore>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), String> {
-    let receipts = receipts::Receipts::new(options.give_back_key.as_deref())?;
+    let receipts = receipts::Receipts::new(options.give_back_key.as_deref());
     let (stop_streams, streams_stop) = watch::channel(false);
     let ids = IdsService {
         app: app.clone(),

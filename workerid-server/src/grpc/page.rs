@@ -1,8 +1,8 @@
 //! Pages of the List calls: entries ordered by key, `page_size` at most,
 //! and a token naming the last key served, so that the next page starts
-//! after it whatever changed in the store between the two.
-
-use std::str::FromStr;
+//! after it whatever changed in the store between the two. Each page reads
+//! the whole list from the store (stores list whole), which for lists of a
+//! few thousand entries costs less than keeping a cursor.
 
 use tonic::Status;
 
@@ -22,18 +22,23 @@ pub struct PageRequest<K> {
     size: usize,
 }
 
-impl<K: FromStr> PageRequest<K> {
+impl<K> PageRequest<K> {
     /// Reads `page_size` (0: [`DEFAULT_PAGE_SIZE`]; past
-    /// [`MAX_PAGE_SIZE`]: that) and `page_token` (empty: the first page).
+    /// [`MAX_PAGE_SIZE`]: that) and `page_token` (empty: the first page),
+    /// the key `key_of` reads from it.
     ///
     /// # Errors
-    /// `INVALID_ARGUMENT` (`invalid_page_token`) for a token this server
-    /// never gave out.
+    /// `INVALID_ARGUMENT` (`invalid_page_token`) for a token that names no
+    /// key of the call (`key_of` answers `None`).
     #[allow(clippy::result_large_err)]
-    pub fn new(page_size: u32, page_token: &str) -> Result<Self, Status> {
+    pub fn new(
+        page_size: u32,
+        page_token: &str,
+        key_of: impl FnOnce(&str) -> Option<K>,
+    ) -> Result<Self, Status> {
         let after = match page_token {
             "" => None,
-            token => Some(token.parse().map_err(|_| {
+            token => Some(key_of(token).ok_or_else(|| {
                 status::invalid(
                     "invalid_page_token",
                     "page_token is not a next_page_token of this call",
@@ -54,7 +59,7 @@ impl<K: Ord + ToString> PageRequest<K> {
     /// a store lists them ordered, but by its own collation, which for
     /// names need not be the byte order the tokens compare in.
     pub fn take<T>(&self, mut entries: Vec<T>, key: impl Fn(&T) -> K) -> (Vec<T>, String) {
-        entries.sort_by_key(|entry| key(entry));
+        entries.sort_by_cached_key(|entry| key(entry));
         let start = match &self.after {
             Some(after) => entries.partition_point(|entry| key(entry) <= *after),
             None => 0,
@@ -75,11 +80,15 @@ impl<K: Ord + ToString> PageRequest<K> {
 mod tests {
     use super::*;
 
+    fn number(token: &str) -> Option<u32> {
+        token.parse().ok()
+    }
+
     fn pages(entries: &[u32], size: u32) -> Vec<Vec<u32>> {
         let mut token = String::new();
         let mut pages = Vec::new();
         loop {
-            let request = PageRequest::<u32>::new(size, &token).unwrap();
+            let request = PageRequest::new(size, &token, number).unwrap();
             let (page, next) = request.take(entries.to_vec(), |&e| e);
             pages.push(page);
             if next.is_empty() {
@@ -106,7 +115,7 @@ mod tests {
     fn the_size_defaults_and_is_capped() {
         let entries: Vec<u32> = (0..30_000).collect();
         let first = |size| {
-            PageRequest::<u32>::new(size, "")
+            PageRequest::new(size, "", number)
                 .unwrap()
                 .take(entries.clone(), |&e| e)
         };
@@ -117,7 +126,7 @@ mod tests {
 
     #[test]
     fn a_page_starts_after_its_token_whatever_changed() {
-        let request = PageRequest::<String>::new(2, "b").unwrap();
+        let request = PageRequest::new(2, "b", |t| Some(t.to_owned())).unwrap();
         let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         // "b" itself gone, "ba" new: the page goes on after "b".
         let (page, next) = request.take(names(&["a", "ba", "c", "d"]), String::clone);
@@ -130,7 +139,7 @@ mod tests {
     #[test]
     fn a_token_of_another_kind_is_refused() {
         for token in ["x", "-1", "4294967296", " 1"] {
-            let refused = PageRequest::<u32>::new(0, token).err().unwrap();
+            let refused = PageRequest::new(0, token, number).err().unwrap();
             assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{token}");
         }
     }

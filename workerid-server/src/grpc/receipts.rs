@@ -5,9 +5,11 @@
 //! give-back must bring the signature back.
 
 use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
-use workerid::segment::Tag;
+use sha2::{Digest, Sha256};
+use workerid::segment::{self, Tag};
 use workerid_proto::v1::SegmentRange;
+
+use super::segments::{store_range, well_formed};
 
 /// Signs and checks ranges with one key: the `give_back_key` a server fleet
 /// shares, or one drawn at random when none is set (then only the server
@@ -25,20 +27,22 @@ impl std::fmt::Debug for Receipts {
 
 impl Receipts {
     /// Receipts under `key`, or under 32 random bytes without one.
-    ///
-    /// # Errors
-    /// A key the HMAC refuses (it takes any length, so none).
-    pub fn new(key: Option<&str>) -> Result<Receipts, String> {
-        let random;
-        let key = match key {
-            Some(key) => key.as_bytes(),
-            None => {
-                random = rand::random::<[u8; 32]>();
-                &random[..]
+    pub fn new(key: Option<&str>) -> Receipts {
+        // HMAC's own key schedule (RFC 2104): a key longer than the hash's
+        // block is hashed first, and the key is padded with zeros to a
+        // block.
+        let mut block = hmac::digest::Key::<Hmac<Sha256>>::default();
+        match key {
+            Some(key) if key.len() > block.len() => {
+                let hashed = Sha256::digest(key.as_bytes());
+                block[..hashed.len()].copy_from_slice(&hashed);
             }
-        };
-        let key = Hmac::new_from_slice(key).map_err(|e| format!("give_back_key: {e}"))?;
-        Ok(Receipts { key })
+            Some(key) => block[..key.len()].copy_from_slice(key.as_bytes()),
+            None => rand::fill(&mut block[..32]),
+        }
+        Receipts {
+            key: Hmac::new(&block),
+        }
     }
 
     /// `range` with its receipt: the signature of the tag, the bounds, the
@@ -52,6 +56,12 @@ impl Receipts {
     /// (compared in constant time).
     pub fn verify(&self, tag: &Tag, range: &SegmentRange) -> bool {
         self.mac(tag, range).verify_slice(&range.receipt).is_ok()
+    }
+
+    /// `range` as the store's range, when it is well formed and carries
+    /// its receipt for `tag`.
+    pub fn verified(&self, tag: &Tag, range: &SegmentRange) -> Option<segment::Range> {
+        (well_formed(range) && self.verify(tag, range)).then(|| store_range(range))
     }
 
     fn mac(&self, tag: &Tag, range: &SegmentRange) -> Hmac<Sha256> {
@@ -82,14 +92,12 @@ mod tests {
 
     #[test]
     fn a_receipt_holds_for_its_range_and_tag_only() {
-        let receipts = Receipts::new(Some("fleet-secret")).unwrap();
+        let receipts = Receipts::new(Some("fleet-secret"));
         let tag = Tag::new("orders").unwrap();
         let signed = receipts.sign(&tag, range(100, 199, 7, 100));
         assert_eq!(signed.receipt.len(), 32);
         assert!(receipts.verify(&tag, &signed));
-        assert!(Receipts::new(Some("fleet-secret"))
-            .unwrap()
-            .verify(&tag, &signed));
+        assert!(Receipts::new(Some("fleet-secret")).verify(&tag, &signed));
 
         let altered: [fn(&mut SegmentRange); 5] = [
             |r| r.first = 99,
@@ -104,10 +112,32 @@ mod tests {
             assert!(!receipts.verify(&tag, &forged), "{forged:?}");
         }
         assert!(!receipts.verify(&Tag::new("orders2").unwrap(), &signed));
-        assert!(!Receipts::new(Some("other")).unwrap().verify(&tag, &signed));
-        assert!(!Receipts::new(None).unwrap().verify(&tag, &signed));
+        assert!(!Receipts::new(Some("other")).verify(&tag, &signed));
+        assert!(!Receipts::new(None).verify(&tag, &signed));
         let unsigned = range(100, 199, 7, 100);
         assert!(!receipts.verify(&tag, &unsigned));
         assert_eq!(format!("{receipts:?}"), "Receipts(***)");
+    }
+
+    /// The key is scheduled as HMAC schedules any key, long or short.
+    #[test]
+    fn keys_of_any_length_sign_as_hmac_does() {
+        let tag = Tag::new("orders").unwrap();
+        for key in [
+            "k".repeat(16),
+            "k".repeat(64),
+            "k".repeat(65),
+            "k".repeat(300),
+        ] {
+            let signed = Receipts::new(Some(&key)).sign(&tag, range(1, 10, 1, 1));
+            let mut expected = <Hmac<Sha256> as KeyInit>::new_from_slice(key.as_bytes()).unwrap();
+            expected.update(b"workerid.v1 give-back\0");
+            expected.update(&6u64.to_be_bytes());
+            expected.update(b"orders");
+            for field in [1u64, 10, 1, 1] {
+                expected.update(&field.to_be_bytes());
+            }
+            expected.verify_slice(&signed.receipt).unwrap();
+        }
     }
 }

@@ -40,6 +40,22 @@ fn step(step: u64) -> Result<u64, Status> {
     }
 }
 
+/// Whether `range` is one a store could have handed out: `floor <= first
+/// <= last < MAX_SEGMENT_ID`, so that its end (`last + 1`) never
+/// overflows.
+pub fn well_formed(range: &SegmentRange) -> bool {
+    range.floor <= range.first && range.first <= range.last && range.last < segment::MAX_SEGMENT_ID
+}
+
+/// `range` as the store's range (its bounds and version).
+pub fn store_range(range: &SegmentRange) -> segment::Range {
+    segment::Range {
+        first: range.first,
+        last: range.last,
+        version: range.version,
+    }
+}
+
 fn failed(e: &segment::Error) -> Status {
     status::of_segment_error(e)
 }
@@ -81,20 +97,26 @@ impl Segments for SegmentsService {
                 0 => None,
                 n => Some(step(n)?),
             };
+            // The floor reaches down into the client's previous range only
+            // when that range is its own (signed) and still the tag's last
+            // reservation, which a give-back leaving max_id where it is
+            // confirms (it is refused once anything was reserved or given
+            // back since). A range reserved after it that starts where it
+            // ends then has nothing between them.
+            let mut previous = r
+                .previous
+                .and_then(|previous| self.receipts.verified(&tag, &previous));
+            if let Some(range) = previous {
+                let still_last = self.store.give_back(&tag, range, range.end()).await;
+                previous = matches!(still_last, Ok(true)).then_some(range);
+            }
             let range = self
                 .store
                 .reserve(&tag, step)
                 .await
                 .map_err(|e| failed(&e))?;
-            // The floor reaches down into the client's previous range only
-            // when that range is its own (signed) and nothing lies between.
-            let floor = match r.previous {
-                Some(previous)
-                    if previous.last.checked_add(1) == Some(range.first)
-                        && self.receipts.verify(&tag, &previous) =>
-                {
-                    previous.first
-                }
+            let floor = match previous {
+                Some(previous) if previous.end() == range.first => previous.first,
                 _ => range.first,
             };
             Ok(self.receipts.sign(
@@ -118,13 +140,7 @@ impl Segments for SegmentsService {
         let answer = async {
             let r = request.into_inner();
             let tag = tag(r.tag)?;
-            // A range a store handed out ends below MAX_SEGMENT_ID, so its
-            // end (last + 1) never overflows.
-            let Some(reserved) = r.reserved.filter(|range| {
-                range.floor <= range.first
-                    && range.first <= range.last
-                    && range.last < segment::MAX_SEGMENT_ID
-            }) else {
+            let Some(reserved) = r.reserved.filter(well_formed) else {
                 return Err(status::invalid(
                     "invalid_range",
                     format!(
@@ -133,16 +149,12 @@ impl Segments for SegmentsService {
                     ),
                 ));
             };
-            let range = segment::Range {
-                first: reserved.first,
-                last: reserved.last,
-                version: reserved.version,
-            };
-            if !self.receipts.verify(&tag, &reserved) {
-                // A give-back above the range's end changes nothing and
-                // reports an unknown tag as every give-back does.
+            let Some(range) = self.receipts.verified(&tag, &reserved) else {
+                // A give-back above the range's end changes nothing, and
+                // says whether the tag is known, as every give-back does.
+                let unsigned = store_range(&reserved);
                 self.store
-                    .give_back(&tag, range, range.end() + 1)
+                    .give_back(&tag, unsigned, unsigned.end() + 1)
                     .await
                     .map_err(|e| failed(&e))?;
                 return Err(status::status(
@@ -151,7 +163,7 @@ impl Segments for SegmentsService {
                     "a give-back needs a range as Reserve answered it, receipt and all, \
                      from a server with the same give_back_key",
                 ));
-            }
+            };
             if r.new_max < reserved.floor {
                 return Err(status::invalid(
                     "invalid_range",
@@ -178,7 +190,9 @@ impl Segments for SegmentsService {
     ) -> Result<Response<TagList>, Status> {
         let answer = async {
             let r = request.into_inner();
-            let page = PageRequest::<String>::new(r.page_size, &r.page_token)?;
+            let page = PageRequest::new(r.page_size, &r.page_token, |t| {
+                Tag::new(t).ok().map(|_| t.to_owned())
+            })?;
             let tags = self.store.list_tags().await.map_err(|e| failed(&e))?;
             let (tags, next_page_token) = page.take(tags, |t| t.tag.as_str().to_owned());
             Ok(TagList {

@@ -145,6 +145,32 @@ async fn a_give_back_is_taken_only_for_the_clients_own_range() {
     let again = client.reserve(reserve(None)).await.unwrap().into_inner();
     assert_eq!(again.first, 35, "the tails of both ranges came back");
 
+    // A range given back and handed to another client extends no floor,
+    // though the receipt is good and the next range follows it: the server
+    // finds it is no longer the tag's last reservation.
+    let mine = client.reserve(reserve(None)).await.unwrap().into_inner();
+    let back = client.give_back(give_back(&mine, mine.first)).await;
+    assert!(back.unwrap().into_inner().taken);
+    let theirs = client.reserve(reserve(None)).await.unwrap().into_inner();
+    assert_eq!((theirs.first, theirs.last), (mine.first, mine.last));
+    let next = client
+        .reserve(reserve(Some(&mine)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((next.first, next.floor), (mine.last + 1, mine.last + 1));
+    refused(
+        client.give_back(give_back(&next, mine.first)).await,
+        Code::InvalidArgument,
+        "invalid_range",
+    );
+    let after = client.reserve(reserve(None)).await.unwrap().into_inner();
+    assert_eq!(
+        after.first,
+        next.last + 1,
+        "the IDs given to another stay theirs"
+    );
+
     // An unknown tag is reported as such, receipt or none.
     let mut unknown = give_back(&guessed, 1);
     unknown.tag = "never-made".into();
