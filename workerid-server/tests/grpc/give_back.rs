@@ -39,6 +39,18 @@ async fn server(dir: &Path, store_dir: &Path, top: &str) -> (Server, SegmentsCli
     (server, SegmentsClient::new(channel(grpc).await), grpc)
 }
 
+/// The tag `shared`, from 1 in steps of 10.
+async fn create_shared(client: &mut SegmentsClient<Channel>) {
+    client
+        .create_tag(CreateTagRequest {
+            tag: "shared".into(),
+            first_id: 1,
+            step: 10,
+        })
+        .await
+        .unwrap();
+}
+
 fn reserve(previous: Option<&SegmentRange>) -> ReserveRequest {
     ReserveRequest {
         tag: "shared".into(),
@@ -59,14 +71,7 @@ fn give_back(reserved: &SegmentRange, new_max: u64) -> GiveBackRequest {
 async fn a_give_back_is_taken_only_for_the_clients_own_range() {
     let dir = tempfile::tempdir().unwrap();
     let (_server, mut client, _) = server(dir.path(), dir.path(), KEY).await;
-    client
-        .create_tag(CreateTagRequest {
-            tag: "shared".into(),
-            first_id: 1,
-            step: 10,
-        })
-        .await
-        .unwrap();
+    create_shared(&mut client).await;
     // The victim's range, then what an attacker knows of it.
     let victims = client.reserve(reserve(None)).await.unwrap().into_inner();
     assert_eq!((victims.first, victims.last, victims.floor), (1, 10, 1));
@@ -192,14 +197,7 @@ async fn servers_sharing_a_give_back_key_take_each_others_ranges() {
     let (_one, mut first, one_port) = server(one.path(), store.path(), KEY).await;
     let (_two, mut second, two_port) = server(two.path(), store.path(), KEY).await;
     let (_other, mut third, other_port) = server(other.path(), store.path(), "").await;
-    first
-        .create_tag(CreateTagRequest {
-            tag: "shared".into(),
-            first_id: 1,
-            step: 10,
-        })
-        .await
-        .unwrap();
+    create_shared(&mut first).await;
     let a = first.reserve(reserve(None)).await.unwrap().into_inner();
     refused(
         third.give_back(give_back(&a, a.first + 5)).await,

@@ -15,6 +15,24 @@ use workerid_proto::v1::{
 
 use super::{channel, refused, start};
 
+/// Every entry of pages of `size` at most, `call` asking for the one after
+/// a token and answering its entries and the next token.
+async fn every_page<Fut>(size: usize, mut call: impl FnMut(String) -> Fut) -> Vec<String>
+where
+    Fut: std::future::Future<Output = (Vec<String>, String)>,
+{
+    let (mut all, mut token) = (Vec::new(), String::new());
+    loop {
+        let (page, next) = call(token).await;
+        assert!(!page.is_empty() && page.len() <= size, "{page:?}");
+        all.extend(page);
+        if next.is_empty() {
+            return all;
+        }
+        token = next;
+    }
+}
+
 /// The server's page size when a request leaves it to the server.
 const DEFAULT_PAGE_SIZE: usize = 1000;
 
@@ -100,24 +118,22 @@ async fn lists_answer_a_page_at_a_time() {
             .await
             .unwrap();
     }
-    let mut names = Vec::new();
-    let mut token = String::new();
-    loop {
-        let page = leases
-            .list_namespaces(ListNamespacesRequest {
-                page_size: 2,
-                page_token: token,
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        assert!(page.namespaces.len() <= 2);
-        names.extend(page.namespaces.into_iter().map(|n| n.namespace));
-        if page.next_page_token.is_empty() {
-            break;
+    let names = every_page(2, |page_token| {
+        let mut leases = leases.clone();
+        async move {
+            let page = leases
+                .list_namespaces(ListNamespacesRequest {
+                    page_size: 2,
+                    page_token,
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            let names = page.namespaces.into_iter().map(|n| n.namespace);
+            (names.collect(), page.next_page_token)
         }
-        token = page.next_page_token;
-    }
+    })
+    .await;
     let mut expected: Vec<String> = ["paged", "paged-0", "paged-1", "paged-2", "paged-3"]
         .map(String::from)
         .into();
@@ -136,24 +152,22 @@ async fn lists_answer_a_page_at_a_time() {
             .await
             .unwrap();
     }
-    let mut tags = Vec::new();
-    let mut token = String::new();
-    loop {
-        let page = segments
-            .list_tags(ListTagsRequest {
-                page_size: 1,
-                page_token: token,
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        assert!(page.tags.len() <= 1);
-        tags.extend(page.tags.into_iter().map(|t| t.tag));
-        if page.next_page_token.is_empty() {
-            break;
+    let tags = every_page(1, |page_token| {
+        let mut segments = segments.clone();
+        async move {
+            let page = segments
+                .list_tags(ListTagsRequest {
+                    page_size: 1,
+                    page_token,
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            let tags = page.tags.into_iter().map(|t| t.tag);
+            (tags.collect(), page.next_page_token)
         }
-        token = page.next_page_token;
-    }
+    })
+    .await;
     let whole = segments
         .list_tags(ListTagsRequest::default())
         .await
