@@ -32,11 +32,17 @@ use workerid_proto::v1::{
 };
 
 fn start(dir: &std::path::Path, top: &str) -> (Server, u16) {
+    start_on(dir, dir, top)
+}
+
+/// A server with the gRPC port on the SQLite file in `store_dir`, its
+/// config and log in `dir`.
+fn start_on(dir: &std::path::Path, store_dir: &std::path::Path, top: &str) -> (Server, u16) {
     let grpc = workerid_testkit::free_port();
     let top = format!("grpc_listen = \"127.0.0.1:{grpc}\"\n{top}");
     let server = Server::launch(
         dir,
-        &sqlite(dir),
+        &sqlite(store_dir),
         &Launch {
             top: &top,
             ..Launch::default()

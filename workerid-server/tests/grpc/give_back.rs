@@ -17,25 +17,16 @@ use workerid_proto::v1::{
     CreateTagRequest, GiveBackRequest, ListTagsRequest, ReserveRequest, SegmentRange,
 };
 
-use super::common::{sqlite, Launch, Server};
-use super::{channel, refused};
+use super::common::Server;
+use super::{channel, refused, start_on};
 use workerid_testkit::relay::Relay;
 
 const KEY: &str = "give_back_key = \"fleet-secret-0123456789\"\n";
 
-/// A server with the gRPC port on the SQLite file in `store_dir`, its
-/// config and log in `dir`.
+/// A server on the SQLite file in `store_dir` (see [`start_on`]), and a
+/// client of its segments.
 async fn server(dir: &Path, store_dir: &Path, top: &str) -> (Server, SegmentsClient<Channel>, u16) {
-    let grpc = workerid_testkit::free_port();
-    let top = format!("grpc_listen = \"127.0.0.1:{grpc}\"\n{top}");
-    let server = Server::launch(
-        dir,
-        &sqlite(store_dir),
-        &Launch {
-            top: &top,
-            ..Launch::default()
-        },
-    );
+    let (server, grpc) = start_on(dir, store_dir, top);
     (server, SegmentsClient::new(channel(grpc).await), grpc)
 }
 
