@@ -97,6 +97,12 @@ impl SegmentStore for ServerStore {
                     == (reserved.first, reserved.last, reserved.version)
             });
         let has_receipt = signed.is_some();
+        // Below the floor the server refuses the whole give-back (the
+        // previous range was not confirmed as this client's): the tail of
+        // this range at least goes back.
+        let new_max = signed
+            .as_ref()
+            .map_or(new_max, |kept| new_max.max(kept.floor));
         let range = signed.unwrap_or(SegmentRange {
             first: reserved.first,
             last: reserved.last,

@@ -47,6 +47,9 @@ enum Flaw {
     /// A give-back with a `new_max` above the range's end is refused before
     /// the tag is looked up: an unknown tag then reads as a refusal.
     GiveBackChecksTheRangeFirst,
+    /// A give-back of nothing (`new_max` at the range's end) is answered
+    /// true and leaves the version: the range can be given back again.
+    GiveBackOfNothingKeepsTheVersion,
 }
 
 /// Per tag: max (the first ID not handed out), default step, version.
@@ -153,8 +156,9 @@ impl SegmentStore for Counters {
         if new_max > end || (!untouched && self.flaw != Some(Flaw::GiveBackIgnoresExpected)) {
             return Ok(false);
         }
+        let nothing = new_max == end && self.flaw == Some(Flaw::GiveBackOfNothingKeepsTheVersion);
         entry.0 = new_max;
-        if self.flaw != Some(Flaw::GiveBackKeepsTheVersion) {
+        if self.flaw != Some(Flaw::GiveBackKeepsTheVersion) && !nothing {
             entry.2 += 1;
         }
         Ok(true)
@@ -241,4 +245,5 @@ caught! {
     catches_a_create_that_overwrites_a_tag: CreateOverwritesExisting by unknown_tags_and_listing;
     catches_a_give_back_that_keeps_the_version: GiveBackKeepsTheVersion by replayed_give_back_is_refused_after_a_versionless_reservation;
     catches_a_give_back_that_hides_an_unknown_tag: GiveBackChecksTheRangeFirst by unknown_tags_and_listing;
+    catches_a_give_back_of_nothing_that_keeps_the_version: GiveBackOfNothingKeepsTheVersion by replayed_give_back_is_refused;
 }

@@ -120,6 +120,7 @@ pub struct ListRequest {
     #[prost(string, tag = "3")]
     pub page_token: ::prost::alloc::string::String,
 }
+/// Each page says whether the namespace is known, and its pool.
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct Listing {
     /// Whether the namespace was ever used (then `max_worker_id` is its pool's).
@@ -250,9 +251,14 @@ pub struct ReserveRequest {
     #[prost(uint64, tag = "2")]
     pub step: u64,
     /// The range this client reserved last for the tag, as it was answered
-    /// (receipt and all), if any: when the new range follows it, the new
-    /// range's `floor` is that range's `first`, so that one give-back can
-    /// return the unused tail of both.
+    /// (receipt and all), if any: when it is still the tag's last reservation
+    /// (the server asks the store with a give-back that leaves max_id where
+    /// it is) and the new range follows it, the new range's `floor` is that
+    /// range's `first`, so that one give-back can return the unused tail of
+    /// both. Otherwise, or with a wrong receipt, the floor is the new range's
+    /// `first`. Either way the range named here can no longer be given back
+    /// on its own (the confirming give-back moved the tag's version on), even
+    /// when the reservation then fails.
     #[prost(message, optional, tag = "3")]
     pub previous: ::core::option::Option<SegmentRange>,
 }
@@ -267,12 +273,15 @@ pub struct SegmentRange {
     #[prost(uint64, tag = "3")]
     pub version: u64,
     /// The lowest `new_max` a give-back of this range may set: `first`, or the
-    /// `first` of the client's previous range when this one follows it.
+    /// `first` of the client's previous range (see ReserveRequest.previous).
     #[prost(uint64, tag = "4")]
     pub floor: u64,
     /// The server's signature over the tag and the fields above (HMAC-SHA256
-    /// with its `give_back_key`): a give-back must send the range back
-    /// unchanged, so that a client can give back only what it reserved.
+    /// under its `give_back_key`, which the servers of one store share and
+    /// no other store's use): a give-back must send the range back unchanged,
+    /// so that a client can give back only what it reserved. It is a
+    /// capability: whoever holds it (and the bearer token) can give the range
+    /// back.
     #[prost(bytes = "vec", tag = "5")]
     pub receipt: ::prost::alloc::vec::Vec<u8>,
 }
@@ -292,7 +301,8 @@ pub struct GiveBackRequest {
 }
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct GivenBack {
-    /// Whether the IDs came back (false: something was reserved since).
+    /// Whether the IDs came back (false: something was reserved or given
+    /// back since, or the range was named as a Reserve's `previous`).
     #[prost(bool, tag = "1")]
     pub taken: bool,
 }

@@ -236,6 +236,8 @@ pub trait SegmentStore: Debug + Send + Sync + 'static {
     ///   `max_id` back to `reserved.end()` when it reserves what was given
     ///   back, and leaves the version as the give-back left it.
     /// - `new_max` above `reserved.end()`: refused (false), nothing changes.
+    /// - `new_max` at `reserved.end()` (nothing to give back) is a
+    ///   give-back like any other: taken, it moves the version on.
     /// - `new_max` may be below `reserved.first`, to give back the tail of
     ///   an earlier range too when nothing was reserved between the two.
     /// - A store that keeps no version (see

@@ -42,7 +42,7 @@ pub struct Cli {
     #[arg(long, env = "WORKERID_AUTH_TOKEN", hide_env_values = true)]
     pub auth_token: Option<String>,
     /// The secret gRPC give-back receipts are signed with, shared by the
-    /// servers behind one balancer (at least 16 bytes).
+    /// servers of one store (at least 16 bytes).
     #[arg(long, env = "WORKERID_GIVE_BACK_KEY", hide_env_values = true)]
     pub give_back_key: Option<String>,
     /// Log lines as text or JSON.

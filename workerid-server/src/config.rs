@@ -88,8 +88,8 @@ pub struct Config {
     /// The secret the gRPC `Reserve` signs its ranges with, so that a
     /// `GiveBack` is taken only for a range a client reserved (none: a key
     /// drawn at random on start, so only the server that reserved a range
-    /// takes it back). Servers behind one balancer share it; at least 16
-    /// bytes.
+    /// takes it back). The servers of one store share it, and those of
+    /// another store use another; at least 16 bytes.
     #[serde(default)]
     pub give_back_key: Option<String>,
     /// How long one segment store call may take, in milliseconds (default

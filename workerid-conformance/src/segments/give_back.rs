@@ -96,7 +96,20 @@ pub async fn replayed_give_back_is_refused(f: &dyn SegmentFactory) -> Outcome {
         a.last + 1,
         "the refused replay changed nothing: no ID is handed out twice"
     );
-    versions_never_repeat(&[a, b, c]);
+    // A give-back of nothing is taken, and moves the version on like any
+    // other: a server confirms with it that a range is still the tag's
+    // last, and that range must then be given back no more.
+    assert!(
+        store.give_back(&tag, c, c.end()).await.expect("give back"),
+        "a give-back of nothing, while nothing was reserved since"
+    );
+    assert!(
+        !store.give_back(&tag, c, c.first).await.expect("give back"),
+        "a give-back of nothing moved the version on: the range must not be given back again"
+    );
+    let d = store.reserve(&tag, None).await.expect("reserve");
+    assert_eq!(d.first, c.end(), "the refused give-back changed nothing");
+    versions_never_repeat(&[a, b, c, d]);
     Outcome::Passed
 }
 

@@ -105,6 +105,7 @@ impl Segments for SegmentsService {
             // ends then has nothing between them.
             let mut previous = r
                 .previous
+                .filter(|_| self.store.segment_capabilities().give_back)
                 .and_then(|previous| self.receipts.verified(&tag, &previous));
             if let Some(range) = previous {
                 let still_last = self.store.give_back(&tag, range, range.end()).await;

@@ -246,3 +246,33 @@ async fn servers_sharing_a_give_back_key_take_each_others_ranges() {
     let next = client.reserve(&tag, None).await.unwrap();
     assert_eq!(next.first, range.first);
 }
+
+/// workerid-client asked to give back below what the server confirmed as
+/// its own (a previous range given back and taken again by another client
+/// in between, so the ranges are adjacent without being the client's
+/// alone) gives back this range's tail at least, not nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_client_gives_back_what_its_floor_allows() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, mut other, port) = server(dir.path(), dir.path(), KEY).await;
+    create_shared(&mut other).await;
+    let client = ServerStore::builder(format!("http://127.0.0.1:{port}"))
+        .connect()
+        .await
+        .unwrap();
+    let tag = Tag::new("shared").unwrap();
+    let a = client.reserve(&tag, None).await.unwrap();
+    let theirs = other.reserve(reserve(None)).await.unwrap().into_inner();
+    assert_eq!(theirs.first, a.end());
+    let back = other.give_back(give_back(&theirs, theirs.first)).await;
+    assert!(back.unwrap().into_inner().taken);
+    let b = client.reserve(&tag, None).await.unwrap();
+    assert_eq!(
+        b.first,
+        a.end(),
+        "adjacent, though not confirmed as the client's"
+    );
+    assert!(client.give_back(&tag, b, a.first + 3).await.unwrap());
+    let next = client.reserve(&tag, None).await.unwrap();
+    assert_eq!(next.first, b.first, "b's IDs came back, a's stayed out");
+}
