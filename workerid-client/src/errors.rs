@@ -16,7 +16,7 @@ pub(crate) struct About<'a> {
     pub operation: &'static str,
 }
 
-fn metadata<'a>(status: &'a Status, key: &str) -> Option<&'a str> {
+pub(crate) fn metadata<'a>(status: &'a Status, key: &str) -> Option<&'a str> {
     status.metadata().get(key).and_then(|v| v.to_str().ok())
 }
 

@@ -8,7 +8,7 @@ use workerid_proto::v1::{
 };
 use workerid_segment::{Range, Result, SegmentCapabilities, SegmentStore, Tag, TagInfo};
 
-use crate::errors::segment_error;
+use crate::errors::{metadata, segment_error};
 use crate::pages::{every_page, Page};
 use crate::ServerStore;
 
@@ -18,16 +18,6 @@ impl ServerStore {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
-}
-
-/// The stable code of a give-back the server refused for its range.
-fn refused_range(status: &tonic::Status) -> Option<&str> {
-    let code = status
-        .metadata()
-        .get(workerid_proto::CODE_KEY)?
-        .to_str()
-        .ok()?;
-    matches!(code, "unknown_range" | "invalid_range").then_some(code)
 }
 
 #[async_trait]
@@ -129,7 +119,7 @@ impl SegmentStore for ServerStore {
                 }
                 Ok(taken)
             }
-            Err(refused) => match refused_range(&refused) {
+            Err(refused) => match metadata(&refused, workerid_proto::CODE_KEY) {
                 // Not a range this store can give back: not given back.
                 Some("unknown_range") if !has_receipt => Ok(false),
                 Some("invalid_range") if has_receipt => Ok(false),

@@ -9,11 +9,25 @@ use sha2::{Digest, Sha256};
 use workerid::segment::{self, Tag};
 use workerid_proto::v1::SegmentRange;
 
-use super::segments::{store_range, well_formed};
+/// Whether `range` is one a store could have handed out: `floor <= first
+/// <= last < MAX_SEGMENT_ID`, so that its end (`last + 1`) never
+/// overflows.
+pub fn well_formed(range: &SegmentRange) -> bool {
+    range.floor <= range.first && range.first <= range.last && range.last < segment::MAX_SEGMENT_ID
+}
 
-/// Signs and checks ranges with one key: the `give_back_key` a server fleet
-/// shares, or one drawn at random when none is set (then only the server
-/// that reserved a range takes it back).
+/// `range` as the store's range (its bounds and version).
+pub fn store_range(range: &SegmentRange) -> segment::Range {
+    segment::Range {
+        first: range.first,
+        last: range.last,
+        version: range.version,
+    }
+}
+
+/// Signs and checks ranges with one key: the `give_back_key` the servers
+/// of one store share, or one drawn at random when none is set (then only
+/// the server that reserved a range takes it back).
 #[derive(Clone)]
 pub struct Receipts {
     key: Hmac<Sha256>,

@@ -14,7 +14,7 @@ use workerid_proto::v1::{
 };
 
 use super::page::PageRequest;
-use super::receipts::Receipts;
+use super::receipts::{store_range, well_formed, Receipts};
 use super::{observed, status};
 
 /// The largest step a reservation may ask for (the store contract's bound).
@@ -37,22 +37,6 @@ fn step(step: u64) -> Result<u64, Status> {
             "invalid_step",
             format!("step must be 1 to {MAX_STEP}, not {step}"),
         ))
-    }
-}
-
-/// Whether `range` is one a store could have handed out: `floor <= first
-/// <= last < MAX_SEGMENT_ID`, so that its end (`last + 1`) never
-/// overflows.
-pub fn well_formed(range: &SegmentRange) -> bool {
-    range.floor <= range.first && range.first <= range.last && range.last < segment::MAX_SEGMENT_ID
-}
-
-/// `range` as the store's range (its bounds and version).
-pub fn store_range(range: &SegmentRange) -> segment::Range {
-    segment::Range {
-        first: range.first,
-        last: range.last,
-        version: range.version,
     }
 }
 
