@@ -87,6 +87,10 @@ async fn bad_urls_are_typed_errors_before_any_io() {
         ("redis+sentinel://a:1,b:2/", |e| {
             matches!(e, OpenError::BadUrl { .. })
         }),
+        // Sentinel URLs have no TLS scheme to point to.
+        ("redis+sentinel://a:1/m?cacert=/ca.pem", |e| {
+            matches!(e, OpenError::BadUrl { .. })
+        }),
         ("redis+sentinel://a:1/m?wait_replicas=two", |e| {
             matches!(e, OpenError::BadUrl { .. })
         }),

@@ -63,10 +63,15 @@ impl TlsFiles {
         let (ca, cert, key) = (url.param("cacert"), url.param("cert"), url.param("key"));
         let named = ca.is_some() || cert.is_some() || key.is_some();
         if named && !url.tls {
-            let tls_scheme = url.kind.schemes()[1];
-            return Err(url.bad(format!(
-                "cacert, cert and key are TLS settings: use {tls_scheme}://"
-            )));
+            return Err(url.bad(match url.kind.schemes().get(1) {
+                Some(tls_scheme) => {
+                    format!("cacert, cert and key are TLS settings: use {tls_scheme}://")
+                }
+                None => format!(
+                    "cacert, cert and key are TLS settings, and a {} URL has no TLS",
+                    url.kind
+                ),
+            }));
         }
         if url.tls && !cfg!(feature = "tls-rustls") {
             return Err(url.bad(

@@ -55,6 +55,7 @@ pub struct DecodedId {
     pub sequence: u64,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[prost(skip_debug)]
 pub struct AcquireRequest {
     #[prost(string, tag = "1")]
     pub namespace: ::prost::alloc::string::String,
@@ -84,6 +85,7 @@ pub struct Grant {
     pub previous_watermark: u64,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[prost(skip_debug)]
 pub struct RenewRequest {
     #[prost(string, tag = "1")]
     pub namespace: ::prost::alloc::string::String,
@@ -99,6 +101,7 @@ pub struct RenewRequest {
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct Renewed {}
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[prost(skip_debug)]
 pub struct ReleaseRequest {
     #[prost(string, tag = "1")]
     pub namespace: ::prost::alloc::string::String,
@@ -265,6 +268,7 @@ pub struct ReserveRequest {
 /// IDs `first` to `last`, both included, and the tag's version after the
 /// reservation (what a give-back compares).
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[prost(skip_debug)]
 pub struct SegmentRange {
     #[prost(uint64, tag = "1")]
     pub first: u64,

@@ -21,6 +21,8 @@ pub mod v1 {
     include!("generated.rs");
 }
 
+mod redacted;
+
 /// The metadata key of a refusal's stable error code (`invalid_count`,
 /// `token_mismatch`, ...; the list is in the .proto).
 pub const CODE_KEY: &str = "workerid-code";

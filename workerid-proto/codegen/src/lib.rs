@@ -10,6 +10,14 @@ use std::path::{Path, PathBuf};
 const HEADER: &str = "// Generated from proto/workerid/v1/workerid.proto by \
                       workerid-proto-codegen: do not edit.\n\n";
 
+/// The messages that carry a secret: a lease's token, or a range's receipt.
+const SECRET_HOLDERS: [&str; 4] = [
+    ".workerid.v1.AcquireRequest",
+    ".workerid.v1.RenewRequest",
+    ".workerid.v1.ReleaseRequest",
+    ".workerid.v1.SegmentRange",
+];
+
 /// The workerid-proto crate.
 fn proto_crate() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -34,6 +42,8 @@ pub fn generate() -> String {
         .build_client(true)
         .build_transport(false)
         .emit_rerun_if_changed(false)
+        // Their Debug is written by hand, hiding the token and the receipt.
+        .skip_debug(SECRET_HOLDERS)
         .out_dir(out.path())
         .compile_fds(descriptors)
         .expect("code generation");
