@@ -44,7 +44,7 @@ pub use listing::{LeaseInfo, LeaseState, Listing, NamespaceInfo};
 pub use namespace::{Namespace, MAX_NAMESPACE_LEN};
 pub use options::{
     LeaseOptions, DEFAULT_DRIFT_ALLOWANCE_PPM, DEFAULT_MAX_LEASE_TIME, DEFAULT_REQUEST_TIMEOUT,
-    DEFAULT_WORKER_BITS,
+    DEFAULT_WORKER_BITS, MAX_LEASE_TIME_LIMIT,
 };
 pub use redact::redact_url;
 pub use store::{Capabilities, Grant, LeaseStore};

@@ -8,6 +8,10 @@ use crate::{Capabilities, Error, Holder, Result, MAX_WORKER_BITS, MAX_WORKER_ID_
 pub const DEFAULT_WORKER_BITS: u8 = 10;
 /// The default `max_lease_time`: 5 minutes, as in libx.net/workerid.
 pub const DEFAULT_MAX_LEASE_TIME: Duration = Duration::from_secs(5 * 60);
+/// The longest `max_lease_time`: 7 days. An ID whose holder died stays
+/// taken for up to a ttl, and every deadline is an instant plus a ttl, so a
+/// bound keeps both finite.
+pub const MAX_LEASE_TIME_LIMIT: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 /// The default bound on one store request.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default allowance for clock-rate drift, in parts per million of the ttl (1 %).
@@ -87,7 +91,7 @@ impl LeaseOptions {
     }
 
     /// The longest lease that may be asked for (libx.net/workerid's `WithMaxLeaseTime`);
-    /// also the default ttl.
+    /// also the default ttl. At most [`MAX_LEASE_TIME_LIMIT`].
     pub fn max_lease_time(mut self, max_lease_time: Duration) -> Self {
         self.max_lease_time = max_lease_time;
         self
@@ -168,6 +172,12 @@ impl LeaseOptions {
         if self.max_lease_time.is_zero() {
             return Err(Error::invalid_config("max_lease_time is zero"));
         }
+        if self.max_lease_time > MAX_LEASE_TIME_LIMIT {
+            return Err(Error::invalid_config(format!(
+                "max_lease_time {:?} is longer than the limit {MAX_LEASE_TIME_LIMIT:?} (7 days)",
+                self.max_lease_time
+            )));
+        }
         if self.request_timeout.is_zero() {
             return Err(Error::invalid_config("request_timeout is zero"));
         }
@@ -180,7 +190,8 @@ impl LeaseOptions {
         self.check_ttl(self.default_ttl(), caps)
     }
 
-    /// Checks one ttl: `0 < ttl <= max_lease_time`, at least the store's
+    /// Checks one ttl: `0 < ttl <= max_lease_time` (and at most
+    /// [`MAX_LEASE_TIME_LIMIT`]), at least the store's
     /// minimum, a whole multiple of its granularity. Never rounds.
     ///
     /// # Errors
@@ -189,10 +200,10 @@ impl LeaseOptions {
         if ttl.is_zero() {
             return Err(Error::invalid_config("ttl is zero"));
         }
-        if ttl > self.max_lease_time {
+        if ttl > self.max_lease_time.min(MAX_LEASE_TIME_LIMIT) {
             return Err(Error::invalid_config(format!(
                 "ttl {ttl:?} is longer than max_lease_time {:?}",
-                self.max_lease_time
+                self.max_lease_time.min(MAX_LEASE_TIME_LIMIT)
             )));
         }
         if ttl < caps.min_ttl {
@@ -280,6 +291,19 @@ mod tests {
                 .check_ttl(Duration::from_millis(bad), &caps)
                 .unwrap_err();
             assert!(matches!(err, Error::InvalidConfig { .. }), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_lease_longer_than_the_limit_is_refused_not_overflowed() {
+        let caps = Capabilities::default();
+        let at_limit = LeaseOptions::new().max_lease_time(MAX_LEASE_TIME_LIMIT);
+        assert!(at_limit.validate(&caps).is_ok());
+        for too_long in [MAX_LEASE_TIME_LIMIT + Duration::from_secs(1), Duration::MAX] {
+            let options = LeaseOptions::new().max_lease_time(too_long);
+            let err = options.validate(&caps).unwrap_err();
+            assert!(matches!(err, Error::InvalidConfig { .. }), "{err}");
+            assert!(options.check_ttl(too_long, &caps).is_err());
         }
     }
 

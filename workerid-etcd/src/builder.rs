@@ -12,6 +12,10 @@ use crate::keys::{check_prefix, DEFAULT_PREFIX};
 use crate::member::MemberSettings;
 use crate::{EtcdStore, Inner};
 
+/// The longest connect or operation timeout: an hour, far past any
+/// useful wait, and short enough that a deadline is always an instant.
+const MAX_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+
 /// Options of an [`EtcdStore`]; made by [`EtcdStore::builder`].
 ///
 /// ```no_run
@@ -127,8 +131,8 @@ impl EtcdStoreBuilder {
         self
     }
 
-    /// How long to wait for a TCP connection to one member (default 1 s);
-    /// a TLS handshake gets as long again.
+    /// How long to wait for a TCP connection to one member (default 1 s,
+    /// at most an hour); a TLS handshake gets as long again.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
@@ -142,7 +146,7 @@ impl EtcdStoreBuilder {
     }
 
     /// How long an operation may take in all, retries on other members
-    /// included (default 5 s); past it, `Unavailable`.
+    /// included (default 5 s, at most an hour); past it, `Unavailable`.
     pub fn operation_timeout(mut self, timeout: Duration) -> Self {
         self.operation_timeout = timeout;
         self
@@ -230,6 +234,13 @@ impl EtcdStoreBuilder {
                 "etcd: the request timeout ({:?}) must be positive and at most the operation \
                  timeout ({:?})",
                 self.request_timeout, self.operation_timeout
+            )));
+        }
+        if self.operation_timeout > MAX_TIMEOUT || self.connect_timeout > MAX_TIMEOUT {
+            return Err(Error::invalid_config(format!(
+                "etcd: the operation timeout ({:?}) and the connect timeout ({:?}) must be at \
+                 most {MAX_TIMEOUT:?}",
+                self.operation_timeout, self.connect_timeout
             )));
         }
         if self.leader_check_interval.is_zero() {

@@ -557,6 +557,16 @@ async fn bad_input_and_unreachable_clusters_are_typed_errors() {
         matches!(prefix, Err(Error::InvalidConfig { .. })),
         "{prefix:?}"
     );
+    for endless in [
+        EtcdStore::builder().operation_timeout(Duration::MAX),
+        EtcdStore::builder().connect_timeout(Duration::MAX),
+    ] {
+        let answer = endless.connect(["http://127.0.0.1:1"]).await;
+        assert!(
+            matches!(answer, Err(Error::InvalidConfig { .. })),
+            "{answer:?}"
+        );
+    }
 
     let closed = [workerid_testkit::free_port(), workerid_testkit::free_port()]
         .map(|p| format!("http://127.0.0.1:{p}"));

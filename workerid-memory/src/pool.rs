@@ -172,7 +172,7 @@ impl Pool {
         *slot = Slot {
             token: Some(*token),
             holder: holder.clone(),
-            expires_at: now + ttl,
+            expires_at: now.saturating_add(ttl),
             fence: fence + 1,
             watermark,
         };
@@ -194,13 +194,13 @@ impl Pool {
         if slot.token != Some(*token) || slot.expires_at <= now {
             return None;
         }
-        slot.expires_at = now + ttl;
+        slot.expires_at = now.saturating_add(ttl);
         let grant = Grant {
             id: WorkerId::from(id),
             fence: slot.fence,
             previous_watermark: slot.watermark,
         };
-        self.push_held(now + ttl, id);
+        self.push_held(now.saturating_add(ttl), id);
         Some(grant)
     }
 
@@ -251,7 +251,7 @@ impl Pool {
         ttl: Duration,
         watermark: u64,
     ) -> Result<()> {
-        self.update_held(now, id, token, watermark, now + ttl, false)
+        self.update_held(now, id, token, watermark, now.saturating_add(ttl), false)
     }
 
     /// Every ID granted at least once, ordered by ID.
