@@ -132,6 +132,27 @@ impl OpenError {
         }
     }
 
+    /// Whether the URL itself is at fault: an unknown scheme, a store this
+    /// build leaves out, a malformed URL, or a file it names that cannot be
+    /// read. No store was contacted; the URL has to change.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let err = workerid::open("redis://h:1/?durable=maybe").await.unwrap_err();
+    /// assert!(err.is_bad_url());
+    /// # }
+    /// ```
+    pub fn is_bad_url(&self) -> bool {
+        matches!(
+            self,
+            OpenError::UnknownScheme { .. }
+                | OpenError::NotCompiledIn { .. }
+                | OpenError::BadUrl { .. }
+                | OpenError::File { .. }
+        )
+    }
+
     /// Whether trying again later can help (the store did not answer).
     pub fn is_retryable(&self) -> bool {
         matches!(self, OpenError::Unreachable { .. })

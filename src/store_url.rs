@@ -75,6 +75,9 @@ impl StoreUrl {
             params: Vec::new(),
         };
         let user_info = !matches!(kind, StoreKind::Memory | StoreKind::Sqlite);
+        if user_info && !url[scheme.len()..].starts_with("://") {
+            return Err(parsed.bad(format!("a {kind} URL starts {scheme}://")));
+        }
         if user_info && at_after_query(url) {
             return Err(parsed.bad(
                 "an '@' follows a '?' or '#': a '?' or '#' in the user name or password must be \

@@ -98,6 +98,13 @@ async fn bad_urls_are_typed_errors_before_any_io() {
             matches!(e, OpenError::BadUrl { .. })
         }),
         ("etcd://", |e| matches!(e, OpenError::BadUrl { .. })),
+        // No "//": the rest is no host, and the password still hidden.
+        ("postgres:ops:hunter2@127.0.0.1/db", |e| {
+            matches!(e, OpenError::BadUrl { .. })
+        }),
+        ("redis::hunter2@127.0.0.1:1/", |e| {
+            matches!(e, OpenError::BadUrl { .. })
+        }),
         ("etcd://:pw@a:1", |e| matches!(e, OpenError::BadUrl { .. })),
         ("etcd://a:port", |e| matches!(e, OpenError::BadUrl { .. })),
         ("memory://somewhere", |e| {

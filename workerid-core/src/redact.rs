@@ -12,9 +12,9 @@ const SECRET_WORDS: [&str; 4] = ["pass", "secret", "token", "key"];
 /// without regard to case, contains `pass`, `secret`, `token` or `key`.
 ///
 /// It works on text, not on a parsed URL, so that a URL too broken to parse
-/// (a raw `/` or `@` in the password) is hidden too: everything between the
-/// first `:` after `scheme://` and the last `@` before the query is taken as
-/// the password.
+/// (a raw `/` or `@` in the password, no `//` after the scheme) is hidden
+/// too: everything between the first `:` after `scheme://` (or `scheme:`)
+/// and the last `@` is taken as the password.
 ///
 /// ```
 /// use workerid_core::redact_url;
@@ -28,14 +28,24 @@ pub fn redact_url(url: &str) -> String {
     // Secret parameters first: an '@' in their values must not be taken
     // for the end of the user info.
     let url = redact_params(url);
-    let Some((scheme, rest)) = url.split_once("://") else {
+    // `scheme://` or, in a URL written without the slashes, `scheme:`.
+    let Some(scheme_end) = url.find("://").map(|at| at + 3).or_else(|| {
+        let at = url.find(':')?;
+        let scheme = &url[..at];
+        let is_scheme = !scheme.is_empty()
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+        is_scheme.then_some(at + 1)
+    }) else {
         return url;
     };
+    let (scheme, rest) = url.split_at(scheme_end);
     let Some((user_info, host_on)) = rest.rsplit_once('@') else {
         return url;
     };
     match user_info.split_once(':') {
-        Some((user, _)) if !user.contains(['/', '?']) => format!("{scheme}://{user}:***@{host_on}"),
+        Some((user, _)) if !user.contains(['/', '?']) => format!("{scheme}{user}:***@{host_on}"),
         // No password; or the '@' is in a path (`sqlite:///a@b.db`) or a query.
         _ => url,
     }
@@ -100,6 +110,10 @@ mod tests {
             ),
             ("sqlite://relative@x.db", "sqlite://relative@x.db"),
             ("not a url", "not a url"),
+            ("postgres:ops:pw@db/app", "postgres:ops:***@db/app"),
+            ("redis::pw@h:1/", "redis::***@h:1/"),
+            ("sqlite:/tmp/a@b.db", "sqlite:/tmp/a@b.db"),
+            ("sqlite:a:b@c.db", "sqlite:a:***@c.db"),
             ("etcd://root:p@ss@a:1,b:2/x", "etcd://root:***@a:1,b:2/x"),
             (
                 "pg://h/d?PASSWORD=x&sslmode=require#f",
@@ -120,6 +134,8 @@ mod tests {
                 format!("etcd://root:{secret}@a:1,b:2/prefix"),
                 format!("mysql://h/db?password={secret}"),
                 format!("postgres://u@h:5432/db?password={secret}&sslmode=require"),
+                format!("postgres:me:{secret}@h:1/db"),
+                format!("redis::{secret}@h:1/"),
             ] {
                 let shown = redact_url(&url);
                 assert!(!shown.contains(secret), "{url} -> {shown}");

@@ -89,7 +89,7 @@ pub struct Cli {
     #[arg(long, env = "WORKERID_MAX_BATCH")]
     pub max_batch: Option<u64>,
     /// Export traces over OTLP/gRPC to this endpoint (`http://host:4317`).
-    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", hide_env_values = true)]
     pub otlp_endpoint: Option<String>,
     /// Serve snowflake IDs (true/false).
     #[arg(long, env = "WORKERID_SNOWFLAKE_ENABLED")]
@@ -177,16 +177,71 @@ impl Cli {
 
 /// A config file's error without the quoted source line that `toml`'s
 /// message carries: that line may hold the store's password or the token.
+/// On the line of a secret setting, the values the message quotes are
+/// hidden too (a token written as a number is quoted back as one).
 fn bad_config(path: &std::path::Path, text: &str, e: &toml::de::Error) -> String {
-    let line = e
-        .span()
-        .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
-    match line {
-        Some(line) => format!(
-            "bad config {}, line {line}: {}",
-            path.display(),
-            e.message()
-        ),
-        None => format!("bad config {}: {}", path.display(), e.message()),
+    let Some(start) = e.span().map(|span| span.start.min(text.len())) else {
+        return format!("bad config {}: {}", path.display(), e.message());
+    };
+    let line = text[..start].matches('\n').count() + 1;
+    let line_start = text[..start].rfind('\n').map_or(0, |at| at + 1);
+    let key = text[line_start..]
+        .trim_start()
+        .split(|c: char| c == '=' || c.is_whitespace())
+        .next()
+        .unwrap_or("");
+    let message = if SECRET_SETTINGS.contains(&key.trim_matches('"')) {
+        hide_quoted(e.message())
+    } else {
+        e.message().to_string()
+    };
+    format!("bad config {}, line {line}: {message}", path.display())
+}
+
+/// The settings whose values are secret, or may hold one (the store URL's
+/// password).
+const SECRET_SETTINGS: [&str; 3] = ["store", "auth_token", "give_back_key"];
+
+/// `message` with what it quotes between backticks replaced by `…`.
+fn hide_quoted(message: &str) -> String {
+    message
+        .split('`')
+        .enumerate()
+        .map(|(i, part)| if i % 2 == 1 { "…" } else { part })
+        .collect::<Vec<_>>()
+        .join("`")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error_of(text: &str) -> String {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Secrets {
+            store: Option<String>,
+            auth_token: Option<String>,
+            give_back_key: Option<String>,
+            listen: Option<String>,
+        }
+        let e = toml::from_str::<Secrets>(text).expect_err(text);
+        bad_config(std::path::Path::new("f.toml"), text, &e)
+    }
+
+    #[test]
+    fn a_secret_setting_of_the_wrong_type_is_not_quoted_back() {
+        for text in [
+            "auth_token = 987654321",
+            "listen = \"x\"\ngive_back_key = 987654321",
+            "  store = 987654321.5",
+            "\"auth_token\" = 987654321",
+        ] {
+            let shown = error_of(text);
+            assert!(!shown.contains("987654321"), "{text}: {shown}");
+            assert!(shown.contains("expected a string"), "{text}: {shown}");
+        }
+        let other = error_of("listen = 987654321");
+        assert!(other.contains("987654321"), "{other}");
     }
 }

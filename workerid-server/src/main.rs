@@ -49,6 +49,7 @@ mod batch;
 mod cli;
 mod config;
 mod fast_path;
+mod form;
 mod grpc;
 mod rewind;
 mod routes;
@@ -202,6 +203,18 @@ async fn snowflake_allocator(config: &Config) -> Result<(Allocator, workerid::Ho
     Ok((allocator, holder))
 }
 
+/// Binds `address`: [`Failure::Config`] when it is not an address (exit
+/// 2), [`Failure::Listen`] when it cannot be bound (exit 4).
+async fn bind(address: &str) -> Result<tokio::net::TcpListener, Failure> {
+    let addresses: Vec<_> = tokio::net::lookup_host(address)
+        .await
+        .map_err(|e| Failure::Config(format!("{address:?} is not an address to listen on: {e}")))?
+        .collect();
+    tokio::net::TcpListener::bind(&addresses[..])
+        .await
+        .map_err(|e| Failure::Listen(format!("cannot listen on {address}: {e}")))
+}
+
 async fn run(config: Config) -> Result<(), Failure> {
     // Before anything takes a metric handle.
     let metrics = Arc::new(Metrics::install().map_err(Failure::Other)?);
@@ -218,19 +231,24 @@ async fn run(config: Config) -> Result<(), Failure> {
         }
         tracing::info!("shutting down");
         signalled_tx.send_replace(true);
+        // A second signal is an operator who will not wait for the drain:
+        // what was not given back is skipped, and the lease expires.
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+        tracing::warn!(
+            "a second signal: stopping at once; unused tails are skipped, the worker ID's \
+             lease expires on its own"
+        );
+        std::process::exit(exit::FAILED);
     });
     // The address is bound before the store is touched: a bad one changes
     // nothing.
-    let listener = tokio::net::TcpListener::bind(&config.listen)
-        .await
-        .map_err(|e| Failure::Listen(format!("cannot listen on {}: {e}", config.listen)))?;
     let grpc_tls = grpc::Tls::load(&config).map_err(Failure::Config)?;
+    let listener = bind(&config.listen).await?;
     let grpc_listener = match &config.grpc_listen {
-        Some(address) => Some(
-            tokio::net::TcpListener::bind(address)
-                .await
-                .map_err(|e| Failure::Listen(format!("cannot listen on {address}: {e}")))?,
-        ),
+        Some(address) => Some(bind(address).await?),
         None => None,
     };
     let store = workerid::OpenOptions::new()
@@ -239,7 +257,10 @@ async fn run(config: Config) -> Result<(), Failure> {
         .max_connections(2)
         .open(&config.store)
         .await
-        .map_err(|e| Failure::Store(format!("store: {e}")))?;
+        .map_err(|e| match e.is_bad_url() {
+            true => Failure::Config(format!("store: {e}")),
+            false => Failure::Store(format!("store: {e}")),
+        })?;
     let segment_store = store.segment_store();
     let remote_leases = store.lease_store();
     if !config

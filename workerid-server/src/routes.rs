@@ -4,17 +4,18 @@ use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{any, get};
 use axum::{Json, Router};
 use serde::Serialize;
 use workerid::segment::{self, SegmentAllocator};
 use workerid::snowflake;
 
 use crate::batch::{self, BadBatch, Batch};
+use crate::form::Params;
 use crate::supervisor::Snowflake;
 use crate::tags::Tags;
 use crate::telemetry::Metrics;
@@ -205,10 +206,11 @@ const BAD_BATCH: i32 = 3;
 
 pub fn router(app: Arc<App>) -> Router {
     let routes = Router::new()
-        .route("/alloc", get(alloc_route))
-        .route("/health", get(health))
-        .route("/api/segment/get/{key}", get(leaf_segment))
-        .route("/api/snowflake/get/{key}", get(leaf_snowflake))
+        // Any method, as go-id-alloc's and Leaf's servers take any.
+        .route("/alloc", any(alloc_route))
+        .route("/health", any(health))
+        .route("/api/segment/get/{key}", any(leaf_segment))
+        .route("/api/snowflake/get/{key}", any(leaf_snowflake))
         .route("/metrics", get(metrics))
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
@@ -289,11 +291,13 @@ fn failed(app: &App, endpoint: Endpoint, e: &Failure) -> Failed {
     failure(app, endpoint, FAILED, code, msg)
 }
 
-/// The first `biz_tag` of a query string, decoded, without building a map.
+/// The first `biz_tag` of a query string, decoded, without building a map;
+/// an empty one is missing, as go-id-alloc reads it.
 fn biz_tag(query: Option<&str>) -> Option<Cow<'_, str>> {
     form_urlencoded::parse(query?.as_bytes())
         .find(|(key, _)| key == "biz_tag")
         .map(|(_, value)| value)
+        .filter(|value| !value.is_empty())
 }
 
 /// The `Content-Type` of go-id-alloc's answers.
@@ -347,7 +351,7 @@ pub async fn alloc(app: &App, query: Option<&str>) -> (StatusCode, String) {
 
 /// `/alloc` through the router (on connections handed to hyper; the fast
 /// path answers it first).
-async fn alloc_route(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Response {
+async fn alloc_route(State(app): State<Arc<App>>, Params(query): Params) -> Response {
     let (status, body) = alloc(&app, query.as_deref()).await;
     (status, [(CONTENT_TYPE, JSON.clone())], body).into_response()
 }
@@ -356,7 +360,7 @@ async fn alloc_route(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> 
 /// IDs of the tag held in both buffers, 200 only when the tag can be served
 /// now (a segment is loaded first if none is), HTTP 500 otherwise, as
 /// go-id-alloc answers, so that a load balancer takes the node out.
-async fn health(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Response {
+async fn health(State(app): State<Arc<App>>, Params(query): Params) -> Response {
     let Some(tag) = biz_tag(query.as_deref()) else {
         return missing_tag(&app, Endpoint::Health).into_response();
     };
@@ -391,6 +395,15 @@ pub fn public(e: &Failure) -> (&'static str, String) {
     use snowflake::Error as Snow;
     let unavailable = ("store_unavailable", "store unavailable");
     let (code, msg) = match e {
+        // No tag is longer: the client's text is not worth sending back.
+        Failure::Segment(Seg::UnknownTag { tag }) if tag.len() > segment::MAX_TAG_LEN => {
+            let msg = format!(
+                "unknown tag: a name of {} bytes (a tag has at most {})",
+                tag.len(),
+                segment::MAX_TAG_LEN
+            );
+            return ("unknown_tag", msg);
+        }
         Failure::Segment(Seg::UnknownTag { tag }) => {
             return ("unknown_tag", format!("unknown tag {tag:?}"))
         }
@@ -447,7 +460,7 @@ fn batch_reply(runs: &[std::ops::Range<u64>], format: batch::Format) -> Response
 async fn leaf_segment(
     State(app): State<Arc<App>>,
     Path(key): Path<String>,
-    RawQuery(query): RawQuery,
+    Params(query): Params,
 ) -> Response {
     match batch::parse(query.as_deref(), app.max_batch) {
         Err(bad) => return bad_batch(&app, bad),
@@ -473,7 +486,7 @@ async fn leaf_segment(
 async fn leaf_snowflake(
     State(app): State<Arc<App>>,
     Path(_key): Path<String>,
-    RawQuery(query): RawQuery,
+    Params(query): Params,
 ) -> Response {
     match batch::parse(query.as_deref(), app.max_batch) {
         Err(bad) => return bad_batch(&app, bad),

@@ -75,7 +75,9 @@ fn an_address_that_cannot_be_bound_exits_4_before_the_store_is_touched() {
     let dir = tempfile::tempdir().expect("a directory");
     let db = dir.path().join("untouched.db");
     let config = format!("store = \"{}\"\n", workerid_testkit::sqlite_url(&db));
-    let out = run_with(dir.path(), &config, &["--listen", "localhost:99999"]);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let address = taken.local_addr().expect("its address").to_string();
+    let out = run_with(dir.path(), &config, &["--listen", &address]);
     assert_eq!(out.status.code(), Some(4), "{out:?}");
     assert!(!db.exists(), "the store was touched");
 }
@@ -389,4 +391,30 @@ fn an_auth_token_no_client_can_send_exits_2_without_showing_it() {
     );
     assert_eq!(code, Some(2), "{printed}");
     assert!(!printed.contains("s3cr"), "{printed}");
+}
+
+/// A store URL that is wrong in itself (a scheme no store has, no `//`, an
+/// unknown parameter) and a listen address that is no address are bad
+/// values: exit 2, the password not shown, nothing bound or written.
+#[test]
+fn a_bad_store_url_or_listen_address_exits_2() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let (db, top) = untouched_sqlite(dir.path());
+    for url in [
+        "foo://x",
+        "postgres:ops:hunter22@127.0.0.1/db",
+        "redis://:hunter22@127.0.0.1:1/?durable=maybe",
+        "redis+sentinel://127.0.0.1:1/m?cacert=/ca.pem",
+    ] {
+        let (code, printed) = exit_of(dir.path(), &top, &["--store", url]);
+        assert_eq!(code, Some(2), "{url}: {printed}");
+        assert!(printed.contains("store"), "{url}: {printed}");
+        assert!(!printed.contains("hunter22"), "{url}: {printed}");
+    }
+    for listen in ["nonsense", "127.0.0.1:99999"] {
+        let (code, printed) = exit_of(dir.path(), &top, &["--listen", listen]);
+        assert_eq!(code, Some(2), "{listen}: {printed}");
+        assert!(printed.contains("not an address"), "{listen}: {printed}");
+        assert!(!db.exists(), "{listen}: the store was touched");
+    }
 }

@@ -355,3 +355,76 @@ fn the_alloc_fast_path_speaks_http_and_hands_the_rest_to_hyper() {
     // A connection idle on the fast path does not hold shutdown.
     terminates_promptly_closing(server, &mut idle);
 }
+
+/// go-id-alloc's Go server and Leaf's Spring one take any method, and
+/// go-id-alloc reads an HTML form's body before the query: their clients'
+/// POSTs are served the same. An empty `biz_tag` is a missing one, and a
+/// name longer than any tag is not sent back.
+#[test]
+fn posts_and_forms_are_served_as_go_id_alloc_and_leaf_serve_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let form = "Content-Type: application/x-www-form-urlencoded";
+    let ids: Vec<u64> = [
+        server.send("POST", "/alloc", &[form], "biz_tag=test"),
+        server.send("POST", "/alloc?biz_tag=nope", &[form], "biz_tag=test"),
+        server.send("PUT", "/alloc?biz_tag=test", &[], ""),
+        server.send("POST", "/alloc?biz_tag=test", &[], "ignored=1"),
+    ]
+    .into_iter()
+    .map(|answer| {
+        let (status, body) = answer.unwrap();
+        assert_eq!(status, 200, "{body}");
+        alloc_id(&body)
+    })
+    .collect();
+    assert_eq!(ids, [1, 2, 3, 4]);
+    let (status, body) = server
+        .send("POST", "/health", &[form], "biz_tag=test")
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        server
+            .send("POST", "/api/segment/get/test", &[], "")
+            .unwrap(),
+        (200, "5".into())
+    );
+    let (status, snowflake) = server
+        .send("POST", "/api/snowflake/get/any", &[], "")
+        .unwrap();
+    assert_eq!(status, 200, "{snowflake}");
+    assert!(snowflake.parse::<u64>().is_ok(), "{snowflake}");
+
+    for missing in [
+        "/alloc?biz_tag=",
+        "/alloc?biz_tag",
+        "/alloc?biz_tag=&biz_tag=test",
+    ] {
+        let (status, body) = server.get(missing);
+        assert_eq!(status, 500, "{missing}");
+        assert!(
+            body.contains(r#""code":"missing_tag""#),
+            "{missing}: {body}"
+        );
+    }
+    let (status, body) = server.send("POST", "/alloc", &[form], "biz_tag=").unwrap();
+    assert_eq!(status, 500);
+    assert!(body.contains(r#""code":"missing_tag""#), "{body}");
+
+    let long = "x".repeat(5000);
+    for path in [
+        format!("/alloc?biz_tag={long}"),
+        format!("/api/segment/get/{long}"),
+    ] {
+        let (status, body) = server.get(&path);
+        assert_eq!(status, 500, "{body}");
+        assert!(body.contains("unknown_tag"), "{body}");
+        assert!(
+            body.contains("5000 bytes") && !body.contains("xxxx"),
+            "{body}"
+        );
+    }
+    let too_large = format!("biz_tag=test&pad={}", "x".repeat(20_000));
+    let (status, _) = server.send("POST", "/alloc", &[form], &too_large).unwrap();
+    assert_eq!(status, 413);
+}

@@ -62,3 +62,33 @@ fn a_frozen_store_fails_requests_in_time_and_does_not_hold_sigterm() {
     assert!(status.success(), "{}", server.log_text());
     assert!(exited < Duration::from_secs(10), "{exited:?}");
 }
+
+/// SIGTERM waits up to 10 s for requests in flight; a second signal does
+/// not: the server stops at once (exit 1), saying why.
+#[test]
+fn a_second_signal_stops_the_server_without_waiting_for_the_drain() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(dir.path());
+    assert_eq!(server.get("/alloc?biz_tag=test").0, 200);
+    // Half a request: a connection the drain waits for.
+    let mut half = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    std::io::Write::write_all(&mut half, b"GET /alloc?biz_tag=test HTTP/1.1\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+
+    server.signal_term();
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        server.child.try_wait().unwrap().is_none(),
+        "the first SIGTERM waits for the request in flight:\n{}",
+        server.log_text()
+    );
+    let second = Instant::now();
+    server.signal_term();
+    let status = common::exit_within(&mut server.child, Duration::from_secs(5));
+    let stopped = second.elapsed();
+    let log = server.log_text();
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "{log}");
+    assert!(stopped < Duration::from_secs(3), "{stopped:?}: {log}");
+    assert!(log.contains("a second signal"), "{log}");
+    drop(half);
+}

@@ -155,13 +155,30 @@ impl Server {
 
     /// `GET path` with more header lines -> (status, body), or the socket's error.
     pub fn try_get(&self, path: &str, headers: &[&str]) -> std::io::Result<(u16, String)> {
+        self.send("GET", path, headers, "")
+    }
+
+    /// `method path` with more header lines and `body` (its
+    /// `Content-Length` added when it is not empty) -> (status, body), or
+    /// the socket's error.
+    pub fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[&str],
+        body: &str,
+    ) -> std::io::Result<(u16, String)> {
         let mut request =
-            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+            format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
         for header in headers {
             request.push_str(header);
             request.push_str("\r\n");
         }
+        if !body.is_empty() {
+            request.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        }
         request.push_str("\r\n");
+        request.push_str(body);
         let mut text = String::new();
         let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
         stream.set_read_timeout(Some(Duration::from_secs(20)))?;
