@@ -64,9 +64,9 @@ pub struct Config {
     /// The address to listen on.
     #[serde(default = "default_listen")]
     pub listen: String,
-    /// The address of the gRPC API (`workerid.v1.Ids`, `workerid.v1.Leases`
-    /// and the health service; see workerid-proto), a port of its own; none: no
-    /// gRPC.
+    /// The address of the gRPC API (`workerid.v1.Ids`, `workerid.v1.Leases`,
+    /// `workerid.v1.Segments` and the health service; see workerid-proto), a
+    /// port of its own; none: no gRPC.
     #[serde(default)]
     pub grpc_listen: Option<String>,
     /// TLS on the gRPC port: the server's certificate chain and its key

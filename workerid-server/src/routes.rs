@@ -212,14 +212,23 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/segment/get/{key}", any(leaf_segment))
         .route("/api/snowflake/get/{key}", any(leaf_snowflake))
         .route("/metrics", get(metrics))
-        .route("/livez", get(livez))
-        .route("/readyz", get(readyz))
         .with_state(app.clone());
     let routes = if app.auth_token.is_some() {
-        routes.layer(axum::middleware::from_fn_with_state(app, require_token))
+        routes.layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            require_token,
+        ))
     } else {
         routes
     };
+    // The probes take no token, as the gRPC health service takes none: a
+    // kubelet or a load balancer asks them, and they tell only whether to
+    // send traffic.
+    let probes = Router::new()
+        .route("/livez", get(livez))
+        .route("/readyz", get(readyz))
+        .with_state(app);
+    let routes = routes.merge(probes);
     // Outermost: requests refused for want of the token are counted too.
     routes.layer(axum::middleware::from_fn(record_request))
 }
@@ -228,7 +237,12 @@ pub fn router(app: Arc<App>) -> Router {
 /// token; compared in constant time, so the answer's timing does not tell
 /// how much of a guess was right.
 pub fn authorized(token: &str, header: Option<&[u8]>) -> bool {
-    let Some(given) = header.and_then(|h| h.strip_prefix(b"Bearer ")) else {
+    // The scheme's name is case-insensitive (RFC 9110, 11.1).
+    let Some(given) = header
+        .and_then(|h| h.split_at_checked(7))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case(b"bearer "))
+        .map(|(_, given)| given)
+    else {
         return false;
     };
     let expected = token.as_bytes();
@@ -547,13 +561,17 @@ mod tests {
 
     #[test]
     fn bearer_tokens_are_checked() {
-        assert!(authorized("s3cret", Some(b"Bearer s3cret")));
+        for right in [&b"Bearer s3cret"[..], b"bearer s3cret", b"BEARER s3cret"] {
+            assert!(authorized("s3cret", Some(right)));
+        }
         for wrong in [
             &b"Bearer s3cre"[..],
             b"Bearer s3cret!",
-            b"bearer s3cret",
+            b"Bearer S3cret",
+            b"Basic s3cret",
             b"s3cret",
             b"Bearer ",
+            b"Bearer",
         ] {
             assert!(!authorized("s3cret", Some(wrong)));
         }

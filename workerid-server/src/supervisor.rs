@@ -5,7 +5,7 @@
 //! Requests read the current worker through an [`ArcSwapOption`]: one atomic
 //! load, no lock, so a rejoin never blocks the hot path.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +24,18 @@ const MIN_BACKOFF: Duration = Duration::from_millis(100);
 /// gets a worker back well within a ttl.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
+/// Why there is no worker, by the last join's outcome: what requests and
+/// `/readyz` are told. Fixed words: the store's own message, which may name
+/// its addresses, goes to the log only.
+const JOINING: [&str; 3] = [
+    "no worker holds a lease (joining)",
+    "no worker holds a lease: every worker ID of the pool is held (joining)",
+    "no worker holds a lease: the store is unavailable (joining)",
+];
+const JOINED: u8 = 0;
+const POOL_HELD: u8 = 1;
+const STORE_UNAVAILABLE: u8 = 2;
+
 /// The snowflake side of the server: the current worker, if any.
 #[derive(Debug)]
 pub struct Snowflake {
@@ -39,6 +51,9 @@ pub struct Snowflake {
     pub losses: AtomicU64,
     /// Join attempts that failed.
     pub join_failures: AtomicU64,
+    /// How the last join ended: [`JOINED`] (or none yet), [`POOL_HELD`],
+    /// [`STORE_UNAVAILABLE`], an index of [`JOINING`].
+    last_join: AtomicU8,
 }
 
 impl Snowflake {
@@ -52,6 +67,7 @@ impl Snowflake {
             joins: AtomicU64::new(0),
             losses: AtomicU64::new(0),
             join_failures: AtomicU64::new(0),
+            last_join: AtomicU8::new(JOINED),
         }
     }
 
@@ -79,7 +95,7 @@ impl Snowflake {
     pub fn status(&self) -> std::result::Result<u32, String> {
         let current = self.current.load();
         let Some(worker) = current.as_ref() else {
-            return Err("no worker holds a lease (joining)".into());
+            return Err(self.joining().into());
         };
         if !matches!(worker.state(), WorkerState::Ready { .. }) {
             return Err("the lease was lost".into());
@@ -108,9 +124,27 @@ impl Snowflake {
         match &*self.current.load() {
             Some(worker) => worker.next_id(),
             None => Err(NextIdError::NotReady {
-                reason: "no worker holds a lease (joining)",
+                reason: self.joining(),
             }),
         }
+    }
+
+    /// Why no worker holds a lease, by the last join's outcome.
+    fn joining(&self) -> &'static str {
+        let last = usize::from(self.last_join.load(Ordering::Relaxed));
+        JOINING.get(last).copied().unwrap_or(JOINING[0])
+    }
+
+    /// Records how a join ended.
+    fn joined(&self, outcome: Result<(), &workerid::snowflake::Error>) {
+        use workerid::snowflake::Error;
+        let last = match outcome {
+            Ok(()) => JOINED,
+            Err(Error::Lease(workerid::Error::NoAvailableId { .. })) => POOL_HELD,
+            Err(Error::Lease(workerid::Error::Unavailable { .. })) => STORE_UNAVAILABLE,
+            Err(_) => JOINED,
+        };
+        self.last_join.store(last, Ordering::Relaxed);
     }
 }
 
@@ -141,6 +175,7 @@ pub fn spawn(
             let worker = match joined {
                 Ok(worker) => Arc::new(worker),
                 Err(e) => {
+                    snowflake.joined(Err(&e));
                     snowflake.join_failures.fetch_add(1, Ordering::Relaxed);
                     snowflake.tried.send_replace(true);
                     let wait = jittered(backoff);
@@ -155,6 +190,7 @@ pub fn spawn(
                 }
             };
             backoff = MIN_BACKOFF;
+            snowflake.joined(Ok(()));
             snowflake.joins.fetch_add(1, Ordering::Relaxed);
             snowflake.current.store(Some(worker.clone()));
             snowflake.tried.send_replace(true);
@@ -220,5 +256,29 @@ mod tests {
             Err("no worker holds a lease (joining)".to_string())
         );
         assert!(matches!(s.next_id(), Err(NextIdError::NotReady { .. })));
+    }
+
+    #[test]
+    fn a_failed_join_says_why_in_fixed_words() {
+        use workerid::snowflake::Error;
+        let s = Snowflake::new(
+            Namespace::new("test").unwrap(),
+            Holder::new("test:1").unwrap(),
+        );
+        let full = Error::Lease(workerid::Error::NoAvailableId { max_worker_id: 0 });
+        s.joined(Err(&full));
+        assert_eq!(s.status(), Err(JOINING[1].to_string()));
+        let down = Error::Lease(workerid::Error::unavailable(
+            "redis",
+            "10.0.0.5:6379 refused",
+        ));
+        s.joined(Err(&down));
+        assert_eq!(s.status(), Err(JOINING[2].to_string()));
+        assert!(matches!(
+            s.next_id(),
+            Err(NextIdError::NotReady { reason }) if reason == JOINING[2]
+        ));
+        s.joined(Ok(()));
+        assert_eq!(s.status(), Err(JOINING[0].to_string()));
     }
 }

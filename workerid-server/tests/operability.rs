@@ -41,7 +41,7 @@ fn version_and_help_without_secrets() {
 }
 
 #[test]
-fn a_bearer_token_guards_every_endpoint_and_health_endpoints_answer() {
+fn a_bearer_token_guards_every_endpoint_but_the_probes() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::launch(
         dir.path(),
@@ -59,13 +59,18 @@ fn a_bearer_token_guards_every_endpoint_and_health_endpoints_answer() {
         "/api/snowflake/get/x",
         "/health?biz_tag=test",
         "/metrics",
-        "/livez",
-        "/readyz",
     ] {
         assert_eq!(server.try_get(path, &[]).unwrap().0, 401, "{path}");
         assert_eq!(server.try_get(path, &wrong).unwrap().0, 401, "{path}");
         let (status, body) = server.try_get(path, &token).unwrap();
         assert_eq!(status, 200, "{path}: {body}");
+    }
+    // The scheme's name in any case.
+    let lower = ["Authorization: bearer s3cret"];
+    assert_eq!(server.try_get("/metrics", &lower).unwrap().0, 200);
+    // A kubelet's or a load balancer's probe carries no token.
+    for path in ["/livez", "/readyz"] {
+        assert_eq!(server.try_get(path, &[]).unwrap().0, 200, "{path}");
     }
     // The refused requests are counted, by route and status.
     let (_, metrics) = server.try_get("/metrics", &token).unwrap();
