@@ -170,7 +170,7 @@ impl EtcdStoreBuilder {
     /// after a member failed, in the background; the leader's client URLs
     /// (its `--advertise-client-urls`) must match one of the endpoints by
     /// host and port. When they do not, or with false, the store uses the
-    /// first endpoint that works, as before.
+    /// first endpoint that works.
     pub fn prefer_leader(mut self, prefer: bool) -> Self {
         self.prefer_leader = prefer;
         self

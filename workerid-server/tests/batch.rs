@@ -1,6 +1,7 @@
 //! Batches over HTTP: `count` (and `format`) on `/alloc` and Leaf's two
 //! endpoints, through the fast path and through hyper; a request without
-//! `count` answered as before; bad counts refused, changing nothing.
+//! `count` answered as go-id-alloc and Leaf answer it; bad counts refused,
+//! changing nothing.
 
 mod common;
 

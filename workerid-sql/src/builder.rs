@@ -141,7 +141,7 @@ impl SqlStoreBuilder {
             // No idle or lifetime reaping: sqlx 0.9.0's reaper task reads the
             // idle count while a release and an acquire race on it, can read
             // it wrapped below zero, and then loops without ever yielding,
-            // which froze a test runtime.
+            // freezing the runtime it runs on.
             .idle_timeout(None)
             .max_lifetime(None)
             // sqlx pings a connection when it goes back to the pool (which

@@ -24,9 +24,8 @@ pub(crate) struct RecordRead {
     pub id: u32,
     /// Its mod revision.
     pub revision: i64,
-    /// The ttl of a grant's record (`held <ttl>`); None for a release's
-    /// marker (`released <token>`, written by earlier versions) or an
-    /// operator's (`forced`).
+    /// The ttl of a grant's record (`held <ttl>`); None for an operator's
+    /// marker (`forced`), or any other value, which is taken as a release.
     pub ttl_secs: Option<u32>,
 }
 
@@ -395,7 +394,7 @@ mod tests {
         let mut s = State::new(3);
         let now = Instant::now();
         // 0 is held, 1 expired (a grant's record, no owner), 2 was released
-        // by an earlier version (its marker), 3 has no record.
+        // (a record that is no grant's), 3 has no record.
         let records = [read(0, 7, Some(5)), read(1, 8, Some(5)), read(2, 9, None)];
         s.install(&snapshot(&[0], &records, 10), now);
         assert_eq!(offered(&s, now), vec![(2, 9), (3, 0)]);
@@ -485,7 +484,7 @@ mod tests {
         // 2: no record: released since.
         s.settle(2, 22, None);
         // 3: a settlement for another deletion than the pending one is
-        // ignored; its own settles it (an earlier version's release marker).
+        // ignored; its own settles it (a record that is no grant's: released).
         s.settle(3, 99, None);
         assert_eq!(offered(&s, now), vec![(2, 0)]);
         s.settle(3, 23, Some(read(3, 23, None)));
