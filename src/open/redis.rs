@@ -131,10 +131,10 @@ pub(crate) async fn open(options: &OpenOptions, url: &StoreUrl) -> Result<Opened
         builder = builder.key_prefix(prefix);
     }
     if let Some(timeout) = options.connect_timeout {
-        builder = builder.connection_timeout(timeout);
+        builder = builder.connect_timeout(timeout);
     }
     if let Some(timeout) = options.request_timeout {
-        builder = builder.response_timeout(timeout);
+        builder = builder.request_timeout(timeout);
     }
     builder = tls.apply(builder);
     let store = match target {

@@ -143,14 +143,18 @@ impl ServerStoreBuilder {
 
     /// The CA (PEM) that signed the server's certificate, for an
     /// `https://` URL; without it the web's public roots are trusted.
-    pub fn tls_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+    pub fn ca_certificate_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.tls_ca_pem = Some(pem.into());
         self
     }
 
     /// A client certificate chain and its key (PEM), for a server that asks
     /// for one (`grpc_tls_client_ca`).
-    pub fn tls_identity_pem(mut self, cert: impl Into<Vec<u8>>, key: impl Into<Vec<u8>>) -> Self {
+    pub fn client_identity_pem(
+        mut self,
+        cert: impl Into<Vec<u8>>,
+        key: impl Into<Vec<u8>>,
+    ) -> Self {
         self.tls_identity_pem = Some((cert.into(), key.into()));
         self
     }

@@ -117,6 +117,11 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// - When every ID is held by a live lease: `NoAvailableId`.
     /// - Concurrent acquirers never get the same ID while it is live; racing
     ///   acquirers on one expired ID: exactly one wins.
+    ///
+    /// # Errors
+    /// [`Error::ConfigMismatch`], [`Error::NoAvailableId`] as above;
+    /// [`Error::Unavailable`] when the store did not answer, or answered
+    /// nonsense: the call may or may not have taken effect.
     async fn acquire(
         &self,
         namespace: &Namespace,
@@ -134,6 +139,12 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     ///   nothing changes.
     /// - Held (live or expired) by another token: `TokenMismatch`; nothing changes.
     /// - Never granted, or released: `NotAssigned`.
+    ///
+    /// # Errors
+    /// [`Error::TokenExpired`], [`Error::TokenMismatch`],
+    /// [`Error::NotAssigned`] as above;
+    /// [`Error::Unavailable`] when the store did not answer, or answered
+    /// nonsense: the call may or may not have taken effect.
     async fn renew(
         &self,
         namespace: &Namespace,
@@ -155,6 +166,12 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     ///   (the ID is free anyway).
     /// - Held (live or expired) by another token: `TokenMismatch`; nothing changes.
     /// - Never granted, or already released: `NotAssigned`.
+    ///
+    /// # Errors
+    /// [`Error::TokenExpired`], [`Error::TokenMismatch`],
+    /// [`Error::NotAssigned`] as above;
+    /// [`Error::Unavailable`] when the store did not answer, or answered
+    /// nonsense: the call may or may not have taken effect.
     async fn release(
         &self,
         namespace: &Namespace,
@@ -177,6 +194,11 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// - One consistent read where the store allows it (one script, one
     ///   statement); it changes nothing.
     /// - Default: [`Error::Unsupported`] (not retryable).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] by default;
+    /// [`Error::Unavailable`] when the store did not answer, or answered
+    /// nonsense.
     async fn list(&self, namespace: &Namespace) -> Result<Listing> {
         let _ = namespace;
         Err(Error::Unsupported { operation: "list" })
@@ -195,6 +217,11 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     ///   changes (the ID is free already). Returns false.
     /// - One atomic step; the caller checks `id` against the pool beforehand.
     /// - Default: [`Error::Unsupported`] (not retryable).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] by default;
+    /// [`Error::Unavailable`] when the store did not answer, or answered
+    /// nonsense: the call may or may not have taken effect.
     async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
         let _ = (namespace, id);
         Err(Error::Unsupported {
@@ -213,6 +240,11 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// - It changes nothing; it may read the namespaces one after another
     ///   (not one consistent snapshot of all of them).
     /// - Default: [`Error::Unsupported`] (not retryable).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] by default;
+    /// [`Error::Unavailable`] when the store did not answer, or answered
+    /// nonsense.
     async fn list_namespaces(&self) -> Result<Vec<NamespaceInfo>> {
         Err(Error::Unsupported {
             operation: "list_namespaces",
@@ -236,6 +268,12 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     ///   (it sees the live lease) or comes after it and makes the namespace
     ///   anew.
     /// - Default: [`Error::Unsupported`] (not retryable).
+    ///
+    /// # Errors
+    /// [`Error::NamespaceInUse`] as above; [`Error::Unsupported`] by
+    /// default;
+    /// [`Error::Unavailable`] when the store did not answer, or answered
+    /// nonsense: the call may or may not have taken effect.
     async fn remove_namespace(&self, namespace: &Namespace) -> Result<bool> {
         let _ = namespace;
         Err(Error::Unsupported {

@@ -20,7 +20,7 @@ use crate::RedisStore;
 /// let store = workerid_redis::RedisStore::builder()
 ///     .key_prefix("myapp")
 ///     .durable(true) // the server runs with appendonly yes, appendfsync always
-///     .response_timeout(Duration::from_secs(1))
+///     .request_timeout(Duration::from_secs(1))
 ///     .connect("redis://127.0.0.1:6379/")
 ///     .await?;
 /// # Ok(()) }
@@ -91,20 +91,20 @@ impl RedisStoreBuilder {
     }
 
     /// How long to wait for a connection (default 2 s).
-    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connection_timeout = timeout;
         self
     }
 
     /// How long to wait for an answer (default 2 s); past it, `Unavailable`.
-    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
     }
 
     /// Every write (acquire, renew, release, a segment reservation or
     /// give-back) waits until this many replicas have it (`WAIT`, for at
-    /// most half the response timeout) before it is answered; fewer in time
+    /// most half the request timeout) before it is answered; fewer in time
     /// is `Unavailable`, though the master applied it: an acquire sent
     /// again with its token then finds its own grant. Default 0 (answered
     /// once the master has it). With replicas and failover (Sentinel, or a
@@ -292,7 +292,7 @@ impl RedisStoreBuilder {
     }
 
     /// What every connection's socket is set to: a request the server has
-    /// not acknowledged within the response timeout ends the connection
+    /// not acknowledged within the request timeout ends the connection
     /// (`TCP_USER_TIMEOUT`), and a connection closed with requests still
     /// queued discards them (`SO_LINGER` 0). A request that timed out is
     /// then never delivered later, when a partition heals, to be applied

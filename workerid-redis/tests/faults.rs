@@ -51,10 +51,10 @@ async fn a_killed_server_is_unavailable_never_a_false_success_and_the_store_reco
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_paused_server_is_unavailable_within_the_response_timeout() {
+async fn a_paused_server_is_unavailable_within_the_request_timeout() {
     let server = RedisServer::start(RedisConfig::default());
     let store = RedisStore::builder()
-        .response_timeout(Duration::from_millis(500))
+        .request_timeout(Duration::from_millis(500))
         .connect(&server.url())
         .await
         .unwrap();
@@ -188,7 +188,7 @@ async fn bad_urls_and_unreachable_servers_are_typed_errors() {
     let closed = workerid_testkit::free_port();
     let started = Instant::now();
     let answer = RedisStore::builder()
-        .connection_timeout(Duration::from_millis(500))
+        .connect_timeout(Duration::from_millis(500))
         .connect(&format!("redis://127.0.0.1:{closed}/"))
         .await;
     assert!(

@@ -113,8 +113,8 @@ async fn a_cluster_with_a_wrong_ca_fails_promptly_naming_the_certificate() {
 async fn a_plain_url_to_the_tls_port_is_no_success() {
     let url = redis::shared_tls_url().replacen("rediss://", "redis://", 1);
     let result = RedisStore::builder()
-        .connection_timeout(Duration::from_secs(1))
-        .response_timeout(Duration::from_secs(1))
+        .connect_timeout(Duration::from_secs(1))
+        .request_timeout(Duration::from_secs(1))
         .connect(&url)
         .await;
     assert!(result.is_err(), "{result:?}");
@@ -131,8 +131,8 @@ async fn passwords_show_in_no_error_and_no_debug() {
     round_trip(store, "password").await;
 
     let builder = RedisStore::builder()
-        .connection_timeout(Duration::from_secs(1))
-        .response_timeout(Duration::from_secs(1));
+        .connect_timeout(Duration::from_secs(1))
+        .request_timeout(Duration::from_secs(1));
     assert_debug_hides("the builder", &builder, &SECRETS);
     let unreachable_port = workerid_testkit::free_port();
     let cases = [

@@ -44,7 +44,7 @@ where
     let builder = || {
         RedisStore::builder()
             .durable(true)
-            .response_timeout(Duration::from_secs(1))
+            .request_timeout(Duration::from_secs(1))
     };
     let store = connect(builder().wait_for_replicas(1))
         .await

@@ -1,7 +1,7 @@
 //! What can go wrong with segment IDs.
 
-/// The boxed cause carried by [`Error::Unavailable`].
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+/// The boxed cause carried by [`Error::Unavailable`] (the core's).
+pub use workerid_core::BoxError;
 
 /// A `Result` whose error is this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

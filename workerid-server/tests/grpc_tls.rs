@@ -40,14 +40,14 @@ async fn only_clients_that_trust_the_servers_ca_are_served() {
     let (_server, port) = launch(false);
     let https = format!("https://127.0.0.1:{port}");
     let store = builder(https.clone())
-        .tls_ca_pem(tls.ca_pem())
+        .ca_certificate_pem(tls.ca_pem())
         .connect()
         .await
         .expect("a client that trusts the CA connects");
     assert!(store.list_tags().await.is_ok());
 
     let wrong = builder(https.clone())
-        .tls_ca_pem(tls.wrong_ca_pem())
+        .ca_certificate_pem(tls.wrong_ca_pem())
         .connect()
         .await
         .unwrap_err();
@@ -70,7 +70,7 @@ async fn a_server_that_asks_for_client_certificates_gets_them() {
     let (_server, port) = launch(true);
     let https = format!("https://127.0.0.1:{port}");
     let anonymous = builder(https.clone())
-        .tls_ca_pem(tls.ca_pem())
+        .ca_certificate_pem(tls.ca_pem())
         .connect()
         .await
         .unwrap_err();
@@ -80,8 +80,8 @@ async fn a_server_that_asks_for_client_certificates_gets_them() {
     );
     let (cert, key) = tls.client_identity_pem();
     let store = builder(https)
-        .tls_ca_pem(tls.ca_pem())
-        .tls_identity_pem(cert, key)
+        .ca_certificate_pem(tls.ca_pem())
+        .client_identity_pem(cert, key)
         .connect()
         .await
         .expect("a client with a certificate the CA signed connects");
