@@ -34,6 +34,7 @@
 //! # Ok(()) }
 //! ```
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 mod any_store;
 #[cfg(doctest)]

@@ -28,7 +28,7 @@ pub(crate) struct StoreUrl {
 impl StoreUrl {
     /// The first server's `host:port` (no user, no password), for spans:
     /// OpenTelemetry's `server.address`. None for memory and SQLite.
-    pub fn server_address(&self) -> Option<String> {
+    pub(crate) fn server_address(&self) -> Option<String> {
         if matches!(self.kind, StoreKind::Memory | StoreKind::Sqlite) {
             return None;
         }
@@ -48,7 +48,7 @@ impl StoreUrl {
     /// # Errors
     /// [`OpenError::UnknownScheme`], [`OpenError::NotCompiledIn`] or
     /// [`OpenError::BadUrl`].
-    pub fn parse(url: &str) -> Result<StoreUrl, OpenError> {
+    pub(crate) fn parse(url: &str) -> Result<StoreUrl, OpenError> {
         let url = url.trim();
         let redacted = redact_url(url);
         let scheme = url.split_once(':').map(|(scheme, _)| scheme).unwrap_or("");
@@ -97,7 +97,7 @@ impl StoreUrl {
     }
 
     /// A [`OpenError::BadUrl`] about this URL.
-    pub fn bad(&self, reason: impl Into<String>) -> OpenError {
+    pub(crate) fn bad(&self, reason: impl Into<String>) -> OpenError {
         OpenError::BadUrl {
             url: self.redacted.clone(),
             kind: self.kind,
@@ -106,7 +106,7 @@ impl StoreUrl {
     }
 
     /// The value of parameter `name`, if given (the last one wins).
-    pub fn param(&self, name: &str) -> Option<&str> {
+    pub(crate) fn param(&self, name: &str) -> Option<&str> {
         self.params
             .iter()
             .rev()
@@ -116,7 +116,7 @@ impl StoreUrl {
 
     /// Refuses parameters not in `known`: a misspelt option must not be
     /// silently ignored.
-    pub fn check_params(&self, known: &[&str]) -> Result<(), OpenError> {
+    pub(crate) fn check_params(&self, known: &[&str]) -> Result<(), OpenError> {
         match self
             .params
             .iter()
@@ -131,14 +131,14 @@ impl StoreUrl {
     }
 
     /// A boolean parameter ([`StoreUrl::boolean`]); absent: false.
-    pub fn flag(&self, name: &str) -> Result<bool, OpenError> {
+    pub(crate) fn flag(&self, name: &str) -> Result<bool, OpenError> {
         self.param(name)
             .map_or(Ok(false), |value| self.boolean(name, value))
     }
 
     /// `value` of parameter `name` as a boolean: `true`/`false`, `1`/`0`,
     /// `yes`/`no`.
-    pub fn boolean(&self, name: &str, value: &str) -> Result<bool, OpenError> {
+    pub(crate) fn boolean(&self, name: &str, value: &str) -> Result<bool, OpenError> {
         match value {
             "true" | "1" | "yes" => Ok(true),
             "false" | "0" | "no" => Ok(false),
@@ -151,7 +151,7 @@ impl StoreUrl {
     /// this is a second line of defence, so a password of fewer than
     /// [`MIN_SCRUBBED`] characters, which would match inside ordinary words,
     /// is left to the first.
-    pub fn scrub(&self, message: &str) -> String {
+    pub(crate) fn scrub(&self, message: &str) -> String {
         let mut out = message.to_string();
         if let Some(password) = self
             .password

@@ -42,7 +42,7 @@ impl TlsFiles {
     /// Hands the files to `builder` (with TLS compiled in; without it,
     /// [`TlsFiles::read`] refused the URL already).
     #[cfg(feature = "tls-rustls")]
-    pub fn apply<B: TlsBuilder>(self, mut builder: B) -> B {
+    pub(crate) fn apply<B: TlsBuilder>(self, mut builder: B) -> B {
         if let Some(ca) = self.ca {
             builder = builder.ca_pem(ca);
         }
@@ -59,7 +59,7 @@ impl TlsFiles {
     }
 
     /// Reads the files; refuses them on a plain URL, or without TLS compiled in.
-    pub fn read(url: &StoreUrl) -> Result<TlsFiles, OpenError> {
+    pub(crate) fn read(url: &StoreUrl) -> Result<TlsFiles, OpenError> {
         let (ca, cert, key) = (url.param("cacert"), url.param("cert"), url.param("key"));
         let named = ca.is_some() || cert.is_some() || key.is_some();
         if named && !url.tls {

@@ -25,6 +25,7 @@
 //! too late gives [`Unavailable`](workerid_core::Error::Unavailable),
 //! never a success it did not confirm.
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 mod errors;
 mod leases;

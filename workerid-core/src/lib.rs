@@ -20,6 +20,7 @@
 //! (`workerid-memory`, ...); the `workerid-conformance` crate checks that a
 //! store keeps the contract.
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 mod allocator;
 pub mod compat;

@@ -74,7 +74,7 @@ impl Cluster {
     /// A cluster of `urls`, checked every `check_every`: its members counted
     /// and, with `find_leader` (and more than one endpoint), its leader
     /// looked for.
-    pub fn new(
+    pub(crate) fn new(
         urls: Vec<String>,
         member: MemberSettings,
         operation_timeout: Duration,
@@ -133,7 +133,7 @@ impl Cluster {
     ///
     /// # Errors
     /// [`Error::Unavailable`] with the last cause.
-    pub async fn call<T, F, Fut>(
+    pub(crate) async fn call<T, F, Fut>(
         self: &Arc<Self>,
         what: &'static str,
         mut request: F,
@@ -195,7 +195,7 @@ impl Cluster {
 
     /// A client for the current endpoint (for watches, which handle their own
     /// failures).
-    pub async fn current(&self) -> Result<(usize, Client)> {
+    pub(crate) async fn current(&self) -> Result<(usize, Client)> {
         let index = index_of(self.current.load(Ordering::Acquire));
         match self.client(index).await {
             Ok(client) => Ok((index, client)),
@@ -207,7 +207,7 @@ impl Cluster {
     }
 
     /// Tells the cluster that `index` failed a watch.
-    pub fn failed(&self, index: usize) {
+    pub(crate) fn failed(&self, index: usize) {
         self.rotate(index);
     }
 }
@@ -215,14 +215,14 @@ impl Cluster {
 impl Cluster {
     /// Whether the cluster had a single member when last checked (at most
     /// the check interval ago, or a second after a member failed).
-    pub fn lone_member(&self) -> bool {
+    pub(crate) fn lone_member(&self) -> bool {
         self.lone.load(Ordering::Acquire)
     }
 
     /// Checks the cluster now (when the store connects): counts its members
     /// and moves to the leader's endpoint if the store looks for it and can
     /// tell which it is.
-    pub async fn check_now(self: &Arc<Self>) {
+    pub(crate) async fn check_now(self: &Arc<Self>) {
         if let Some(checking) = Checking::now(self) {
             checking.0.check().await;
         }
@@ -230,7 +230,7 @@ impl Cluster {
 
     /// Starts a check in the background if one is due (after an answer:
     /// [`Cluster::call`]'s, or a keep-alive's on a stream of its own).
-    pub fn check_if_due(self: &Arc<Self>) {
+    pub(crate) fn check_if_due(self: &Arc<Self>) {
         if self.check.claim() {
             let checking = Checking(self.clone());
             tokio::spawn(async move { checking.0.check().await });

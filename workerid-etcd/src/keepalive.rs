@@ -64,7 +64,7 @@ impl KeepAlives {
     /// `timeout` for the answer: `Some(alive)`, or None when the lane cannot
     /// take it now (no working stream, or this lease's previous keep-alive
     /// is still unanswered) or the stream failed.
-    pub async fn send(&self, lease: i64, timeout: Duration) -> Option<bool> {
+    pub(crate) async fn send(&self, lease: i64, timeout: Duration) -> Option<bool> {
         // A broken lane stays in its slot until `keep` replaces it.
         let lane = lock(self.slot(lease)).clone()?;
         if lane.broken.load(Ordering::Acquire) {
@@ -97,7 +97,7 @@ impl KeepAlives {
 
     /// Lets the stream a keep-alive of `lease` opened serve that lease's
     /// lane, if the lane has no working stream.
-    pub fn keep(&self, lease: i64, keeper: LeaseKeeper, stream: LeaseKeepAliveStream) {
+    pub(crate) fn keep(&self, lease: i64, keeper: LeaseKeeper, stream: LeaseKeepAliveStream) {
         let mut slot = lock(self.slot(lease));
         if slot
             .as_ref()
@@ -115,7 +115,7 @@ impl KeepAlives {
     }
 
     /// Forgets a late answer `lease` may still get (revoked or gone).
-    pub fn close(&self, lease: i64) {
+    pub(crate) fn close(&self, lease: i64) {
         if let Some(lane) = lock(self.slot(lease)).as_ref() {
             let mut waiting = lock(&lane.waiting);
             if matches!(waiting.get(&lease), Some(Waiter::Late)) {

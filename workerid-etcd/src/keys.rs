@@ -58,39 +58,39 @@ pub(crate) struct Keys {
 }
 
 impl Keys {
-    pub fn new(prefix: &str, namespace: &Namespace) -> Keys {
+    pub(crate) fn new(prefix: &str, namespace: &Namespace) -> Keys {
         Keys {
             base: format!("{prefix}/ns/{namespace}/"),
         }
     }
 
     /// The prefix of every key of the namespace.
-    pub fn namespace(&self) -> &str {
+    pub(crate) fn namespace(&self) -> &str {
         &self.base
     }
 
-    pub fn config(&self) -> String {
+    pub(crate) fn config(&self) -> String {
         format!("{}config", self.base)
     }
 
-    pub fn owners(&self) -> String {
+    pub(crate) fn owners(&self) -> String {
         self.all("owner")
     }
 
-    pub fn owner(&self, id: u32) -> String {
+    pub(crate) fn owner(&self, id: u32) -> String {
         format!("{}owner/{id:07}", self.base)
     }
 
-    pub fn grant(&self, id: u32) -> String {
+    pub(crate) fn grant(&self, id: u32) -> String {
         format!("{}grant/{id:07}", self.base)
     }
 
-    pub fn ownership(&self, id: u32) -> String {
+    pub(crate) fn ownership(&self, id: u32) -> String {
         format!("{}ownership/{id:07}", self.base)
     }
 
     /// The range `[start, end)` of every `owner/` and `ownership/` key.
-    pub fn owners_and_ownership(&self) -> (String, Vec<u8>) {
+    pub(crate) fn owners_and_ownership(&self) -> (String, Vec<u8>) {
         let mut end = self.all("ownership").into_bytes();
         // The prefix ends in '/': the next byte value ends the range.
         if let Some(last) = end.last_mut() {
@@ -100,27 +100,27 @@ impl Keys {
     }
 
     /// The prefix of every `<kind>/` key: `owner`, `grant`, `mark`, `ownership`.
-    pub fn all(&self, kind: &str) -> String {
+    pub(crate) fn all(&self, kind: &str) -> String {
         format!("{}{kind}/", self.base)
     }
 
     /// The ID a `<kind>/<id>` key names.
-    pub fn id_of(&self, kind: &str, key: &[u8]) -> Option<u32> {
+    pub(crate) fn id_of(&self, kind: &str, key: &[u8]) -> Option<u32> {
         let key = std::str::from_utf8(key).ok()?;
         key.strip_prefix(&self.all(kind))?.parse().ok()
     }
 
     /// The key that names the ID `token` was granted.
-    pub fn token(&self, token: &Token) -> String {
+    pub(crate) fn token(&self, token: &Token) -> String {
         format!("{}token/{token}", self.base)
     }
 
-    pub fn mark(&self, id: u32) -> String {
+    pub(crate) fn mark(&self, id: u32) -> String {
         format!("{}mark/{id:07}", self.base)
     }
 
     /// The ID an `owner/<id>` key names.
-    pub fn owner_id(&self, key: &[u8]) -> Option<u32> {
+    pub(crate) fn owner_id(&self, key: &[u8]) -> Option<u32> {
         self.id_of("owner", key)
     }
 }
@@ -167,20 +167,20 @@ pub(crate) enum Ownership {
 }
 
 impl Ownership {
-    pub fn held(ttl_secs: i64) -> Ownership {
+    pub(crate) fn held(ttl_secs: i64) -> Ownership {
         Ownership::Held {
             ttl_secs: u32::try_from(ttl_secs).unwrap_or(u32::MAX),
         }
     }
 
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         match self {
             Ownership::Held { ttl_secs } => format!("held {ttl_secs}"),
             Ownership::Forced { lease } => format!("forced {lease}"),
         }
     }
 
-    pub fn parse(bytes: &[u8]) -> Option<Ownership> {
+    pub(crate) fn parse(bytes: &[u8]) -> Option<Ownership> {
         let text = std::str::from_utf8(bytes).ok()?;
         if let Some(lease) = text.strip_prefix("forced ") {
             return Some(Ownership::Forced {
@@ -194,7 +194,7 @@ impl Ownership {
     /// Whether the last grant, if any, ended by a release (its holder's or
     /// an operator's), from the value of `ownership/<id>`: a release deletes
     /// the key, so no value means released (or never granted).
-    pub fn released(bytes: Option<&[u8]>) -> bool {
+    pub(crate) fn released(bytes: Option<&[u8]>) -> bool {
         !matches!(
             bytes.map(Ownership::parse),
             Some(Some(Ownership::Held { .. }) | None)

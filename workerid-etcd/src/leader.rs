@@ -58,7 +58,7 @@ fn ms(duration: Duration) -> u64 {
 
 impl ClusterCheck {
     /// Checks every `every`; a check running over `lost_after` is lost.
-    pub fn new(every: Duration, lost_after: Duration) -> Self {
+    pub(crate) fn new(every: Duration, lost_after: Duration) -> Self {
         ClusterCheck {
             every,
             lost_after,
@@ -75,7 +75,7 @@ impl ClusterCheck {
 
     /// Claims the next check if one is due and none runs; the claimer
     /// calls [`ClusterCheck::finish`] when done.
-    pub fn claim(&self) -> bool {
+    pub(crate) fn claim(&self) -> bool {
         let now = self.now_ms();
         let due = match self.failed.load(Ordering::Relaxed) {
             NO_FAILURE => now.saturating_sub(self.last.load(Ordering::Relaxed)) >= ms(self.every),
@@ -85,7 +85,7 @@ impl ClusterCheck {
     }
 
     /// Claims a check now, unless one runs (and is not lost).
-    pub fn claim_now(&self) -> bool {
+    pub(crate) fn claim_now(&self) -> bool {
         let now = self.now_ms();
         if self.running.swap(true, Ordering::AcqRel)
             && now.saturating_sub(self.last.load(Ordering::Relaxed)) < ms(self.lost_after)
@@ -98,13 +98,13 @@ impl ClusterCheck {
     }
 
     /// The claimed check is over (done, failed or cancelled).
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         self.running.store(false, Ordering::Release);
     }
 
     /// A member failed, or a check could not tell the leader: check again
     /// a second from now.
-    pub fn member_failed(&self) {
+    pub(crate) fn member_failed(&self) {
         self.failed.store(self.now_ms(), Ordering::Relaxed);
     }
 }

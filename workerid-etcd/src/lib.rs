@@ -74,6 +74,7 @@
 //! The keys, per namespace, are described in the crate's `keys` module; a
 //! prefix (default `workerid`) keeps them apart from other data.
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 mod acquire;
 mod builder;

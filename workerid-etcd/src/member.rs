@@ -57,7 +57,7 @@ impl MemberSettings {
     /// handshake and an I/O error for a failed connection (see
     /// [`crate::tls::connect_now`]); and the authentication of the user
     /// (when one is set) failing.
-    pub async fn client(&self, url: &str) -> Result<Client, etcd_client::Error> {
+    pub(crate) async fn client(&self, url: &str) -> Result<Client, etcd_client::Error> {
         let endpoint = endpoint(url)?
             .connect_timeout(self.connect_timeout)
             .timeout(self.request_timeout)

@@ -42,7 +42,11 @@ impl Spares {
     /// the caller should grant one more (then it must call [`Spares::put`]
     /// or [`Spares::gave_up`]). Spares too old to use are returned in `stale`
     /// for revocation.
-    pub fn take(&self, ttl_secs: i64, stale: &mut Vec<i64>) -> (Option<(i64, Instant)>, bool) {
+    pub(crate) fn take(
+        &self,
+        ttl_secs: i64,
+        stale: &mut Vec<i64>,
+    ) -> (Option<(i64, Instant)>, bool) {
         let mut by_ttl = lock(&self.by_ttl);
         let pool = by_ttl.entry(ttl_secs).or_default();
         let fresh_for = Duration::from_secs(ttl_secs.unsigned_abs()) / 2;
@@ -62,7 +66,7 @@ impl Spares {
     }
 
     /// Adds a lease whose grant was sent at `sent`.
-    pub fn put(&self, ttl_secs: i64, lease: i64, sent: Instant) {
+    pub(crate) fn put(&self, ttl_secs: i64, lease: i64, sent: Instant) {
         let mut by_ttl = lock(&self.by_ttl);
         let pool = by_ttl.entry(ttl_secs).or_default();
         pool.pending = pool.pending.saturating_sub(1);
@@ -72,7 +76,7 @@ impl Spares {
     /// Keeps a lease that no key uses any more (its holder released it),
     /// extended last at `sent`, if fewer than [`KEEP_RELEASED`] spares wait;
     /// false when the caller should revoke it instead.
-    pub fn give_back(&self, ttl_secs: i64, lease: i64, sent: Instant) -> bool {
+    pub(crate) fn give_back(&self, ttl_secs: i64, lease: i64, sent: Instant) -> bool {
         let mut by_ttl = lock(&self.by_ttl);
         let pool = by_ttl.entry(ttl_secs).or_default();
         let room = pool.leases.len() < KEEP_RELEASED;
@@ -83,7 +87,7 @@ impl Spares {
     }
 
     /// A refill [`Spares::take`] asked for failed.
-    pub fn gave_up(&self, ttl_secs: i64) {
+    pub(crate) fn gave_up(&self, ttl_secs: i64) {
         let mut by_ttl = lock(&self.by_ttl);
         let pool = by_ttl.entry(ttl_secs).or_default();
         pool.pending = pool.pending.saturating_sub(1);

@@ -34,7 +34,7 @@ impl std::fmt::Debug for TlsMaterial {
 impl TlsMaterial {
     /// etcd-client's options: the CA given, else the system's roots; the
     /// handshake bounded by `timeout`.
-    pub fn options(&self, timeout: Duration) -> TlsOptions {
+    pub(crate) fn options(&self, timeout: Duration) -> TlsOptions {
         let mut options = TlsOptions::new().timeout(timeout);
         options = match &self.ca {
             Some(ca) => options.ca_certificate(Certificate::from_pem(ca)),

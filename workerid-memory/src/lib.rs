@@ -19,6 +19,7 @@
 //! # Ok(()) }
 //! ```
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 mod clock;
 mod pool;

@@ -34,6 +34,7 @@
 //! or on a Redis Cluster), or use a single durable server, or etcd or
 //! PostgreSQL.
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 mod builder;
 mod connection;

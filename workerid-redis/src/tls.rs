@@ -22,7 +22,7 @@ impl std::fmt::Debug for TlsMaterial {
 impl TlsMaterial {
     /// What `redis` takes: the CA (none: the system's roots) and the
     /// client's certificate and key.
-    pub fn certificates(&self) -> TlsCertificates {
+    pub(crate) fn certificates(&self) -> TlsCertificates {
         TlsCertificates {
             client_tls: self.identity.as_ref().map(|(cert, key)| ClientTlsConfig {
                 client_cert: cert.clone(),

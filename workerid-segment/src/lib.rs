@@ -5,6 +5,7 @@
 //! double buffer; [`GaplessSequence`] for consecutive numbers.
 
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 mod allocator;
 mod batch;

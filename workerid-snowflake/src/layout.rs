@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::{Error, Result};
 
 /// How long the timestamp field must last from now, at least.
-pub const MIN_LIFETIME: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+pub(crate) const MIN_LIFETIME: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
 /// The fields of a snowflake ID, from the top: a zero sign bit, the timestamp
 /// (in `unit`s since `epoch`), the worker ID, the sequence.

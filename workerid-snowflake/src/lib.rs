@@ -19,6 +19,7 @@
 //!   [`FakeClock`] in tests.
 //! - [`Error`]: what can go wrong, the lease's errors included.
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 mod clock;
 mod error;

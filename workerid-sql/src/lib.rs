@@ -46,6 +46,7 @@
 //! CREATE INDEX workerid_leases_free ON workerid_leases (namespace, expires_at);
 //! ```
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 mod acquire_routine;
 mod builder;

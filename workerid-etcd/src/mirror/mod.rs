@@ -75,7 +75,7 @@ impl Drop for Mirror {
 
 impl Mirror {
     /// A mirror that knows nothing yet; [`Mirror::follow`] starts its watch.
-    pub fn new(keys: Keys, max_worker_id: u32) -> Arc<Mirror> {
+    pub(crate) fn new(keys: Keys, max_worker_id: u32) -> Arc<Mirror> {
         Arc::new(Mirror {
             keys,
             max_worker_id,
@@ -84,7 +84,7 @@ impl Mirror {
         })
     }
 
-    pub fn max_worker_id(&self) -> u32 {
+    pub(crate) fn max_worker_id(&self) -> u32 {
         self.max_worker_id
     }
 
@@ -93,24 +93,24 @@ impl Mirror {
     }
 
     /// Whether the watch runs, so that [`Mirror::candidates`] is current.
-    pub fn watching(&self) -> bool {
+    pub(crate) fn watching(&self) -> bool {
         self.state().watching
     }
 
     /// Replaces the contents with `snapshot` unless the mirror reflects a
     /// later revision (see [`State::install`]).
-    pub fn install(&self, snapshot: &Snapshot) {
+    pub(crate) fn install(&self, snapshot: &Snapshot) {
         self.state().install(snapshot, Instant::now());
     }
 
     /// Marks `id` held (this process took it).
-    pub fn mark_held(&self, id: u32) {
+    pub(crate) fn mark_held(&self, id: u32) {
         self.state().mark_held(id);
     }
 
     /// Marks held the candidates a transaction found taken (see
     /// [`State::mark_taken`]).
-    pub fn mark_taken(&self, candidates: &[Candidate]) {
+    pub(crate) fn mark_taken(&self, candidates: &[Candidate]) {
         self.state().mark_taken(candidates);
     }
 
@@ -118,13 +118,13 @@ impl Mirror {
     /// with the record revision its take must compare, from a random
     /// starting point (so that processes acquiring at once seldom pick the
     /// same ones).
-    pub fn candidates(&self, n: usize) -> Vec<Candidate> {
+    pub(crate) fn candidates(&self, n: usize) -> Vec<Candidate> {
         let start = rand::rng().random_range(0..=self.max_worker_id);
         self.state().candidates(n, start, Instant::now())
     }
 
     /// Starts the watch that keeps the mirror current (once).
-    pub fn follow(self: &Arc<Self>, cluster: Arc<Cluster>) {
+    pub(crate) fn follow(self: &Arc<Self>, cluster: Arc<Cluster>) {
         let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
         if watch.is_none() {
             let task = tokio::spawn(watch::follow(Arc::downgrade(self), cluster));

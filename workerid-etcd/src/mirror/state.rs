@@ -104,7 +104,7 @@ pub(crate) struct State {
 }
 
 impl State {
-    pub fn new(max_worker_id: u32) -> State {
+    pub(crate) fn new(max_worker_id: u32) -> State {
         State {
             max_worker_id,
             held: vec![0; (max_worker_id as usize + 1).div_ceil(64)],
@@ -122,7 +122,7 @@ impl State {
     /// is gone expired: quarantined from when this process saw the owner go
     /// (an unresolved expiry of that grant), or else from now, unless that
     /// expiry is quarantined already.
-    pub fn install(&mut self, snapshot: &Snapshot, now: Instant) {
+    pub(crate) fn install(&mut self, snapshot: &Snapshot, now: Instant) {
         if snapshot.revision < self.revision {
             return;
         }
@@ -163,7 +163,7 @@ impl State {
     }
 
     /// Marks `id` held (this process took it).
-    pub fn mark_held(&mut self, id: u32) {
+    pub(crate) fn mark_held(&mut self, id: u32) {
         set(&mut self.held, id, true);
     }
 
@@ -171,7 +171,7 @@ impl State {
     /// since they were judged free), except those the mirror has learnt
     /// more about since it offered them (a scan, or the owner's deletion):
     /// marking those would hide a free ID until the next scan.
-    pub fn mark_taken(&mut self, candidates: &[Candidate]) {
+    pub(crate) fn mark_taken(&mut self, candidates: &[Candidate]) {
         for c in candidates {
             let newer =
                 self.installed > c.as_of || self.deleted.get(&c.id).is_some_and(|&at| at > c.as_of);
@@ -198,7 +198,7 @@ impl State {
     }
 
     /// Up to `n` candidates, from `start` to the end of the pool, then from 0.
-    pub fn candidates(&self, n: usize, start: u32, now: Instant) -> Vec<Candidate> {
+    pub(crate) fn candidates(&self, n: usize, start: u32, now: Instant) -> Vec<Candidate> {
         let total = u64::from(self.max_worker_id) + 1;
         let start = u64::from(start).min(total - 1);
         let mut found = Vec::with_capacity(n.min(total as usize));
@@ -230,7 +230,12 @@ impl State {
     /// owner, an operator's force release writes `forced`) is unresolved
     /// until its record is read: returns those IDs with the revision of the
     /// deletion, for [`State::settle`].
-    pub fn apply(&mut self, changes: &[Change], revision: i64, now: Instant) -> Vec<(u32, i64)> {
+    pub(crate) fn apply(
+        &mut self,
+        changes: &[Change],
+        revision: i64,
+        now: Instant,
+    ) -> Vec<(u32, i64)> {
         let mut gone = Vec::new();
         let mut released = Vec::new();
         for change in changes {
@@ -279,7 +284,7 @@ impl State {
     /// none). A grant's record older than the deletion is the grant that
     /// expired: quarantined from when the deletion was seen. A newer one is
     /// a later grant (believed held) or release.
-    pub fn settle(&mut self, id: u32, deleted: i64, record: Option<RecordRead>) {
+    pub(crate) fn settle(&mut self, id: u32, deleted: i64, record: Option<RecordRead>) {
         let Some(unresolved) = self.unresolved.get(&id).copied() else {
             return;
         };

@@ -58,15 +58,15 @@ fn read_keeping<T: Copy>(
 }
 
 #[inline]
-pub fn precise() -> u64 {
+pub(crate) fn precise() -> u64 {
     read(libc::CLOCK_MONOTONIC, libc::clock_gettime)
 }
 
 /// Which clock a reading is of: the coarse or the precise one.
-pub type Source = libc::clockid_t;
+pub(crate) type Source = libc::clockid_t;
 
 /// The coarse clock, or the precise one.
-pub fn source(coarse: bool) -> Source {
+pub(crate) fn source(coarse: bool) -> Source {
     if coarse {
         libc::CLOCK_MONOTONIC_COARSE
     } else {
@@ -77,19 +77,19 @@ pub fn source(coarse: bool) -> Source {
 /// A reading of `clock` ([`precise`]'s or [`coarse`]'s), and `keep`
 /// back, read from the memory the call is given (see [`read_keeping`]).
 #[inline(always)]
-pub fn reading_keeping<T: Copy>(clock: Source, keep: T) -> (u64, T) {
+pub(crate) fn reading_keeping<T: Copy>(clock: Source, keep: T) -> (u64, T) {
     read_keeping(clock, libc::clock_gettime, keep)
 }
 
 #[inline]
-pub fn coarse() -> u64 {
+pub(crate) fn coarse() -> u64 {
     read(libc::CLOCK_MONOTONIC_COARSE, libc::clock_gettime)
 }
 
 /// How far behind the coarse clock may be: two of its ticks (one, plus
 /// one for a tick the kernel handles late), if that is fine enough to be
 /// worth it.
-pub fn coarse_lag() -> Duration {
+pub(crate) fn coarse_lag() -> Duration {
     lag_of_resolution(Duration::from_nanos(read(
         libc::CLOCK_MONOTONIC_COARSE,
         libc::clock_getres,
@@ -98,7 +98,7 @@ pub fn coarse_lag() -> Duration {
 
 /// The lag of a coarse clock of `resolution` (its tick), or zero when
 /// it is too coarse to be worth it (ticks over 10 ms) or reports none.
-pub fn lag_of_resolution(resolution: Duration) -> Duration {
+pub(crate) fn lag_of_resolution(resolution: Duration) -> Duration {
     let lag = 2 * resolution;
     if !lag.is_zero() && lag <= Duration::from_millis(20) {
         lag
