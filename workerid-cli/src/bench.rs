@@ -56,9 +56,18 @@ pub async fn bench(args: &BenchArgs, json: bool) -> Result<String, CliError> {
         .max_lease_time(TTL)
         .ttl(TTL);
     let allocator = Allocator::from_arc(stores.lease_store(), &args.namespace, options)?;
-    // Only a namespace this run makes is removed afterwards; without a
-    // listing it cannot tell, and leaves it.
-    let made_here = matches!(allocator.list().await, Ok(listing) if !listing.is_known());
+    // A namespace that exists may be a live pool: its free IDs are not the
+    // bench's to take. Only a namespace this run makes is removed
+    // afterwards; without a listing it cannot tell, and leaves it.
+    let listing = allocator.list().await;
+    if matches!(&listing, Ok(listing) if listing.is_known()) {
+        return Err(CliError::Refused(format!(
+            "namespace {} exists and may be in use: bench measures in a namespace of its own \
+             and removes it afterwards (name a new one with --namespace)",
+            args.namespace
+        )));
+    }
+    let made_here = listing.is_ok();
     let measured = cycles(&allocator, args.rounds as usize).await;
     let cleanup = if made_here {
         match allocator

@@ -242,6 +242,17 @@ async fn exercise(url: &str) {
         run.stdout.contains("P50") && run.stdout.contains("release"),
         "{run:#?}"
     );
+    // A namespace that exists may be a live pool: refused, nothing taken.
+    let fences = |url: &str| -> Vec<(u64, Value)> {
+        listed(url, &ns)
+            .into_iter()
+            .map(|(id, lease)| (id, lease["fence"].clone()))
+            .collect()
+    };
+    let before = fences(url);
+    let run = workerid(&["bench", "--store", url, "--namespace", &ns]).expect(5);
+    assert!(run.stderr.contains("exists"), "{run:#?}");
+    assert_eq!(fences(url), before);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
