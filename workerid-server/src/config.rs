@@ -326,6 +326,19 @@ impl Config {
                 )
                 .into());
             }
+            // A reservation takes a whole step: a tag whose first one does
+            // not fit would never serve an ID.
+            if tag.first_id - 1 > workerid::segment::MAX_SEGMENT_ID - tag.step {
+                return Err(format!(
+                    "[[tags]] {:?}: first_id {} and step {} pass the largest ID {}: the \
+                     first range would not fit",
+                    tag.name,
+                    tag.first_id,
+                    tag.step,
+                    workerid::segment::MAX_SEGMENT_ID
+                )
+                .into());
+            }
         }
         if self.snowflake.enabled {
             workerid::Namespace::new(self.snowflake.namespace.as_str())

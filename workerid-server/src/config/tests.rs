@@ -149,3 +149,22 @@ fn a_give_back_key_is_at_least_16_bytes() {
         "{refused}"
     );
 }
+
+#[test]
+fn a_tag_whose_first_range_would_not_fit_is_refused() {
+    use workerid::segment::MAX_SEGMENT_ID;
+    let with_tag = |first_id: u64, step: u64| Config {
+        tags: vec![TagConfig {
+            name: "edge".into(),
+            first_id,
+            step,
+        }],
+        ..Config::default()
+    };
+    assert_eq!(with_tag(MAX_SEGMENT_ID - 999, 1000).validate(), Ok(()));
+    assert_eq!(with_tag(MAX_SEGMENT_ID, 1).validate(), Ok(()));
+    for (first_id, step) in [(MAX_SEGMENT_ID - 998, 1000), (MAX_SEGMENT_ID, 2)] {
+        let refused = with_tag(first_id, step).validate().unwrap_err().to_string();
+        assert!(refused.contains("would not fit"), "{refused}");
+    }
+}
