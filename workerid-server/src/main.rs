@@ -77,15 +77,19 @@ use workerid::snowflake::{DriftPolicy, WorkerOptions};
 use workerid::{Allocator, LeaseOptions};
 
 /// Why the server stopped with an error, and its exit code.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 enum Failure {
     /// A bad flag, file or value, or a config the store contradicts (exit 2).
+    #[error("{0}")]
     Config(String),
     /// The store could not be opened (exit 3).
+    #[error("{0}")]
     Store(String),
     /// The listen address could not be bound (exit 4).
+    #[error("{0}")]
     Listen(String),
     /// Anything else (exit 1).
+    #[error("{0}")]
     Other(String),
 }
 
@@ -97,16 +101,6 @@ impl Failure {
             Failure::Config(_) => exit::CONFIG,
             Failure::Store(_) => exit::STORE,
             Failure::Listen(_) => exit::LISTEN,
-        }
-    }
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Failure::Config(e) | Failure::Store(e) | Failure::Listen(e) | Failure::Other(e) => {
-                f.write_str(e)
-            }
         }
     }
 }
