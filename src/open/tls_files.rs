@@ -54,7 +54,7 @@ impl TlsFiles {
 
     /// Without TLS compiled in there is nothing to hand over.
     #[cfg(not(feature = "tls-rustls"))]
-    pub fn apply<B>(self, builder: B) -> B {
+    pub(crate) fn apply<B>(self, builder: B) -> B {
         builder
     }
 

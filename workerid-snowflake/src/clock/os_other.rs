@@ -5,28 +5,28 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-pub fn precise() -> u64 {
+pub(crate) fn precise() -> u64 {
     static ORIGIN: OnceLock<Instant> = OnceLock::new();
     let elapsed = ORIGIN.get_or_init(Instant::now).elapsed();
     elapsed.as_secs() * 1_000_000_000 + u64::from(elapsed.subsec_nanos())
 }
 
-pub fn coarse() -> u64 {
+pub(crate) fn coarse() -> u64 {
     precise()
 }
 
-pub fn coarse_lag() -> Duration {
+pub(crate) fn coarse_lag() -> Duration {
     Duration::ZERO
 }
 
 /// Whether a reading is of the coarse clock.
-pub type Source = bool;
+pub(crate) type Source = bool;
 
-pub fn source(coarse: bool) -> Source {
+pub(crate) fn source(coarse: bool) -> Source {
     coarse
 }
 
-pub fn reading_keeping<T: Copy>(coarse: Source, keep: T) -> (u64, T) {
+pub(crate) fn reading_keeping<T: Copy>(coarse: Source, keep: T) -> (u64, T) {
     let reading = if coarse { self::coarse() } else { precise() };
     (reading, keep)
 }
