@@ -24,8 +24,12 @@ pub fn check_endpoint(endpoint: &str) -> Result<(), String> {
 mod export {
     use opentelemetry::trace::TracerProvider as _;
     use opentelemetry_otlp::WithExportConfig;
+    use opentelemetry_sdk::error::OTelSdkResult;
     use opentelemetry_sdk::trace::SdkTracerProvider;
+    use opentelemetry_sdk::trace::{SpanData, SpanExporter};
     use opentelemetry_sdk::Resource;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
     use tracing_subscriber::registry::LookupSpan;
     use tracing_subscriber::Layer;
 
@@ -63,6 +67,11 @@ mod export {
                 let reason = e.to_string().replace(endpoint, &redacted);
                 format!("otlp_endpoint {redacted}: {reason}")
             })?;
+        let exporter = Reported {
+            inner: exporter,
+            failing: AtomicBool::new(false),
+            endpoint: endpoint.to_string(),
+        };
         let resource = Resource::builder()
             .with_service_name("workerid-server")
             .with_attribute(opentelemetry::KeyValue::new(
@@ -77,6 +86,51 @@ mod export {
         let tracer = provider.tracer("workerid-server");
         let layer = tracing_opentelemetry::layer().with_tracer(tracer).boxed();
         Ok((Traces { provider }, layer))
+    }
+    /// The exporter with its failures logged, which the SDK keeps to
+    /// itself: one warning when the collector stops taking spans, and a
+    /// line when it takes them again, however long it is down.
+    #[derive(Debug)]
+    struct Reported<E> {
+        inner: E,
+        failing: AtomicBool,
+        /// As configured: taken out of the exporter's messages.
+        endpoint: String,
+    }
+
+    impl<E: SpanExporter> SpanExporter for Reported<E> {
+        async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+            let spans = batch.len();
+            let result = self.inner.export(batch).await;
+            match &result {
+                Err(e) if !self.failing.swap(true, Ordering::Relaxed) => {
+                    let redacted = workerid::redact_url(&self.endpoint);
+                    let reason = e.to_string().replace(&self.endpoint, &redacted);
+                    tracing::warn!(
+                        spans,
+                        "traces: the collector at {redacted} did not take them (no more is \
+                         logged until it does): {reason}"
+                    );
+                }
+                Ok(()) if self.failing.swap(false, Ordering::Relaxed) => {
+                    tracing::info!("traces: the collector takes spans again");
+                }
+                _ => {}
+            }
+            result
+        }
+
+        fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+            self.inner.shutdown_with_timeout(timeout)
+        }
+
+        fn force_flush(&self) -> OTelSdkResult {
+            self.inner.force_flush()
+        }
+
+        fn set_resource(&mut self, resource: &Resource) {
+            self.inner.set_resource(resource);
+        }
     }
 }
 

@@ -139,3 +139,47 @@ fn a_bad_otlp_endpoint_is_a_configuration_error() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("otlp_endpoint"));
     }
 }
+
+/// A collector that does not answer is said in the log once, with its
+/// address and no password, rather than dropping spans unseen.
+#[test]
+fn a_collector_that_does_not_take_spans_is_logged_once() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://u:hunter22@{}", closed.local_addr().unwrap());
+    drop(closed);
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::launch(
+        dir.path(),
+        &sqlite(dir.path()),
+        &Launch {
+            args: &["--otlp-endpoint", &endpoint],
+            // The spans are info; the filter picks what is exported too.
+            env: &[("RUST_LOG", "info")],
+            ..Launch::default()
+        },
+    );
+    for _ in 0..3 {
+        assert_eq!(server.get("/alloc?biz_tag=test").0, 200);
+    }
+    // The batch goes out within the exporter's 5 s; then more requests,
+    // and the shutdown's flush, fail too, unsaid.
+    let said = std::time::Instant::now();
+    while !server.log_text().contains("traces: the collector at") {
+        assert!(
+            said.elapsed() < std::time::Duration::from_secs(20),
+            "{}",
+            server.log_text()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    for _ in 0..3 {
+        assert_eq!(server.get("/alloc?biz_tag=test").0, 200);
+    }
+    let log = server.log.clone();
+    assert!(server.terminate().success());
+    let log = std::fs::read_to_string(log).unwrap();
+    let said = log.matches("traces: the collector at").count();
+    assert_eq!(said, 1, "{log}");
+    assert!(log.contains("u:***@127.0.0.1"), "{log}");
+    assert!(!log.contains("hunter22"), "{log}");
+}
