@@ -51,6 +51,19 @@ impl Tags {
         self.known.load().contains(tag)
     }
 
+    /// Puts `tag` in the view: it was just created through this server, and
+    /// is served at once rather than after the next refresh.
+    pub fn found(&self, tag: &str) {
+        if self.known(tag) {
+            return;
+        }
+        self.known.rcu(|known| {
+            let mut known = HashSet::clone(known);
+            known.insert(tag.to_owned());
+            known
+        });
+    }
+
     /// Takes `tag` out of the view: the store said it does not know it.
     pub fn found_missing(&self, tag: &str) {
         self.known.rcu(|known| {

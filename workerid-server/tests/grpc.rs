@@ -26,9 +26,10 @@ use tonic_health::pb::{health_check_response::ServingStatus, HealthCheckRequest}
 use workerid::Token;
 use workerid_proto::v1::ids_client::IdsClient;
 use workerid_proto::v1::leases_client::LeasesClient;
+use workerid_proto::v1::segments_client::SegmentsClient;
 use workerid_proto::v1::{
-    AcquireRequest, DecodeRequest, IdRange, ListRequest, NextIdsRequest, NextSnowflakesRequest,
-    ReleaseRequest, RenewRequest, StreamIdsRequest,
+    AcquireRequest, CreateTagRequest, DecodeRequest, ForceReleaseRequest, IdRange, ListRequest,
+    NextIdsRequest, NextSnowflakesRequest, ReleaseRequest, RenewRequest, StreamIdsRequest,
 };
 
 fn start(dir: &std::path::Path, top: &str) -> (Server, u16) {
@@ -376,6 +377,56 @@ async fn leases_keep_the_librarys_contract() {
         .unwrap()
         .into_inner();
     assert_eq!(listing_after.leases.len(), 2, "{listing_after:?}");
+    refused(
+        leases
+            .force_release(ForceReleaseRequest {
+                namespace: "remote".into(),
+                worker_id: 5,
+            })
+            .await,
+        Code::InvalidArgument,
+        "invalid_worker_id",
+    );
+
+    // Any ttl the library allows, whatever the server's own leases use.
+    let mut long = acquire(&Token::generate());
+    (long.namespace, long.ttl_ms) = ("long".into(), 10 * 60 * 1000);
+    leases.acquire(long).await.unwrap();
+    let mut too_long = acquire(&Token::generate());
+    (too_long.namespace, too_long.ttl_ms) = ("long".into(), 8 * 24 * 60 * 60 * 1000);
+    refused(
+        leases.acquire(too_long).await,
+        Code::InvalidArgument,
+        "invalid_ttl",
+    );
+}
+
+/// A tag made with `Segments.CreateTag` is served by `Ids` at once, not
+/// after the server's next read of the tag list.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tag_created_over_grpc_is_served_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, port) = start(dir.path(), "tags_refresh_ms = 600000");
+    let channel = channel(port).await;
+    let created = SegmentsClient::new(channel.clone())
+        .create_tag(CreateTagRequest {
+            tag: "fresh".into(),
+            first_id: 1,
+            step: 10,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(created.created);
+    let ids = IdsClient::new(channel)
+        .next_ids(NextIdsRequest {
+            tag: "fresh".into(),
+            count: 3,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ids.ranges, [range(1, 3)]);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -108,6 +108,11 @@ pub trait Clock: Any + Debug + Send + Sync + 'static {
 /// behind (a tick is typically 1 to 4 ms). It is the kernel's own
 /// value, never a cache of this process: a process resumed after SIGSTOP
 /// reads the current time at once.
+///
+/// # Panics
+/// A reading panics if the operating system refuses to read its monotonic
+/// clock, as [`std::time::Instant::now`] does: no Linux this builds for
+/// refuses, and no made-up time would be safe to issue IDs on.
 #[derive(Debug)]
 pub struct SystemClock {
     /// The operating system's monotonic time at creation, in nanoseconds:

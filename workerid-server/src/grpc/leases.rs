@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tonic::{Request, Response, Status};
-use workerid::{Holder, LeaseOptions, LeaseState, LeaseStore, Namespace, Token, WorkerId};
+use workerid::{
+    Holder, LeaseOptions, LeaseState, LeaseStore, Namespace, Token, WorkerId, MAX_LEASE_TIME_LIMIT,
+};
 
 use super::page::PageRequest;
 use super::{observed, status};
@@ -31,10 +33,12 @@ fn token(text: &str) -> Result<Token, Status> {
 }
 
 impl LeasesService {
-    /// `ttl_ms` as a ttl this store keeps and the library allows.
+    /// `ttl_ms` as a ttl this store keeps and the library allows (up to
+    /// [`MAX_LEASE_TIME_LIMIT`], whatever an allocator's own limit).
     fn ttl(&self, ttl_ms: u64) -> Result<Duration, Status> {
         let ttl = Duration::from_millis(ttl_ms);
         LeaseOptions::new()
+            .max_lease_time(MAX_LEASE_TIME_LIMIT)
             .check_ttl(ttl, &self.store.capabilities())
             .map_err(|e| status::invalid("invalid_ttl", e.to_string()))?;
         Ok(ttl)
@@ -145,6 +149,21 @@ impl Leases for LeasesService {
         let answer = async {
             let r = request.into_inner();
             let namespace = namespace(r.namespace)?;
+            // The store contract leaves the pool check to the caller.
+            let listing = self
+                .store
+                .list(&namespace)
+                .await
+                .map_err(|e| status::of_lease_error(&e))?;
+            if let Some(max_worker_id) = listing.max_worker_id {
+                if r.worker_id > max_worker_id {
+                    let e = workerid::Error::InvalidWorkerId {
+                        id: u64::from(r.worker_id),
+                        max_worker_id,
+                    };
+                    return Err(status::of_lease_error(&e));
+                }
+            }
             let released = self
                 .store
                 .force_release(&namespace, WorkerId::from(r.worker_id))

@@ -140,6 +140,7 @@ pub async fn serve(
             SegmentsService {
                 store: app.segments.store().clone(),
                 receipts,
+                tags: app.tags.clone(),
             },
             check,
         ))

@@ -23,6 +23,9 @@ const MAX_STEP: u64 = 1 << 40;
 pub struct SegmentsService {
     pub store: Arc<dyn SegmentStore>,
     pub receipts: Receipts,
+    /// The server's view of the tags, which a tag created here joins at
+    /// once, so that `Ids` serves it on the next call.
+    pub tags: Arc<crate::tags::Tags>,
 }
 
 fn tag(name: String) -> Result<Tag, Status> {
@@ -65,6 +68,8 @@ impl Segments for SegmentsService {
                 .create_tag(&tag, r.first_id, step)
                 .await
                 .map_err(|e| failed(&e))?;
+            // Created now or before: the store has it either way.
+            self.tags.found(tag.as_str());
             Ok(TagCreated { created })
         };
         observed("/workerid.v1.Segments/CreateTag", answer).await
