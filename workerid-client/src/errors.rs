@@ -47,6 +47,10 @@ pub(crate) fn lease_error(status: &Status, about: &About<'_>) -> Error {
         (_, Some("token_mismatch")) => Error::TokenMismatch { id: id() },
         (_, Some("token_expired")) => Error::TokenExpired { id: id() },
         (_, Some("not_assigned")) => Error::NotAssigned { id: id() },
+        (_, Some("invalid_worker_id")) if about.id.is_some() => Error::InvalidWorkerId {
+            id: u64::from(id().get()),
+            max_worker_id: about.max_worker_id,
+        },
         (_, Some("invalid_token")) => Error::InvalidToken {
             reason: "the server refused the token",
         },

@@ -53,12 +53,15 @@ impl SegmentStore for ServerStore {
             .await
             .map_err(|s| segment_error(&s, tag.as_str(), "reserve"))?
             .into_inner();
-        if answer.first > answer.last {
+        if answer.first > answer.last
+            || answer.last > workerid_segment::MAX_SEGMENT_ID
+            || answer.floor > answer.first
+        {
             return Err(workerid_segment::Error::unavailable(
                 "workerid-server",
                 format!(
-                    "the server answered an empty range {}..={}",
-                    answer.first, answer.last
+                    "the server answered a range that cannot be: {}..={} (floor {})",
+                    answer.first, answer.last, answer.floor
                 ),
             ));
         }

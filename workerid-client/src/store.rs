@@ -7,24 +7,34 @@ use std::time::Duration;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
-use tonic::{Request, Status};
+use tonic::{Code, Request, Status};
 use workerid_core::{redact_url, Capabilities};
 use workerid_proto::v1::leases_client::LeasesClient;
 use workerid_proto::v1::segments_client::SegmentsClient;
 use workerid_proto::v1::{CapabilitiesRequest, SegmentRange};
 use workerid_segment::SegmentCapabilities;
 
-/// Adds the bearer token to every call.
+/// The longest timeout or keep-alive period a builder takes: an hour, far
+/// past any useful wait, and short enough that a deadline is an instant.
+const MAX_PERIOD: Duration = Duration::from_secs(60 * 60);
+
+/// Adds the bearer token to every call, and the request timeout as the
+/// call's deadline (`grpc-timeout`), so that the server gives up on a call
+/// when the client does.
 #[derive(Clone)]
-pub(crate) struct Bearer(Option<MetadataValue<Ascii>>);
+pub(crate) struct Bearer {
+    token: Option<MetadataValue<Ascii>>,
+    timeout: Duration,
+}
 
 impl tonic::service::Interceptor for Bearer {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        if let Some(token) = &self.0 {
+        if let Some(token) = &self.token {
             request
                 .metadata_mut()
                 .insert("authorization", token.clone());
         }
+        request.set_timeout(self.timeout);
         Ok(request)
     }
 }
@@ -39,12 +49,23 @@ pub enum ConnectError {
     /// The URL or the token cannot be used.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
-    /// The server did not answer (or refused the token).
+    /// The server did not answer. Trying again later can help.
     #[error("workerid-server at {url} unavailable: {reason}")]
     Unavailable {
         /// The server's URL, its password hidden.
         url: String,
         /// What went wrong.
+        reason: String,
+    },
+    /// The server answered, but refused the bearer token, or serves no
+    /// `workerid.v1.Leases` and `workerid.v1.Segments` (not a
+    /// workerid-server, or one without its gRPC API). Trying again does not
+    /// help.
+    #[error("workerid-server at {url} refused: {reason}")]
+    Refused {
+        /// The server's URL, its password hidden.
+        url: String,
+        /// What the server said.
         reason: String,
     },
 }
@@ -159,13 +180,16 @@ impl ServerStoreBuilder {
         self
     }
 
-    /// How long connecting may take (default 3 s).
+    /// How long connecting may take (default 3 s; more than zero, at most
+    /// an hour).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
     }
 
-    /// How long one call may take before it is `Unavailable` (default 5 s).
+    /// How long one call may take before it is `Unavailable` (default 5 s;
+    /// more than zero, at most an hour). The server is told too (the call's
+    /// `grpc-timeout`), and gives up on it at the same time.
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
         self
@@ -220,14 +244,22 @@ impl ServerStoreBuilder {
     ///
     /// # Errors
     /// [`ConnectError::InvalidConfig`] for a URL or token that cannot be
-    /// used, or a keep-alive interval or timeout of zero;
-    /// [`ConnectError::Unavailable`] when the server does not answer or
-    /// refuses the token.
+    /// used, or a timeout or keep-alive period of zero or over an hour;
+    /// [`ConnectError::Unavailable`] when the server does not answer;
+    /// [`ConnectError::Refused`] when it refuses the token or serves no
+    /// workerid API.
     pub async fn connect(self) -> Result<ServerStore, ConnectError> {
-        if self.keep_alive_interval.is_zero() || self.keep_alive_timeout.is_zero() {
-            return Err(ConnectError::InvalidConfig(
-                "the keep-alive interval and timeout must be longer than zero".into(),
-            ));
+        for (name, period) in [
+            ("connect timeout", self.connect_timeout),
+            ("request timeout", self.request_timeout),
+            ("keep-alive interval", self.keep_alive_interval),
+            ("keep-alive timeout", self.keep_alive_timeout),
+        ] {
+            if period.is_zero() || period > MAX_PERIOD {
+                return Err(ConnectError::InvalidConfig(format!(
+                    "the {name} must be longer than zero and at most an hour, not {period:?}"
+                )));
+            }
         }
         let mut endpoint = Endpoint::from_shared(self.url.clone())
             .map_err(|e| ConnectError::InvalidConfig(format!("{}: {e}", redact_url(&self.url))))?
@@ -253,22 +285,34 @@ impl ServerStoreBuilder {
             url: redact_url(&self.url),
             reason,
         };
+        let failed = |status: Status| match status.code() {
+            Code::Unauthenticated | Code::PermissionDenied | Code::Unimplemented => {
+                ConnectError::Refused {
+                    url: redact_url(&self.url),
+                    reason: format!("{:?}: {}", status.code(), status.message()),
+                }
+            }
+            _ => unavailable(status.message().to_owned()),
+        };
         let channel = endpoint
             .connect()
             .await
             .map_err(|e| unavailable(crate::errors::transport_reason(&e)))?;
-        let bearer = Bearer(token);
+        let bearer = Bearer {
+            token,
+            timeout: self.request_timeout,
+        };
         let mut leases = LeasesClient::with_interceptor(channel.clone(), bearer.clone());
         let mut segments = SegmentsClient::with_interceptor(channel, bearer);
         let lease_caps = leases
             .capabilities(CapabilitiesRequest {})
             .await
-            .map_err(|s| unavailable(s.message().to_owned()))?
+            .map_err(failed)?
             .into_inner();
         let segment_caps = segments
             .capabilities(CapabilitiesRequest {})
             .await
-            .map_err(|s| unavailable(s.message().to_owned()))?
+            .map_err(failed)?
             .into_inner();
         Ok(ServerStore {
             leases,
@@ -339,11 +383,17 @@ mod tests {
         let store = ServerStore {
             leases: LeasesClient::with_interceptor(
                 Endpoint::from_static("http://127.0.0.1:1").connect_lazy(),
-                Bearer(None),
+                Bearer {
+                    token: None,
+                    timeout: Duration::from_secs(1),
+                },
             ),
             segments: SegmentsClient::with_interceptor(
                 Endpoint::from_static("http://127.0.0.1:1").connect_lazy(),
-                Bearer(None),
+                Bearer {
+                    token: None,
+                    timeout: Duration::from_secs(1),
+                },
             ),
             last_reserved: Arc::default(),
             capabilities: Capabilities {
@@ -368,14 +418,21 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_keep_alive_of_zero_is_refused_before_connecting() {
-        for builder in [
-            ServerStore::builder("http://127.0.0.1:1").keep_alive_interval(Duration::ZERO),
-            ServerStore::builder("http://127.0.0.1:1").keep_alive_timeout(Duration::ZERO),
+    async fn a_period_of_zero_or_over_an_hour_is_refused_before_connecting() {
+        let builder = || ServerStore::builder("http://127.0.0.1:1");
+        for (period, builder) in [
+            ("keep-alive", builder().keep_alive_interval(Duration::ZERO)),
+            ("keep-alive", builder().keep_alive_timeout(Duration::ZERO)),
+            ("keep-alive", builder().keep_alive_interval(Duration::MAX)),
+            ("connect", builder().connect_timeout(Duration::ZERO)),
+            (
+                "request",
+                builder().request_timeout(Duration::from_secs(3601)),
+            ),
         ] {
             let refused = builder.connect().await.unwrap_err();
             assert!(
-                matches!(&refused, ConnectError::InvalidConfig(why) if why.contains("keep-alive")),
+                matches!(&refused, ConnectError::InvalidConfig(why) if why.contains(period)),
                 "{refused}"
             );
         }

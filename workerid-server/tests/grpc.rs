@@ -458,6 +458,24 @@ async fn without_the_bearer_token_every_call_is_refused() {
         .insert("authorization", "Bearer s3cret".parse().unwrap());
     let batch = ids.next_ids(right).await.unwrap().into_inner();
     assert_eq!(batch.ranges, vec![range(1, 1)], "refused calls took no ID");
+
+    // workerid-client: a refusal, which no retry mends, not an outage.
+    let url = format!("http://127.0.0.1:{port}");
+    for builder in [
+        workerid_client::ServerStore::builder(&url),
+        workerid_client::ServerStore::builder(&url).bearer_token("guess"),
+    ] {
+        let refused = builder.connect().await.unwrap_err();
+        assert!(
+            matches!(refused, workerid_client::ConnectError::Refused { .. }),
+            "{refused}"
+        );
+    }
+    workerid_client::ServerStore::builder(&url)
+        .bearer_token("s3cret")
+        .connect()
+        .await
+        .unwrap();
 }
 
 /// A give-back of a range no store hands out (its last ID at or past
