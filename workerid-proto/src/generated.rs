@@ -44,6 +44,8 @@ pub struct DecodeRequest {
     #[prost(uint64, tag = "1")]
     pub id: u64,
 }
+/// The server's layout: 41 bits of milliseconds since 2024-01-01T00:00:00Z,
+/// 10 worker bits, 12 sequence bits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct DecodedId {
     /// Milliseconds since the Unix epoch.
@@ -59,17 +61,21 @@ pub struct DecodedId {
 pub struct AcquireRequest {
     #[prost(string, tag = "1")]
     pub namespace: ::prost::alloc::string::String,
-    /// The pool is 0..=max_worker_id; the first acquire of a namespace
-    /// records it, and a namespace is never used with another.
+    /// The pool is 0..=max_worker_id (at most 2^22 - 1); the first acquire of
+    /// a namespace records it, and a namespace is never used with another
+    /// (config_mismatch). 0, the field's default, is a pool of one ID: set it.
     #[prost(uint32, tag = "2")]
     pub max_worker_id: u32,
     /// Chosen by the caller: 22 URL-safe base64 characters (16 random bytes).
     /// The caller keeps it secret; it proves the lease is its own.
     #[prost(string, tag = "3")]
     pub token: ::prost::alloc::string::String,
+    /// The lease's length: at least the store's `min_ttl_ms`, a whole multiple
+    /// of its `ttl_granularity_ms`, at most 604 800 000 (7 days); 0 is
+    /// refused (invalid_ttl).
     #[prost(uint64, tag = "4")]
     pub ttl_ms: u64,
-    /// Who holds the lease, for operators (host, process).
+    /// Who holds the lease, for operators (host, process); required.
     #[prost(string, tag = "5")]
     pub holder: ::prost::alloc::string::String,
 }
@@ -80,7 +86,8 @@ pub struct Grant {
     /// Higher than every earlier grant's fence of this worker ID.
     #[prost(uint64, tag = "2")]
     pub fence: u64,
-    /// What the previous holders left: start above it.
+    /// What the previous holders left (see RenewRequest.watermark): start
+    /// above it.
     #[prost(uint64, tag = "3")]
     pub previous_watermark: u64,
 }
@@ -93,8 +100,14 @@ pub struct RenewRequest {
     pub worker_id: u32,
     #[prost(string, tag = "3")]
     pub token: ::prost::alloc::string::String,
+    /// As in AcquireRequest.
     #[prost(uint64, tag = "4")]
     pub ttl_ms: u64,
+    /// The holder's high-water mark, kept for the next holder of the ID, who
+    /// reads it as its Grant's `previous_watermark`: the stored one rises to
+    /// at least this. Its meaning is the holders' (workerid's snowflake
+    /// workers store the last millisecond since the Unix epoch they may use);
+    /// 0 leaves it as it is.
     #[prost(uint64, tag = "5")]
     pub watermark: u64,
 }
@@ -109,6 +122,9 @@ pub struct ReleaseRequest {
     pub worker_id: u32,
     #[prost(string, tag = "3")]
     pub token: ::prost::alloc::string::String,
+    /// The holder's final word: above 0 it replaces the stored watermark, even
+    /// a higher one a renewal stored (never send one below the Grant's
+    /// `previous_watermark`); 0 leaves the stored one as it is.
     #[prost(uint64, tag = "4")]
     pub watermark: u64,
 }
@@ -118,6 +134,7 @@ pub struct Released {}
 pub struct ListRequest {
     #[prost(string, tag = "1")]
     pub namespace: ::prost::alloc::string::String,
+    /// See the List calls above. Each page reads the namespace from the store.
     #[prost(uint32, tag = "2")]
     pub page_size: u32,
     #[prost(string, tag = "3")]
@@ -158,6 +175,7 @@ pub struct LeaseInfo {
 pub struct ForceReleaseRequest {
     #[prost(string, tag = "1")]
     pub namespace: ::prost::alloc::string::String,
+    /// Within the namespace's pool (invalid_worker_id otherwise).
     #[prost(uint32, tag = "2")]
     pub worker_id: u32,
 }
@@ -206,29 +224,43 @@ pub struct NamespaceRemoved {
 pub struct CapabilitiesRequest {}
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct LeaseCapabilities {
+    /// The shortest ttl the store keeps.
     #[prost(uint64, tag = "1")]
     pub min_ttl_ms: u64,
+    /// Every ttl is a whole multiple of this.
     #[prost(uint64, tag = "2")]
     pub ttl_granularity_ms: u64,
+    /// The largest pool: 0..=2^max_worker_bits - 1.
     #[prost(uint32, tag = "3")]
     pub max_worker_bits: u32,
+    /// Whether a grant survives a restart of the store.
     #[prost(bool, tag = "4")]
     pub durable: bool,
+    /// How long after its end an expired lease may still be seen live by
+    /// others (an acquire may wait this much more).
     #[prost(uint64, tag = "5")]
     pub expiry_lag_ms: u64,
+    /// Whether an expired ID waits one more ttl before it is granted again.
     #[prost(bool, tag = "6")]
     pub quarantine: bool,
+    /// Whether List, ListNamespaces, ForceRelease and RemoveNamespace work.
     #[prost(bool, tag = "7")]
     pub list: bool,
 }
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct SegmentCapabilities {
+    /// Whether a reservation survives a restart of the store.
     #[prost(bool, tag = "1")]
     pub durable: bool,
+    /// Whether one-ID reservations come back consecutive (every atomic
+    /// counter does), so that numbers without holes can be made on it.
     #[prost(bool, tag = "2")]
     pub gapless: bool,
+    /// Whether ListTags works.
     #[prost(bool, tag = "3")]
     pub list: bool,
+    /// Whether GiveBack can take IDs back (else it answers taken = false, and
+    /// SegmentRange.version is 0).
     #[prost(bool, tag = "4")]
     pub give_back: bool,
 }
@@ -236,13 +268,16 @@ pub struct SegmentCapabilities {
 pub struct CreateTagRequest {
     #[prost(string, tag = "1")]
     pub tag: ::prost::alloc::string::String,
+    /// The tag's first ID, 0 to 2^63 - 1 (0 serves from 1).
     #[prost(uint64, tag = "2")]
     pub first_id: u64,
+    /// The tag's own step, 1 to 2^40 (0 is refused: invalid_step).
     #[prost(uint64, tag = "3")]
     pub step: u64,
 }
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct TagCreated {
+    /// False: the tag existed, and nothing changed.
     #[prost(bool, tag = "1")]
     pub created: bool,
 }
@@ -855,6 +890,12 @@ pub mod leases_client {
     /// Worker-ID leases in the server's store, with the library's contract:
     /// expiry judged on the store's clock, fences that rise with every grant,
     /// watermarks a holder leaves for the next one.
+    ///
+    /// A holder must stop using its worker ID before the lease may have ended
+    /// on the store's clock: by the instant it sent the Acquire or its last
+    /// successful Renew, plus `ttl_ms`, less a margin for its clock running
+    /// faster than the store's (workerid's clients take 1 % of the ttl). It
+    /// renews well before that (workerid's every third of the ttl).
     #[derive(Debug, Clone)]
     pub struct LeasesClient<T> {
         inner: tonic::client::Grpc<T>,
@@ -1173,6 +1214,12 @@ pub mod leases_server {
     /// Worker-ID leases in the server's store, with the library's contract:
     /// expiry judged on the store's clock, fences that rise with every grant,
     /// watermarks a holder leaves for the next one.
+    ///
+    /// A holder must stop using its worker ID before the lease may have ended
+    /// on the store's clock: by the instant it sent the Acquire or its last
+    /// successful Renew, plus `ttl_ms`, less a margin for its clock running
+    /// faster than the store's (workerid's clients take 1 % of the ttl). It
+    /// renews well before that (workerid's every third of the ttl).
     #[derive(Debug)]
     pub struct LeasesServer<T> {
         inner: Arc<T>,
