@@ -77,6 +77,9 @@ pub enum ConnectError {
 /// A give-back is taken only for a range reserved through this store (or a
 /// clone of it): the server signs each range it reserves, and only the
 /// last range of each tag, with its signature, is kept here to give back.
+/// A `new_max` below the range's floor (the first ID of the previous range,
+/// when the server confirmed this one follows it) is raised to the floor:
+/// the IDs below it are skipped, never handed out twice.
 #[derive(Clone)]
 pub struct ServerStore {
     pub(crate) leases: Leases,
