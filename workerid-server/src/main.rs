@@ -158,6 +158,12 @@ async fn create_tags(
         tracing::info!(tag = %tag.name, created, "tag ready");
         names.push(tag.name.clone());
     }
+    if names.is_empty() {
+        tracing::warn!(
+            "no tag: the store has none and the config names none ([[tags]]), so every \
+             segment request answers unknown_tag until one is made"
+        );
+    }
     Ok(names)
 }
 

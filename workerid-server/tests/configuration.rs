@@ -418,3 +418,41 @@ fn a_bad_store_url_or_listen_address_exits_2() {
         assert!(!db.exists(), "{listen}: the store was touched");
     }
 }
+
+/// A server with no tag at all (none stored, none configured, not the
+/// zero-configuration store) starts, and says that it will serve no segment.
+#[test]
+fn a_server_without_any_tag_says_so() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let config = dir.path().join("no-tags.toml");
+    let log = dir.path().join("no-tags.log");
+    std::fs::write(
+        &config,
+        format!(
+            "store = \"{}\"\nlisten = \"127.0.0.1:{}\"\n[snowflake]\nenabled = false\n",
+            common::sqlite(dir.path()),
+            workerid_testkit::free_port()
+        ),
+    )
+    .expect("write the config");
+    let output = std::fs::File::create(&log).expect("the log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_workerid-server"))
+        .arg("--config")
+        .arg(&config)
+        .stdout(output.try_clone().expect("the log, twice"))
+        .stderr(output)
+        .spawn()
+        .expect("start");
+    let started = Instant::now();
+    let printed = loop {
+        let printed = std::fs::read_to_string(&log).unwrap_or_default();
+        if printed.contains("listening on") || started.elapsed() > Duration::from_secs(20) {
+            break printed;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(printed.contains("listening on"), "{printed}");
+    assert!(printed.contains("no tag: the store has none"), "{printed}");
+}
