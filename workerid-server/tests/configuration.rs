@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -285,11 +285,20 @@ fn completions_name_the_flags() {
 /// printed. A server that starts where it should have refused fails the
 /// test instead of holding it up.
 fn exit_of(dir: &Path, config: &str, args: &[&str]) -> (Option<i32>, String) {
-    let path = dir.join("refused.toml");
+    let (mut child, log) = spawn_logged(dir, config, args);
+    let status = common::exit_within(&mut child, Duration::from_secs(20));
+    let printed = std::fs::read_to_string(&log).unwrap_or_default();
+    (status.and_then(|s| s.code()), printed)
+}
+
+/// Starts the server with `config` as its file (and `args`), everything it
+/// prints going to a log in `dir`: the process, and the log's path.
+fn spawn_logged(dir: &Path, config: &str, args: &[&str]) -> (std::process::Child, PathBuf) {
+    let path = dir.join("server-under-test.toml");
     std::fs::write(&path, config).expect("write the config");
-    let log = dir.join("refused.log");
+    let log = dir.join("server-under-test.log");
     let output = std::fs::File::create(&log).expect("the log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_workerid-server"))
+    let child = Command::new(env!("CARGO_BIN_EXE_workerid-server"))
         .arg("--config")
         .arg(&path)
         .args(args)
@@ -297,9 +306,7 @@ fn exit_of(dir: &Path, config: &str, args: &[&str]) -> (Option<i32>, String) {
         .stderr(output)
         .spawn()
         .expect("start");
-    let status = common::exit_within(&mut child, Duration::from_secs(20));
-    let printed = std::fs::read_to_string(&log).unwrap_or_default();
-    (status.and_then(|s| s.code()), printed)
+    (child, log)
 }
 
 /// A lease setting the store refuses (etcd keeps leases of 2 s or more) is
@@ -424,25 +431,12 @@ fn a_bad_store_url_or_listen_address_exits_2() {
 #[test]
 fn a_server_without_any_tag_says_so() {
     let dir = tempfile::tempdir().expect("a directory");
-    let config = dir.path().join("no-tags.toml");
-    let log = dir.path().join("no-tags.log");
-    std::fs::write(
-        &config,
-        format!(
-            "store = \"{}\"\nlisten = \"127.0.0.1:{}\"\n[snowflake]\nenabled = false\n",
-            common::sqlite(dir.path()),
-            workerid_testkit::free_port()
-        ),
-    )
-    .expect("write the config");
-    let output = std::fs::File::create(&log).expect("the log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_workerid-server"))
-        .arg("--config")
-        .arg(&config)
-        .stdout(output.try_clone().expect("the log, twice"))
-        .stderr(output)
-        .spawn()
-        .expect("start");
+    let config = format!(
+        "store = \"{}\"\nlisten = \"127.0.0.1:{}\"\n[snowflake]\nenabled = false\n",
+        common::sqlite(dir.path()),
+        workerid_testkit::free_port()
+    );
+    let (mut child, log) = spawn_logged(dir.path(), &config, &[]);
     let started = Instant::now();
     let printed = loop {
         let printed = std::fs::read_to_string(&log).unwrap_or_default();
