@@ -12,7 +12,7 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use tokio::signal::unix::{signal, SignalKind};
-use workerid::snowflake::{Worker, WorkerOptions, WorkerState};
+use workerid::snowflake::{SupervisedWorker, WorkerOptions};
 use workerid::{Allocator, LeaseOptions};
 
 #[tokio::main]
@@ -35,31 +35,32 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ttl(Duration::from_secs(10))
         .max_lease_time(Duration::from_secs(60));
     let allocator = Allocator::new(store, "example", options)?;
-    let worker = Worker::join(allocator, WorkerOptions::new()).await?;
-    println!("joined as worker {}; Ctrl-C to stop", worker.worker_id());
+    // Kept joined: a lost lease (a store outage longer than the ttl, a
+    // forced release) is followed by a new worker, maybe with another ID.
+    let ids = SupervisedWorker::spawn(allocator, WorkerOptions::new());
+    ids.wait_first_join(Duration::from_secs(30)).await;
+    println!("Ctrl-C to stop");
     let mut terminate = signal(SignalKind::terminate())?;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {
-            _ = tick.tick() => match worker.next_id() {
-                Ok(id) => {
+            _ = tick.tick() => match (ids.next_id(), ids.worker()) {
+                (Ok(id), Some(worker)) => {
                     let parts = worker.generator().layout().decompose(id);
                     let unix_ms = parts.time.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
                     println!("{id}  (worker {}, sequence {}, unix ms {unix_ms})", parts.worker_id, parts.sequence);
                 }
-                Err(e) => println!("no ID now: {e}"),
+                (Ok(id), None) => println!("{id}"),
+                (Err(e), _) => println!("no ID now: {e}"),
             },
             _ = tokio::signal::ctrl_c() => break,
             _ = terminate.recv() => break,
-            state = worker.stopped() => {
-                println!("the worker ended: {state:?}");
-                return Ok(());
-            }
         }
     }
-    match worker.stop().await {
-        WorkerState::Stopped => println!("stopped; worker ID released"),
-        other => println!("stopped: {other:?}"),
+    if ids.stop(Duration::from_secs(20)).await {
+        println!("stopped; the worker ID is released (a refusal is logged)");
+    } else {
+        println!("stopped; the worker ID expires with its ttl");
     }
     Ok(())
 }

@@ -20,6 +20,10 @@
 //!
 //! `tls-rustls` (on by default) compiles TLS into the stores that are
 //! compiled in (rustls with the ring provider; no system library needed).
+//! The Redis driver builds its TLS configuration from rustls's process-wide
+//! provider: the first `rediss://` store installs ring as that default when
+//! none is installed, so a binary that wants another provider installs it
+//! before it opens the store. The `etcd` feature needs `protoc` to build.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -28,8 +32,8 @@
 //!
 //! let store = workerid::open("memory://").await?; // or "redis://...", "postgres://..."
 //! let allocator = Allocator::new(store, "mycluster", LeaseOptions::new().worker_bits(8))?;
-//! let lease = allocator.acquire().await?;
-//! allocator.renew(&mut lease.clone()).await?;
+//! let mut lease = allocator.acquire().await?;
+//! allocator.renew(&mut lease).await?;
 //! allocator.release(&lease).await?;
 //! # Ok(()) }
 //! ```

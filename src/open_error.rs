@@ -56,8 +56,9 @@ pub enum OpenError {
         reason: String,
     },
 
-    /// The store did not answer, refused the connection or the credentials,
-    /// or its TLS handshake failed.
+    /// The store did not answer, refused the connection, or its TLS
+    /// handshake failed. Credentials it refuses are
+    /// [`AccessDenied`](OpenError::AccessDenied).
     #[error("cannot reach the {kind} store at {url}: {reason}")]
     Unreachable {
         /// The URL, password hidden.

@@ -80,8 +80,11 @@ use crate::{AnyStore, OpenError, StoreKind};
 /// # Errors
 /// [`OpenError::UnknownScheme`], [`OpenError::NotCompiledIn`],
 /// [`OpenError::BadUrl`] and [`OpenError::File`] before any I/O;
-/// [`OpenError::Unreachable`] when the store does not answer (or refuses the
-/// credentials or the TLS handshake) within the connect timeout;
+/// [`OpenError::Unreachable`] when the store does not answer within the
+/// connect timeout, refuses the connection or fails the TLS handshake;
+/// [`OpenError::AccessDenied`] when it refuses the credentials;
+/// [`OpenError::NotFound`] when the database the URL names does not exist;
+/// [`OpenError::WrongProtocol`] when what answers is not that kind of store;
 /// [`OpenError::Refused`] when it answers but cannot be used as asked. No
 /// error contains the password.
 pub async fn open(url: &str) -> Result<AnyStore, OpenError> {

@@ -30,7 +30,10 @@ use crate::RedisStore;
 /// over TLS, trusting the system's roots or the CA given with
 /// [`ca_certificate_pem`](Self::ca_certificate_pem), and presenting the
 /// client certificate given with
-/// [`client_identity_pem`](Self::client_identity_pem).
+/// [`client_identity_pem`](Self::client_identity_pem). The driver takes its
+/// TLS configuration from rustls's process-wide provider: the first TLS
+/// connection installs ring as that default unless one is installed, so a
+/// binary that wants another provider installs it first.
 #[derive(Clone)]
 pub struct RedisStoreBuilder {
     prefix: String,
@@ -331,7 +334,7 @@ fn is_tls(url: &str) -> bool {
 #[cfg(not(feature = "tls-rustls"))]
 fn no_tls(url: &str) -> Error {
     Error::invalid_config(format!(
-        "Redis URL {:?} asks for TLS: it needs the feature `tls-rustls` of workerid-redis",
+        "Redis URL {:?} asks for TLS: it needs the feature `tls-rustls` (of workerid, or of workerid-redis)",
         redact_url(url)
     ))
 }

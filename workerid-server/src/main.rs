@@ -296,7 +296,7 @@ async fn run(config: Config) -> Result<(), Failure> {
         segments.store().clone(),
         snowflake_stopped.clone(),
     );
-    let (snowflake, supervisor) = if let Some((allocator, holder)) = allocator {
+    let snowflake = if let Some((allocator, holder)) = allocator {
         let s = &config.snowflake;
         // A clock that stepped back is answered at once (try later), never
         // waited out: the wait would block a thread serving requests, and
@@ -308,15 +308,8 @@ async fn run(config: Config) -> Result<(), Failure> {
         let options = WorkerOptions::new()
             .drift(drift)
             .renew_every(s.renew_every());
-        let pool_watch = (allocator.clone(), snowflake_stopped.clone());
-        let snowflake = Arc::new(Snowflake::new(allocator.namespace().clone(), holder));
-        let supervisor = supervisor::spawn(
-            snowflake.clone(),
-            allocator,
-            options,
-            snowflake_stopped,
-            s.renew_timeout() * 2,
-        );
+        telemetry::spawn_pool_watch(allocator.clone(), snowflake_stopped.clone());
+        let snowflake = Arc::new(Snowflake::spawn(allocator, holder, options));
         // A worker ID released by the previous run is joined once the clock
         // passes its reserved window (under a ttl): wait for that before
         // listening, as a server that joined inline did.
@@ -324,10 +317,9 @@ async fn run(config: Config) -> Result<(), Failure> {
             () = snowflake.first_join(s.ttl()) => {}
             _ = signalled.wait_for(|&s| s) => {}
         }
-        telemetry::spawn_pool_watch(pool_watch.0, pool_watch.1);
-        (Some(snowflake), Some(supervisor))
+        Some(snowflake)
     } else {
-        (None, None)
+        None
     };
     let app = Arc::new(App {
         segments,
@@ -384,10 +376,8 @@ async fn run(config: Config) -> Result<(), Failure> {
     stop_snowflake.send_replace(true);
     let give_back = tokio::time::timeout(config.store_timeout() * 2, app.segments.shutdown());
     let release = async {
-        if let Some(supervisor) = supervisor {
-            if let Err(e) = supervisor.await {
-                tracing::warn!("the snowflake supervisor ended badly: {e}");
-            }
+        if let Some(snowflake) = &app.snowflake {
+            snowflake.stop(config.snowflake.renew_timeout() * 2).await;
         }
     };
     let (given_back, ()) = tokio::join!(give_back, release);

@@ -138,12 +138,12 @@ impl Metrics {
     /// server that has no lease to hold. `workerid_lease_info` is 1 for the
     /// worker ID held now, 0 for one held before.
     fn lease_metrics(&self, s: &Snowflake) {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let id = s.worker_id();
+        let counts = s.counts();
         metrics::gauge!("workerid_lease_ready").set(if id.is_some() { 1.0 } else { 0.0 });
-        metrics::counter!("workerid_lease_joins_total").absolute(get(&s.joins));
-        metrics::counter!("workerid_lease_losses_total").absolute(get(&s.losses));
-        metrics::counter!("workerid_lease_join_failures_total").absolute(get(&s.join_failures));
+        metrics::counter!("workerid_lease_joins_total").absolute(counts.joins);
+        metrics::counter!("workerid_lease_losses_total").absolute(counts.losses);
+        metrics::counter!("workerid_lease_join_failures_total").absolute(counts.join_failures);
         let now = id.map(|id| {
             [
                 s.namespace().to_string(),

@@ -13,7 +13,9 @@
 //! - [`Worker`]: a generator on a worker ID leased from any
 //!   [`LeaseStore`](workerid_core::LeaseStore), kept alive in the background, failing
 //!   closed, with a timestamp watermark in the store so that a reused worker
-//!   ID never goes back in time.
+//!   ID never goes back in time. Once lost or stopped, a worker stays so.
+//! - [`SupervisedWorker`]: a worker kept joined, joined again after a lost
+//!   lease or a failed start: what a long-running service holds.
 //! - [`Clock`]: [`SystemClock`] in production (fail closed by real time),
 //!   [`TickingClock`] for the lowest cost per ID (fail closed by timestamp),
 //!   [`FakeClock`] in tests.
@@ -28,6 +30,7 @@ mod layout;
 mod local;
 mod meters;
 mod reservation;
+mod supervised;
 mod sync;
 mod ticking;
 mod worker;
@@ -40,6 +43,7 @@ pub use layout::{
     SONYFLAKE_V2_EPOCH, TWITTER_EPOCH,
 };
 pub use local::LocalGenerator;
+pub use supervised::{SupervisedWorker, SupervisorCounts};
 pub use ticking::{StoredTime, TickingClock};
 pub use worker::{Worker, WorkerOptions, WorkerState};
 

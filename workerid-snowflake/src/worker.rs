@@ -357,7 +357,10 @@ impl Worker {
         })
     }
 
-    /// The next snowflake ID.
+    /// The next snowflake ID. Blocks the calling thread as
+    /// [`Generator::next_id`] does: up to `block_below` for a clock that
+    /// stepped back a little, up to a time unit when the unit's sequence is
+    /// used up.
     ///
     /// # Errors
     /// [`NextIdError::NotReady`] unless the lease is surely live (on a
@@ -405,7 +408,8 @@ impl Worker {
     }
 
     /// Resolves once the worker has stopped or lost its lease (libx.net/workerid's
-    /// `StopChannel`).
+    /// `StopChannel`). Both are final; [`SupervisedWorker`](crate::SupervisedWorker)
+    /// joins again.
     pub async fn stopped(&self) -> WorkerState {
         let mut state = self.state.clone();
         let done = state

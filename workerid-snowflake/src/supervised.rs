@@ -1,0 +1,312 @@
+//! A worker kept joined: a task that joins, watches the worker, and joins
+//! again (with backoff and jitter) after a failed start or a lost lease,
+//! until it is stopped and releases the lease.
+
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use tokio::sync::watch;
+use workerid_core::Allocator;
+
+use crate::{Error, NextIdError, Worker, WorkerOptions, WorkerState};
+
+/// The first wait after a failed join; it doubles up to [`MAX_BACKOFF`].
+const MIN_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The longest wait between joins: short enough that a store answering again
+/// gets a worker back well within a ttl.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Why there is no worker, by the last join's outcome, in fixed words: the
+/// store's own message, which may name its addresses, goes to the log only.
+const JOINING: [&str; 3] = [
+    "no worker holds a lease (joining)",
+    "no worker holds a lease: every worker ID of the pool is held (joining)",
+    "no worker holds a lease: the store is unavailable (joining)",
+];
+const JOINED: u8 = 0;
+const POOL_HELD: u8 = 1;
+const STORE_UNAVAILABLE: u8 = 2;
+
+/// A [`Worker`] kept joined: what a service that must go on issuing IDs
+/// through store outages and lost leases holds, rather than a `Worker`,
+/// whose [`Lost`](WorkerState::Lost) and [`Stopped`](WorkerState::Stopped)
+/// states are final.
+///
+/// # Behavior
+/// - [`spawn`](SupervisedWorker::spawn) starts a task that joins with
+///   [`Worker::join_until`]; a join that fails is tried again after a wait
+///   that doubles from 100 ms to 1 s, jittered over its upper half so that
+///   processes that lost the store together do not all come back at once.
+/// - Once a worker has joined, [`next_id`](SupervisedWorker::next_id) is
+///   that worker's: one atomic load and the worker's own fast path, no lock.
+///   When it is lost (taken over, or its deadline passed during a store
+///   outage) the task drops it and joins again, and a new worker (maybe
+///   with another worker ID) issues IDs above the old one's: the store's
+///   watermark orders them.
+/// - Between workers, `next_id` answers [`NextIdError::NotReady`] with a
+///   reason in fixed words (joining; every worker ID held; the store
+///   unavailable), never a store's message.
+/// - [`stop`](SupervisedWorker::stop) ends the task: a join in progress is
+///   abandoned and its worker ID released, the current worker is stopped
+///   and releases its worker ID. Dropping it does the same in the
+///   background while the runtime runs.
+///
+/// ```
+/// use std::time::Duration;
+/// use workerid_snowflake::{SupervisedWorker, WorkerOptions};
+/// use workerid_core::{Allocator, LeaseOptions, LeaseStore};
+///
+/// async fn demo(store: impl LeaseStore) -> workerid_snowflake::Result<()> {
+///     let allocator = Allocator::new(store, "orders", LeaseOptions::new())?;
+///     let ids = SupervisedWorker::spawn(allocator, WorkerOptions::new());
+///     ids.wait_first_join(Duration::from_secs(10)).await;
+///     let id = ids.next_id()?; // NotReady while no worker holds a lease
+///     ids.stop(Duration::from_secs(5)).await;
+///     Ok(())
+/// }
+/// ```
+#[derive(Debug)]
+pub struct SupervisedWorker {
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    done: watch::Receiver<bool>,
+}
+
+/// What the supervising task and its handle share.
+#[derive(Debug)]
+struct Shared {
+    current: ArcSwapOption<Worker>,
+    /// Turns true once the first join has succeeded or failed.
+    tried: watch::Sender<bool>,
+    joins: AtomicU64,
+    losses: AtomicU64,
+    join_failures: AtomicU64,
+    /// How the last join ended: [`JOINED`] (or none yet), [`POOL_HELD`],
+    /// [`STORE_UNAVAILABLE`], an index of [`JOINING`].
+    last_join: AtomicU8,
+}
+
+/// What a [`SupervisedWorker`] has done since it was spawned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SupervisorCounts {
+    /// Workers that joined, the first one included.
+    pub joins: u64,
+    /// Workers that ended without being stopped (their lease was lost).
+    pub losses: u64,
+    /// Joins that failed (and were tried again).
+    pub join_failures: u64,
+}
+
+impl SupervisedWorker {
+    /// Starts keeping a worker of `allocator` joined with `options`, in a
+    /// task of the current Tokio runtime.
+    ///
+    /// # Panics
+    /// Outside a Tokio runtime, as [`tokio::spawn`] does.
+    pub fn spawn(allocator: Allocator, options: WorkerOptions) -> SupervisedWorker {
+        let shared = Arc::new(Shared {
+            current: ArcSwapOption::empty(),
+            tried: watch::Sender::new(false),
+            joins: AtomicU64::new(0),
+            losses: AtomicU64::new(0),
+            join_failures: AtomicU64::new(0),
+            last_join: AtomicU8::new(JOINED),
+        });
+        let (stop, stop_rx) = watch::channel(false);
+        let (done_tx, done) = watch::channel(false);
+        let task = shared.clone();
+        tokio::spawn(async move {
+            task.keep(allocator, options, stop_rx).await;
+            done_tx.send_replace(true);
+        });
+        SupervisedWorker { shared, stop, done }
+    }
+
+    /// The next ID of the current worker.
+    ///
+    /// # Errors
+    /// [`NextIdError::NotReady`] while no worker holds a live lease (between
+    /// a loss and the next join, or after [`stop`](Self::stop)); the
+    /// worker's own errors ([`Worker::next_id`]).
+    #[inline]
+    pub fn next_id(&self) -> Result<u64, NextIdError> {
+        match &*self.shared.current.load() {
+            Some(worker) => worker.next_id(),
+            None => Err(NextIdError::NotReady {
+                reason: self.shared.joining(),
+            }),
+        }
+    }
+
+    /// The current worker, if one has joined and has not ended yet: for its
+    /// generator, layout or [`local`](Worker::local) handles. A handle taken
+    /// from it stops issuing IDs when that worker ends; take a new one from
+    /// the next worker.
+    pub fn worker(&self) -> Option<Arc<Worker>> {
+        self.shared.current.load_full()
+    }
+
+    /// The worker ID of the current worker while it can issue IDs, or why
+    /// it cannot: no worker (joining, in the fixed words of
+    /// [`next_id`](Self::next_id)), the lease lost, its deadline passed
+    /// before a renewal succeeded, the reserved window run out, the clock
+    /// behind. Probed by taking one ID (never handed out): a worker fails
+    /// closed at its lease deadline, before it reports the loss.
+    ///
+    /// # Errors
+    /// The [`NextIdError`] a call of [`next_id`](Self::next_id) would
+    /// answer now.
+    pub fn status(&self) -> Result<u32, NextIdError> {
+        let current = self.shared.current.load();
+        let Some(worker) = current.as_ref() else {
+            return Err(NextIdError::NotReady {
+                reason: self.shared.joining(),
+            });
+        };
+        if !matches!(worker.state(), WorkerState::Ready { .. }) {
+            return Err(NextIdError::NotReady {
+                reason: "the lease was lost (joining again)",
+            });
+        }
+        worker.next_id().map(|_| worker.worker_id())
+    }
+
+    /// Waits until the first join has succeeded or failed, for up to
+    /// `limit`, and says whether a worker is current then: a service that
+    /// starts serving once it returns answers its first request with an ID.
+    pub async fn wait_first_join(&self, limit: Duration) -> bool {
+        let mut tried = self.shared.tried.subscribe();
+        let _ = tokio::time::timeout(limit, tried.wait_for(|&tried| tried)).await;
+        self.shared.current.load().is_some()
+    }
+
+    /// The joins, losses and failed joins so far.
+    pub fn counts(&self) -> SupervisorCounts {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        SupervisorCounts {
+            joins: get(&self.shared.joins),
+            losses: get(&self.shared.losses),
+            join_failures: get(&self.shared.join_failures),
+        }
+    }
+
+    /// Stops keeping a worker: no ID is issued from here on, the current
+    /// worker (or a join in progress) stops and releases its worker ID.
+    /// Waits for that for up to `timeout` and says whether it ended within
+    /// it; past it, the release goes on in the background, and a worker ID
+    /// it cannot release expires with its ttl. A release the store refuses
+    /// is logged as a warning. Calling it again waits again.
+    pub async fn stop(&self, timeout: Duration) -> bool {
+        self.stop.send_replace(true);
+        let mut done = self.done.clone();
+        let ended = tokio::time::timeout(timeout, done.wait_for(|&done| done)).await;
+        ended.is_ok()
+    }
+}
+
+impl Drop for SupervisedWorker {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+    }
+}
+
+impl Shared {
+    /// Joins, and joins again after a loss, until `stop` turns true.
+    async fn keep(
+        &self,
+        allocator: Allocator,
+        options: WorkerOptions,
+        stop: watch::Receiver<bool>,
+    ) {
+        let mut backoff = MIN_BACKOFF;
+        loop {
+            // A stop while joining releases the worker ID before the join
+            // returns (a dropped join would leave it to expire).
+            let mut until = stop.clone();
+            let joined =
+                Worker::join_until(allocator.clone(), options.clone(), stopping(&mut until)).await;
+            if *stop.borrow() {
+                if let Ok(worker) = joined {
+                    worker.stop().await;
+                }
+                return;
+            }
+            let worker = match joined {
+                Ok(worker) => Arc::new(worker),
+                Err(e) => {
+                    self.joined(Err(&e));
+                    self.join_failures.fetch_add(1, Ordering::Relaxed);
+                    self.tried.send_replace(true);
+                    let wait = jittered(backoff);
+                    tracing::warn!(
+                        "the snowflake worker could not join, retrying in {wait:?}: {e}"
+                    );
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    let mut until = stop.clone();
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => continue,
+                        () = stopping(&mut until) => return,
+                    }
+                }
+            };
+            backoff = MIN_BACKOFF;
+            self.joined(Ok(()));
+            self.joins.fetch_add(1, Ordering::Relaxed);
+            self.current.store(Some(worker.clone()));
+            self.tried.send_replace(true);
+            let mut until = stop.clone();
+            tokio::select! {
+                state = worker.stopped() => {
+                    self.current.store(None);
+                    self.losses.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!("the snowflake worker ended ({state:?}): joining again");
+                }
+                () = stopping(&mut until) => {
+                    self.current.store(None);
+                    worker.stop().await;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Why no worker holds a lease, by the last join's outcome.
+    fn joining(&self) -> &'static str {
+        let last = usize::from(self.last_join.load(Ordering::Relaxed));
+        JOINING.get(last).copied().unwrap_or(JOINING[0])
+    }
+
+    /// Records how a join ended.
+    fn joined(&self, outcome: Result<(), &Error>) {
+        let last = match outcome {
+            Ok(()) => JOINED,
+            Err(Error::Lease(workerid_core::Error::NoAvailableId { .. })) => POOL_HELD,
+            Err(Error::Lease(workerid_core::Error::Unavailable { .. })) => STORE_UNAVAILABLE,
+            Err(_) => JOINED,
+        };
+        self.last_join.store(last, Ordering::Relaxed);
+    }
+}
+
+/// Resolves once `stop` turns true (or its sender is gone).
+async fn stopping(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|&stop| stop).await;
+}
+
+/// `base` spread over `[base/2, base]`, so that processes that lost the
+/// store together do not all come back in the same instant.
+fn jittered(base: Duration) -> Duration {
+    let half = base / 2;
+    let spread = u64::try_from(half.as_micros()).unwrap_or(u64::MAX).max(1);
+    // A hasher keyed at random per process: randomness enough for a spread.
+    let random = RandomState::new().hash_one(std::time::Instant::now());
+    half + Duration::from_micros(random % spread)
+}
+
+#[cfg(test)]
+mod tests;
