@@ -69,9 +69,9 @@ pub enum OpenError {
         reason: String,
     },
 
-    /// The store refused the credentials: a wrong user or password, a
-    /// missing client certificate, no permission.
-    #[error("the {kind} store at {url} refused the credentials: {reason}")]
+    /// The store refused the credentials or what they may do: a wrong user
+    /// or password, a missing client certificate, a missing grant.
+    #[error("the {kind} store at {url} denied access: {reason}")]
     AccessDenied {
         /// The URL, password hidden.
         url: String,

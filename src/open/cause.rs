@@ -7,7 +7,7 @@ use crate::OpenError;
 
 /// What the driver's words show, in the order they are checked: the first
 /// list that has a phrase in the (lower-cased) message wins.
-const CAUSES: [(Cause, &[&str]); 3] = [
+const CAUSES: [(Cause, &[&str]); 4] = [
     (
         Cause::AccessDenied,
         &[
@@ -23,7 +23,8 @@ const CAUSES: [(Cause, &[&str]); 3] = [
             "invalid auth token",
             "user name is empty",
             "permission denied",
-            "role \"", // PostgreSQL: role "x" does not exist
+            "command denied to user", // MySQL, MariaDB: a grant missing
+            "role \"",                // PostgreSQL: role "x" does not exist
         ],
     ),
     (
@@ -59,6 +60,14 @@ const CAUSES: [(Cause, &[&str]); 3] = [
             "packet out of order",
         ],
     ),
+    (
+        Cause::Busy,
+        &[
+            "lock wait timeout exceeded", // MySQL, MariaDB
+            "due to lock timeout",        // PostgreSQL
+            "canceling statement due to", // PostgreSQL: statement_timeout
+        ],
+    ),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +75,8 @@ enum Cause {
     AccessDenied,
     NotFound,
     WrongProtocol,
+    /// It answered, but a lock it waited for was held past its timeout.
+    Busy,
 }
 
 fn cause_of(message: &str) -> Option<Cause> {
@@ -98,6 +109,11 @@ pub(crate) fn connect_error(url: &StoreUrl, error: Error) -> OpenError {
                 reason,
             },
             Some(Cause::WrongProtocol) => OpenError::WrongProtocol {
+                url: url_shown,
+                kind,
+                reason,
+            },
+            Some(Cause::Busy) => OpenError::Refused {
                 url: url_shown,
                 kind,
                 reason,

@@ -11,7 +11,7 @@ const EXIT_CODES: &str = "Exit codes:
   4  no such database, namespace (no worker ID ever granted in it) or tag
   5  refused, nothing changed (release without --force, a tag that exists)
   6  the store cannot do this (a store without listing)
-  7  the store refused the credentials (user, password, certificate)
+  7  the store denied access (user, password, certificate, a grant)
   8  something else answers at the address (or not over TLS)";
 
 /// Parses the command line; the accepted store URLs in `--help` are the

@@ -16,15 +16,8 @@ fn usage(message: String) -> CliError {
 /// A preset's name (`classic`, `sonyflake`, `sonyflake-v2`, `twitter`,
 /// `discord`, `instagram`, `js-safe`) or `custom:TS,WORKER,SEQ,UNIT_MS,EPOCH`.
 pub fn parse_layout(spec: &str) -> Result<Layout, CliError> {
-    match spec {
-        "classic" => return Ok(Layout::classic()),
-        "sonyflake" => return Ok(Layout::sonyflake()),
-        "sonyflake-v2" => return Ok(Layout::sonyflake_v2()),
-        "twitter" => return Ok(Layout::twitter()),
-        "discord" => return Ok(Layout::discord()),
-        "instagram" => return Ok(Layout::instagram()),
-        "js-safe" => return Ok(Layout::javascript_safe()),
-        _ => {}
+    if let Some(layout) = Layout::preset(spec) {
+        return Ok(layout);
     }
     let custom = spec.strip_prefix("custom:").ok_or_else(|| {
         usage(format!(

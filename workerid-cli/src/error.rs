@@ -25,7 +25,7 @@ pub mod exit {
     pub const REFUSED: u8 = 5;
     /// The store cannot do this: a store without listing.
     pub const UNSUPPORTED: u8 = 6;
-    /// The store refused the credentials (user, password, certificate).
+    /// The store denied access (user, password, certificate, a grant).
     pub const ACCESS_DENIED: u8 = 7;
     /// Something answered at the address, but not that kind of store (or
     /// not over TLS when the URL asks for it).

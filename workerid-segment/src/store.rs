@@ -8,7 +8,8 @@ use async_trait::async_trait;
 
 use crate::{Error, Result};
 
-/// The longest tag, in bytes (Leaf's `biz_tag varchar(32)`).
+/// The longest tag, in bytes (go-id-alloc's `biz_tag varchar(32)`; Leaf's
+/// column takes 128).
 pub const MAX_TAG_LEN: usize = 32;
 
 /// The largest ID a segment store hands out (IDs fit a signed 64-bit column).

@@ -104,6 +104,10 @@ pub struct Cli {
     /// The lease ttl, s (1 to 86400).
     #[arg(long, env = "WORKERID_SNOWFLAKE_TTL_SECS")]
     pub snowflake_ttl_secs: Option<u64>,
+    /// The layout of the IDs: classic, twitter (Leaf's), sonyflake,
+    /// sonyflake-v2, discord, instagram or js-safe.
+    #[arg(long, env = "WORKERID_SNOWFLAKE_LAYOUT")]
+    pub snowflake_layout: Option<String>,
     /// The largest worker ID of the pool.
     #[arg(long, env = "WORKERID_SNOWFLAKE_MAX_WORKER_ID")]
     pub snowflake_max_worker_id: Option<u32>,
@@ -167,6 +171,7 @@ impl Cli {
         set(&mut s.namespace, &self.snowflake_namespace);
         set_some(&mut s.holder, &self.snowflake_holder);
         set(&mut s.ttl_secs, &self.snowflake_ttl_secs);
+        set(&mut s.layout, &self.snowflake_layout);
         set_some(&mut s.max_worker_id, &self.snowflake_max_worker_id);
         set_some(&mut s.renew_every_ms, &self.snowflake_renew_every_ms);
         set_some(&mut s.renew_timeout_ms, &self.snowflake_renew_timeout_ms);

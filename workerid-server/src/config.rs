@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
+use workerid::snowflake::Layout;
 
 /// The smallest `max_buffer_bytes`: room for the largest head the fast path
 /// parses, twice.
@@ -188,8 +189,12 @@ pub struct SnowflakeConfig {
     /// store's minimum.
     #[serde(default = "default_ttl")]
     pub ttl_secs: u64,
-    /// The largest worker ID of the pool (default: the layout's 10 bits,
-    /// 0..=1023).
+    /// The layout of the IDs, one of `Layout::PRESETS` (default
+    /// `classic`; `twitter` is Leaf's).
+    #[serde(default = "default_layout")]
+    pub layout: String,
+    /// The largest worker ID of the pool (default: the layout's largest,
+    /// at most 1023).
     #[serde(default)]
     pub max_worker_id: Option<u32>,
     /// How often the lease is renewed, in milliseconds (default ttl/3).
@@ -216,6 +221,27 @@ impl SnowflakeConfig {
             }
             None => workerid::Holder::from_env().map_err(|e| format!("snowflake: {e}")),
         }
+    }
+
+    /// The layout named by `layout`.
+    ///
+    /// # Errors
+    /// A message naming the presets when `layout` is none of them.
+    pub fn layout(&self) -> Result<Layout, String> {
+        Layout::preset(&self.layout).ok_or_else(|| {
+            format!(
+                "snowflake.layout {:?} is not one of {}",
+                self.layout,
+                Layout::PRESETS.join(", ")
+            )
+        })
+    }
+
+    /// The largest worker ID of the pool: `max_worker_id`, else the
+    /// layout's largest, at most 1023.
+    pub fn max_worker_id(&self, layout: &Layout) -> u32 {
+        self.max_worker_id
+            .unwrap_or_else(|| layout.max_worker_id().min(1023))
     }
 
     /// The lease ttl.
@@ -366,8 +392,12 @@ impl Config {
         if self.idle_timeout_ms == 0 {
             return Err("idle_timeout_ms must be at least 1".into());
         }
-        if self.max_open_connections == 0 {
-            return Err("max_open_connections must be at least 1".into());
+        if !(1..=MAX_OPEN_CONNECTIONS).contains(&self.max_open_connections) {
+            return Err(format!(
+                "max_open_connections must be 1 to {MAX_OPEN_CONNECTIONS}, not {}",
+                self.max_open_connections
+            )
+            .into());
         }
         if self.max_buffer_bytes < MIN_BUFFER_BYTES {
             return Err(format!("max_buffer_bytes must be at least {MIN_BUFFER_BYTES}").into());
@@ -408,10 +438,12 @@ impl Config {
                     ttl_secs: s.ttl_secs,
                 });
             }
-            let layout_max = workerid::snowflake::Layout::classic().max_worker_id();
+            let layout = s.layout()?;
+            let layout_max = layout.max_worker_id();
             if let Some(max) = s.max_worker_id.filter(|&max| max > layout_max) {
                 return Err(format!(
-                    "snowflake.max_worker_id {max} does not fit the classic layout's worker bits (at most {layout_max})"
+                    "snowflake.max_worker_id {max} does not fit the {} layout's worker bits (at most {layout_max})",
+                    s.layout
                 ).into());
             }
             let (every, timeout) = (s.renew_every(), s.renew_timeout());
@@ -486,6 +518,7 @@ impl Default for SnowflakeConfig {
             namespace: default_namespace(),
             holder: None,
             ttl_secs: default_ttl(),
+            layout: default_layout(),
             max_worker_id: None,
             renew_every_ms: None,
             renew_timeout_ms: None,
@@ -552,6 +585,10 @@ fn default_grpc_keepalive() -> u64 {
 fn default_idle_timeout() -> u64 {
     60_000
 }
+/// The most connections `max_open_connections` may allow: far above what
+/// one process's file descriptors hold, far below what a semaphore counts.
+pub const MAX_OPEN_CONNECTIONS: usize = 1 << 20;
+
 fn default_max_open_connections() -> usize {
     10_000
 }
@@ -563,6 +600,9 @@ fn default_step() -> u64 {
 }
 fn default_namespace() -> String {
     "workerid-server".into()
+}
+fn default_layout() -> String {
+    "classic".into()
 }
 fn default_ttl() -> u64 {
     10

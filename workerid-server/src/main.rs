@@ -177,10 +177,8 @@ async fn create_tags(
 /// written to the store.
 async fn snowflake_allocator(config: &Config) -> Result<(Allocator, workerid::Holder), Failure> {
     let s = &config.snowflake;
-    let mut options = LeaseOptions::new();
-    if let Some(max) = s.max_worker_id {
-        options = options.max_worker_id(max);
-    }
+    let layout = s.layout().map_err(Failure::Config)?;
+    let options = LeaseOptions::new().max_worker_id(s.max_worker_id(&layout));
     let holder = s.holder().map_err(Failure::Config)?;
     let options = options
         .max_lease_time(s.ttl())
@@ -306,6 +304,7 @@ async fn run(config: Config) -> Result<(), Failure> {
             ..DriftPolicy::default()
         };
         let options = WorkerOptions::new()
+            .layout(s.layout().map_err(Failure::Config)?)
             .drift(drift)
             .renew_every(s.renew_every());
         telemetry::spawn_pool_watch(allocator.clone(), snowflake_stopped.clone());

@@ -43,6 +43,15 @@ fn a_bad_config_exits_2_and_leaves_the_store_untouched() {
             "namespace",
         ),
         ("[snowflake]\nmax_worker_id = 5000\n", "max_worker_id"),
+        ("[snowflake]\nlayout = \"leaf\"\n", "classic, sonyflake"),
+        (
+            "[snowflake]\nlayout = \"js-safe\"\nmax_worker_id = 256\n",
+            "js-safe layout's worker bits (at most 255)",
+        ),
+        (
+            "max_open_connections = 18446744073709551615\n",
+            "max_open_connections",
+        ),
         ("[snowflake]\nholder = \"has space\"\n", "snowflake.holder"),
         ("nonsense = 1\n", "nonsense"),
     ] {

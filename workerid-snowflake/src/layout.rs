@@ -187,6 +187,40 @@ impl Layout {
         }
     }
 
+    /// The names [`Layout::preset`] knows, in the order of the presets above.
+    pub const PRESETS: [&'static str; 7] = [
+        "classic",
+        "sonyflake",
+        "sonyflake-v2",
+        "twitter",
+        "discord",
+        "instagram",
+        "js-safe",
+    ];
+
+    /// The preset named `name`, one of [`Layout::PRESETS`]: `classic`,
+    /// `sonyflake`, `sonyflake-v2`, `twitter` (also Leaf's snowflake
+    /// layout), `discord`, `instagram`, `js-safe`
+    /// ([`javascript_safe`](Layout::javascript_safe)); `None` for any other.
+    ///
+    /// ```
+    /// use workerid_snowflake::Layout;
+    /// assert_eq!(Layout::preset("twitter"), Some(Layout::twitter()));
+    /// assert_eq!(Layout::preset("Twitter"), None);
+    /// ```
+    pub fn preset(name: &str) -> Option<Layout> {
+        Some(match name {
+            "classic" => Layout::classic(),
+            "sonyflake" => Layout::sonyflake(),
+            "sonyflake-v2" => Layout::sonyflake_v2(),
+            "twitter" => Layout::twitter(),
+            "discord" => Layout::discord(),
+            "instagram" => Layout::instagram(),
+            "js-safe" => Layout::javascript_safe(),
+            _ => return None,
+        })
+    }
+
     /// A custom layout; `epoch` is the time since the Unix epoch where the
     /// timestamp field starts and `unit` the field's unit, each a whole
     /// number of milliseconds (the watermarks a worker hands over are whole

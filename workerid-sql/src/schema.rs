@@ -7,6 +7,10 @@ use workerid_core::{Error, Result};
 use crate::dialect::Dialect;
 use crate::store::{q, retrying, SqlStore};
 
+/// The longest the `ALTER TABLE` adding the version column waits for the
+/// segment table's lock.
+const ALTER_LOCK_WAIT_SECS: u32 = 5;
+
 impl SqlStore {
     /// Refuses a database without `tables`, changing nothing.
     pub(crate) async fn check_tables(&self, tables: &[String]) -> Result<()> {
@@ -171,11 +175,50 @@ impl SqlStore {
                  given back safely (servers that do not know it are unaffected; \
                  segment_versions=false keeps the table as it is, without give-backs)"
             );
-            q(&self.segments().add_version)
-                .execute(&mut *conn)
-                .await
-                .map_err(fail)?;
+            self.add_version_within(conn).await?;
         }
         Ok(())
+    }
+
+    /// Runs the `ALTER TABLE` that adds the version column, waiting at most
+    /// [`ALTER_LOCK_WAIT_SECS`] for the table's lock: a long transaction
+    /// on the table fails the start, with the statement to run later,
+    /// rather than queueing every other server's reservations behind the
+    /// waiting `ALTER`.
+    async fn add_version_within(&self, conn: &mut sqlx::AnyConnection) -> Result<()> {
+        let statement = &self.segments().add_version;
+        let (bound, unbound) = match self.dialect() {
+            // Within the transaction: it ends with it.
+            Dialect::Postgres => (
+                format!("SET LOCAL lock_timeout = '{ALTER_LOCK_WAIT_SECS}s'"),
+                None,
+            ),
+            // A session setting, on a connection the pool keeps: put back.
+            Dialect::MySql => (
+                format!("SET SESSION lock_wait_timeout = {ALTER_LOCK_WAIT_SECS}"),
+                Some("SET SESSION lock_wait_timeout = DEFAULT"),
+            ),
+            Dialect::Sqlite => {
+                return q(statement)
+                    .execute(&mut *conn)
+                    .await
+                    .map(drop)
+                    .map_err(|e| Error::unavailable("sql", e))
+            }
+        };
+        let fail = |e: sqlx::Error| Error::unavailable("sql", e);
+        q(&bound).execute(&mut *conn).await.map_err(fail)?;
+        let altered = q(statement).execute(&mut *conn).await;
+        if let Some(unbound) = unbound {
+            q(unbound).execute(&mut *conn).await.map_err(fail)?;
+        }
+        altered.map(drop).map_err(|e| {
+            Error::unavailable(
+                "sql",
+                format!(
+                    "could not add the version column within {ALTER_LOCK_WAIT_SECS} s ({e});                      run `{statement}` when no transaction holds the table, or open with                      segment_versions=false"
+                ),
+            )
+        })
     }
 }

@@ -101,6 +101,12 @@ async fn a_segment_table_kept_as_it_is() {
     support::a_segment_table_kept_as_it_is(&workerid_testkit::mariadb::shared_url()).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alter_behind_a_held_table_gives_up_in_time() {
+    support::an_alter_behind_a_held_table_gives_up_in_time(&workerid_testkit::mariadb::shared_url())
+        .await;
+}
+
 /// Acquirers racing for released IDs never deadlock: the procedure's first
 /// look in its transaction can leave a row locked that it passed over, and
 /// the call then waits for the namespace's row, whose holder must not wait

@@ -26,6 +26,14 @@ async fn a_segment_table_kept_as_it_is() {
     support::a_segment_table_kept_as_it_is(&workerid_testkit::postgres::shared_url()).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alter_behind_a_held_table_gives_up_in_time() {
+    support::an_alter_behind_a_held_table_gives_up_in_time(
+        &workerid_testkit::postgres::shared_url(),
+    )
+    .await;
+}
+
 /// Acquirers racing for released IDs never deadlock. The acquire function's
 /// fast path can leave a row locked that it passed over (another acquirer
 /// took it first), and the call then waits for the namespace's row: the

@@ -140,22 +140,25 @@ fn compose_and_decompose_round_trip() {
 }
 
 #[test]
-fn every_preset_is_valid_now() {
-    for (name, layout) in [
-        ("classic", Layout::classic()),
-        ("sonyflake", Layout::sonyflake()),
-        ("sonyflake_v2", Layout::sonyflake_v2()),
-        ("twitter", Layout::twitter()),
-        ("discord", Layout::discord()),
-        ("instagram", Layout::instagram()),
-        ("javascript_safe", Layout::javascript_safe()),
-    ] {
+fn every_preset_is_valid_now_and_known_by_its_name() {
+    let presets = [
+        Layout::classic(),
+        Layout::sonyflake(),
+        Layout::sonyflake_v2(),
+        Layout::twitter(),
+        Layout::discord(),
+        Layout::instagram(),
+        Layout::javascript_safe(),
+    ];
+    for (name, layout) in Layout::PRESETS.into_iter().zip(presets) {
+        assert_eq!(Layout::preset(name), Some(layout), "{name}");
         assert!(layout.validate(SystemTime::now()).is_ok(), "{name}");
         let id = layout.compose(layout.max_timestamp(), layout.max_worker_id(), 1);
         let parts = layout.decompose(id);
         assert_eq!(parts.worker_id, layout.max_worker_id(), "{name}");
         assert_eq!(parts.sequence, 1, "{name}");
     }
+    assert_eq!(Layout::preset("custom"), None);
 }
 
 #[test]

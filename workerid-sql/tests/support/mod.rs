@@ -1,6 +1,7 @@
 //! The factory every SQL test binary uses: a new pool per handle on one database.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use workerid_conformance::{SegmentFactory, StoreFactory};
@@ -276,4 +277,66 @@ async fn create_plain_segment_table(store: &SqlStore, table: &str) {
     .execute(store.pool())
     .await
     .expect("a table of go-id-alloc's layout");
+}
+
+/// The `ALTER TABLE` that adds the version column gives up within its lock
+/// wait when a transaction holds the table, naming the statement to run
+/// later and leaving the table as it was; once the table is free, the next
+/// connect adds the column.
+#[allow(dead_code)] // not every test binary that shares this module runs it
+pub async fn an_alter_behind_a_held_table_gives_up_in_time(url: &str) {
+    use sqlx::{AssertSqlSafe, Connection};
+
+    let suffix: u32 = rand::random();
+    let table = format!("segments_held_{suffix:08x}");
+    let plain = SqlStore::builder().connect(url).await.expect("connect");
+    create_plain_segment_table(&plain, &table).await;
+    // Another server's transaction that read the table and stays open.
+    let mut holder = sqlx::AnyConnection::connect(url)
+        .await
+        .expect("a connection");
+    sqlx::query("BEGIN")
+        .execute(&mut holder)
+        .await
+        .expect("begin");
+    sqlx::query(AssertSqlSafe(format!("SELECT max_id FROM {table}")))
+        .fetch_all(&mut holder)
+        .await
+        .expect("read the table");
+
+    let started = std::time::Instant::now();
+    let refused = SqlStore::builder()
+        .segments_table(table.clone())
+        .connect(url)
+        .await
+        .map(|_| ())
+        .expect_err("the ALTER cannot take the lock");
+    let waited = started.elapsed();
+    let said = refused.to_string();
+    assert!(
+        said.contains("segment_versions=false") && said.contains("ADD COLUMN version"),
+        "{said}"
+    );
+    assert!(waited < Duration::from_secs(30), "waited {waited:?}");
+    let probe = format!("SELECT version FROM {table} WHERE 1 = 0");
+    sqlx::query("ROLLBACK")
+        .execute(&mut holder)
+        .await
+        .expect("rollback");
+    assert!(
+        sqlx::query(AssertSqlSafe(probe.clone()))
+            .execute(plain.pool())
+            .await
+            .is_err(),
+        "the column was added after all"
+    );
+    SqlStore::builder()
+        .segments_table(table)
+        .connect(url)
+        .await
+        .expect("the table is free: the column is added");
+    sqlx::query(AssertSqlSafe(probe))
+        .execute(plain.pool())
+        .await
+        .expect("the version column");
 }
