@@ -21,6 +21,8 @@ pub const MAX_SEGMENT_ID: u64 = i64::MAX as u64;
 /// use workerid_segment::Tag;
 /// assert!(Tag::new("orders").is_ok());
 /// assert!(Tag::new("no spaces").is_err());
+/// let long = "x".repeat(4096);
+/// assert!(!Tag::new(long.as_str()).unwrap_err().to_string().contains(&long));
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Tag(String);
@@ -39,6 +41,12 @@ impl Tag {
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'));
         if ok {
             Ok(Tag(name))
+        } else if name.len() > MAX_TAG_LEN {
+            // Not quoted: a name sent by a client may be of any size.
+            Err(Error::invalid_config(format!(
+                "a tag of {} bytes is too long: a tag is 1 to {MAX_TAG_LEN} bytes of [A-Za-z0-9._:-]",
+                name.len()
+            )))
         } else {
             Err(Error::invalid_config(format!(
                 "tag {name:?} must be 1 to {MAX_TAG_LEN} bytes of [A-Za-z0-9._:-]"

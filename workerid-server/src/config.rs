@@ -432,13 +432,14 @@ impl Config {
             return Err("store_timeout_ms must be at least 1".into());
         }
         let s = &self.snowflake;
+        // Checked even when off: gRPC's `Decode` reads IDs by it.
+        let layout = s.layout()?;
         if s.enabled {
             if !(1..=MAX_TTL_SECS).contains(&s.ttl_secs) {
                 return Err(ConfigError::TtlOutOfRange {
                     ttl_secs: s.ttl_secs,
                 });
             }
-            let layout = s.layout()?;
             let layout_max = layout.max_worker_id();
             if let Some(max) = s.max_worker_id.filter(|&max| max > layout_max) {
                 return Err(format!(

@@ -7,9 +7,10 @@
 //! hyper ([`routes::alloc`]), and the answers to requests that arrived
 //! together go out in one write. The first request that is anything else
 //! (another path or method, HTTP/1.0, a body, `Expect`, `Upgrade`, a head
-//! `httparse` refuses or one over [`MAX_HEAD`]) hands the connection, with
-//! the bytes not yet answered, to hyper for the rest of its life: this path
-//! never answers what it does not fully understand. (`fast_path = false`
+//! `httparse` refuses or one over [`MAX_HEAD`]) hands the connection, once
+//! the answers before it are written, with the bytes not yet answered, to
+//! hyper for the rest of its life: this path never answers what it does not
+//! fully understand. (`fast_path = false`
 //! serves everything through hyper; `docs/benchmarks.md` has both rates.)
 
 use std::sync::atomic::Ordering;
@@ -20,10 +21,10 @@ use axum::http::StatusCode;
 use bytes::{Buf, BufMut};
 use hyper::body::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::guarded::Guarded;
 use crate::routes::{self, App};
 use crate::serve::Limits;
 
@@ -44,13 +45,8 @@ pub enum Ended {
     /// read timeout, or shutdown.
     Closed,
     /// A request this path does not answer: hyper serves the connection
-    /// from `unread` on; `answers` (to requests read in the same batch) go
-    /// out with hyper's first write.
-    HandOver {
-        unread: Bytes,
-        answers: Bytes,
-        stream: TcpStream,
-    },
+    /// from `unread` on.
+    HandOver { unread: Bytes, stream: Guarded },
 }
 
 /// A request at the front of the buffer.
@@ -174,7 +170,7 @@ fn write_response(
 /// request. At most `limits.max_buffer_bytes` are read ahead, and answers
 /// are written out whenever that many are waiting.
 pub async fn serve(
-    mut stream: TcpStream,
+    mut stream: Guarded,
     app: &App,
     mut shutdown: watch::Receiver<bool>,
     header_timeout: std::time::Duration,
@@ -190,6 +186,7 @@ pub async fn serve(
     loop {
         let mut close = false;
         let mut hand_over = false;
+        let mut give_up = false;
         // Answers are waiting past the buffer bound: written before more
         // requests are parsed.
         let mut more = false;
@@ -229,7 +226,8 @@ pub async fn serve(
                 Parsed::TooLong
                     if head_since.is_some_and(|since| since.elapsed() > header_timeout / 2) =>
                 {
-                    return Ended::Closed;
+                    give_up = true;
+                    break;
                 }
                 Parsed::TooLong | Parsed::Other => {
                     hand_over = true;
@@ -237,22 +235,23 @@ pub async fn serve(
                 }
             }
         }
-        if hand_over {
-            return Ended::HandOver {
-                unread: buf.freeze(),
-                answers: Bytes::from(out),
-                stream,
-            };
-        }
-        // Answers go out once the bytes read are used up, as hyper's
-        // pipelined ones do: while part of a next head waits, they wait with
-        // it, and a connection closed with bytes left unread never gets them
-        // (hyper answers exactly so, and the two paths must not differ).
-        if !out.is_empty() && (buf.is_empty() || more) {
+        // The answers to every whole request read go out before anything
+        // else: before more is read, before hyper takes over, before the
+        // connection closes, as hyper answers each request it reads.
+        if !out.is_empty() {
             if stream.write_all(&out).await.is_err() {
                 return Ended::Closed;
             }
             out.clear();
+        }
+        if give_up {
+            return Ended::Closed;
+        }
+        if hand_over {
+            return Ended::HandOver {
+                unread: buf.freeze(),
+                stream,
+            };
         }
         if close || (buf.is_empty() && *shutdown.borrow()) {
             // A FIN after the answers, as hyper sends, before the socket

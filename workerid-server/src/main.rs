@@ -51,6 +51,7 @@ mod config;
 mod fast_path;
 mod form;
 mod grpc;
+mod guarded;
 mod rewind;
 mod routes;
 mod serve;
@@ -329,6 +330,7 @@ async fn run(config: Config) -> Result<(), Failure> {
         max_batch: config.max_batch,
     });
     tracing::info!("listening on {}", config.listen);
+    let layout = config.snowflake.layout().map_err(Failure::Config)?;
     let grpc = grpc_listener.map(|listener| {
         if let Some(address) = &config.grpc_listen {
             tracing::info!("gRPC listening on {address}");
@@ -343,6 +345,9 @@ async fn run(config: Config) -> Result<(), Failure> {
                 tls: grpc_tls,
                 keepalive: std::time::Duration::from_millis(config.grpc_keepalive_ms),
                 give_back_key: config.give_back_key.clone(),
+                layout,
+                max_open_connections: config.max_open_connections,
+                write_timeout: Duration::from_millis(config.idle_timeout_ms),
             },
             app.clone(),
             remote_leases,

@@ -4,8 +4,10 @@
 //!
 //! `/alloc` is the service's hot path (go-id-alloc's clients call it once per
 //! ID): it skips hyper, the router's matching, extractors and boxed body.
-//! Requests a client pipelines are answered in one write on both paths
-//! (hyper's `pipeline_flush`).
+//! Requests a client pipelines are answered in one write on the fast path.
+//! hyper writes each answer as it is made: its `pipeline_flush` holds
+//! answers while pipelined requests keep coming, without a bound, so a
+//! client that sends and never reads would grow them until memory runs out.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -21,6 +23,7 @@ use tokio::sync::{watch, Semaphore};
 use tower::ServiceExt;
 
 use crate::fast_path::{self, Ended};
+use crate::guarded::Guarded;
 use crate::rewind::Rewind;
 use crate::routes::{self, App};
 
@@ -60,8 +63,7 @@ pub async fn serve(
     let header_timeout = HEADER_READ_TIMEOUT.min(limits.idle_timeout);
     http.timer(TokioTimer::new())
         .header_read_timeout(header_timeout)
-        .max_buf_size(limits.max_buffer_bytes)
-        .pipeline_flush(true);
+        .max_buf_size(limits.max_buffer_bytes);
     // A permit per open connection: at the cap, accepting waits (the
     // kernel's backlog holds new connections) until one closes.
     let open = Arc::new(Semaphore::new(limits.max_open_connections));
@@ -94,25 +96,23 @@ pub async fn serve(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!("TCP_NODELAY: {e}");
         }
+        // A client that stops reading its answers is closed after the idle
+        // timeout, like one that stops sending; the slot goes with it.
+        let stream = Guarded::new(stream, limits.idle_timeout, Some(permit));
         let (app, router, http) = (app.clone(), router.clone(), http.clone());
         let (watcher, stop) = (graceful.watcher(), stop_fast_paths.subscribe());
         tokio::spawn(async move {
-            let _permit = permit;
-            let (unread, answers, stream) = if limits.fast_path {
+            let (unread, stream) = if limits.fast_path {
                 match fast_path::serve(stream, &app, stop, header_timeout, &limits).await {
-                    Ended::HandOver {
-                        unread,
-                        answers,
-                        stream,
-                    } => (unread, answers, stream),
+                    Ended::HandOver { unread, stream } => (unread, stream),
                     Ended::Closed => return,
                 }
             } else {
-                (Bytes::new(), Bytes::new(), stream)
+                (Bytes::new(), stream)
             };
             let service =
                 service_fn(move |request: Request<Incoming>| router.clone().oneshot(request));
-            let io = TokioIo::new(Rewind::new(unread, answers, stream));
+            let io = TokioIo::new(Rewind::new(unread, stream));
             if let Err(e) = watcher.watch(http.serve_connection(io, service)).await {
                 tracing::debug!("connection: {e}");
             }

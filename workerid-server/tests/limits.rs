@@ -108,6 +108,121 @@ fn open_connections_are_capped() {
     assert!(server.terminate().success());
 }
 
+/// Clients that send requests and never read the answers, on the fast
+/// path and on hyper's, are closed once their writes make no progress for
+/// the idle timeout: the slots they held serve the next client.
+#[test]
+fn clients_that_stop_reading_are_closed_and_free_their_slots() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(
+        dir.path(),
+        "max_open_connections = 2\nidle_timeout_ms = 500",
+    );
+    let stalled: Vec<_> = [
+        "GET /alloc?biz_tag=test&count=1000 HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /api/segment/get/test?count=1000 HTTP/1.1\r\nHost: x\r\n\r\n",
+    ]
+    .into_iter()
+    .map(|request| {
+        let mut writer = connect(&server);
+        // Requests until the server stops reading them; not one answer read.
+        std::thread::spawn(move || while writer.write_all(request.as_bytes()).is_ok() {})
+    })
+    .collect();
+    let started = Instant::now();
+    let mut third = connect(&server);
+    third.write_all(ALLOC.as_bytes()).unwrap();
+    let (head, _) = read_responses(&mut third, 1).remove(0);
+    println!(
+        "with two clients that read nothing, a third was answered after {:?}",
+        started.elapsed()
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    for writer in stalled {
+        writer.join().unwrap();
+    }
+    assert!(server.terminate().success());
+}
+
+/// The gRPC port keeps to `max_open_connections` too, and closes a
+/// connection that sends nothing (no handshake) after three keep-alive
+/// periods, so silent connections cannot hold its slots.
+#[test]
+fn grpc_connections_are_capped_and_silent_ones_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let grpc = workerid_testkit::free_port();
+    let top = format!(
+        "grpc_listen = \"127.0.0.1:{grpc}\"\nmax_open_connections = 2\ngrpc_keepalive_ms = 300"
+    );
+    let server = Server::launch(
+        dir.path(),
+        &sqlite(dir.path()),
+        &Launch {
+            top: &top,
+            tables: "[snowflake]\nenabled = false\n",
+            ..Launch::default()
+        },
+    );
+    let silent: Vec<TcpStream> = (0..3)
+        .map(|_| TcpStream::connect(("127.0.0.1", grpc)).unwrap())
+        .collect();
+    let started = Instant::now();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let decoded = runtime.block_on(async {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{grpc}"))
+            .unwrap()
+            .timeout(Duration::from_secs(20))
+            .connect()
+            .await
+            .expect("connected once a silent connection is closed");
+        workerid_proto::v1::ids_client::IdsClient::new(channel)
+            .decode(workerid_proto::v1::DecodeRequest { id: 1 << 22 })
+            .await
+    });
+    let waited = started.elapsed();
+    println!("with three silent connections, a gRPC call was answered after {waited:?}");
+    assert!(decoded.is_ok(), "{decoded:?}");
+    // Two were accepted and closed; the third was the next accepted.
+    for mut connection in silent {
+        let closed = closed_after(&mut connection);
+        assert!(closed < Duration::from_secs(10), "{closed:?}");
+    }
+    assert!(server.terminate().success());
+}
+
+/// A head that is not HTTP/1.x is answered 400 and closed, after the
+/// answers to the requests before it.
+#[test]
+fn a_head_that_is_not_http_is_answered_400_after_the_requests_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(dir.path(), "");
+    for before in [
+        "",
+        ALLOC,
+        "GET /health?biz_tag=test HTTP/1.1\r\nHost: x\r\n\r\n",
+    ] {
+        let mut stream = connect(&server);
+        stream
+            .write_all(format!("{before}NOT HTTP AT ALL\r\n\r\n").as_bytes())
+            .unwrap();
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).unwrap();
+        let answer = String::from_utf8_lossy(&answer);
+        // Status lines: a body is not followed by a line break.
+        let heads: Vec<&str> = answer
+            .match_indices("HTTP/1.1 ")
+            .filter_map(|(at, _)| answer[at..].split("\r\n").next())
+            .collect();
+        let expected: &[&str] = if before.is_empty() {
+            &["HTTP/1.1 400 Bad Request"]
+        } else {
+            &["HTTP/1.1 200 OK", "HTTP/1.1 400 Bad Request"]
+        };
+        assert_eq!(heads, expected, "{before:?}: {answer}");
+    }
+    assert!(server.terminate().success());
+}
+
 #[test]
 fn buffered_bytes_are_bounded() {
     let dir = tempfile::tempdir().unwrap();

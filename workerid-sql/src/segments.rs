@@ -276,21 +276,26 @@ impl SegmentStore for SqlStore {
             .await
             .map_err(|e| self.unavailable(e))?;
         let mut tags = Vec::with_capacity(rows.len());
+        let (mut skipped, mut first_skipped) = (0, None);
         for row in &rows {
             let name: String = row.try_get(0).map_err(|e| self.unavailable(e))?;
             let max_id: i64 = row.try_get(1).map_err(|e| self.unavailable(e))?;
             let step: i64 = row.try_get(2).map_err(|e| self.unavailable(e))?;
             // A table shared with Leaf may hold longer names (its column is
             // 128 bytes wide): they are not tags this store can serve.
-            match Tag::new(name) {
+            match Tag::new(name.as_str()) {
                 Ok(tag) => tags.push(TagInfo {
                     tag,
                     max_id: max_id as u64,
                     step: step as u64,
                 }),
-                Err(e) => tracing::debug!("segment row skipped: {e}"),
+                Err(_) => {
+                    skipped += 1;
+                    first_skipped.get_or_insert(name);
+                }
             }
         }
+        self.skipped_rows(skipped, first_skipped.as_deref());
         Ok(tags)
     }
 }

@@ -1,5 +1,6 @@
 //! The store: connecting, and the three operations (the schema is in `schema.rs`).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,6 +51,9 @@ pub struct SqlStore {
     /// A SQLite file's renewals and releases share write transactions (one
     /// WAL sync each); the server databases group commit themselves.
     group_commit: Option<Arc<GroupCommit>>,
+    /// How many segment rows the last listing skipped, so that a warning
+    /// says it once rather than at every listing.
+    skipped_rows: Arc<AtomicUsize>,
 }
 
 pub(crate) fn q(sql: &str) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
@@ -90,6 +94,20 @@ impl SqlStore {
         &self.segments
     }
 
+    /// Says in a warning that `skipped` segment rows (the first named
+    /// `first`) cannot be served, when that number changed since the last
+    /// listing.
+    pub(crate) fn skipped_rows(&self, skipped: usize, first: Option<&str>) {
+        let before = self.skipped_rows.swap(skipped, Ordering::Relaxed);
+        if skipped != 0 && skipped != before {
+            let first: String = first.unwrap_or_default().chars().take(64).collect();
+            tracing::warn!(
+                skipped,
+                "{skipped} segment row(s) are not served: a tag is 1 to 32 bytes of                  [A-Za-z0-9._:-] (the first skipped: {first:?})"
+            );
+        }
+    }
+
     pub(crate) async fn open(
         pool: AnyPool,
         table: &str,
@@ -118,6 +136,7 @@ impl SqlStore {
             // An in-memory database has no sync to share, and a connection
             // the batch would close on failure would take its data along.
             group_commit: (dialect == Dialect::Sqlite && durable).then(Arc::default),
+            skipped_rows: Arc::default(),
         };
         let mut store = store;
         // A read-only open runs no migration, so it cannot know that the

@@ -10,6 +10,7 @@
 //! path of its own.
 
 mod ids;
+mod incoming;
 mod leases;
 mod page;
 mod receipts;
@@ -22,7 +23,6 @@ use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tonic::codegen::tokio_stream::wrappers::TcpListenerStream;
 use tonic::{Request, Response, Status};
 use tonic_health::ServingStatus;
 use workerid::snowflake::Layout;
@@ -90,6 +90,12 @@ pub struct Options {
     pub keepalive: Duration,
     /// The key give-back receipts are signed with (none: a random one).
     pub give_back_key: Option<String>,
+    /// The snowflake IDs' layout, for `Decode`.
+    pub layout: Layout,
+    /// The most connections open at once.
+    pub max_open_connections: usize,
+    /// How long a write to a client may make no progress.
+    pub write_timeout: Duration,
 }
 
 /// Serves the gRPC API on `listener` until `shutdown` completes: streams
@@ -110,7 +116,7 @@ pub async fn serve(
     let (stop_streams, streams_stop) = watch::channel(false);
     let ids = IdsService {
         app: app.clone(),
-        layout: Layout::classic(),
+        layout: options.layout,
         shutdown: streams_stop,
     };
     let (reporter, health) = tonic_health::server::health_reporter();
@@ -120,6 +126,11 @@ pub async fn serve(
     let shutdown = async move {
         shutdown.await;
         stop_streams.send_replace(true);
+    };
+    let limits = incoming::ConnectionLimits {
+        max_open: options.max_open_connections,
+        write_timeout: options.write_timeout,
+        keepalive: options.keepalive,
     };
     let mut server = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(options.keepalive))
@@ -144,7 +155,7 @@ pub async fn serve(
             },
             check,
         ))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(incoming::incoming(listener, limits), shutdown)
         .await;
     watch_health.abort();
     served.map_err(|e| format!("gRPC: {e}"))
