@@ -106,13 +106,12 @@ impl App {
     }
 
     /// Why the server cannot serve now (empty: ready), what `/readyz` and
-    /// the gRPC health service report: the tag list not read lately, the
-    /// snowflake worker's state.
+    /// the gRPC health service report: the snowflake worker's state. A
+    /// store that does not answer is no reason by itself: segments are
+    /// served from memory meanwhile, and every server shares the store, so
+    /// taking them all out of a balancer would only end what still works.
     pub fn not_ready(&self) -> Vec<String> {
         let mut not_ready = Vec::new();
-        if !self.tags.fresh() {
-            not_ready.push("tag list not read from the store lately".to_string());
-        }
         if let Some(Err(reason)) = self.snowflake.as_ref().map(|s| s.status()) {
             not_ready.push(format!("snowflake worker: {reason}"));
         }
@@ -542,11 +541,27 @@ async fn livez() -> &'static str {
     "ok\n"
 }
 
-/// `GET /readyz`: 200 when the tag list was read from the store lately
-/// and, with snowflake enabled, the worker holds a live lease; 503 and the
-/// reasons otherwise.
-async fn readyz(State(app): State<Arc<App>>) -> Response {
-    let not_ready = app.not_ready();
+/// `GET /readyz`: 200 when, with snowflake enabled, the worker can issue
+/// IDs; 503 and the reasons otherwise. `?exclude=snowflake` (Kubernetes'
+/// own probes' form) leaves the worker out, for a balancer in front of
+/// segment requests only; any other `exclude` is a 400.
+async fn readyz(State(app): State<Arc<App>>, uri: axum::http::Uri) -> Response {
+    let mut exclude_snowflake = false;
+    for (key, value) in form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()) {
+        match (key.as_ref(), value.as_ref()) {
+            ("exclude", "snowflake") => exclude_snowflake = true,
+            ("exclude", _) => {
+                let body = "exclude names a check: snowflake\n";
+                return (StatusCode::BAD_REQUEST, body).into_response();
+            }
+            _ => {}
+        }
+    }
+    let not_ready = if exclude_snowflake {
+        Vec::new()
+    } else {
+        app.not_ready()
+    };
     if not_ready.is_empty() {
         "ready\n".into_response()
     } else {

@@ -19,7 +19,9 @@ fn snowflake_server(dir: &std::path::Path, store: &str) -> Server {
         store,
         &Launch {
             // The lease is under test; segments on this Redis are volatile.
-            top: "allow_volatile_segments = true",
+            // The tag list is reread often, so that a frozen store has left
+            // it stale long before the worker lapses.
+            top: "allow_volatile_segments = true\ntags_refresh_ms = 300",
             tables: &format!("[snowflake]\nttl_secs = {}\n", TTL.as_secs()),
             ..Launch::default()
         },
@@ -52,6 +54,11 @@ fn the_worker_rejoins_after_a_frozen_store_and_after_a_store_restart() {
             || why.contains("reserved in the store ran out"),
         "/readyz with the store frozen: {why}"
     );
+    // A stale tag list is no reason to leave a balancer (segments are
+    // served from memory), and a probe that leaves the worker out keeps
+    // the server in.
+    assert_eq!(server.get("/readyz?exclude=snowflake").0, 200);
+    assert_eq!(server.get("/readyz?exclude=nothing").0, 400);
     std::thread::sleep((TTL + Duration::from_secs(2)).saturating_sub(frozen.elapsed()));
     process.resume();
     let back = wait_for_status(&server, "/api/snowflake/get/x", 200, RECOVERY * 3);

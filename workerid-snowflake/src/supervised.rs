@@ -155,8 +155,10 @@ impl SupervisedWorker {
     /// it cannot: no worker (joining, in the fixed words of
     /// [`next_id`](Self::next_id)), the lease lost, its deadline passed
     /// before a renewal succeeded, the reserved window run out, the clock
-    /// behind. Probed by taking one ID (never handed out): a worker fails
-    /// closed at its lease deadline, before it reports the loss.
+    /// behind. Asked of the worker's generator
+    /// ([`Generator::readiness`](crate::Generator::readiness)) without
+    /// taking an ID: a worker fails closed at its lease deadline, before it
+    /// reports the loss.
     ///
     /// # Errors
     /// The [`NextIdError`] a call of [`next_id`](Self::next_id) would
@@ -173,7 +175,7 @@ impl SupervisedWorker {
                 reason: "the lease was lost (joining again)",
             });
         }
-        worker.next_id().map(|_| worker.worker_id())
+        worker.generator().readiness().map(|()| worker.worker_id())
     }
 
     /// Waits until the first join has succeeded or failed, for up to

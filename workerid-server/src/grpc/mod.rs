@@ -214,7 +214,8 @@ async fn observed<T>(
 /// needs:
 /// - the server as a whole (`""`) and `Ids`, which serves snowflake and
 ///   segment IDs, as `/readyz` would answer;
-/// - `Segments` while the tag list was read from the store lately;
+/// - `Segments`, whose calls go to the store itself, while the tag list
+///   was read from the store lately;
 /// - `Leases` always: each call answers from the store itself, and the
 ///   snowflake worker's state (its own lease, in a pool that may be full)
 ///   says nothing about them.

@@ -97,9 +97,7 @@ impl Generator {
                 continue;
             };
             if ts > self.window_end.load(Ordering::Acquire) {
-                return Err(NextIdError::NotReady {
-                    reason: "the time window reserved in the store ran out (renewals are late)",
-                });
+                return Err(window_ran_out());
             }
             let count = want.clamp(1, max_seq - next_seq + 1);
             let next = packing.pack(ts, next_seq + count - 1);
@@ -119,6 +117,51 @@ impl Generator {
                 return Ok((ts, next_seq, count));
             }
         }
+    }
+
+    /// Whether [`next_id`](Generator::next_id) would issue an ID now, by
+    /// a precise reading of the clock, without taking one (no sequence
+    /// number is used, no wait, no leaving): what a readiness probe asks.
+    ///
+    /// # Errors
+    /// The error `next_id` would answer: [`NextIdError::NotReady`] when
+    /// closed or sealed, past the lease deadline or past the reserved
+    /// window; [`NextIdError::ClockDriftTryLater`] and
+    /// [`NextIdError::ClockDriftTooLarge`] for a clock behind the last ID
+    /// by at least `block_below` or `give_up_at`.
+    pub fn readiness(&self) -> Result<(), NextIdError> {
+        let now = CoarseNanos::exact(self.clock.now());
+        let deadline = self.deadline_ns.load(Ordering::Acquire);
+        if now.mono >= deadline {
+            return Err(past_deadline(deadline));
+        }
+        let current = self.last.load(Ordering::Acquire);
+        if current >= SEALED {
+            return Err(NextIdError::NotReady {
+                reason: "the worker has stopped",
+            });
+        }
+        if now.wall < self.epoch_ns {
+            let drift = self.layout.epoch() - Duration::from_nanos(now.wall);
+            return Err(NextIdError::ClockDriftTooLarge { drift });
+        }
+        let (now_ts, last_ts) = (self.unit_at(now.wall), self.packing.ts(current));
+        if last_ts > now_ts {
+            let drift = self
+                .layout
+                .time_of(last_ts)
+                .saturating_sub(Duration::from_nanos(now.wall));
+            if drift >= self.drift.give_up_at {
+                return Err(NextIdError::ClockDriftTooLarge { drift });
+            }
+            if drift >= self.drift.block_below {
+                return Err(NextIdError::ClockDriftTryLater { drift });
+            }
+        }
+        if now_ts.max(last_ts) > self.window_end.load(Ordering::Acquire) {
+            return Err(window_ran_out());
+        }
+        Ok(())
     }
 
     /// The clock's coarse reading.
@@ -157,4 +200,12 @@ fn past_deadline(deadline: u64) -> NextIdError {
          (the store is unreachable or answers late)"
     };
     NextIdError::NotReady { reason }
+}
+
+/// Why no ID can be issued past the reserved window.
+#[cold]
+fn window_ran_out() -> NextIdError {
+    NextIdError::NotReady {
+        reason: "the time window reserved in the store ran out (renewals are late)",
+    }
 }

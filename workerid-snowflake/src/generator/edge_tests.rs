@@ -115,3 +115,48 @@ fn a_last_used_timestamp_past_the_layout_exhausts_the_generator() {
         assert!(g.last_used_timestamp() > ts);
     }
 }
+
+#[test]
+fn readiness_answers_as_next_id_would_without_taking_an_id() {
+    let layout = Layout::classic();
+    let clock = Arc::new(FakeClock::at(T0));
+    let g = Generator::new(layout, 5, clock.clone()).unwrap();
+    let ts = layout.timestamp_at(T0).unwrap();
+    g.open_until(clock.now().mono + Duration::from_millis(20), ts + 5);
+    assert_eq!(g.readiness(), Ok(()));
+    let first = g.next_id().unwrap();
+    for _ in 0..10_000 {
+        g.readiness().unwrap();
+    }
+    assert_eq!(g.next_id().unwrap(), first + 1, "readiness took an ID");
+
+    // The clock back by 2 s (try later), then by 20 s (too large): said,
+    // not acted on (no notice to leave).
+    clock.step_wall(-2_000);
+    assert!(matches!(
+        g.readiness(),
+        Err(NextIdError::ClockDriftTryLater { .. })
+    ));
+    clock.step_wall(-18_000);
+    assert!(matches!(
+        g.readiness(),
+        Err(NextIdError::ClockDriftTooLarge { .. })
+    ));
+    clock.step_wall(20_000);
+    assert_eq!(g.readiness(), Ok(()));
+
+    clock.advance(Duration::from_millis(6));
+    assert!(
+        matches!(g.readiness(), Err(NextIdError::NotReady { reason }) if reason.contains("window"))
+    );
+    assert_eq!(g.readiness(), g.next_id().map(drop));
+    clock.advance(Duration::from_millis(20));
+    assert!(
+        matches!(g.readiness(), Err(NextIdError::NotReady { reason }) if reason.contains("deadline"))
+    );
+    assert_eq!(g.readiness(), g.next_id().map(drop));
+    g.open_until(clock.now().mono + Duration::from_secs(1), ts + 100);
+    g.seal();
+    assert_eq!(g.readiness(), g.next_id().map(drop));
+    assert!(g.readiness().is_err());
+}
