@@ -395,6 +395,11 @@ impl TagHandle {
                 return Ok(id);
             }
             let waited = self.lock_prefetched().is_none();
+            if waited {
+                // Both buffers are empty, whether the load below succeeds
+                // or not: the gauge says so now, not at the next load.
+                b.meters.buffered(0);
+            }
             // Waits for a prefetch in flight rather than reserving beside it:
             // every reservation of a tag is serialised, so none is wasted.
             let _prefetching = b.prefetching.lock().await;

@@ -308,7 +308,7 @@ async fn run(config: Config) -> Result<(), Failure> {
             .layout(s.layout().map_err(Failure::Config)?)
             .drift(drift)
             .renew_every(s.renew_every());
-        telemetry::spawn_pool_watch(allocator.clone(), snowflake_stopped.clone());
+        let pool_watch = allocator.clone();
         let snowflake = Arc::new(Snowflake::spawn(allocator, holder, options));
         // A worker ID released by the previous run is joined once the clock
         // passes its reserved window (under a ttl): wait for that before
@@ -317,6 +317,8 @@ async fn run(config: Config) -> Result<(), Failure> {
             () = snowflake.first_join(s.ttl()) => {}
             _ = signalled.wait_for(|&s| s) => {}
         }
+        // After the first join: its first listing counts this server's lease.
+        telemetry::spawn_pool_watch(pool_watch, snowflake_stopped.clone());
         Some(snowflake)
     } else {
         None

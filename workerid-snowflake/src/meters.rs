@@ -9,7 +9,7 @@ use metrics::{Counter, Gauge};
 use workerid_core::observe::{
     SNOWFLAKE_CLOCK_DRIFT, SNOWFLAKE_IDS, SNOWFLAKE_LAYOUT_REMAINING_SECONDS,
     SNOWFLAKE_SEQUENCE_WAITS, WORKER_LEASES_LOST, WORKER_LEASE_REMAINING_SECONDS,
-    WORKER_RENEWAL_RETRIES,
+    WORKER_LEASE_TTL_SECONDS, WORKER_RENEWAL_RETRIES,
 };
 use workerid_core::Namespace;
 
@@ -97,8 +97,10 @@ impl fmt::Debug for WorkerMeters {
 }
 
 impl WorkerMeters {
-    pub(crate) fn new(namespace: &Namespace) -> WorkerMeters {
+    /// The meters of a worker of `namespace` whose lease's ttl is `ttl`.
+    pub(crate) fn new(namespace: &Namespace, ttl: Duration) -> WorkerMeters {
         let ns = namespace.as_str().to_owned();
+        metrics::gauge!(WORKER_LEASE_TTL_SECONDS, "namespace" => ns.clone()).set(ttl.as_secs_f64());
         WorkerMeters {
             retries: metrics::counter!(WORKER_RENEWAL_RETRIES, "namespace" => ns.clone()),
             lost: metrics::counter!(WORKER_LEASES_LOST, "namespace" => ns.clone()),

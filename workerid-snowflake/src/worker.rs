@@ -330,7 +330,7 @@ impl Worker {
             fence = lease.fence(),
             "snowflake worker ready"
         );
-        let meters = WorkerMeters::new(allocator.namespace());
+        let meters = WorkerMeters::new(allocator.namespace(), lease.ttl());
         let now = clock.now();
         meters.renewal(deadline, now.mono, now.wall, &layout);
         let keeper = Keeper {

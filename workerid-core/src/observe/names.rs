@@ -84,6 +84,12 @@ metric_names! {
     WORKER_LEASE_REMAINING_SECONDS = "workerid_worker_lease_remaining_seconds", Gauge,
         Some(metrics::Unit::Seconds), ["namespace"],
         "Time left before the worker's lease deadline, at its last renewal attempt.";
+    /// Gauge, by `namespace`: the ttl of the worker's lease, set when it
+    /// joins; what the lease's time left and its renewals' latency are
+    /// compared with.
+    WORKER_LEASE_TTL_SECONDS = "workerid_worker_lease_ttl_seconds", Gauge,
+        Some(metrics::Unit::Seconds), ["namespace"],
+        "The ttl of the snowflake worker's lease.";
     /// Counter: sequence numbers claimed, counted when the generator moves
     /// to a new time unit (numbers given up by racing threads included).
     SNOWFLAKE_IDS = "workerid_snowflake_ids_total", Counter, None, [],
