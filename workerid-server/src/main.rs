@@ -58,6 +58,7 @@ mod serve;
 mod supervisor;
 mod tags;
 mod telemetry;
+mod throttle;
 mod traces;
 
 use std::io::IsTerminal;

@@ -19,6 +19,7 @@ use crate::form::Params;
 use crate::supervisor::Snowflake;
 use crate::tags::Tags;
 use crate::telemetry::Metrics;
+use crate::throttle::Throttle;
 
 /// What the handlers share.
 pub struct App {
@@ -401,6 +402,9 @@ async fn health(State(app): State<Arc<App>>, Params(query): Params) -> Response 
     }
 }
 
+/// The warnings of failed requests: one a second at most.
+static FAILED_REQUESTS: Throttle = Throttle::new(std::time::Duration::from_secs(1));
+
 /// What a client is told of `e`: a stable code and a stable message. Store
 /// details (addresses, driver messages) go to the log only.
 pub fn public(e: &Failure) -> (&'static str, String) {
@@ -443,7 +447,18 @@ pub fn public(e: &Failure) -> (&'static str, String) {
         | Failure::Snowflake(Snow::NotReady { .. } | Snow::ClockDriftTryLater { .. }) => {
             tracing::debug!(code, "request failed: {e}")
         }
-        _ => tracing::warn!(code, "request failed: {e}"),
+        // Once a second at most: a store down fails every request.
+        _ => match FAILED_REQUESTS.pass() {
+            Some(0) => tracing::warn!(code, "request failed: {e}"),
+            Some(held) => {
+                tracing::warn!(
+                    code,
+                    held,
+                    "request failed: {e} ({held} more since the last such line)"
+                )
+            }
+            None => tracing::debug!(code, "request failed: {e}"),
+        },
     }
     (code, msg.into())
 }
