@@ -286,7 +286,7 @@ impl EtcdStoreBuilder {
                 prefix: self.prefix,
                 min_ttl: self.min_ttl,
                 candidates: 8,
-                mirrors: Mutex::new(HashMap::new()),
+                mirrors: Mutex::default(),
                 held: Mutex::new(HashMap::new()),
                 tags: Mutex::new(HashMap::new()),
                 spares: Default::default(),

@@ -103,7 +103,7 @@ pub use builder::EtcdStoreBuilder;
 use cluster::Cluster;
 use keys::Keys;
 pub use keys::DEFAULT_PREFIX;
-use mirror::Mirror;
+use mirror::{Mirror, Mirrors};
 use workerid_core::{Namespace, Result, Token};
 
 /// A lease store (and segment store) on an etcd cluster. Cheap to clone:
@@ -135,7 +135,7 @@ struct Inner {
     prefix: String,
     min_ttl: Duration,
     candidates: usize,
-    mirrors: Mutex<HashMap<(String, u32), Arc<Mirror>>>,
+    mirrors: Mutex<Mirrors>,
     held: Mutex<HashMap<(String, u32), HeldLease>>,
     /// Each tag's last seen counter and its revision, to reserve in one
     /// round trip when nobody else reserved since.
@@ -181,11 +181,9 @@ impl EtcdStore {
 
     /// The mirror of `namespace`'s held IDs, made on first use.
     fn mirror(&self, namespace: &Namespace, keys: &Keys, max_worker_id: u32) -> Arc<Mirror> {
-        let mut mirrors = lock(&self.inner.mirrors);
-        mirrors
-            .entry((namespace.to_string(), max_worker_id))
-            .or_insert_with(|| Mirror::new(keys.clone(), max_worker_id))
-            .clone()
+        lock(&self.inner.mirrors).get_or_make((namespace.as_str(), max_worker_id), || {
+            Mirror::new(keys.clone(), max_worker_id)
+        })
     }
 
     /// Revokes an etcd lease and waits for etcd to have done it: a

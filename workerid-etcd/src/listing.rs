@@ -192,7 +192,7 @@ impl EtcdStore {
         let responses = answer.op_responses();
         match responses.first() {
             Some(TxnOpResponse::Delete(deleted)) if answer.succeeded() => {
-                lock(&self.inner.mirrors).retain(|(name, _), _| name != namespace.as_str());
+                lock(&self.inner.mirrors).remove_namespace(namespace.as_str());
                 // Sent again after a lost answer, the first sending may have
                 // deleted everything.
                 Ok(deleted.deleted() > 0 || retried)

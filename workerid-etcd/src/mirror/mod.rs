@@ -40,6 +40,7 @@
 //! comparison: the take succeeds only if the last grant is the one the
 //! mirror saw released, or saw expire at least a quarantine ago.
 
+mod cache;
 mod state;
 mod watch;
 
@@ -53,6 +54,7 @@ use crate::cluster::Cluster;
 use crate::keys::Keys;
 use state::State;
 
+pub(crate) use cache::Mirrors;
 pub(crate) use state::{Candidate, Snapshot};
 pub(crate) use watch::scan;
 
