@@ -170,6 +170,8 @@ impl SqlStoreBuilder {
             // Each connection to an in-memory SQLite database is a database of
             // its own: keep exactly one, for ever.
             options = options.max_connections(1).min_connections(1);
+        } else if sqlite {
+            create_private_sqlite_file(&url);
         }
         let pool = match options.connect(&url).await {
             Ok(pool) => pool,
@@ -234,6 +236,31 @@ impl SqlStoreBuilder {
 
 /// Whether `url` names an in-memory SQLite database (gone with its last
 /// connection).
+/// Creates the file a `sqlite:` URL with `mode=rwc` names, when it does
+/// not exist yet, readable and writable by its owner only: it holds the
+/// lease tokens. SQLite gives its `-wal` and `-shm` files the database
+/// file's permissions. A file that cannot be made is left to SQLite, whose
+/// error names the cause as the store's other refusals do.
+fn create_private_sqlite_file(url: &str) {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .unwrap_or(url);
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let creates = query.split('&').any(|pair| pair == "mode=rwc");
+    if !creates || path.is_empty() {
+        return;
+    }
+    let path = percent_encoding::percent_decode_str(path).decode_utf8_lossy();
+    let mut open = std::fs::OpenOptions::new();
+    open.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
+    if let Err(e) = open.open(path.as_ref()) {
+        tracing::debug!("the SQLite file was not made ahead of SQLite: {e}");
+    }
+}
+
 fn in_memory(url: &str) -> bool {
     url.contains(":memory:") || url.contains("mode=memory")
 }

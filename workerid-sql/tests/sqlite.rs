@@ -133,3 +133,30 @@ async fn removals_wait_for_a_busy_writer_on_the_same_file() {
     stop.store(true, Ordering::Relaxed);
     assert!(renewing.await.unwrap() > 0, "the writer wrote meanwhile");
 }
+
+/// The file a store creates holds lease tokens: its owner alone reads it,
+/// and its write-ahead log, whatever the umask.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_file_the_store_creates_is_its_owners_alone() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    // A space and a percent-encoded character in the name, as URLs carry them.
+    let file = dir.path().join("leases of a%b.db");
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("leases%20of%20a%25b.db").display()
+    );
+    let store = workerid_sql::SqlStore::connect(&url)
+        .await
+        .expect("connect");
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&file), 0o600, "{}", file.display());
+    let wal = dir.path().join("leases of a%b.db-wal");
+    if wal.exists() {
+        assert_eq!(mode(&wal), 0o600);
+    }
+    drop(store);
+}
