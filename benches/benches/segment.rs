@@ -64,7 +64,7 @@ fn main() {
         let big = SegmentAllocator::new(
             store.clone(),
             SegmentOptions {
-                min_step: 1 << 32,
+                min_step: Some(1 << 32),
                 max_step: 1 << 32,
                 ..SegmentOptions::default()
             },
@@ -163,7 +163,7 @@ fn main() {
         let dynamic = SegmentAllocator::new(
             counting.clone(),
             SegmentOptions {
-                min_step: 10_000,
+                min_step: Some(10_000),
                 ..SegmentOptions::default()
             },
         );

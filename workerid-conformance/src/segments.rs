@@ -375,7 +375,7 @@ pub async fn a_tag_at_its_end_is_exhausted(f: &dyn SegmentFactory) -> Outcome {
 pub async fn allocator_hands_out_and_gives_back(f: &dyn SegmentFactory) -> Outcome {
     let tag = fresh_tag();
     let options = SegmentOptions {
-        min_step: 10,
+        min_step: Some(10),
         max_step: 40,
         ..SegmentOptions::default()
     };

@@ -96,7 +96,7 @@ impl SegmentStore for Outage {
 async fn buffers_keep_serving_through_an_outage_then_say_unavailable() {
     let store = Arc::new(Outage::new());
     let options = SegmentOptions {
-        min_step: 100,
+        min_step: Some(100),
         max_step: 100,
         ..SegmentOptions::default()
     };
@@ -171,7 +171,7 @@ async fn buffers_keep_serving_through_an_outage_then_say_unavailable() {
 #[tokio::test]
 async fn a_fill_hands_out_nothing_and_memory_serves_without_waiting() {
     let options = SegmentOptions {
-        min_step: 100,
+        min_step: Some(100),
         max_step: 100,
         ..SegmentOptions::default()
     };
@@ -251,7 +251,7 @@ async fn unknown_tags_asked_by_name_leave_nothing_in_memory() {
 async fn the_step_doubles_when_segments_go_fast() {
     let store = MemoryStore::new();
     let options = SegmentOptions {
-        min_step: 10,
+        min_step: Some(10),
         max_step: 80,
         ..SegmentOptions::default()
     };
@@ -282,7 +282,7 @@ async fn the_step_doubles_when_segments_go_fast() {
 async fn the_step_follows_each_segment_not_the_tags_age() {
     let store = Arc::new(Outage::new());
     let options = SegmentOptions {
-        min_step: 10,
+        min_step: Some(10),
         max_step: 80,
         grow_below: Duration::from_millis(150),
         shrink_above: Duration::from_secs(3600),
@@ -309,7 +309,7 @@ async fn the_step_follows_each_segment_not_the_tags_age() {
 async fn the_step_halves_when_segments_last_long() {
     let store = Arc::new(Outage::new());
     let options = SegmentOptions {
-        min_step: 10,
+        min_step: Some(10),
         max_step: 80,
         grow_below: Duration::ZERO,
         shrink_above: Duration::from_millis(30),
@@ -344,7 +344,7 @@ async fn the_step_halves_when_segments_last_long() {
 async fn steps_past_the_stores_largest_are_held_to_it() {
     let store = Arc::new(Outage::new());
     let options = SegmentOptions {
-        min_step: u64::MAX,
+        min_step: Some(u64::MAX),
         max_step: u64::MAX,
         ..SegmentOptions::default()
     };
@@ -418,7 +418,7 @@ async fn the_probe_ends_an_outage_by_itself() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shutdown_gives_back_what_was_not_handed_out() {
     let options = SegmentOptions {
-        min_step: 100,
+        min_step: Some(100),
         max_step: 100,
         ..SegmentOptions::default()
     };
@@ -490,7 +490,7 @@ async fn futures_collect(seq: &GaplessSequence) -> Vec<u64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn batchers_on_many_tasks_never_share_an_id() {
     let options = SegmentOptions {
-        min_step: 50,
+        min_step: Some(50),
         max_step: 50,
         ..SegmentOptions::default()
     };
@@ -523,7 +523,7 @@ async fn batchers_on_many_tasks_never_share_an_id() {
 async fn a_batch_is_what_as_many_single_calls_would_get() {
     let store = MemoryStore::new();
     let options = SegmentOptions {
-        min_step: 100,
+        min_step: Some(100),
         max_step: 100,
         ..SegmentOptions::default()
     };
@@ -579,7 +579,7 @@ async fn a_give_back_of_nothing_is_accepted_and_changes_nothing() {
 async fn a_batch_across_segments_another_allocator_took_between_has_two_runs() {
     let store = MemoryStore::new();
     let options = SegmentOptions {
-        min_step: 100,
+        min_step: Some(100),
         max_step: 100,
         ..SegmentOptions::default()
     };

@@ -12,8 +12,10 @@ pub struct SegmentOptions {
     pub grow_below: Duration,
     /// Halve the step when a segment lasted more than this (Leaf: 30 min).
     pub shrink_above: Duration,
-    /// The step never goes below this (nor below 1)...
-    pub min_step: u64,
+    /// The step never goes below this (nor below 1); `None` (the default):
+    /// below the tag's own step, the one its first segment was reserved
+    /// with, as Leaf's `minStep` is the row's `step`...
+    pub min_step: Option<u64>,
     /// ...nor above this (nor above [`MAX_STEP`](crate::MAX_STEP), the
     /// largest a store reserves: a larger value bounds nothing more).
     pub max_step: u64,
@@ -31,7 +33,7 @@ impl Default for SegmentOptions {
             refill_at: 0.1,
             grow_below: Duration::from_secs(15 * 60),
             shrink_above: Duration::from_secs(30 * 60),
-            min_step: 1_000,
+            min_step: None,
             max_step: 1_000_000,
             outage_probe_max: Duration::from_millis(200),
         }

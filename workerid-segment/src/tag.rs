@@ -31,6 +31,9 @@ pub(crate) struct Buffers {
     prefetching: tokio::sync::Mutex<()>,
     /// The step of the next reservation; 0 until the first one.
     step: AtomicU64,
+    /// The tag's own step, its first segment's: the floor of the step
+    /// unless [`SegmentOptions::min_step`] sets one; 0 until then.
+    own_step: AtomicU64,
     /// Switches that waited for the store (see [`TagHandle::stalls`]).
     stalls: AtomicU64,
     /// The same, for every tag of the allocator (only ever added to).
@@ -76,6 +79,7 @@ impl TagHandle {
             switch: tokio::sync::Mutex::new(()),
             prefetching: tokio::sync::Mutex::new(()),
             step: AtomicU64::new(0),
+            own_step: AtomicU64::new(0),
             stalls: AtomicU64::new(0),
             all_stalls,
             closed: AtomicBool::new(false),
@@ -374,7 +378,12 @@ impl TagHandle {
         } else {
             used
         };
-        let min = b.options.min_step.clamp(1, crate::MAX_STEP);
+        if step == 0 {
+            // The first segment, of the tag's own step.
+            b.own_step.store(used, Ordering::Relaxed);
+        }
+        let own = b.own_step.load(Ordering::Relaxed);
+        let min = b.options.min_step.unwrap_or(own).clamp(1, crate::MAX_STEP);
         let max = b.options.max_step.clamp(min, crate::MAX_STEP);
         b.step.store(next.clamp(min, max), Ordering::Relaxed);
         tracing::debug!(parent: &span, tag = %b.tag, first = range.first, last = range.last, "segment loaded");

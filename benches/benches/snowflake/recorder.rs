@@ -24,7 +24,7 @@ pub(super) fn recorder_cost() {
         .expect("runtime");
     // One segment of 2^40 IDs: the rounds never switch segments.
     let options = SegmentOptions {
-        min_step: 1 << 40,
+        min_step: Some(1 << 40),
         max_step: 1 << 40,
         ..SegmentOptions::default()
     };
