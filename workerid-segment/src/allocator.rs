@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
+use crate::time_limited::TimeLimited;
 use crate::{
     check_step, Error, Result, SegmentOptions, SegmentStore, Tag, TagHandle, MAX_SEGMENT_ID,
 };
@@ -38,10 +39,15 @@ pub struct SegmentAllocator {
 }
 
 impl SegmentAllocator {
-    /// An allocator on `store`.
+    /// An allocator on `store`, whose calls `options.request_timeout`
+    /// bounds.
     pub fn new(store: impl SegmentStore, options: SegmentOptions) -> Self {
+        let store: Arc<dyn SegmentStore> = match options.request_timeout {
+            Some(timeout) => Arc::new(TimeLimited::new(store, timeout)),
+            None => Arc::new(store),
+        };
         SegmentAllocator {
-            store: Arc::new(store),
+            store,
             options,
             tags: RwLock::new(HashMap::new()),
             stalls: Arc::default(),

@@ -19,6 +19,7 @@ mod options;
 mod store;
 mod sync;
 mod tag;
+mod time_limited;
 
 pub use allocator::SegmentAllocator;
 pub use error::{BoxError, Error, Result};
@@ -30,3 +31,4 @@ pub use store::{
     MAX_TAG_LEN,
 };
 pub use tag::TagHandle;
+pub use time_limited::TimeLimited;

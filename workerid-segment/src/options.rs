@@ -25,6 +25,13 @@ pub struct SegmentOptions {
     /// after the failure, then at doubling intervals up to this one. The
     /// first request after the store is back is served within it.
     pub outage_probe_max: Duration,
+    /// Every store call of the allocator fails with
+    /// [`Error::Unavailable`](crate::Error::Unavailable) after this long
+    /// without an answer ([`TimeLimited`](crate::TimeLimited)), so that a
+    /// store that hangs holds no tag's callers, nor shutdown, for good;
+    /// `None`: calls wait as long as the store takes (for a store wrapped
+    /// in a bound of its own). Default 10 s.
+    pub request_timeout: Option<Duration>,
 }
 
 impl Default for SegmentOptions {
@@ -36,6 +43,7 @@ impl Default for SegmentOptions {
             min_step: None,
             max_step: 1_000_000,
             outage_probe_max: Duration::from_millis(200),
+            request_timeout: Some(Duration::from_secs(10)),
         }
     }
 }

@@ -74,7 +74,7 @@ use tags::Tags;
 use telemetry::{Counted, Metrics};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
-use workerid::segment::{SegmentAllocator, SegmentOptions};
+use workerid::segment::{SegmentAllocator, SegmentOptions, TimeLimited};
 use workerid::snowflake::{DriftPolicy, WorkerOptions};
 use workerid::{Allocator, LeaseOptions};
 
@@ -274,11 +274,14 @@ async fn run(config: Config) -> Result<(), Failure> {
         );
     }
     let counted = Counted {
-        inner: segment_store,
+        inner: TimeLimited::new(segment_store, config.store_timeout()),
         metrics: metrics.clone(),
-        timeout: config.store_timeout(),
     };
-    let segments = SegmentAllocator::new(counted, SegmentOptions::default());
+    let options = SegmentOptions {
+        request_timeout: None,
+        ..SegmentOptions::default()
+    };
+    let segments = SegmentAllocator::new(counted, options);
     // The allocator checks the lease settings against the store's
     // capabilities (its shortest ttl, its worker bits): a refusal must come
     // before the tags are written.

@@ -278,25 +278,18 @@ fn describe_server_metrics() {
     );
 }
 
-/// A segment store that bounds every call by a timeout and counts
-/// reservations and errors: a hung store fails a call with `Unavailable`
-/// rather than holding a tag's lock (and shutdown) for good.
+/// A segment store that counts tag listings and failures to answer; the
+/// server's store inside it is [`TimeLimited`](workerid::segment::TimeLimited),
+/// so that a call that timed out is counted too.
 #[derive(Debug)]
-pub struct Counted {
-    pub inner: Arc<dyn SegmentStore>,
+pub struct Counted<S> {
+    pub inner: S,
     pub metrics: Arc<Metrics>,
-    pub timeout: Duration,
 }
 
-impl Counted {
+impl<S: SegmentStore> Counted<S> {
     async fn call<T>(&self, request: impl Future<Output = Result<T>>) -> Result<T> {
-        let result = match tokio::time::timeout(self.timeout, request).await {
-            Ok(answer) => answer,
-            Err(_) => Err(Error::unavailable(
-                "segment store",
-                format!("no answer within {:?}", self.timeout),
-            )),
-        };
+        let result = request.await;
         // An unknown tag or an exhausted one is the caller's mistake, not
         // the store's: only failures to answer count.
         if matches!(result, Err(Error::Unavailable { .. })) {
@@ -307,7 +300,7 @@ impl Counted {
 }
 
 #[async_trait::async_trait]
-impl SegmentStore for Counted {
+impl<S: SegmentStore> SegmentStore for Counted<S> {
     fn segment_capabilities(&self) -> workerid::segment::SegmentCapabilities {
         self.inner.segment_capabilities()
     }
