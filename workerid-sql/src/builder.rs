@@ -84,8 +84,10 @@ impl SqlStoreBuilder {
     /// Whether to create the tables (and MySQL's acquire procedure) when
     /// they are missing (default true). With false, nothing is ever
     /// written on connecting (SQLite's WAL switch included), and a database
-    /// without the tables is refused as "not initialised": what a read-only
-    /// tool pointed at a mistyped database wants.
+    /// with neither the lease tables nor the segment table (or none the
+    /// user may read) is refused as "not initialised": what a read-only
+    /// tool pointed at a mistyped database wants. One of the two is enough,
+    /// so a user granted only a segment table (Leaf's) can list its tags.
     pub fn create_tables(mut self, create: bool) -> Self {
         self.create_tables = create;
         self
