@@ -189,6 +189,9 @@ mod tests {
             ("ERR DB index is out of range", Some(Cause::NotFound)),
             ("error returned from database: role \"typo\" does not exist", Some(Cause::AccessDenied)),
             ("error returned from database: database \"typo_db\" does not exist", Some(Cause::NotFound)),
+            ("error returned from database: (code: 1142) CREATE command denied to user 'leaf'@'10.0.0.7' for table `db`.`workerid_leases`", Some(Cause::AccessDenied)),
+            ("could not add the version column within 5 s (error returned from database: (code: 1205) Lock wait timeout exceeded; try restarting transaction)", Some(Cause::Busy)),
+            ("error returned from database: canceling statement due to lock timeout", Some(Cause::Busy)),
             ("Connection refused (os error 111)", None),
             ("no answer within 3s", None),
         ] {

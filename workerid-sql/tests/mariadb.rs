@@ -84,6 +84,69 @@ async fn acquire_uses_a_procedure_and_works_without_the_privilege_for_it() {
     assert!(allocator.acquire().await.is_err(), "the pool of 4 is full");
 }
 
+/// A user granted only Leaf's table (SELECT, UPDATE), as Leaf's servers
+/// run: a read-only open lists its tags; a full open is refused in the
+/// driver's words for a missing grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_granted_only_the_segment_table_reads_it() {
+    use workerid_segment::SegmentStore;
+    use workerid_sql::SqlStore;
+
+    let url = workerid_testkit::mariadb::shared_url();
+    let admin = SqlStore::builder().connect(&url).await.expect("connect");
+    let suffix = rand::random::<u32>();
+    let (table, user) = (format!("leaf_alloc_{suffix:08x}"), format!("leaf{suffix}"));
+    let database: String = sqlx::Row::try_get(
+        &sqlx::query("SELECT DATABASE()")
+            .fetch_one(admin.pool())
+            .await
+            .expect("database"),
+        0,
+    )
+    .expect("name");
+    for statement in [
+        format!(
+            "CREATE TABLE {table} (biz_tag VARCHAR(128) NOT NULL PRIMARY KEY, \
+             max_id BIGINT NOT NULL DEFAULT 1, step INT NOT NULL, \
+             description VARCHAR(256) DEFAULT NULL, \
+             update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP)"
+        ),
+        format!("INSERT INTO {table} (biz_tag, max_id, step) VALUES ('leaf-default', 1, 2000)"),
+        format!("CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'"),
+        format!("GRANT SELECT, UPDATE ON `{database}`.`{table}` TO '{user}'@'%'"),
+    ] {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
+            .execute(admin.pool())
+            .await
+            .expect("Leaf's table and user");
+    }
+    let leaf_url = limited(&url, &user);
+    let reader = SqlStore::builder()
+        .segments_table(table.clone())
+        .segment_versions(false)
+        .create_tables(false)
+        .connect(&leaf_url)
+        .await
+        .expect("a read-only open with the segment table alone");
+    let tags = reader.list_tags().await.expect("the tags");
+    assert_eq!(tags.len(), 1, "{tags:?}");
+    assert_eq!(tags[0].tag.as_str(), "leaf-default");
+
+    // A full open would create the lease tables: the driver's words, which
+    // `workerid::open` reads as access denied.
+    let refused = SqlStore::builder()
+        .segments_table(table)
+        .segment_versions(false)
+        .connect(&leaf_url)
+        .await
+        .map(|_| ())
+        .expect_err("no CREATE grant");
+    assert!(
+        refused.to_string().contains("command denied to user"),
+        "{refused}"
+    );
+}
+
 /// `url` with the user and password replaced.
 fn limited(url: &str, user: &str) -> String {
     let (scheme, rest) = url.split_once("://").expect("a URL");
