@@ -165,6 +165,28 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Any query: no panic; a batch asked for is within the bound; and
+        /// a count is taken exactly when it is a whole number in the bound,
+        /// in decimal digits alone, given once.
+        #[test]
+        fn any_query_gives_a_batch_within_the_bound_or_a_refusal(
+            query in "\\PC{0,40}",
+            n in 0u64..30,
+            max in 1u64..20,
+        ) {
+            if let Ok(Some(batch)) = parse(Some(&query), max) {
+                proptest::prop_assert!((1..=max).contains(&batch.count));
+            }
+            let asked = parse(Some(&format!("count={n}")), max);
+            if (1..=max).contains(&n) {
+                proptest::prop_assert_eq!(asked, Ok(Some(Batch { count: n, format: Format::Array })));
+            } else {
+                proptest::prop_assert_eq!(asked.map_err(|e| e.code), Err("invalid_count"));
+            }
+        }
+    }
+
     #[test]
     fn runs_and_json() {
         let r = runs([5, 6, 7, 9, 10, 3]);
