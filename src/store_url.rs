@@ -291,6 +291,28 @@ pub(crate) fn encode_user_info(text: &str) -> String {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+
+        /// Any text after any scheme: no panic, and whatever the answer
+        /// (a URL, or `BadUrl` and the like), the password given is not in
+        /// what it shows.
+        #[test]
+        fn any_url_parses_or_is_refused_without_showing_its_password(
+            scheme in "(memory|redis|rediss|redis\\+cluster|redis\\+sentinel|etcd|etcds|postgres|mysql|mariadb|sqlite|ftp)",
+            slashes in "(//)?",
+            secret in "[A-Za-z0-9%@:/?=._~-]{8,16}",
+            rest in "\\PC{0,40}",
+        ) {
+            let url = format!("{scheme}:{slashes}me:{secret}@{rest}");
+            match StoreUrl::parse(&url) {
+                Ok(parsed) => proptest::prop_assert!(!parsed.redacted.contains(&secret), "{}", parsed.redacted),
+                Err(e) => proptest::prop_assert!(!e.to_string().contains(&secret), "{url} -> {e}"),
+            }
+            let _ = StoreUrl::parse(&rest);
+        }
+    }
+
     #[test]
     #[cfg(feature = "etcd")]
     fn host_lists_credentials_prefix_and_options() {
