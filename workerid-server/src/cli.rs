@@ -41,6 +41,10 @@ pub struct Cli {
     /// A bearer token every request must carry (`Authorization: Bearer ...`).
     #[arg(long, env = "WORKERID_AUTH_TOKEN", hide_env_values = true)]
     pub auth_token: Option<String>,
+    /// The bearer token gRPC's operator calls must carry (ForceRelease,
+    /// RemoveNamespace, CreateTag).
+    #[arg(long, env = "WORKERID_OPERATOR_TOKEN", hide_env_values = true)]
+    pub operator_token: Option<String>,
     /// The secret gRPC give-back receipts are signed with, shared by the
     /// servers of one store (at least 16 bytes).
     #[arg(long, env = "WORKERID_GIVE_BACK_KEY", hide_env_values = true)]
@@ -148,6 +152,7 @@ impl Cli {
         set(&mut config.listen, &self.listen);
         set_some(&mut config.workers, &self.workers);
         set_some(&mut config.auth_token, &self.auth_token);
+        set_some(&mut config.operator_token, &self.operator_token);
         set_some(&mut config.give_back_key, &self.give_back_key);
         set(&mut config.store_timeout_ms, &self.store_timeout_ms);
         set(&mut config.tags_refresh_ms, &self.tags_refresh_ms);
@@ -205,7 +210,7 @@ fn bad_config(path: &std::path::Path, text: &str, e: &toml::de::Error) -> String
 
 /// The settings whose values are secret, or may hold one (the store URL's
 /// password).
-const SECRET_SETTINGS: [&str; 3] = ["store", "auth_token", "give_back_key"];
+const SECRET_SETTINGS: [&str; 4] = ["store", "auth_token", "operator_token", "give_back_key"];
 
 /// `message` with what it quotes between backticks replaced by `…`.
 fn hide_quoted(message: &str) -> String {

@@ -24,17 +24,23 @@ pub enum ConfigError {
         /// The value given.
         ttl_secs: u64,
     },
-    /// An empty `auth_token`.
-    #[error("auth_token must not be empty")]
-    AuthTokenEmpty,
-    /// An `auth_token` with a byte that is not visible ASCII (`!` to `~`):
-    /// no client could send it in an `Authorization` header or gRPC
-    /// metadata. The token itself is not kept.
+    /// An empty `auth_token` or `operator_token` (the setting named).
+    #[error("{setting} must not be empty")]
+    AuthTokenEmpty {
+        /// The setting.
+        setting: &'static str,
+    },
+    /// An `auth_token` or `operator_token` with a byte that is not visible
+    /// ASCII (`!` to `~`): no client could send it in an `Authorization`
+    /// header or gRPC metadata. The token itself is not kept.
     #[error(
-        "auth_token may hold only visible ASCII characters (! to ~; no spaces, control \
+        "{setting} may hold only visible ASCII characters (! to ~; no spaces, control \
          characters or non-ASCII letters): no client could send this one (not shown)"
     )]
-    AuthTokenNotSendable,
+    AuthTokenNotSendable {
+        /// The setting.
+        setting: &'static str,
+    },
     /// Any other value out of its range, or settings that do not fit
     /// together: the message names the setting.
     #[error("{0}")]
@@ -129,6 +135,12 @@ pub struct Config {
     /// ASCII only, as a header or gRPC metadata carries nothing else.
     #[serde(default)]
     pub auth_token: Option<String>,
+    /// The bearer token the operator's gRPC calls must carry
+    /// (`Leases.ForceRelease`, `Leases.RemoveNamespace`,
+    /// `Segments.CreateTag`); none: those calls take `auth_token` as every
+    /// other does. Visible ASCII only.
+    #[serde(default)]
+    pub operator_token: Option<String>,
     /// The most IDs one request may ask for with `count` (default 10 000,
     /// at most 1 000 000).
     #[serde(default = "default_max_batch")]
@@ -377,7 +389,10 @@ impl Config {
             }
         }
         if let Some(token) = &self.auth_token {
-            check_auth_token(token)?;
+            check_auth_token("auth_token", token)?;
+        }
+        if let Some(token) = &self.operator_token {
+            check_auth_token("operator_token", token)?;
         }
         if self
             .give_back_key
@@ -471,12 +486,12 @@ impl Config {
 ///
 /// # Errors
 /// [`ConfigError::AuthTokenEmpty`], [`ConfigError::AuthTokenNotSendable`].
-fn check_auth_token(token: &str) -> Result<(), ConfigError> {
+fn check_auth_token(setting: &'static str, token: &str) -> Result<(), ConfigError> {
     if token.is_empty() {
-        return Err(ConfigError::AuthTokenEmpty);
+        return Err(ConfigError::AuthTokenEmpty { setting });
     }
     if !token.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(ConfigError::AuthTokenNotSendable);
+        return Err(ConfigError::AuthTokenNotSendable { setting });
     }
     Ok(())
 }
@@ -503,6 +518,10 @@ impl std::fmt::Debug for Config {
                 &self.otlp_endpoint.as_deref().map(workerid::redact_url),
             )
             .field("auth_token", &self.auth_token.as_ref().map(|_| "***"))
+            .field(
+                "operator_token",
+                &self.operator_token.as_ref().map(|_| "***"),
+            )
             .field("give_back_key", &self.give_back_key.as_ref().map(|_| "***"))
             .field("allow_volatile_segments", &self.allow_volatile_segments)
             .field("tags", &self.tags)
@@ -543,6 +562,7 @@ impl Default for Config {
             allow_volatile_segments: false,
             fast_path: true,
             auth_token: None,
+            operator_token: None,
             idle_timeout_ms: default_idle_timeout(),
             max_open_connections: default_max_open_connections(),
             max_buffer_bytes: default_max_buffer_bytes(),

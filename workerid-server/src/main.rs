@@ -26,6 +26,7 @@
 //! | `give_back_key` | random | the secret gRPC ranges are signed with, so a give-back is taken only for a client's own range |
 //! | `grpc_keepalive_ms` | 10000 | a silent gRPC connection is pinged, and closed when the ping goes unanswered as long |
 //! | `auth_token` | none | every request needs `Authorization: Bearer <token>`; visible ASCII only |
+//! | `operator_token` | none | gRPC's operator calls take this token alone |
 //! | `[snowflake] ttl_secs` | 10 | the lease ttl, 1 to 86 400 (a day) |
 //! | `[snowflake] renew_every_ms` | ttl/3 | |
 //! | `[snowflake] renew_timeout_ms` | renew_every/2 | must be shorter than renew_every |
@@ -354,6 +355,7 @@ async fn run(config: Config) -> Result<(), Failure> {
                 layout,
                 max_open_connections: config.max_open_connections,
                 write_timeout: Duration::from_millis(config.idle_timeout_ms),
+                operator_token: config.operator_token.clone(),
             },
             app.clone(),
             remote_leases,

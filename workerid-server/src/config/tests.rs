@@ -96,7 +96,12 @@ fn an_auth_token_must_be_sendable_and_is_never_shown() {
     for good in ["s3cret", "Az09-._~+/=", every_visible.as_str()] {
         assert_eq!(with_token(good).validate(), Ok(()), "{good:?}");
     }
-    assert_eq!(with_token("").validate(), Err(ConfigError::AuthTokenEmpty));
+    assert_eq!(
+        with_token("").validate(),
+        Err(ConfigError::AuthTokenEmpty {
+            setting: "auth_token"
+        })
+    );
     for bad in [
         "s3cret\u{0}",
         "s3cret\u{1}",
@@ -110,7 +115,13 @@ fn an_auth_token_must_be_sendable_and_is_never_shown() {
         "s3cr\u{85}t",
     ] {
         let refused = with_token(bad).validate();
-        assert_eq!(refused, Err(ConfigError::AuthTokenNotSendable), "{bad:?}");
+        assert_eq!(
+            refused,
+            Err(ConfigError::AuthTokenNotSendable {
+                setting: "auth_token"
+            }),
+            "{bad:?}"
+        );
         let shown = refused.unwrap_err().to_string();
         assert!(
             shown.contains("auth_token") && !shown.contains("s3"),

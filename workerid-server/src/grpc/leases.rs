@@ -22,6 +22,8 @@ use workerid_proto::v1::{
 
 pub struct LeasesService {
     pub store: Arc<dyn LeaseStore>,
+    /// ForceRelease and RemoveNamespace take the operator's token.
+    pub tokens: super::Tokens,
 }
 
 fn namespace(name: String) -> Result<Namespace, Status> {
@@ -147,6 +149,7 @@ impl Leases for LeasesService {
         request: Request<ForceReleaseRequest>,
     ) -> Result<Response<ForceReleased>, Status> {
         let answer = async {
+            self.tokens.operator(&request)?;
             let r = request.into_inner();
             let namespace = namespace(r.namespace)?;
             // The store contract leaves the pool check to the caller.
@@ -210,6 +213,7 @@ impl Leases for LeasesService {
         request: Request<RemoveNamespaceRequest>,
     ) -> Result<Response<NamespaceRemoved>, Status> {
         let answer = async {
+            self.tokens.operator(&request)?;
             let namespace = namespace(request.into_inner().namespace)?;
             let removed = self
                 .store

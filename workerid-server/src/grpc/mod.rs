@@ -96,6 +96,8 @@ pub struct Options {
     pub max_open_connections: usize,
     /// How long a write to a client may make no progress.
     pub write_timeout: Duration,
+    /// The bearer token of the operator's calls, if one is set.
+    pub operator_token: Option<String>,
 }
 
 /// Serves the gRPC API on `listener` until `shutdown` completes: streams
@@ -121,8 +123,14 @@ pub async fn serve(
     };
     let (reporter, health) = tonic_health::server::health_reporter();
     let watch_health = tokio::spawn(follow_readiness(app.clone(), reporter));
-    let auth = app.auth_token.clone();
-    let check = move |request: Request<()>| authorize(auth.as_deref(), request);
+    let tokens = Tokens {
+        auth: app.auth_token.clone(),
+        operator: options.operator_token.clone(),
+    };
+    let check = {
+        let tokens = tokens.clone();
+        move |request: Request<()>| authorize(&tokens, request)
+    };
     let shutdown = async move {
         shutdown.await;
         stop_streams.send_replace(true);
@@ -144,7 +152,10 @@ pub async fn serve(
         .add_service(health)
         .add_service(IdsServer::with_interceptor(ids, check.clone()))
         .add_service(LeasesServer::with_interceptor(
-            LeasesService { store: leases },
+            LeasesService {
+                store: leases,
+                tokens: tokens.clone(),
+            },
             check.clone(),
         ))
         .add_service(SegmentsServer::with_interceptor(
@@ -152,6 +163,7 @@ pub async fn serve(
                 store: app.segments.store().clone(),
                 receipts,
                 tags: app.tags.clone(),
+                tokens,
             },
             check,
         ))
@@ -165,18 +177,63 @@ use ids::IdsService;
 use leases::LeasesService;
 use segments::SegmentsService;
 
-/// Refuses a call without the bearer token (when one is set), as the HTTP
-/// API does: `UNAUTHENTICATED`, counted in the request metrics.
+/// The bearer tokens calls are checked against.
+#[derive(Clone, Default)]
+pub struct Tokens {
+    /// Every call's (`auth_token`), if set.
+    pub auth: Option<String>,
+    /// The operator's calls' (`operator_token`), if set: they take it alone,
+    /// and any call may carry it.
+    pub operator: Option<String>,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokens")
+            .field("auth", &self.auth.as_ref().map(|_| "***"))
+            .field("operator", &self.operator.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+impl Tokens {
+    /// Refuses an operator's call (a forced release, a namespace removed, a
+    /// tag created) without the operator token, when one is set:
+    /// `PERMISSION_DENIED`. Every call passed [`authorize`] already.
+    #[allow(clippy::result_large_err)]
+    pub fn operator<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        match &self.operator {
+            Some(token) if !routes::authorized(token, bearer(request.metadata())) => {
+                Err(status::status(
+                    tonic::Code::PermissionDenied,
+                    "operator_token_required",
+                    "this call needs the operator token",
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The `authorization` metadata's bytes.
+fn bearer(metadata: &tonic::metadata::MetadataMap) -> Option<&[u8]> {
+    metadata.get("authorization").map(|v| v.as_bytes())
+}
+
+/// Refuses a call without the bearer token (when one is set) or the
+/// operator's, as the HTTP API does: `UNAUTHENTICATED`, counted in the
+/// request metrics.
 #[allow(clippy::result_large_err)]
-fn authorize(token: Option<&str>, request: Request<()>) -> Result<Request<()>, Status> {
-    let Some(token) = token else {
+fn authorize(tokens: &Tokens, request: Request<()>) -> Result<Request<()>, Status> {
+    let Some(token) = &tokens.auth else {
         return Ok(request);
     };
-    let header = request
-        .metadata()
-        .get("authorization")
-        .map(|v| v.as_bytes());
-    if routes::authorized(token, header) {
+    let header = bearer(request.metadata());
+    let operator = tokens
+        .operator
+        .as_deref()
+        .is_some_and(|operator| routes::authorized(operator, header));
+    if operator || routes::authorized(token, header) {
         return Ok(request);
     }
     crate::telemetry::record_request(

@@ -26,6 +26,8 @@ pub struct SegmentsService {
     /// The server's view of the tags, which a tag created here joins at
     /// once, so that `Ids` serves it on the next call.
     pub tags: Arc<crate::tags::Tags>,
+    /// CreateTag takes the operator's token.
+    pub tokens: super::Tokens,
 }
 
 fn tag(name: String) -> Result<Tag, Status> {
@@ -54,6 +56,7 @@ impl Segments for SegmentsService {
         request: Request<CreateTagRequest>,
     ) -> Result<Response<TagCreated>, Status> {
         let answer = async {
+            self.tokens.operator(&request)?;
             let r = request.into_inner();
             let tag = tag(r.tag)?;
             let step = step(r.step)?;
