@@ -159,7 +159,10 @@ impl ServerStore {
 }
 
 impl ServerStoreBuilder {
-    /// The bearer token the server asks for (its `auth_token`).
+    /// The bearer token the server asks for (its `auth_token`, or its
+    /// `operator_token` for the operator's calls). Sent over plain
+    /// `http://` to a host other than this one's loopback, it can be read
+    /// on the way: connecting then logs a warning.
     pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
         self.bearer_token = Some(token.into());
         self
@@ -284,6 +287,13 @@ impl ServerStoreBuilder {
             Some(token) => Some(ServerStoreBuilder::bearer_value(token)?),
             None => None,
         };
+        if token.is_some() && plain_to_another_host(&self.url) {
+            tracing::warn!(
+                url = %redact_url(&self.url),
+                "the bearer token goes to another host over plain http://, readable on the way: \
+                 use https:// (or a network that encrypts, such as a service mesh)"
+            );
+        }
         let unavailable = |reason: String| ConnectError::Unavailable {
             url: redact_url(&self.url),
             reason,
@@ -341,9 +351,45 @@ impl ServerStoreBuilder {
     }
 }
 
+/// Whether `url` is plain `http://` to a host other than this one's
+/// loopback addresses.
+fn plain_to_another_host(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.split(':').next().unwrap_or(""),
+    };
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    !loopback
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_over_plain_http_to_another_host_is_told_apart() {
+        for (url, plain) in [
+            ("http://10.0.0.5:8881", true),
+            ("http://ids.example/", true),
+            ("http://127.0.0.1:8881", false),
+            ("http://localhost:8881", false),
+            ("http://[::1]:8881", false),
+            ("http://[2001:db8::1]:8881", true),
+            ("https://ids.example", false),
+        ] {
+            assert_eq!(plain_to_another_host(url), plain, "{url}");
+        }
+    }
 
     #[test]
     fn the_token_never_shows() {
