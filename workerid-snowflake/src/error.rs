@@ -125,7 +125,12 @@ pub enum NextIdError {
 
 impl NextIdError {
     /// Whether retrying can succeed: [`NextIdError::NotReady`] and
-    /// [`NextIdError::ClockDriftTryLater`].
+    /// [`NextIdError::ClockDriftTryLater`]. On a
+    /// [`SupervisedWorker`](crate::SupervisedWorker), the next worker
+    /// answers a retry; a [`Worker`](crate::Worker) that lost its lease or
+    /// stopped answers `NotReady` for good (its
+    /// [`state`](crate::Worker::state) says so), so a retry loop on a bare
+    /// worker checks it.
     pub fn is_retryable(&self) -> bool {
         match self {
             NextIdError::NotReady { .. } | NextIdError::ClockDriftTryLater { .. } => true,
