@@ -175,12 +175,18 @@ async fn connect(url: &str) -> Result<AnyPool> {
 /// One peer, recorded as server `server`, until the run stops or
 /// `serving` says it stops: reserves a range of each tag in turn and hands
 /// all of it out.
+///
+/// A Leaf peer (`dynamic`) reserves every other range of a tag with
+/// Leaf's custom-step statement, twice the row's step, as Leaf's dynamic
+/// step does once segments go fast.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn serve_as_peer(
     shared: &Shared,
     server: usize,
     url: &str,
     table: &str,
     rule: PeerRule,
+    dynamic: bool,
     tags: &[String],
     serving: impl Fn() -> bool,
 ) {
@@ -190,6 +196,8 @@ pub(crate) fn serve_as_peer(
     runtime.block_on(async {
         let mut pool = None;
         let mut turn = 0usize;
+        // Each tag's row step, once a reservation read it.
+        let mut row_steps = std::collections::HashMap::<String, u64>::new();
         while !shared.stop.load(Ordering::Relaxed) {
             if !serving() {
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -203,15 +211,22 @@ pub(crate) fn serve_as_peer(
                 continue;
             };
             let tag = &tags[turn % tags.len()];
+            let custom = row_steps
+                .get(tag)
+                .filter(|_| dynamic && (turn / tags.len()) % 2 == 1)
+                .map(|step| step * 2);
             turn += 1;
             let sent = mono_ns();
             let reserved = tokio::time::timeout(
                 Duration::from_secs(2),
-                reserve(db, is_mysql(url), table, tag),
+                reserve(db, is_mysql(url), table, tag, custom),
             )
             .await;
             let (max_id, step) = match reserved {
-                Ok(Ok(reserved)) => reserved,
+                Ok(Ok((max_id, row_step))) => {
+                    row_steps.insert(tag.clone(), row_step);
+                    (max_id, custom.unwrap_or(row_step))
+                }
                 Ok(Err(e)) => {
                     tracing::debug!("peer s{server}: {e}");
                     shared.fail("peer: store error".into());
@@ -249,16 +264,20 @@ pub(crate) fn serve_as_peer(
     });
 }
 
-/// go-id-alloc's core SQL: the update and the read of the new row in one
-/// transaction. Returns `max_id` and `step` after it.
+/// go-id-alloc's and Leaf's core SQL: the update and the read of the new
+/// row in one transaction; with `custom`, Leaf's custom-step update
+/// (`updateMaxIdByCustomStepAndGetLeafAlloc`) by that many. Returns
+/// `max_id` and the row's `step` after it.
 async fn reserve(
     db: &AnyPool,
     mysql: bool,
     table: &str,
     tag: &str,
+    custom: Option<u64>,
 ) -> std::result::Result<(u64, u64), sqlx::Error> {
     let mut tx = db.begin().await?;
-    let update = format!("UPDATE {table} SET max_id = max_id + step WHERE biz_tag = '{tag}'");
+    let by = custom.map_or_else(|| "step".to_owned(), |step| step.to_string());
+    let update = format!("UPDATE {table} SET max_id = max_id + {by} WHERE biz_tag = '{tag}'");
     sqlx::query(AssertSqlSafe(update)).execute(&mut *tx).await?;
     // `step` is an int column in Leaf's table: read as a 64-bit integer.
     let int = if mysql { "SIGNED" } else { "BIGINT" };

@@ -23,7 +23,7 @@ use workerid::LeaseOptions;
 
 use crate::clock::mono_ns;
 use crate::nemesis::{nanos, run_dir, Fault};
-use crate::peers::{create_table, serve_as_peer, Migration, Peers};
+use crate::peers::{create_table, serve_as_peer, Migration, PeerTable, Peers};
 use crate::service_check::{check_service, Endpoint, Received, ServiceCheckOptions};
 use crate::service_clients::{
     poll_leases, serve_client_crate, serve_grpc_requests, serve_requests, Shared,
@@ -397,6 +397,7 @@ pub fn run_service(target: &Target, config: &ServiceConfig) -> Result<ServiceOut
                     &url,
                     &table,
                     peers.rule,
+                    peers.table == PeerTable::Leaf,
                     &tags,
                     serving,
                 );
