@@ -229,10 +229,15 @@ impl EtcdStore {
 }
 
 /// `Unavailable` for an answer etcd cannot have given to `what`, as a lease
-/// or a segment error.
+/// or a segment error. Named by its type, not shown: its values may be
+/// other holders' lease tokens.
 fn nonsense<E: From<workerid_core::Error>>(what: &str, answer: &impl std::fmt::Debug) -> E {
-    workerid_core::Error::unavailable("etcd", format!("unexpected answer to {what}: {answer:?}"))
-        .into()
+    let kind = std::any::type_name_of_val(answer);
+    workerid_core::Error::unavailable(
+        "etcd",
+        format!("unexpected answer to {what} (a {kind}, not shown: it may hold tokens)"),
+    )
+    .into()
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -177,9 +177,31 @@ fn millis(ttl: Duration) -> String {
 }
 
 /// `Unavailable` for an answer a script cannot have given to `what`, as a
-/// lease or a segment error.
+/// lease or a segment error: its shape, numbers shown, no text (a text
+/// may be a lease token).
 pub(crate) fn nonsense<E: From<Error>>(what: &str, answer: &Value) -> E {
-    Error::unavailable("redis", format!("unexpected answer to {what}: {answer:?}")).into()
+    Error::unavailable(
+        "redis",
+        format!("unexpected answer to {what}: {}", shape(answer)),
+    )
+    .into()
+}
+
+/// `value` with its numbers and the length of its texts, not their bytes.
+fn shape(value: &Value) -> String {
+    match value {
+        Value::Nil => "nil".into(),
+        Value::Int(n) => n.to_string(),
+        Value::BulkString(bytes) => format!("<{} bytes>", bytes.len()),
+        Value::SimpleString(text) => format!("<{} bytes>", text.len()),
+        Value::Okay => "OK".into(),
+        Value::Array(items) | Value::Set(items) => {
+            let items: Vec<String> = items.iter().map(shape).collect();
+            format!("[{}]", items.join(", "))
+        }
+        Value::ServerError(e) => format!("error {:?}", e.code()),
+        _ => "<another kind of answer>".into(),
+    }
 }
 
 pub(crate) fn text(value: &Value) -> Option<&str> {
@@ -307,5 +329,30 @@ impl LeaseStore for RedisStore {
 
     async fn remove_namespace(&self, namespace: &Namespace) -> Result<bool> {
         self.remove_namespace_keys(namespace).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unexpected_answer_shows_its_shape_not_its_texts() {
+        let answer = Value::Array(vec![
+            Value::Int(1),
+            Value::BulkString(b"Zx9_token_of_someone22".to_vec()),
+            Value::Nil,
+            Value::Array(vec![Value::SimpleString("holder-a".into())]),
+        ]);
+        let error: Error = nonsense("acquire", &answer);
+        let shown = error.to_string();
+        assert!(
+            shown.contains("[1, <22 bytes>, nil, [<8 bytes>]]"),
+            "{shown}"
+        );
+        assert!(
+            !shown.contains("token") && !shown.contains("holder"),
+            "{shown}"
+        );
     }
 }
