@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 
 use crate::time_limited::TimeLimited;
 use crate::{
-    check_step, Error, Result, SegmentOptions, SegmentStore, Tag, TagHandle, MAX_SEGMENT_ID,
+    check_first_range, check_step, Error, Result, SegmentOptions, SegmentStore, Tag, TagHandle,
 };
 
 /// Segment IDs of many tags from one store (Leaf-segment), with a double
@@ -59,18 +59,15 @@ impl SegmentAllocator {
     /// exists; returns whether it created it.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] for a bad tag, a step outside `1..=2^40`, or
-    /// a first ID of 0 or above 2^63 - 1, before any I/O;
+    /// [`Error::InvalidConfig`] for a bad tag, a step outside `1..=2^40`, a
+    /// first ID of 0 or above 2^63 - 1, or a first range that would pass
+    /// 2^63 - 1 ([`check_first_range`](crate::check_first_range)), before
+    /// any I/O;
     /// [`Error::Unavailable`].
     pub async fn create_tag(&self, tag: &str, first_id: u64, step: u64) -> Result<bool> {
         let tag = Tag::new(tag)?;
         check_step(step)?;
-        if first_id == 0 || first_id > MAX_SEGMENT_ID {
-            return Err(Error::invalid_config(format!(
-                "first ID {first_id} must be in 1..={}",
-                MAX_SEGMENT_ID
-            )));
-        }
+        check_first_range(first_id, step)?;
         self.store.create_tag(&tag, first_id, step).await
     }
 

@@ -27,8 +27,8 @@ pub use gapless::GaplessSequence;
 pub use local::LocalIds;
 pub use options::SegmentOptions;
 pub use store::{
-    check_step, Range, SegmentCapabilities, SegmentStore, Tag, TagInfo, MAX_SEGMENT_ID, MAX_STEP,
-    MAX_TAG_LEN,
+    check_first_range, check_step, Range, SegmentCapabilities, SegmentStore, Tag, TagInfo,
+    MAX_SEGMENT_ID, MAX_STEP, MAX_TAG_LEN,
 };
 pub use tag::TagHandle;
 pub use time_limited::TimeLimited;

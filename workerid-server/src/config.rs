@@ -355,28 +355,10 @@ impl Config {
             }
             workerid::segment::check_step(tag.step)
                 .map_err(|e| format!("[[tags]] {:?}: {e}", tag.name))?;
-            if !(1..=workerid::segment::MAX_SEGMENT_ID).contains(&tag.first_id) {
-                return Err(format!(
-                    "[[tags]] {:?}: first_id {} must be in 1..={}",
-                    tag.name,
-                    tag.first_id,
-                    workerid::segment::MAX_SEGMENT_ID
-                )
-                .into());
-            }
             // A reservation takes a whole step: a tag whose first one does
             // not fit would never serve an ID.
-            if tag.first_id - 1 > workerid::segment::MAX_SEGMENT_ID - tag.step {
-                return Err(format!(
-                    "[[tags]] {:?}: first_id {} and step {} pass the largest ID {}: the \
-                     first range would not fit",
-                    tag.name,
-                    tag.first_id,
-                    tag.step,
-                    workerid::segment::MAX_SEGMENT_ID
-                )
-                .into());
-            }
+            workerid::segment::check_first_range(tag.first_id, tag.step)
+                .map_err(|e| format!("[[tags]] {:?} first_id and step: {e}", tag.name))?;
         }
         if self.snowflake.enabled {
             workerid::Namespace::new(self.snowflake.namespace.as_str())

@@ -87,6 +87,18 @@ async fn operator_calls_take_the_operator_token_alone() {
     );
     assert_eq!(server.get("/readyz").0, 200, "the worker kept its lease");
 
+    // A first range past the largest ID is refused, whoever asks.
+    let too_far = CreateTagRequest {
+        tag: "too-far".into(),
+        first_id: (1 << 63) - 1,
+        step: 2,
+    };
+    let refused = segments
+        .create_tag(with(too_far, Some("operator")))
+        .await
+        .expect_err("the first range does not fit");
+    assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
+
     // With the operator's token: done.
     assert_eq!(
         code(segments.create_tag(with(create(), Some("operator"))).await),

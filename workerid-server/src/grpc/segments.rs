@@ -60,12 +60,9 @@ impl Segments for SegmentsService {
             let r = request.into_inner();
             let tag = tag(r.tag)?;
             let step = step(r.step)?;
-            if r.first_id > segment::MAX_SEGMENT_ID {
-                return Err(status::invalid(
-                    "invalid_first_id",
-                    format!("first_id must be at most {}", segment::MAX_SEGMENT_ID),
-                ));
-            }
+            // 0 is the field's default: the store's first ID, 1.
+            segment::check_first_range(r.first_id.max(1), step)
+                .map_err(|e| status::invalid("invalid_first_id", e.to_string()))?;
             let created = self
                 .store
                 .create_tag(&tag, r.first_id, step)
