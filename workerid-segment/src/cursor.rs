@@ -460,16 +460,19 @@ mod tests {
         let cursor = Arc::new(Cursor::new());
         let switches = 2_000u64;
         let len = 50u64;
+        // Claimers stop at the first used-up answer after the last switch,
+        // however the threads were scheduled before it.
+        let switched = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let threads: Vec<_> = (0..3)
             .map(|_| {
-                let cursor = cursor.clone();
+                let (cursor, switched) = (cursor.clone(), switched.clone());
                 std::thread::spawn(move || {
                     let mut ids = Vec::new();
-                    let mut used_up = 0;
-                    while used_up < 10_000 {
+                    loop {
                         match cursor.claim(3) {
                             Claim::Ids { first, end, .. } => ids.extend(first..end),
-                            Claim::UsedUp => used_up += 1,
+                            Claim::UsedUp if switched.load(Ordering::Acquire) => break,
+                            Claim::UsedUp => std::thread::yield_now(),
                         }
                     }
                     ids
@@ -481,6 +484,7 @@ mod tests {
             let replaced = cursor.install(segment(round * len + 1, (round + 1) * len));
             unclaimed += (replaced.last + 1).saturating_sub(replaced.unclaimed_from);
         }
+        switched.store(true, Ordering::Release);
         let mut seen = HashSet::new();
         for thread in threads {
             for id in thread.join().unwrap() {

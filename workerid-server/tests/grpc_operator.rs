@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{sqlite, Launch, Server};
+use common::{launch_with_grpc, Launch};
 use tonic::{Code, Request};
 use workerid_proto::v1::leases_client::LeasesClient;
 use workerid_proto::v1::segments_client::SegmentsClient;
@@ -33,15 +33,10 @@ fn code<T>(answer: Result<T, tonic::Status>) -> Result<(), Code> {
 #[tokio::test(flavor = "multi_thread")]
 async fn operator_calls_take_the_operator_token_alone() {
     let dir = tempfile::tempdir().unwrap();
-    let grpc = workerid_testkit::free_port();
-    let top = format!(
-        "grpc_listen = \"127.0.0.1:{grpc}\"\nauth_token = \"service\"\noperator_token = \"operator\"\n"
-    );
-    let server = Server::launch(
+    let (server, grpc) = launch_with_grpc(
         dir.path(),
-        &sqlite(dir.path()),
         &Launch {
-            top: &top,
+            top: "auth_token = \"service\"\noperator_token = \"operator\"\n",
             ..Launch::default()
         },
     );

@@ -10,7 +10,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{sqlite, Launch, Server};
+use common::{launch_with_grpc, Launch};
 
 /// Debian's Python, whose packages have grpcio and grpc_tools (another
 /// `python3` first on the PATH may not).
@@ -32,16 +32,7 @@ fn run(command: &mut Command, what: &str) -> String {
 #[test]
 fn a_python_client_takes_ids_a_stream_and_a_lease() {
     let dir = tempfile::tempdir().unwrap();
-    let grpc = workerid_testkit::free_port();
-    let top = format!("grpc_listen = \"127.0.0.1:{grpc}\"\n");
-    let _server = Server::launch(
-        dir.path(),
-        &sqlite(dir.path()),
-        &Launch {
-            top: &top,
-            ..Launch::default()
-        },
-    );
+    let (_server, grpc) = launch_with_grpc(dir.path(), &Launch::default());
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let proto = root.join("../workerid-proto/proto");
     let stubs = dir.path().join("stubs");

@@ -8,7 +8,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{read_responses, sqlite, Launch, Server};
+use common::{launch_with_grpc, read_responses, sqlite, Launch, Server};
 
 fn server(dir: &std::path::Path, top: &str) -> Server {
     Server::launch(
@@ -150,15 +150,10 @@ fn clients_that_stop_reading_are_closed_and_free_their_slots() {
 #[test]
 fn grpc_connections_are_capped_and_silent_ones_closed() {
     let dir = tempfile::tempdir().unwrap();
-    let grpc = workerid_testkit::free_port();
-    let top = format!(
-        "grpc_listen = \"127.0.0.1:{grpc}\"\nmax_open_connections = 2\ngrpc_keepalive_ms = 300"
-    );
-    let server = Server::launch(
+    let (server, grpc) = launch_with_grpc(
         dir.path(),
-        &sqlite(dir.path()),
         &Launch {
-            top: &top,
+            top: "max_open_connections = 2\ngrpc_keepalive_ms = 300",
             tables: "[snowflake]\nenabled = false\n",
             ..Launch::default()
         },

@@ -109,14 +109,7 @@ impl SupervisedWorker {
     /// # Panics
     /// Outside a Tokio runtime, as [`tokio::spawn`] does.
     pub fn spawn(allocator: Allocator, options: WorkerOptions) -> SupervisedWorker {
-        let shared = Arc::new(Shared {
-            current: ArcSwapOption::empty(),
-            tried: watch::Sender::new(false),
-            joins: AtomicU64::new(0),
-            losses: AtomicU64::new(0),
-            join_failures: AtomicU64::new(0),
-            last_join: AtomicU8::new(JOINED),
-        });
+        let shared = Arc::new(Shared::new());
         let (stop, stop_rx) = watch::channel(false);
         let (done_tx, done) = watch::channel(false);
         let task = shared.clone();
@@ -218,6 +211,18 @@ impl Drop for SupervisedWorker {
 }
 
 impl Shared {
+    /// No worker yet, nothing tried.
+    fn new() -> Shared {
+        Shared {
+            current: ArcSwapOption::empty(),
+            tried: watch::Sender::new(false),
+            joins: AtomicU64::new(0),
+            losses: AtomicU64::new(0),
+            join_failures: AtomicU64::new(0),
+            last_join: AtomicU8::new(JOINED),
+        }
+    }
+
     /// Joins, and joins again after a loss, until `stop` turns true.
     async fn keep(
         &self,

@@ -240,6 +240,21 @@ pub fn sqlite(dir: &Path) -> String {
     workerid_testkit::sqlite_url(&dir.join("ids.db"))
 }
 
+/// The server on a SQLite file in `dir` as `launch` says, with the gRPC
+/// port on a free port too: the server and that port.
+#[allow(dead_code)] // not every test binary that shares this module serves gRPC
+pub fn launch_with_grpc(dir: &Path, launch: &Launch) -> (Server, u16) {
+    let grpc = workerid_testkit::free_port();
+    let top = format!("grpc_listen = \"127.0.0.1:{grpc}\"\n{}", launch.top);
+    let launch = Launch {
+        top: &top,
+        tables: launch.tables,
+        args: launch.args,
+        env: launch.env,
+    };
+    (Server::launch(dir, &sqlite(dir), &launch), grpc)
+}
+
 /// What listens on `port` (`ss`), for a failure's message.
 pub fn listeners(port: u16) -> String {
     Command::new("ss")

@@ -4,14 +4,7 @@ fn idle() -> SupervisedWorker {
     let (stop, _) = watch::channel(false);
     let (_, done) = watch::channel(false);
     SupervisedWorker {
-        shared: Arc::new(Shared {
-            current: ArcSwapOption::empty(),
-            tried: watch::Sender::new(false),
-            joins: AtomicU64::new(0),
-            losses: AtomicU64::new(0),
-            join_failures: AtomicU64::new(0),
-            last_join: AtomicU8::new(JOINED),
-        }),
+        shared: Arc::new(Shared::new()),
         stop,
         done,
     }
