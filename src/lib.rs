@@ -37,6 +37,13 @@
 //! allocator.release(&lease).await?;
 //! # Ok(()) }
 //! ```
+//!
+//! Each part has an error of its own, `#[non_exhaustive]`, with
+//! `is_retryable` where a retry can help: [`OpenError`] (opening a store),
+//! [`Error`] (the lease contract), `snowflake::Error` (which holds a lease
+//! error as `Lease`), `segment::Error`. They implement `std::error::Error`,
+//! so a function that opens a store and joins a worker returns
+//! `Box<dyn std::error::Error + Send + Sync>` (or an `anyhow::Error`).
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
