@@ -53,6 +53,7 @@ mod fast_path;
 mod form;
 mod grpc;
 mod guarded;
+mod probes;
 mod rewind;
 mod routes;
 mod serve;
