@@ -141,3 +141,25 @@ async fn a_stop_while_joining_returns_and_leaves_nothing_held() {
     let counts: SupervisorCounts = ids.counts();
     assert_eq!((counts.joins, counts.losses), (0, 0), "{counts:?}");
 }
+
+/// A stop whose release the store refuses is not a clean stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_whose_release_is_refused_says_so() {
+    let store = MemoryStore::new();
+    // Renewals far apart: the worker does not notice the loss before the
+    // stop, which then releases a lease that is no longer its own.
+    let slow = WorkerOptions::new()
+        .renew_every(Duration::from_secs(1))
+        .window(Duration::from_secs(2));
+    let ids = SupervisedWorker::spawn(allocator(&store), slow);
+    assert!(ids.wait_first_join(PATIENCE).await);
+    // The lease taken away under the worker: its release is refused.
+    let operator = allocator(&store);
+    assert!(operator.force_release(0).await.unwrap());
+    let taken = operator.acquire().await.expect("the freed ID");
+    assert!(
+        !ids.stop(PATIENCE).await,
+        "a refused release is not a clean stop"
+    );
+    operator.release(&taken).await.unwrap();
+}

@@ -306,8 +306,37 @@ impl LeaseStore for Flaky {
         token: &Token,
         watermark: u64,
     ) -> Result<()> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(Error::unavailable("flaky", "cut off"));
+        }
         self.inner.release(ns, id, token, watermark).await
     }
+}
+
+/// A stop whose release the store does not take says so: the worker ID is
+/// left to expire, and the caller can tell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_the_store_does_not_take_says_the_id_was_not_released() {
+    let store = Flaky::new(false);
+    let allocator = Allocator::from_arc(
+        store.clone(),
+        "unreleased",
+        lease_options(Duration::from_secs(30)),
+    )
+    .unwrap();
+    let worker = Worker::join(allocator, WorkerOptions::new()).await.unwrap();
+    worker.next_id().unwrap();
+    store.down.store(true, Ordering::SeqCst);
+    let state = worker.stop().await;
+    assert!(
+        matches!(&state, WorkerState::StoppedUnreleased { reason } if reason.contains("cut off")),
+        "{state:?}"
+    );
+    assert!(state.is_final());
+    assert!(
+        worker.next_id().is_err(),
+        "no ID after a stop, released or not"
+    );
 }
 
 /// Without a window in its options a worker reserves four renewal periods

@@ -77,7 +77,8 @@ impl Snowflake {
     pub async fn stop(&self, timeout: Duration) {
         if !self.supervised.stop(timeout).await {
             tracing::warn!(
-                "the worker ID was not released within {timeout:?}: it expires with its ttl"
+                "the worker ID was not released within {timeout:?}, or the store refused \
+                 the release: it expires with its ttl"
             );
         }
     }

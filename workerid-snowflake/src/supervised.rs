@@ -3,7 +3,7 @@
 //! until it is stopped and releases the lease.
 
 use std::hash::{BuildHasher, RandomState};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -88,6 +88,8 @@ struct Shared {
     /// How the last join ended: [`JOINED`] (or none yet), [`POOL_HELD`],
     /// [`STORE_UNAVAILABLE`], an index of [`JOINING`].
     last_join: AtomicU8,
+    /// False once a stopped worker's release was not taken by the store.
+    released: AtomicBool,
 }
 
 /// What a [`SupervisedWorker`] has done since it was spawned.
@@ -193,14 +195,15 @@ impl SupervisedWorker {
     /// Stops keeping a worker: no ID is issued from here on, the current
     /// worker (or a join in progress) stops and releases its worker ID.
     /// Waits for that for up to `timeout` and says whether it ended within
-    /// it; past it, the release goes on in the background, and a worker ID
-    /// it cannot release expires with its ttl. A release the store refuses
-    /// is logged as a warning. Calling it again waits again.
+    /// it with nothing left held: false past the timeout (the release goes
+    /// on in the background) or when the store did not take the release (a
+    /// warning is logged); a worker ID left so expires with its ttl.
+    /// Calling it again waits again.
     pub async fn stop(&self, timeout: Duration) -> bool {
         self.stop.send_replace(true);
         let mut done = self.done.clone();
         let ended = tokio::time::timeout(timeout, done.wait_for(|&done| done)).await;
-        ended.is_ok()
+        ended.is_ok() && self.shared.released.load(Ordering::Acquire)
     }
 }
 
@@ -220,6 +223,7 @@ impl Shared {
             losses: AtomicU64::new(0),
             join_failures: AtomicU64::new(0),
             last_join: AtomicU8::new(JOINED),
+            released: AtomicBool::new(true),
         }
     }
 
@@ -239,7 +243,7 @@ impl Shared {
                 Worker::join_until(allocator.clone(), options.clone(), stopping(&mut until)).await;
             if *stop.borrow() {
                 if let Ok(worker) = joined {
-                    worker.stop().await;
+                    self.stopped(&worker).await;
                 }
                 return;
             }
@@ -275,11 +279,17 @@ impl Shared {
                 }
                 () = stopping(&mut until) => {
                     self.current.store(None);
-                    worker.stop().await;
+                    self.stopped(&worker).await;
                     return;
                 }
             }
         }
+    }
+
+    /// Stops `worker` and records whether the store took its release.
+    async fn stopped(&self, worker: &Worker) {
+        let released = !matches!(worker.stop().await, WorkerState::StoppedUnreleased { .. });
+        self.released.store(released, Ordering::Release);
     }
 
     /// Why no worker holds a lease, by the last join's outcome.

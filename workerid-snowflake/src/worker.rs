@@ -72,6 +72,24 @@ pub enum WorkerState {
     /// Stopped and released (by [`Worker::stop`], on drop, or because the
     /// clock drifted beyond recovery).
     Stopped,
+    /// Stopped, but the store did not take the release: the worker ID is
+    /// held until its ttl runs out (or until the store's answer was lost
+    /// and it did release). No more IDs either way.
+    StoppedUnreleased {
+        /// The store's error.
+        reason: String,
+    },
+}
+
+impl WorkerState {
+    /// Whether the worker has ended: lost, stopped, released or not. No
+    /// state follows.
+    pub fn is_final(&self) -> bool {
+        matches!(
+            self,
+            WorkerState::Lost { .. } | WorkerState::Stopped | WorkerState::StoppedUnreleased { .. }
+        )
+    }
 }
 
 /// How a [`Worker`] runs. Every setting has a default.
@@ -413,14 +431,20 @@ impl Worker {
     pub async fn stopped(&self) -> WorkerState {
         let mut state = self.state.clone();
         let done = state
-            .wait_for(|s| matches!(s, WorkerState::Stopped | WorkerState::Lost { .. }))
+            .wait_for(WorkerState::is_final)
             .await
             .map(|s| s.clone());
         done.unwrap_or(WorkerState::Stopped)
     }
 
     /// Stops issuing IDs, releases the worker ID (storing the last timestamp
-    /// used as its watermark) and waits until that is done (libx.net/workerid's `Stop`).
+    /// used as its watermark) and waits until that is done (libx.net/workerid's `Stop`):
+    /// [`WorkerState::Stopped`] once released,
+    /// [`WorkerState::StoppedUnreleased`] when the store did not take the
+    /// release, or the earlier final state ([`WorkerState::Lost`]). A renewal
+    /// in flight is waited for first: up to two of the allocator's request
+    /// timeouts in all; bound it with `tokio::time::timeout` where that
+    /// matters.
     pub async fn stop(&self) -> WorkerState {
         self.stop.notify_one();
         self.stopped().await
@@ -525,12 +549,17 @@ impl Keeper {
                     .release_with_watermark(&self.lease, last)
                     .await
                 {
-                    Ok(()) => tracing::info!(worker_id = self.lease.id().get(), "released"),
+                    Ok(()) => {
+                        tracing::info!(worker_id = self.lease.id().get(), "released");
+                        WorkerState::Stopped
+                    }
                     Err(e) => {
-                        tracing::warn!("could not release worker ID {}: {e}", self.lease.id())
+                        tracing::warn!("could not release worker ID {}: {e}", self.lease.id());
+                        WorkerState::StoppedUnreleased {
+                            reason: e.to_string(),
+                        }
                     }
                 }
-                WorkerState::Stopped
             }
             Err(reason) => {
                 self.meters.lost();
