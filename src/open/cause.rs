@@ -65,7 +65,6 @@ const CAUSES: [(Cause, &[&str]); 4] = [
         &[
             "lock wait timeout exceeded", // MySQL, MariaDB
             "due to lock timeout",        // PostgreSQL
-            "canceling statement due to", // PostgreSQL: statement_timeout
         ],
     ),
 ];

@@ -2,16 +2,48 @@
 //! one, as Leaf's `minStep` is the row's `step`: a tag made with a small
 //! step for numbers people read stays at it, never jumps to a thousand.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use workerid_memory::MemoryStore;
-use workerid_segment::{SegmentAllocator, SegmentOptions, SegmentStore};
+use workerid_segment::{
+    Range, Result, SegmentAllocator, SegmentCapabilities, SegmentOptions, SegmentStore, Tag,
+    TagInfo,
+};
 
-/// The store's `max_id` after `taken` IDs of a tag made with a step of
-/// 10, every segment having lasted longer than `shrink_above` (each next
-/// step is half the last, raised to the floor).
-async fn max_id_after(min_step: Option<u64>, taken: u64) -> u64 {
-    let store = MemoryStore::new();
+/// The memory store, recording the step of every reservation asked for.
+#[derive(Debug, Default)]
+struct Recording {
+    inner: MemoryStore,
+    steps: Mutex<Vec<Option<u64>>>,
+}
+
+#[async_trait]
+impl SegmentStore for Recording {
+    fn segment_capabilities(&self) -> SegmentCapabilities {
+        self.inner.segment_capabilities()
+    }
+    async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> Result<bool> {
+        self.inner.create_tag(tag, first_id, step).await
+    }
+    async fn reserve(&self, tag: &Tag, step: Option<u64>) -> Result<Range> {
+        self.steps.lock().unwrap().push(step);
+        self.inner.reserve(tag, step).await
+    }
+    async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> Result<bool> {
+        self.inner.give_back(tag, reserved, new_max).await
+    }
+    async fn list_tags(&self) -> Result<Vec<TagInfo>> {
+        self.inner.list_tags().await
+    }
+}
+
+/// The steps asked for while 40 IDs of a tag made with a step of 10 are
+/// taken, every segment having lasted longer than `shrink_above` (so each
+/// next step is half the last, raised to the floor).
+async fn steps_asked(min_step: Option<u64>) -> Vec<Option<u64>> {
+    let store = Arc::new(Recording::default());
     let options = SegmentOptions {
         min_step,
         grow_below: Duration::ZERO,
@@ -20,26 +52,36 @@ async fn max_id_after(min_step: Option<u64>, taken: u64) -> u64 {
     };
     let ids = SegmentAllocator::new(store.clone(), options);
     ids.create_tag("invoice", 1, 10).await.unwrap();
-    for expected in 1..=taken {
+    for expected in 1..=40 {
         assert_eq!(ids.next_id("invoice").await.unwrap(), expected);
     }
-    let tags = store.list_tags().await.unwrap();
-    tags.iter()
-        .find(|t| t.tag.as_str() == "invoice")
-        .map(|t| t.max_id)
-        .expect("the tag")
+    ids.shutdown().await;
+    let steps = store.steps.lock().unwrap().clone();
+    steps
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_step_never_goes_below_the_tags_own_step_nor_jumps_above_it() {
-    // Steps of 10 only (each halving is raised back to 10): 25 IDs take at
-    // most four segments, the last one prefetched.
-    let max_id = max_id_after(None, 25).await;
-    assert!(
-        max_id <= 41,
-        "max_id {max_id}: the step left the tag's own 10"
-    );
+    // The row's step first, then halvings raised back to it: 10 every time.
+    let steps = steps_asked(None).await;
+    assert_eq!(steps[0], None, "the first reservation takes the row's step");
+    assert!(steps.len() >= 4, "{steps:?}");
+    assert!(steps[1..].iter().all(|s| *s == Some(10)), "{steps:?}");
     // A floor set in the options wins: 10, then 1000.
-    let max_id = max_id_after(Some(1_000), 25).await;
-    assert!(max_id > 1_000, "max_id {max_id}: min_step was not kept");
+    let steps = steps_asked(Some(1_000)).await;
+    assert_eq!(steps[..2], [None, Some(1_000)], "{steps:?}");
+}
+
+/// The last tag the rule for a first range lets in serves its IDs; the
+/// next one up is refused before it is made.
+#[tokio::test]
+async fn the_highest_first_range_allowed_is_served() {
+    use workerid_segment::MAX_SEGMENT_ID;
+
+    let ids = SegmentAllocator::new(MemoryStore::new(), SegmentOptions::default());
+    let first = MAX_SEGMENT_ID - 1000;
+    assert!(ids.create_tag("edge", first, 1000).await.unwrap());
+    assert_eq!(ids.next_id("edge").await.unwrap(), first);
+    let refused = ids.create_tag("over", first + 1, 1000).await;
+    assert!(refused.is_err(), "{refused:?}");
 }

@@ -4,7 +4,14 @@
 
 use std::time::Duration;
 
-use workerid_core::{Allocator, LeaseOptions};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use workerid_core::{
+    Allocator, Capabilities, Error, Grant, Holder, LeaseOptions, LeaseStore, Namespace, Result,
+    Token, WorkerId,
+};
 use workerid_memory::MemoryStore;
 use workerid_snowflake::{NextIdError, SupervisedWorker, SupervisorCounts, WorkerOptions};
 
@@ -142,24 +149,140 @@ async fn a_stop_while_joining_returns_and_leaves_nothing_held() {
     assert_eq!((counts.joins, counts.losses), (0, 0), "{counts:?}");
 }
 
-/// A stop whose release the store refuses is not a clean stop.
+/// A stop of a lease taken meanwhile holds nothing: a clean stop. A stop
+/// whose release the store does not answer is not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stop_whose_release_is_refused_says_so() {
-    let store = MemoryStore::new();
+async fn a_stop_says_whether_anything_is_left_held() {
     // Renewals far apart: the worker does not notice the loss before the
-    // stop, which then releases a lease that is no longer its own.
-    let slow = WorkerOptions::new()
-        .renew_every(Duration::from_secs(1))
-        .window(Duration::from_secs(2));
-    let ids = SupervisedWorker::spawn(allocator(&store), slow);
+    // stop.
+    let slow = || {
+        WorkerOptions::new()
+            .renew_every(Duration::from_secs(1))
+            .window(Duration::from_secs(2))
+    };
+    let store = MemoryStore::new();
+    let ids = SupervisedWorker::spawn(allocator(&store), slow());
     assert!(ids.wait_first_join(PATIENCE).await);
-    // The lease taken away under the worker: its release is refused.
     let operator = allocator(&store);
     assert!(operator.force_release(0).await.unwrap());
     let taken = operator.acquire().await.expect("the freed ID");
     assert!(
-        !ids.stop(PATIENCE).await,
-        "a refused release is not a clean stop"
+        ids.stop(PATIENCE).await,
+        "a lease no longer ours is not left held"
     );
     operator.release(&taken).await.unwrap();
+
+    let store = Arc::new(NoRelease {
+        inner: MemoryStore::new(),
+        down: AtomicBool::new(false),
+    });
+    let options = LeaseOptions::new()
+        .max_worker_id(0)
+        .max_lease_time(TTL)
+        .ttl(TTL);
+    let allocator = Allocator::from_arc(store.clone(), "supervised", options).unwrap();
+    let ids = SupervisedWorker::spawn(allocator, slow());
+    assert!(ids.wait_first_join(PATIENCE).await);
+    store.down.store(true, Ordering::SeqCst);
+    assert!(
+        !ids.stop(PATIENCE).await,
+        "an unanswered release is not a clean stop"
+    );
+}
+
+/// The memory store, whose releases fail as unavailable while `down`.
+#[derive(Debug)]
+struct NoRelease {
+    inner: MemoryStore,
+    down: AtomicBool,
+}
+
+#[async_trait]
+impl LeaseStore for NoRelease {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    async fn acquire(
+        &self,
+        ns: &Namespace,
+        max: u32,
+        token: &Token,
+        ttl: Duration,
+        holder: &Holder,
+    ) -> Result<Grant> {
+        self.inner.acquire(ns, max, token, ttl, holder).await
+    }
+    async fn renew(
+        &self,
+        ns: &Namespace,
+        id: WorkerId,
+        token: &Token,
+        ttl: Duration,
+        watermark: u64,
+    ) -> Result<()> {
+        self.inner.renew(ns, id, token, ttl, watermark).await
+    }
+    async fn release(
+        &self,
+        ns: &Namespace,
+        id: WorkerId,
+        token: &Token,
+        watermark: u64,
+    ) -> Result<()> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(Error::unavailable("no-release", "cut off"));
+        }
+        self.inner.release(ns, id, token, watermark).await
+    }
+}
+
+/// After a loss, the next worker may hold another worker ID, whose
+/// watermark is older; with the wall clock stepped back meanwhile, its IDs
+/// still start above the lost worker's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_next_worker_on_another_id_issues_above_the_last_one_whatever_the_clock() {
+    use workerid_snowflake::FakeClock;
+
+    let store = MemoryStore::new();
+    let pool_of_two = || {
+        let options = LeaseOptions::new()
+            .max_worker_id(1)
+            .max_lease_time(TTL)
+            .ttl(TTL);
+        Allocator::new(store.clone(), "two", options).unwrap()
+    };
+    let operator = pool_of_two();
+    let other = operator.acquire().await.unwrap();
+    let clock = Arc::new(FakeClock::at(Duration::from_secs(1_800_000_000)));
+    let ids = SupervisedWorker::spawn(pool_of_two(), options().clock(clock.clone()));
+    assert!(ids.wait_first_join(PATIENCE).await);
+    let first = ids.worker().expect("a worker");
+    assert_ne!(first.worker_id(), other.id().get());
+    clock.advance(Duration::from_millis(5));
+    let last = ids.next_id().unwrap();
+
+    // The wall clock goes back half a second; the worker's ID is taken,
+    // and the only free one is the other.
+    clock.step_wall(-500);
+    assert!(operator
+        .force_release(u64::from(first.worker_id()))
+        .await
+        .unwrap());
+    let taken = operator.acquire().await.expect("the freed ID");
+    assert_eq!(taken.id().get(), first.worker_id());
+    operator.release(&other).await.unwrap();
+    first.stopped().await;
+
+    // The next worker waits out the half second rather than go back.
+    let next = loop {
+        clock.advance(Duration::from_millis(10));
+        if let Ok(id) = ids.next_id() {
+            break id;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let worker = ids.worker().expect("the next worker");
+    assert_eq!(worker.worker_id(), other.id().get(), "the other worker ID");
+    assert!(next > last, "{next} after {last}: back in time");
+    assert!(ids.stop(PATIENCE).await);
 }

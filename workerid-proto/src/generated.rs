@@ -268,8 +268,9 @@ pub struct SegmentCapabilities {
 pub struct CreateTagRequest {
     #[prost(string, tag = "1")]
     pub tag: ::prost::alloc::string::String,
-    /// The tag's first ID, 0 to 2^63 - 1 (0 serves from 1); its first range
-    /// of `step` IDs must end at or below 2^63 - 1 (else invalid_first_id).
+    /// The tag's first ID (0 serves from 1); first_id + step must be at most
+    /// 2^63 - 1, so that its first range can be reserved (else
+    /// invalid_first_id).
     #[prost(uint64, tag = "2")]
     pub first_id: u64,
     /// The tag's own step, 1 to 2^40 (0 is refused: invalid_step).

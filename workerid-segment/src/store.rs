@@ -319,16 +319,18 @@ pub fn check_step(step: u64) -> Result<()> {
     }
 }
 
-/// Checks a new tag's first ID and step: a first ID in
-/// `1..=`[`MAX_SEGMENT_ID`], and a first range of `step` IDs that ends at
-/// or below it (a tag whose first reservation cannot fit would never serve
-/// an ID).
+/// Checks a new tag's first ID and step: a first ID of at least 1, and a
+/// first reservation that leaves `max_id` at or below [`MAX_SEGMENT_ID`]
+/// (`first_id + step <= MAX_SEGMENT_ID`), as every store requires of a
+/// reservation: a tag whose first one cannot be made would never serve an
+/// ID.
 ///
 /// ```
 /// use workerid_segment::{check_first_range, MAX_SEGMENT_ID};
 /// assert!(check_first_range(1, 1000).is_ok());
-/// assert!(check_first_range(MAX_SEGMENT_ID, 1).is_ok());
-/// assert!(check_first_range(MAX_SEGMENT_ID, 2).is_err());
+/// assert!(check_first_range(MAX_SEGMENT_ID - 1, 1).is_ok());
+/// assert!(check_first_range(MAX_SEGMENT_ID, 1).is_err());
+/// assert!(check_first_range(MAX_SEGMENT_ID - 999, 1000).is_err());
 /// assert!(check_first_range(0, 10).is_err());
 /// ```
 ///
@@ -340,7 +342,7 @@ pub fn check_first_range(first_id: u64, step: u64) -> Result<()> {
             "first ID {first_id} must be in 1..={MAX_SEGMENT_ID}"
         )));
     }
-    if first_id - 1 > MAX_SEGMENT_ID.saturating_sub(step) {
+    if first_id > MAX_SEGMENT_ID.saturating_sub(step) {
         return Err(Error::invalid_config(format!(
             "first ID {first_id} and step {step} pass the largest ID {MAX_SEGMENT_ID}: \
              the first range would not fit"

@@ -30,7 +30,8 @@
 //! | `[snowflake] ttl_secs` | 10 | the lease ttl, 1 to 86 400 (a day) |
 //! | `[snowflake] renew_every_ms` | ttl/3 | |
 //! | `[snowflake] renew_timeout_ms` | renew_every/2 | must be shorter than renew_every |
-//! | `[snowflake] max_worker_id` | 1023 | the pool |
+//! | `[snowflake] layout` | classic | the IDs' layout: classic, twitter (Leaf's), sonyflake, sonyflake-v2, discord, instagram, js-safe |
+//! | `[snowflake] max_worker_id` | the layout's largest, at most 1023 | the pool |
 //!
 //! Segments need a durable store: on one whose counters do not survive its
 //! restart (Redis without `durable=true` in its URL, an in-memory SQLite
@@ -42,9 +43,10 @@
 //! The snowflake worker is supervised: after a failed start or a lost lease
 //! it joins again (backoff 100 ms to 1 s, jittered), on a store connection
 //! of its own. `/livez` answers while the process runs; `/readyz` is 200
-//! once the tag list was read lately and, with snowflake on, a lease is
-//! live. Error bodies carry a stable code and message; store details go
-//! to the log only.
+//! while, with snowflake on, the worker can issue IDs (a store that stopped
+//! answering is no reason by itself: segments are served from memory).
+//! Error bodies carry a stable code and message; store details go to the
+//! log only.
 
 mod batch;
 mod cli;
@@ -317,8 +319,8 @@ async fn run(config: Config) -> Result<(), Failure> {
         let pool_watch = allocator.clone();
         let snowflake = Arc::new(Snowflake::spawn(allocator, holder, options));
         // A worker ID released by the previous run is joined once the clock
-        // passes its reserved window (under a ttl): wait for that before
-        // listening, as a server that joined inline did.
+        // passes its reserved window (under a ttl): waited for before
+        // listening, so that the first snowflake request is answered.
         tokio::select! {
             () = snowflake.first_join(s.ttl()) => {}
             _ = signalled.wait_for(|&s| s) => {}

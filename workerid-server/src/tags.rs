@@ -88,7 +88,8 @@ impl Tags {
     }
 
     /// Whether the view was read from the store lately (within three
-    /// refresh periods): what `/readyz` reports.
+    /// refresh periods): what gRPC's health service reports for
+    /// `Segments`.
     pub fn fresh(&self) -> bool {
         let at = self.refreshed_ms.load(Ordering::Relaxed);
         let now = millis(self.epoch.elapsed());

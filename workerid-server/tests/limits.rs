@@ -177,6 +177,12 @@ fn grpc_connections_are_capped_and_silent_ones_closed() {
     let waited = started.elapsed();
     println!("with three silent connections, a gRPC call was answered after {waited:?}");
     assert!(decoded.is_ok(), "{decoded:?}");
+    // Two silent connections held both slots until the first was closed,
+    // after three keep-alives (900 ms).
+    assert!(
+        waited >= Duration::from_millis(600),
+        "answered over the cap after {waited:?}"
+    );
     // Two were accepted and closed; the third was the next accepted.
     for mut connection in silent {
         let closed = closed_after(&mut connection);

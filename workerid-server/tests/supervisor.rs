@@ -54,6 +54,7 @@ fn the_worker_rejoins_after_a_frozen_store_and_after_a_store_restart() {
             || why.contains("reserved in the store ran out"),
         "/readyz with the store frozen: {why}"
     );
+    assert!(!why.contains("tag list"), "a stale tag list counted: {why}");
     // A stale tag list is no reason to leave a balancer (segments are
     // served from memory), and a probe that leaves the worker out keeps
     // the server in.

@@ -44,9 +44,10 @@ const STORE_UNAVAILABLE: u8 = 2;
 /// - Once a worker has joined, [`next_id`](SupervisedWorker::next_id) is
 ///   that worker's: one atomic load and the worker's own fast path, no lock.
 ///   When it is lost (taken over, or its deadline passed during a store
-///   outage) the task drops it and joins again, and a new worker (maybe
-///   with another worker ID) issues IDs above the old one's: the store's
-///   watermark orders them.
+///   outage) the task drops it and joins again. The new worker (maybe with
+///   another worker ID) issues IDs above the old one's, even with the wall
+///   clock stepped back: it starts above the store's watermark of its
+///   worker ID and above the last timestamp the workers before it issued.
 /// - Between workers, `next_id` answers [`NextIdError::NotReady`] with a
 ///   reason in fixed words (joining; every worker ID held; the store
 ///   unavailable), never a store's message.
@@ -235,6 +236,9 @@ impl Shared {
         stop: watch::Receiver<bool>,
     ) {
         let mut backoff = MIN_BACKOFF;
+        // The last timestamp the workers before issued: a next worker, with
+        // another worker ID whose watermark is older, starts above it.
+        let mut floor = 0;
         loop {
             // A stop while joining releases the worker ID before the join
             // returns (a dropped join would leave it to expire).
@@ -266,6 +270,7 @@ impl Shared {
                 }
             };
             backoff = MIN_BACKOFF;
+            worker.generator().set_last_used_timestamp(floor);
             self.joined(Ok(()));
             self.joins.fetch_add(1, Ordering::Relaxed);
             self.current.store(Some(worker.clone()));
@@ -274,6 +279,7 @@ impl Shared {
             tokio::select! {
                 state = worker.stopped() => {
                     self.current.store(None);
+                    floor = floor.max(worker.generator().last_used_timestamp());
                     self.losses.fetch_add(1, Ordering::Relaxed);
                     tracing::error!("the snowflake worker ended ({state:?}): joining again");
                 }

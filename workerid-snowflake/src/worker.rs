@@ -70,11 +70,12 @@ pub enum WorkerState {
         reason: String,
     },
     /// Stopped and released (by [`Worker::stop`], on drop, or because the
-    /// clock drifted beyond recovery).
+    /// clock drifted beyond recovery), or stopped on a lease that was no
+    /// longer its own: nothing is held.
     Stopped,
-    /// Stopped, but the store did not take the release: the worker ID is
-    /// held until its ttl runs out (or until the store's answer was lost
-    /// and it did release). No more IDs either way.
+    /// Stopped, but the store did not answer the release: the worker ID is
+    /// held until its ttl runs out (or the release was made and its answer
+    /// lost). No more IDs either way.
     StoppedUnreleased {
         /// The store's error.
         reason: String,
@@ -551,6 +552,14 @@ impl Keeper {
                 {
                     Ok(()) => {
                         tracing::info!(worker_id = self.lease.id().get(), "released");
+                        WorkerState::Stopped
+                    }
+                    // No longer ours (taken, or expired): nothing is held.
+                    Err(e) if e.is_lease_lost() => {
+                        tracing::info!(
+                            worker_id = self.lease.id().get(),
+                            "stopped; the lease was no longer this worker's: {e}"
+                        );
                         WorkerState::Stopped
                     }
                     Err(e) => {

@@ -236,8 +236,6 @@ impl SqlStoreBuilder {
     }
 }
 
-/// Whether `url` names an in-memory SQLite database (gone with its last
-/// connection).
 /// Creates the file a `sqlite:` URL with `mode=rwc` names, when it does
 /// not exist yet, readable and writable by its owner only: it holds the
 /// lease tokens. SQLite gives its `-wal` and `-shm` files the database
@@ -263,6 +261,8 @@ fn create_private_sqlite_file(url: &str) {
     }
 }
 
+/// Whether `url` names an in-memory SQLite database (gone with its last
+/// connection).
 fn in_memory(url: &str) -> bool {
     url.contains(":memory:") || url.contains("mode=memory")
 }

@@ -77,6 +77,25 @@ impl SqlStore {
             }
             Dialect::Sqlite => {}
         }
+        let made = self.create_all(&mut conn).await;
+        // Ended either way, so that a connection the pool keeps holds no
+        // lock and no aborted transaction (its owner's pool, say).
+        let end = match (self.dialect(), &made) {
+            (Dialect::Postgres, Ok(_)) => "COMMIT",
+            (Dialect::Postgres, Err(_)) => "ROLLBACK",
+            (Dialect::MySql, _) => "SELECT RELEASE_LOCK('workerid_schema')",
+            (Dialect::Sqlite, _) => return made,
+        };
+        let ended = q(end).execute(&mut *conn).await;
+        let routine_made = made?;
+        ended.map_err(fail)?;
+        Ok(routine_made)
+    }
+
+    /// The tables, indexes, version column and acquire routine, on `conn`
+    /// with the schema lock held: whether the routine was made.
+    async fn create_all(&self, conn: &mut sqlx::AnyConnection) -> Result<bool> {
+        let fail = |e| Error::unavailable("sql", e);
         for statement in self
             .statements()
             .schema
@@ -87,14 +106,14 @@ impl SqlStore {
         }
         for index in &self.statements().indexes {
             if self.dialect() == Dialect::Postgres
-                && index_exists(&mut conn, &index.name).await.map_err(fail)?
+                && index_exists(conn, &index.name).await.map_err(fail)?
             {
                 continue;
             }
             q(&index.create).execute(&mut *conn).await.map_err(fail)?;
         }
         if self.segments().versioned {
-            self.add_segment_version(&mut conn).await?;
+            self.add_segment_version(conn).await?;
         }
         let mut routine_made = true;
         if let Some(routine) = &self.statements().routine {
@@ -115,14 +134,6 @@ impl SqlStore {
                 Err(e) => return Err(fail(e)),
             }
         }
-        match self.dialect() {
-            Dialect::Postgres => q("COMMIT").execute(&mut *conn).await.map_err(fail)?,
-            Dialect::MySql => q("SELECT RELEASE_LOCK('workerid_schema')")
-                .execute(&mut *conn)
-                .await
-                .map_err(fail)?,
-            Dialect::Sqlite => Default::default(),
-        };
         Ok(routine_made)
     }
 }
@@ -216,7 +227,9 @@ impl SqlStore {
             Error::unavailable(
                 "sql",
                 format!(
-                    "could not add the version column within {ALTER_LOCK_WAIT_SECS} s ({e});                      run `{statement}` when no transaction holds the table, or open with                      segment_versions=false"
+                    "could not add the version column within {ALTER_LOCK_WAIT_SECS} s ({e}); \
+                     run `{statement}` when no transaction holds the table, or open with \
+                     segment_versions=false"
                 ),
             )
         })

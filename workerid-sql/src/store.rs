@@ -103,7 +103,8 @@ impl SqlStore {
             let first: String = first.unwrap_or_default().chars().take(64).collect();
             tracing::warn!(
                 skipped,
-                "{skipped} segment row(s) are not served: a tag is 1 to 32 bytes of                  [A-Za-z0-9._:-] (the first skipped: {first:?})"
+                "{skipped} segment row(s) are not served: a tag is 1 to 32 bytes of \
+                 [A-Za-z0-9._:-] (the first skipped: {first:?})"
             );
         }
     }

@@ -79,8 +79,8 @@ metric_names! {
     /// Counter, by `namespace`.
     WORKER_LEASES_LOST = "workerid_worker_leases_lost_total", Counter, None, ["namespace"],
         "Leases a snowflake worker lost (it stopped issuing IDs).";
-    /// Gauge, by `namespace`: set at every renewal attempt. Alert below a
-    /// third of the ttl.
+    /// Gauge, by `namespace`: set at every renewal attempt, retries
+    /// during an outage included.
     WORKER_LEASE_REMAINING_SECONDS = "workerid_worker_lease_remaining_seconds", Gauge,
         Some(metrics::Unit::Seconds), ["namespace"],
         "Time left before the worker's lease deadline, at its last renewal attempt.";

@@ -172,9 +172,9 @@ fn a_tag_whose_first_range_would_not_fit_is_refused() {
         }],
         ..Config::default()
     };
-    assert_eq!(with_tag(MAX_SEGMENT_ID - 999, 1000).validate(), Ok(()));
-    assert_eq!(with_tag(MAX_SEGMENT_ID, 1).validate(), Ok(()));
-    for (first_id, step) in [(MAX_SEGMENT_ID - 998, 1000), (MAX_SEGMENT_ID, 2)] {
+    assert_eq!(with_tag(MAX_SEGMENT_ID - 1000, 1000).validate(), Ok(()));
+    assert_eq!(with_tag(MAX_SEGMENT_ID - 1, 1).validate(), Ok(()));
+    for (first_id, step) in [(MAX_SEGMENT_ID - 999, 1000), (MAX_SEGMENT_ID, 1)] {
         let refused = with_tag(first_id, step).validate().unwrap_err().to_string();
         assert!(refused.contains("would not fit"), "{refused}");
     }
