@@ -357,18 +357,20 @@ pub async fn a_tag_at_its_end_is_exhausted(f: &dyn SegmentFactory) -> Outcome {
             "a first ID of {first_id} with a step of 10 is refused"
         );
     }
-    assert!(
-        store
-            .create_tag(&last, END, 1)
-            .await
-            .expect("create at 2^63 - 1"),
-        "a store keeps a tag at 2^63 - 1"
-    );
-    let answer = store.reserve(&last, None).await;
-    assert!(
-        matches!(answer, Err(Error::TagExhausted { .. })),
-        "a tag at 2^63 - 1 has no range left: {answer:?}"
-    );
+    // A store may refuse such a tag as the allocator does (a server's, for
+    // one); one that keeps it has no range to give from it.
+    match store.create_tag(&last, END, 1).await {
+        Ok(created) => {
+            assert!(created, "a new tag at 2^63 - 1 is created");
+            let answer = store.reserve(&last, None).await;
+            assert!(
+                matches!(answer, Err(Error::TagExhausted { .. })),
+                "a tag at 2^63 - 1 has no range left: {answer:?}"
+            );
+        }
+        Err(Error::InvalidConfig { .. }) => {}
+        Err(e) => panic!("create at 2^63 - 1: {e:?}"),
+    }
     Outcome::Passed
 }
 
