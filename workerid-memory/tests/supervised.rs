@@ -4,14 +4,13 @@
 
 use std::time::Duration;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+mod support;
+
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use workerid_core::{
-    Allocator, Capabilities, Error, Grant, Holder, LeaseOptions, LeaseStore, Namespace, Result,
-    Token, WorkerId,
-};
+use support::flaky::Flaky;
+use workerid_core::{Allocator, LeaseOptions};
 use workerid_memory::MemoryStore;
 use workerid_snowflake::{NextIdError, SupervisedWorker, SupervisorCounts, WorkerOptions};
 
@@ -172,10 +171,7 @@ async fn a_stop_says_whether_anything_is_left_held() {
     );
     operator.release(&taken).await.unwrap();
 
-    let store = Arc::new(NoRelease {
-        inner: MemoryStore::new(),
-        down: AtomicBool::new(false),
-    });
+    let store = Flaky::new(false);
     let options = LeaseOptions::new()
         .max_worker_id(0)
         .max_lease_time(TTL)
@@ -188,52 +184,6 @@ async fn a_stop_says_whether_anything_is_left_held() {
         !ids.stop(PATIENCE).await,
         "an unanswered release is not a clean stop"
     );
-}
-
-/// The memory store, whose releases fail as unavailable while `down`.
-#[derive(Debug)]
-struct NoRelease {
-    inner: MemoryStore,
-    down: AtomicBool,
-}
-
-#[async_trait]
-impl LeaseStore for NoRelease {
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    async fn acquire(
-        &self,
-        ns: &Namespace,
-        max: u32,
-        token: &Token,
-        ttl: Duration,
-        holder: &Holder,
-    ) -> Result<Grant> {
-        self.inner.acquire(ns, max, token, ttl, holder).await
-    }
-    async fn renew(
-        &self,
-        ns: &Namespace,
-        id: WorkerId,
-        token: &Token,
-        ttl: Duration,
-        watermark: u64,
-    ) -> Result<()> {
-        self.inner.renew(ns, id, token, ttl, watermark).await
-    }
-    async fn release(
-        &self,
-        ns: &Namespace,
-        id: WorkerId,
-        token: &Token,
-        watermark: u64,
-    ) -> Result<()> {
-        if self.down.load(Ordering::SeqCst) {
-            return Err(Error::unavailable("no-release", "cut off"));
-        }
-        self.inner.release(ns, id, token, watermark).await
-    }
 }
 
 /// After a loss, the next worker may hold another worker ID, whose

@@ -3,15 +3,14 @@
 //! leaving on a clock drift beyond recovery, the default reserved window, and
 //! what a failed join leaves behind.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+mod support;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-use workerid_core::{
-    Allocator, Capabilities, Error, Grant, Holder, LeaseOptions, LeaseStore, Namespace, Result,
-    Token, WorkerId,
-};
+use support::flaky::Flaky;
+use workerid_core::{Allocator, Error, LeaseOptions, LeaseStore, Result};
 use workerid_memory::{ManualClock, MemoryStore};
 use workerid_snowflake::{
     Clock, Error as SnowflakeError, FakeClock, Layout, NextIdError, SystemClock, Worker,
@@ -231,86 +230,6 @@ async fn a_drift_beyond_recovery_makes_the_worker_leave() {
         .await
         .expect("and released its worker ID");
     assert!(next.previous_watermark() > 0, "with its watermark");
-}
-
-/// A store that can be cut off, recording when each successful renewal was
-/// sent, and that can declare a quarantine of expired IDs.
-#[derive(Debug)]
-struct Flaky {
-    inner: MemoryStore,
-    down: AtomicBool,
-    /// Renewals that raise the watermark are written, then answered with an
-    /// error (a lost answer).
-    lose_raises: AtomicBool,
-    renewed: Mutex<Vec<Instant>>,
-    /// Renewals refused while down.
-    refused: std::sync::atomic::AtomicU64,
-    quarantine: bool,
-}
-
-impl Flaky {
-    fn new(quarantine: bool) -> Arc<Flaky> {
-        Arc::new(Flaky {
-            inner: MemoryStore::new(),
-            down: AtomicBool::new(false),
-            lose_raises: AtomicBool::new(false),
-            renewed: Mutex::new(Vec::new()),
-            refused: Default::default(),
-            quarantine,
-        })
-    }
-}
-
-#[async_trait]
-impl LeaseStore for Flaky {
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            quarantine: self.quarantine,
-            ..self.inner.capabilities()
-        }
-    }
-    async fn acquire(
-        &self,
-        ns: &Namespace,
-        max: u32,
-        token: &Token,
-        ttl: Duration,
-        holder: &Holder,
-    ) -> Result<Grant> {
-        self.inner.acquire(ns, max, token, ttl, holder).await
-    }
-    async fn renew(
-        &self,
-        ns: &Namespace,
-        id: WorkerId,
-        token: &Token,
-        ttl: Duration,
-        watermark: u64,
-    ) -> Result<()> {
-        let sent = Instant::now();
-        if self.down.load(Ordering::SeqCst) {
-            self.refused.fetch_add(1, Ordering::SeqCst);
-            return Err(Error::unavailable("flaky", "cut off"));
-        }
-        self.inner.renew(ns, id, token, ttl, watermark).await?;
-        if watermark != 0 && self.lose_raises.load(Ordering::SeqCst) {
-            return Err(Error::unavailable("flaky", "the answer was lost"));
-        }
-        self.renewed.lock().unwrap().push(sent);
-        Ok(())
-    }
-    async fn release(
-        &self,
-        ns: &Namespace,
-        id: WorkerId,
-        token: &Token,
-        watermark: u64,
-    ) -> Result<()> {
-        if self.down.load(Ordering::SeqCst) {
-            return Err(Error::unavailable("flaky", "cut off"));
-        }
-        self.inner.release(ns, id, token, watermark).await
-    }
 }
 
 /// A stop whose release the store does not take says so: the worker ID is
