@@ -150,7 +150,10 @@ pub async fn max_id_is_the_first_id_not_handed_out(f: &dyn SegmentFactory) -> Ou
             if !store.segment_capabilities().list {
                 return None;
             }
-            let listed = store.list_tags().await.expect("list");
+            let listed = store
+                .list_tags()
+                .await
+                .expect("list_tags, declared by SegmentCapabilities::list");
             let info = listed.into_iter().find(|t| t.tag == tag);
             Some(info.expect("the tag is listed").max_id)
         }
@@ -229,7 +232,10 @@ pub async fn unknown_tags_and_listing(f: &dyn SegmentFactory) -> Outcome {
         );
         return Outcome::Passed;
     }
-    let listed = store.list_tags().await.expect("list");
+    let listed = store
+        .list_tags()
+        .await
+        .expect("list_tags, declared by SegmentCapabilities::list");
     let info = listed
         .iter()
         .find(|t| t.tag == tag)
@@ -261,7 +267,10 @@ pub async fn bad_input_is_refused(f: &dyn SegmentFactory) -> Outcome {
     }
     let store = f.connect().await;
     if store.segment_capabilities().list {
-        let listed = store.list_tags().await.expect("list");
+        let listed = store
+            .list_tags()
+            .await
+            .expect("list_tags, declared by SegmentCapabilities::list");
         assert!(
             listed.iter().all(|t| t.tag != tag),
             "a refused tag must not be created"
@@ -317,7 +326,10 @@ pub async fn a_tag_at_its_end_is_exhausted(f: &dyn SegmentFactory) -> Outcome {
         "a range whose max_id would pass 2^63 - 1: {answer:?}"
     );
     if store.segment_capabilities().list {
-        let listed = store.list_tags().await.expect("list");
+        let listed = store
+            .list_tags()
+            .await
+            .expect("list_tags, declared by SegmentCapabilities::list");
         let info = listed.iter().find(|t| t.tag == tag).expect("listed");
         assert_eq!(
             info.max_id,

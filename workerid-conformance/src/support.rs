@@ -252,42 +252,45 @@ pub(crate) fn round_up(ttl: Duration, granularity: Duration) -> Duration {
     Duration::from_nanos(u64::try_from(n).unwrap_or(u64::MAX))
 }
 
-/// Panics unless `result` is the error `expected` describes.
+/// Panics unless `result` is the error `expected` describes, naming both
+/// the error expected and the answer seen.
 #[track_caller]
-pub(crate) fn expect_err<T: Debug>(
-    result: Result<T, Error>,
-    expected: fn(&Error) -> bool,
-    what: &str,
-) {
+pub(crate) fn expect_err<T: Debug>(result: Result<T, Error>, expected: is::Expected, what: &str) {
     match result {
-        Err(ref e) if expected(e) => {}
-        other => panic!("{what}: got {other:?}"),
+        Err(ref e) if (expected.matches)(e) => {}
+        other => panic!("{what}: expected {}, got {other:?}", expected.name),
     }
 }
 
-/// Matchers for [`expect_err`].
+/// Matchers for [`expect_err`], named as the scenarios read
+/// (`is::token_mismatch`).
+#[allow(non_upper_case_globals)]
 pub(crate) mod is {
     use workerid_core::Error;
 
-    pub fn no_available_id(e: &Error) -> bool {
-        matches!(e, Error::NoAvailableId { .. })
+    /// An error variant, by name and by test.
+    #[derive(Clone, Copy)]
+    pub struct Expected {
+        pub name: &'static str,
+        pub matches: fn(&Error) -> bool,
     }
-    pub fn token_mismatch(e: &Error) -> bool {
-        matches!(e, Error::TokenMismatch { .. })
+
+    macro_rules! expected {
+        ($($matcher:ident: $variant:ident),+ $(,)?) => {$(
+            pub const $matcher: Expected = Expected {
+                name: concat!("Err(", stringify!($variant), ")"),
+                matches: |e| matches!(e, Error::$variant { .. }),
+            };
+        )+};
     }
-    pub fn token_expired(e: &Error) -> bool {
-        matches!(e, Error::TokenExpired { .. })
-    }
-    pub fn not_assigned(e: &Error) -> bool {
-        matches!(e, Error::NotAssigned { .. })
-    }
-    pub fn invalid_config(e: &Error) -> bool {
-        matches!(e, Error::InvalidConfig { .. })
-    }
-    pub fn invalid_worker_id(e: &Error) -> bool {
-        matches!(e, Error::InvalidWorkerId { .. })
-    }
-    pub fn invalid_token(e: &Error) -> bool {
-        matches!(e, Error::InvalidToken { .. })
+
+    expected! {
+        no_available_id: NoAvailableId,
+        token_mismatch: TokenMismatch,
+        token_expired: TokenExpired,
+        not_assigned: NotAssigned,
+        invalid_config: InvalidConfig,
+        invalid_worker_id: InvalidWorkerId,
+        invalid_token: InvalidToken,
     }
 }

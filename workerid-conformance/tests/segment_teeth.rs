@@ -68,6 +68,7 @@ impl SegmentStore for Counters {
             // A restart (of the factory) keeps the counters: durable.
             durable: true,
             give_back: self.flaw != Some(Flaw::GivesBackWithoutDeclaringIt),
+            list: true,
             ..Default::default()
         }
     }

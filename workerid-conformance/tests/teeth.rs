@@ -130,6 +130,8 @@ caught! {
     catches_leases_that_never_expire: NeverExpires by expired_id_is_reclaimed;
     catches_renew_reviving_an_expired_lease: RenewRevivesExpired by expired_lease_is_token_expired;
     catches_ttls_rounded_to_seconds: TtlRoundedUpToSeconds by expiry_has_millisecond_precision;
+    catches_a_lease_that_ends_early: ExpiresEarly by expiry_has_millisecond_precision;
+    catches_a_lease_live_at_its_end: LiveAtItsEnd by expiry_has_millisecond_precision;
     catches_shared_namespaces: NamespacesShared by namespaces_are_isolated;
     catches_a_forgotten_pool_size: PoolSizeForgotten by pool_size_mismatch_is_refused;
     catches_a_release_that_keeps_the_id: ReleaseKeepsTheId by release_frees_at_once;

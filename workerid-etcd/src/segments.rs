@@ -122,6 +122,7 @@ impl SegmentStore for EtcdStore {
     fn segment_capabilities(&self) -> workerid_segment::SegmentCapabilities {
         workerid_segment::SegmentCapabilities {
             durable: true,
+            list: true,
             ..Default::default()
         }
     }

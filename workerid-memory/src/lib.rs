@@ -225,7 +225,10 @@ impl MemoryStore {
 impl SegmentStore for MemoryStore {
     /// Every default capability: gapless, listed, give-backs, not durable.
     fn segment_capabilities(&self) -> workerid_segment::SegmentCapabilities {
-        workerid_segment::SegmentCapabilities::default()
+        workerid_segment::SegmentCapabilities {
+            list: true,
+            ..Default::default()
+        }
     }
 
     async fn create_tag(

@@ -45,6 +45,7 @@ impl SegmentStore for RedisStore {
     fn segment_capabilities(&self) -> workerid_segment::SegmentCapabilities {
         workerid_segment::SegmentCapabilities {
             durable: self.durable,
+            list: true,
             ..Default::default()
         }
     }

@@ -150,8 +150,10 @@ pub struct TagInfo {
 ///
 /// ```
 /// use workerid_segment::SegmentCapabilities;
-/// let caps = SegmentCapabilities { durable: true, ..SegmentCapabilities::default() };
-/// assert!(caps.list && caps.gapless && caps.give_back);
+/// // A store that implements `list_tags` says so; the rest is the default.
+/// let caps = SegmentCapabilities { durable: true, list: true, ..SegmentCapabilities::default() };
+/// assert!(caps.gapless && caps.give_back);
+/// assert!(!SegmentCapabilities::default().list);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SegmentCapabilities {
@@ -163,7 +165,8 @@ pub struct SegmentCapabilities {
     /// [`GaplessSequence`](crate::GaplessSequence) can run on the store
     /// (default true: every atomic counter does).
     pub gapless: bool,
-    /// Whether [`SegmentStore::list_tags`] is implemented (default true).
+    /// Whether [`SegmentStore::list_tags`] is implemented (default false, as
+    /// the method's default answers [`Error::Unsupported`]).
     pub list: bool,
     /// Whether [`SegmentStore::give_back`] can return IDs (default true).
     /// False on a table kept without the version column a give-back
@@ -176,7 +179,7 @@ impl Default for SegmentCapabilities {
         SegmentCapabilities {
             durable: false,
             gapless: true,
-            list: true,
+            list: false,
             give_back: true,
         }
     }
@@ -194,7 +197,8 @@ impl Default for SegmentCapabilities {
 ///   of a durable store (only [`give_back`](SegmentStore::give_back) returns
 ///   IDs, and only while nothing was reserved since).
 /// - Inputs are checked by the caller: the tag is valid, steps are in
-///   `1..=2^40`.
+///   `1..=2^40` ([`check_step`]), and a new tag's first range fits
+///   ([`check_first_range`]).
 #[async_trait]
 pub trait SegmentStore: Debug + Send + Sync + 'static {
     /// What this store can do (named apart from

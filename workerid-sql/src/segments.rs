@@ -165,6 +165,7 @@ impl SegmentStore for SqlStore {
         workerid_segment::SegmentCapabilities {
             durable: workerid_core::LeaseStore::capabilities(self).durable,
             give_back: self.segments().versioned,
+            list: true,
             ..Default::default()
         }
     }

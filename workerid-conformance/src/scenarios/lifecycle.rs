@@ -160,7 +160,9 @@ pub async fn wrong_token_changes_nothing(f: &dyn StoreFactory) -> Outcome {
     assert_eq!(
         next.previous_watermark(),
         3,
-        "a renew or release with another token must not raise or set the watermark"
+        "the next holder must read the watermark 3 its holder left: a renew or release \
+         with another token must not raise or set it, and the holder's release of \
+         watermark 0 must keep it"
     );
     Outcome::Passed
 }
@@ -390,28 +392,45 @@ pub async fn expired_id_is_reclaimed(f: &dyn StoreFactory) -> Outcome {
     Outcome::Passed
 }
 
-/// Expiry is kept to the millisecond: a lease is live at 0.8 ttl and free at
-/// 1.2 ttl plus the store's declared expiry lag and quarantine (a store that
-/// rounds to whole seconds fails one of the two).
+/// Expiry is kept to the millisecond: a lease is live while the store's
+/// clock is before its end and free from its end on (plus the store's
+/// declared expiry lag and quarantine). On virtual time it is checked 1 ms
+/// before the end and at the end; on real time, where answers take time, at
+/// 0.9 and 1.2 of the ttl. A store that rounds to whole seconds, or frees a
+/// lease early (its holder stops only a 1 % drift margin before the end),
+/// fails.
 pub async fn expiry_has_millisecond_precision(f: &dyn StoreFactory) -> Outcome {
     let ctx = Ctx::new(f, "expiry_has_millisecond_precision").await;
     let ctx = &ctx;
+    let exact = f.virtual_time();
+    let ms = Duration::from_millis(1);
     ctx.until_conclusive("expiry_has_millisecond_precision", |ns| async move {
         let a = ctx.allocator(&ns, 0, ctx.short).await;
         let b = ctx.allocator(&ns, 0, ctx.long).await;
         let sent = Instant::now();
         a.acquire().await.expect("acquire in an empty pool");
-        ctx.advance_short(0.8).await;
-        let what = format!("a {:?} lease must be live after 0.8 of it", ctx.short);
+        let (live_at, free_at) = if exact {
+            (ctx.short - ms, ctx.short)
+        } else {
+            (ctx.short.mul_f64(0.9), ctx.short.mul_f64(1.2))
+        };
+        f.advance(live_at).await;
+        let what = format!(
+            "a {:?} lease must be live {:?} after its grant (a store that frees it early \
+             lets two holders share the ID)",
+            ctx.short, live_at
+        );
         if !ctx.refused_while_live(&b, sent, &what).await {
             return false;
         }
-        ctx.advance_short(0.4).await;
+        f.advance(free_at - live_at).await;
         ctx.let_reuse_delay_pass().await;
         b.acquire().await.unwrap_or_else(|e| {
             panic!(
-                "a {:?} lease must have expired after 1.2 of it and {:?}: {e}",
+                "a {:?} lease must have expired {:?} after its grant, plus {:?} of declared \
+                 expiry lag and quarantine: {e}",
                 ctx.short,
+                free_at,
                 ctx.reuse_delay(ctx.short)
             )
         });

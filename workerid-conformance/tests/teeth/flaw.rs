@@ -23,6 +23,10 @@ pub enum Flaw {
     WatermarkAsFloat,
     /// Leases never expire.
     NeverExpires,
+    /// A lease ends 1 ms before its ttl is over.
+    ExpiresEarly,
+    /// A lease is still live at its end (`now <= end` for `now < end`).
+    LiveAtItsEnd,
     /// Renew revives an expired lease.
     RenewRevivesExpired,
     /// An expired lease answers `TokenExpired` to any token, not

@@ -116,8 +116,15 @@ impl ReferenceStore {
     }
 
     fn is_live(&self, slot: &Slot) -> bool {
-        slot.holder.is_some()
-            && (self.has(Flaw::NeverExpires) || self.clock.now() < slot.expires_at)
+        let now = self.clock.now();
+        let live = if self.has(Flaw::ExpiresEarly) {
+            now + Duration::from_millis(1) < slot.expires_at
+        } else if self.has(Flaw::LiveAtItsEnd) {
+            now <= slot.expires_at
+        } else {
+            now < slot.expires_at
+        };
+        slot.holder.is_some() && (self.has(Flaw::NeverExpires) || live)
     }
 
     /// An expired lease not released, within one ttl after its end.
