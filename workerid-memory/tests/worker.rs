@@ -456,3 +456,76 @@ async fn a_forced_release_makes_the_worker_leave_and_the_next_holder_go_on_highe
         "IDs went back in time after a forced release"
     );
 }
+
+/// A pool of `max_worker_id + 1` IDs, each released with `watermark`.
+async fn pool_with_watermark(store: &MemoryStore, max_worker_id: u32, watermark: u64) -> Allocator {
+    let ttl = Duration::from_secs(30);
+    let options = LeaseOptions::new()
+        .max_worker_id(max_worker_id)
+        .max_lease_time(ttl)
+        .ttl(ttl);
+    let allocator = Allocator::new(store.clone(), "snowflake", options).unwrap();
+    let mut held = Vec::new();
+    for _ in 0..=max_worker_id {
+        held.push(allocator.acquire().await.unwrap());
+    }
+    for lease in &held {
+        allocator
+            .release_with_watermark(lease, watermark)
+            .await
+            .unwrap();
+    }
+    allocator
+}
+
+/// A worker ID whose watermark is far ahead of the clock (a client of the
+/// lease API wrote it in another unit) is passed over, not waited on and
+/// not taken again by every join: the join takes another ID, and the one
+/// passed over is free again with its watermark kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_id_with_a_watermark_far_ahead_is_passed_over() {
+    let store = MemoryStore::new();
+    let two = pool_with_watermark(&store, 1, 0).await;
+    // ID 0, free longest, is the one the memory store offers first.
+    let first = two.acquire().await.unwrap();
+    let second = two.acquire().await.unwrap();
+    assert_eq!((first.id().get(), second.id().get()), (0, 1));
+    two.release_with_watermark(&first, u64::MAX).await.unwrap();
+    two.release_with_watermark(&second, 1).await.unwrap();
+
+    let clock = Arc::new(FakeClock::at(T0));
+    let worker = Worker::join(two.clone(), WorkerOptions::new().clock(clock.clone()))
+        .await
+        .expect("joins on the other worker ID");
+    assert_eq!(worker.worker_id(), 1);
+    worker.next_id().unwrap();
+    let again = two.acquire().await.expect("the ID passed over is free");
+    assert_eq!(again.id().get(), 0);
+    assert_eq!(
+        again.previous_watermark(),
+        u64::MAX,
+        "its watermark is kept"
+    );
+    worker.stop().await;
+}
+
+/// When every ID offered is too far ahead, the join gives up with
+/// `ClockDriftTooLarge` after passing over a few, and leaves every one of
+/// them free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_offered_only_ids_far_ahead_gives_up_and_frees_them() {
+    let store = MemoryStore::new();
+    let ahead = u64::try_from((T0 + Duration::from_secs(3_600)).as_millis()).unwrap();
+    let allocator = pool_with_watermark(&store, 31, ahead).await;
+    let clock = Arc::new(FakeClock::at(T0));
+    let joined = Worker::join(allocator.clone(), WorkerOptions::new().clock(clock)).await;
+    assert!(
+        matches!(joined, Err(SnowflakeError::ClockDriftTooLarge { .. })),
+        "{:?}",
+        joined.map(|w| w.worker_id())
+    );
+    for _ in 0..32 {
+        let lease = allocator.acquire().await.expect("every ID is free again");
+        assert_eq!(lease.previous_watermark(), ahead);
+    }
+}

@@ -228,7 +228,9 @@ impl Worker {
     /// the periods do not fit the ttl, or the window is longer than the
     /// layout's timestamp field covers; [`Error::ClockDriftTooLarge`] when the
     /// clock is further behind the previous holder's watermark than
-    /// `max_start_wait` (the worker ID is released).
+    /// `max_start_wait` on every worker ID it was offered (an ID that far
+    /// ahead is passed over for another, up to eight of them, and every one
+    /// is released with its watermark kept).
     pub async fn join(allocator: Allocator, options: WorkerOptions) -> Result<Worker> {
         Worker::join_until(allocator, options, std::future::pending()).await
     }
@@ -281,7 +283,7 @@ impl Worker {
             .unwrap_or_else(|| window.saturating_add(options.drift.give_up_at));
         let clock = options.clock;
         let (state, state_rx) = watch::channel(WorkerState::Starting);
-        let mut lease = allocator.acquire().await?;
+        let mut lease = acquire_usable(&allocator, &clock, max_start_wait).await?;
         let mut abandoned = AbandonedJoin {
             allocator: Some(allocator.clone()),
             lease: lease.clone(),
@@ -446,6 +448,72 @@ impl Drop for Worker {
     }
 }
 
+/// How many worker IDs a join passes over, at most, because their
+/// watermark is further ahead of its clock than it may wait.
+const MAX_PASSED_OVER: usize = 8;
+
+/// How far `lease`'s previous watermark is ahead of `clock`'s wall time, as
+/// the wait to be past it; zero once the clock is past it.
+fn lead(lease: &Lease, clock: &Arc<dyn Clock>) -> Duration {
+    let watermark = Duration::from_millis(lease.previous_watermark());
+    let wall = clock.now().wall;
+    if wall > watermark {
+        Duration::ZERO
+    } else {
+        watermark - wall + Duration::from_millis(1)
+    }
+}
+
+/// Acquires a worker ID whose previous watermark this clock can wait out
+/// within `max_wait`. An ID whose watermark is further ahead (left by a
+/// holder whose clock ran far ahead, or written in another unit by a
+/// client of the lease API) is held while another is acquired, up to
+/// [`MAX_PASSED_OVER`] of them, and then released with its watermark kept:
+/// one such ID costs the pool that ID, not every join that is offered it.
+async fn acquire_usable(
+    allocator: &Allocator,
+    clock: &Arc<dyn Clock>,
+    max_wait: Duration,
+) -> Result<Lease> {
+    let mut passed_over: Vec<(Lease, Duration)> = Vec::new();
+    let acquired = loop {
+        match allocator.acquire().await {
+            Ok(lease) => {
+                let ahead = lead(&lease, clock);
+                if ahead <= max_wait || passed_over.len() == MAX_PASSED_OVER {
+                    // The last one is refused by the wait that follows.
+                    break Ok(lease);
+                }
+                tracing::warn!(
+                    worker_id = lease.id().get(),
+                    "passing over worker ID {}: its watermark is {ahead:?} ahead of this \
+                     clock, more than the {max_wait:?} a join waits",
+                    lease.id()
+                );
+                passed_over.push((lease, ahead));
+            }
+            Err(e) => break Err(e),
+        }
+    };
+    for (lease, _) in &passed_over {
+        if let Err(e) = release_unused(allocator, lease).await {
+            tracing::warn!(
+                "could not release passed-over worker ID {}: {e}",
+                lease.id()
+            );
+        }
+    }
+    match (acquired, passed_over.first()) {
+        (Ok(lease), _) => Ok(lease),
+        // Every ID offered was too far ahead: that, not the full pool, is
+        // what the caller can act on.
+        (Err(workerid_core::Error::NoAvailableId { .. }), Some((_, ahead))) => {
+            Err(Error::ClockDriftTooLarge { drift: *ahead })
+        }
+        (Err(e), _) => Err(e.into()),
+    }
+}
+
 /// Waits until the clock's wall time is past the previous holder's
 /// watermark, renewing the lease at least every `renew_every` meanwhile (the
 /// wait can be longer than the ttl).
@@ -456,13 +524,11 @@ async fn wait_past(
     renew_every: Duration,
     max_wait: Duration,
 ) -> Result<()> {
-    let watermark = Duration::from_millis(lease.previous_watermark());
     loop {
-        let wall = clock.now().wall;
-        if wall > watermark {
+        let behind = lead(lease, clock);
+        if behind.is_zero() {
             return Ok(());
         }
-        let behind = watermark - wall + Duration::from_millis(1);
         if behind > max_wait {
             return Err(Error::ClockDriftTooLarge { drift: behind });
         }
