@@ -112,12 +112,10 @@ struct DecodedJson {
 pub fn decode(args: &DecodeArgs, json: bool) -> Result<String, CliError> {
     let layout = parse_layout(&args.layout)?;
     let id = parse_id(&args.id)?;
-    let width = u32::from(layout.timestamp_bits())
-        + u32::from(layout.worker_bits())
-        + u32::from(layout.sequence_bits());
-    if id >> width != 0 {
+    if id > layout.max_id() {
         return Err(usage(format!(
-            "ID {id} is wider than the layout's {width} bits ({}): another layout?",
+            "ID {id} is larger than the layout's largest, {} ({}): another layout?",
+            layout.max_id(),
             describe(&layout)
         )));
     }

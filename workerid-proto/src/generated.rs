@@ -44,8 +44,9 @@ pub struct DecodeRequest {
     #[prost(uint64, tag = "1")]
     pub id: u64,
 }
-/// The server's layout: 41 bits of milliseconds since 2024-01-01T00:00:00Z,
-/// 10 worker bits, 12 sequence bits.
+/// The fields of an ID in the server's layout (`\[snowflake\] layout`; by
+/// default "classic": 41 bits of milliseconds since 2024-01-01T00:00:00Z,
+/// 10 worker bits, 12 sequence bits).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct DecodedId {
     /// Milliseconds since the Unix epoch.
@@ -105,9 +106,12 @@ pub struct RenewRequest {
     pub ttl_ms: u64,
     /// The holder's high-water mark, kept for the next holder of the ID, who
     /// reads it as its Grant's `previous_watermark`: the stored one rises to
-    /// at least this. Its meaning is the holders' (workerid's snowflake
-    /// workers store the last millisecond since the Unix epoch they may use);
-    /// 0 leaves it as it is.
+    /// at least this; 0 leaves it as it is. Its meaning is the holders' of
+    /// the namespace. In a namespace of snowflake workers (the server's own
+    /// `\[snowflake\] namespace` among them) it is milliseconds since the Unix
+    /// epoch: the last one the holder may put in an ID. A value there far
+    /// ahead of the clock makes the ID useless until then: workerid's workers
+    /// pass over an ID whose watermark is further ahead than they may wait.
     #[prost(uint64, tag = "5")]
     pub watermark: u64,
 }
@@ -336,7 +340,10 @@ pub struct GiveBackRequest {
     #[prost(message, optional, tag = "2")]
     pub reserved: ::core::option::Option<SegmentRange>,
     /// The tag's next ID once the unused tail is back: from `reserved.floor`
-    /// to `reserved.last + 1`.
+    /// to `reserved.last + 1`. Below the floor: invalid_range. Above
+    /// `last + 1`: taken = false, nothing changes. At `last + 1` (nothing to
+    /// give back) it is a give-back like any other: taken, and the range can
+    /// be given back no more.
     #[prost(uint64, tag = "3")]
     pub new_max: u64,
 }
@@ -453,7 +460,8 @@ pub mod ids_client {
             self.inner = self.inner.max_encoding_message_size(limit);
             self
         }
-        /// `count` IDs of a segment tag (1 to the server's `max_batch`).
+        /// `count` IDs of a segment tag (1 to the server's `max_batch`). A name
+        /// that is no tag of this server, malformed or not, is unknown_tag.
         pub async fn next_ids(
             &mut self,
             request: impl tonic::IntoRequest<super::NextIdsRequest>,
@@ -520,7 +528,9 @@ pub mod ids_client {
             req.extensions_mut().insert(GrpcMethod::new("workerid.v1.Ids", "StreamIds"));
             self.inner.server_streaming(req, path, codec).await
         }
-        /// The fields of a snowflake ID of this server's layout.
+        /// The fields of a snowflake ID of this server's layout
+        /// (`[snowflake] layout`); a value larger than any ID of that layout is
+        /// refused (invalid_id).
         pub async fn decode(
             &mut self,
             request: impl tonic::IntoRequest<super::DecodeRequest>,
@@ -554,7 +564,8 @@ pub mod ids_server {
     /// Generated trait containing gRPC methods that should be implemented for use with IdsServer.
     #[async_trait]
     pub trait Ids: std::marker::Send + std::marker::Sync + 'static {
-        /// `count` IDs of a segment tag (1 to the server's `max_batch`).
+        /// `count` IDs of a segment tag (1 to the server's `max_batch`). A name
+        /// that is no tag of this server, malformed or not, is unknown_tag.
         async fn next_ids(
             &self,
             request: tonic::Request<super::NextIdsRequest>,
@@ -577,7 +588,9 @@ pub mod ids_server {
             &self,
             request: tonic::Request<super::StreamIdsRequest>,
         ) -> std::result::Result<tonic::Response<Self::StreamIdsStream>, tonic::Status>;
-        /// The fields of a snowflake ID of this server's layout.
+        /// The fields of a snowflake ID of this server's layout
+        /// (`[snowflake] layout`); a value larger than any ID of that layout is
+        /// refused (invalid_id).
         async fn decode(
             &self,
             request: tonic::Request<super::DecodeRequest>,

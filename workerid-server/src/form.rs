@@ -28,10 +28,9 @@ impl<S: Send + Sync> FromRequest<S> for Params {
             let msg = format!("form_too_large: a form body of at most {MAX_FORM} bytes");
             (StatusCode::PAYLOAD_TOO_LARGE, msg).into_response()
         })?;
-        let body = String::from_utf8(body.to_vec()).map_err(|_| {
-            let msg = "bad_form: the form body is not UTF-8";
-            (StatusCode::BAD_REQUEST, msg).into_response()
-        })?;
+        // Go's FormValue takes any bytes: a name that is not UTF-8 is then
+        // an unknown tag, answered in the endpoint's own format.
+        let body = String::from_utf8_lossy(&body).into_owned();
         Ok(Params(Some(match query {
             Some(query) if !body.is_empty() => format!("{body}&{query}"),
             Some(query) => query,

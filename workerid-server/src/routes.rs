@@ -4,12 +4,14 @@ use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use axum::http::Uri;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::{Json, Router};
+use percent_encoding::percent_decode_str;
 use serde::Serialize;
 use workerid::segment::{self, SegmentAllocator};
 use workerid::snowflake;
@@ -281,7 +283,7 @@ async fn require_token(
         Some(token) if !authorized(token, header) => (
             StatusCode::UNAUTHORIZED,
             [(WWW_AUTHENTICATE, "Bearer")],
-            "unauthorized: a bearer token is required\n",
+            "unauthorized: a missing or wrong bearer token\n",
         )
             .into_response(),
         _ => next.run(request).await,
@@ -428,9 +430,7 @@ pub fn public(e: &Failure) -> (&'static str, String) {
         Failure::Segment(Seg::TagExhausted { .. }) => ("tag_exhausted", "tag exhausted"),
         Failure::Segment(Seg::Stopped { .. }) => ("shutting_down", "shutting down"),
         Failure::Segment(Seg::Unavailable { .. }) => unavailable,
-        Failure::Snowflake(Snow::NotReady { reason }) => {
-            return ("not_ready", format!("not ready: {reason}"))
-        }
+        Failure::Snowflake(Snow::NotReady { reason }) => return ("not_ready", reason.to_string()),
         Failure::Snowflake(Snow::ClockDriftTryLater { .. } | Snow::ClockDriftTooLarge { .. }) => {
             ("clock_drift", "the clock moved backwards: try later")
         }
@@ -485,11 +485,12 @@ fn batch_reply(runs: &[std::ops::Range<u64>], format: batch::Format) -> Response
 
 /// Leaf's `GET /api/segment/get/{key}`: the ID as plain text; with
 /// `count`, that many as JSON.
-async fn leaf_segment(
-    State(app): State<Arc<App>>,
-    Path(key): Path<String>,
-    Params(query): Params,
-) -> Response {
+async fn leaf_segment(State(app): State<Arc<App>>, uri: Uri, Params(query): Params) -> Response {
+    // Decoded whatever the bytes, as Leaf's servlet does: a key that is not
+    // UTF-8 is an unknown tag (500 with its code), not a routing error,
+    // which axum's path extractors would make it.
+    let raw = uri.path().rsplit('/').next().unwrap_or_default();
+    let key = percent_decode_str(raw).decode_utf8_lossy();
     match batch::parse(query.as_deref(), app.max_batch) {
         Err(bad) => return bad_batch(&app, bad),
         Ok(Some(Batch { count, format })) => {
@@ -511,11 +512,7 @@ async fn leaf_segment(
 
 /// Leaf's `GET /api/snowflake/get/{key}`: a snowflake ID as plain text (the
 /// key is ignored, as in Leaf); with `count`, that many as JSON.
-async fn leaf_snowflake(
-    State(app): State<Arc<App>>,
-    Path(_key): Path<String>,
-    Params(query): Params,
-) -> Response {
+async fn leaf_snowflake(State(app): State<Arc<App>>, Params(query): Params) -> Response {
     match batch::parse(query.as_deref(), app.max_batch) {
         Err(bad) => return bad_batch(&app, bad),
         Ok(Some(Batch { count, format })) => {

@@ -177,6 +177,13 @@ async fn ids_come_from_the_same_buffers_as_over_http() {
         .unwrap()
         .as_millis() as u64;
     assert!(decoded.unix_ms <= now_ms && now_ms - decoded.unix_ms < 60_000);
+    // A value no ID of the layout can have is refused, not decoded.
+    let refused = ids
+        .decode(DecodeRequest { id: 1 << 63 })
+        .await
+        .expect_err("2^63 is past the classic layout's 63 bits");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    assert_eq!(code_of(&refused), "invalid_id");
 
     let mut stream = ids
         .stream_ids(StreamIdsRequest {

@@ -424,6 +424,19 @@ fn posts_and_forms_are_served_as_go_id_alloc_and_leaf_serve_them() {
             "{body}"
         );
     }
+    // Names that are not UTF-8 (raw in a form, or percent-encoded in
+    // Leaf's path) are unknown tags, answered in each endpoint's format.
+    let (status, body) = server
+        .send("POST", "/alloc", &[form], b"biz_tag=\xff\xfe")
+        .unwrap();
+    assert_eq!(status, 500, "{body}");
+    assert!(
+        body.contains(r#""errno":2"#) && body.contains("unknown_tag"),
+        "{body}"
+    );
+    let (status, body) = server.get("/api/segment/get/%FF%FE");
+    assert_eq!(status, 500, "{body}");
+    assert!(body.starts_with("unknown_tag"), "{body}");
     let too_large = format!("biz_tag=test&pad={}", "x".repeat(20_000));
     let (status, _) = server.send("POST", "/alloc", &[form], &too_large).unwrap();
     assert_eq!(status, 413);

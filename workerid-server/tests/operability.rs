@@ -105,10 +105,7 @@ fn json_logs_and_settings_from_the_environment() {
     let (status, body) = server.get("/api/snowflake/get/x");
     assert_eq!(
         (status, body.as_str()),
-        (
-            500,
-            "not_ready: not ready: the snowflake worker is disabled"
-        )
+        (500, "not_ready: the snowflake worker is disabled")
     );
     assert_eq!(server.get("/readyz").0, 200, "ready without snowflake");
     assert_eq!(server.get("/livez").0, 200);

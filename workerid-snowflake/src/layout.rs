@@ -358,6 +358,20 @@ impl Layout {
         (1u64 << self.timestamp_bits) - 1
     }
 
+    /// The largest ID of this layout: every field at its largest. A larger
+    /// value was not made with this layout.
+    ///
+    /// ```
+    /// use workerid_snowflake::Layout;
+    /// assert_eq!(Layout::classic().max_id(), (1 << 63) - 1);
+    /// ```
+    pub fn max_id(&self) -> u64 {
+        let width = u32::from(self.timestamp_bits)
+            + u32::from(self.worker_bits)
+            + u32::from(self.sequence_bits);
+        u64::MAX >> (64 - width.clamp(1, 64))
+    }
+
     /// IDs per second one worker can issue at most.
     pub fn ids_per_second(&self) -> f64 {
         (self.max_sequence() + 1) as f64 / self.unit.as_secs_f64()

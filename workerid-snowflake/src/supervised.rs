@@ -22,14 +22,19 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Why there is no worker, by the last join's outcome, in fixed words: the
 /// store's own message, which may name its addresses, goes to the log only.
-const JOINING: [&str; 3] = [
+const JOINING: [&str; 5] = [
     "no worker holds a lease (joining)",
     "no worker holds a lease: every worker ID of the pool is held (joining)",
     "no worker holds a lease: the store is unavailable (joining)",
+    "no worker holds a lease: this clock is too far behind the watermarks of the worker IDs \
+     offered (joining)",
+    "no worker holds a lease: the last join failed, the log says why (joining)",
 ];
 const JOINED: u8 = 0;
 const POOL_HELD: u8 = 1;
 const STORE_UNAVAILABLE: u8 = 2;
+const CLOCK_BEHIND: u8 = 3;
+const JOIN_FAILED: u8 = 4;
 
 /// A [`Worker`] kept joined: what a service that must go on issuing IDs
 /// through store outages and lost leases holds, rather than a `Worker`,
@@ -50,7 +55,8 @@ const STORE_UNAVAILABLE: u8 = 2;
 ///   worker ID and above the last timestamp the workers before it issued.
 /// - Between workers, `next_id` answers [`NextIdError::NotReady`] with a
 ///   reason in fixed words (joining; every worker ID held; the store
-///   unavailable), never a store's message.
+///   unavailable; the clock too far behind the IDs offered; another
+///   failure, which the log names), never a store's message.
 /// - [`stop`](SupervisedWorker::stop) ends the task: a join in progress is
 ///   abandoned and its worker ID released, the current worker is stopped
 ///   and releases its worker ID. Dropping it does the same in the
@@ -310,7 +316,8 @@ impl Shared {
             Ok(()) => JOINED,
             Err(Error::Lease(workerid_core::Error::NoAvailableId { .. })) => POOL_HELD,
             Err(Error::Lease(workerid_core::Error::Unavailable { .. })) => STORE_UNAVAILABLE,
-            Err(_) => JOINED,
+            Err(Error::ClockDriftTooLarge { .. }) => CLOCK_BEHIND,
+            Err(_) => JOIN_FAILED,
         };
         self.last_join.store(last, Ordering::Relaxed);
     }

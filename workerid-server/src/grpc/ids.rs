@@ -170,16 +170,27 @@ impl Ids for IdsService {
     }
 
     async fn decode(&self, request: Request<DecodeRequest>) -> Result<Response<DecodedId>, Status> {
-        let parts = self.layout.decompose(request.into_inner().id);
-        let unix_ms = parts
-            .time
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        let decoded = DecodedId {
-            unix_ms,
-            worker_id: parts.worker_id,
-            sequence: parts.sequence,
+        let id = request.into_inner().id;
+        let decoded = if id > self.layout.max_id() {
+            Err(status::invalid(
+                "invalid_id",
+                format!(
+                    "{id} is larger than the largest ID of this server's layout, {}",
+                    self.layout.max_id()
+                ),
+            ))
+        } else {
+            let parts = self.layout.decompose(id);
+            let unix_ms = parts
+                .time
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+            Ok(DecodedId {
+                unix_ms,
+                worker_id: parts.worker_id,
+                sequence: parts.sequence,
+            })
         };
-        observed("/workerid.v1.Ids/Decode", std::future::ready(Ok(decoded))).await
+        observed("/workerid.v1.Ids/Decode", std::future::ready(decoded)).await
     }
 }

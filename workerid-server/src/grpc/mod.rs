@@ -244,7 +244,7 @@ fn authorize(tokens: &Tokens, request: Request<()>) -> Result<Request<()>, Statu
     Err(status::status(
         tonic::Code::Unauthenticated,
         "unauthorized",
-        "a bearer token is required",
+        "a missing or wrong bearer token",
     ))
 }
 

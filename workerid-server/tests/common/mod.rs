@@ -166,8 +166,9 @@ impl Server {
         method: &str,
         path: &str,
         headers: &[&str],
-        body: &str,
+        body: impl AsRef<[u8]>,
     ) -> std::io::Result<(u16, String)> {
+        let body = body.as_ref();
         let mut request =
             format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
         for header in headers {
@@ -178,11 +179,12 @@ impl Server {
             request.push_str(&format!("Content-Length: {}\r\n", body.len()));
         }
         request.push_str("\r\n");
-        request.push_str(body);
+        let mut request = request.into_bytes();
+        request.extend_from_slice(body);
         let mut text = String::new();
         let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
         stream.set_read_timeout(Some(Duration::from_secs(20)))?;
-        stream.write_all(request.as_bytes())?;
+        stream.write_all(&request)?;
         stream.read_to_string(&mut text)?;
         if text.len() < 12 {
             return Err(std::io::Error::other(format!("no answer: {text:?}")));

@@ -53,6 +53,24 @@ fn a_failed_join_says_why_without_the_store_message() {
         Err(NextIdError::NotReady { reason: JOINING[2] })
     );
     assert!(!s.next_id().unwrap_err().to_string().contains("10.0.0.5"));
+    let behind = Error::ClockDriftTooLarge {
+        drift: Duration::from_secs(3_600),
+    };
+    s.shared.joined(Err(&behind));
+    assert_eq!(
+        s.status(),
+        Err(NextIdError::NotReady { reason: JOINING[3] })
+    );
+    let mismatch = Error::Lease(workerid_core::Error::ConfigMismatch {
+        namespace: "orders".into(),
+        stored: 3,
+        requested: 1023,
+    });
+    s.shared.joined(Err(&mismatch));
+    assert_eq!(
+        s.status(),
+        Err(NextIdError::NotReady { reason: JOINING[4] })
+    );
     s.shared.joined(Ok(()));
     assert_eq!(
         s.status(),
