@@ -41,6 +41,9 @@ pub struct AnyStore {
     kind: StoreKind,
     url: Arc<str>,
     inner: Arc<dyn BothStores>,
+    /// [`OpenOptions::request_timeout`](crate::OpenOptions::request_timeout),
+    /// on every call whatever the store.
+    request_timeout: Option<Duration>,
 }
 
 impl AnyStore {
@@ -53,6 +56,7 @@ impl AnyStore {
             kind,
             url: workerid_core::redact_url(url).into(),
             inner: Arc::new(Instrumented::new(store, labels)),
+            request_timeout: None,
         }
     }
 
@@ -61,6 +65,7 @@ impl AnyStore {
         redacted_url: &str,
         address: Option<String>,
         inner: Arc<dyn BothStores>,
+        request_timeout: Option<Duration>,
     ) -> AnyStore {
         let mut labels = StoreLabels::new(kind.system_name());
         labels.address = address;
@@ -68,6 +73,26 @@ impl AnyStore {
             kind,
             url: redacted_url.into(),
             inner: Arc::new(Instrumented::new(inner, labels)),
+            request_timeout,
+        }
+    }
+
+    /// Runs `call` within the request timeout, if one was set; past it the
+    /// call is dropped (a SQL statement with its connection) and answered
+    /// as the store being unavailable, which may or may not have applied it.
+    async fn timed<T, E>(
+        &self,
+        call: impl std::future::Future<Output = std::result::Result<T, E>>,
+        timed_out: impl FnOnce(&'static str, String) -> E,
+    ) -> std::result::Result<T, E> {
+        match self.request_timeout {
+            None => call.await,
+            Some(limit) => tokio::time::timeout(limit, call).await.unwrap_or_else(|_| {
+                Err(timed_out(
+                    self.kind.system_name(),
+                    format!("no answer within the request timeout of {limit:?}"),
+                ))
+            }),
         }
     }
 
@@ -115,9 +140,10 @@ impl LeaseStore for AnyStore {
         ttl: Duration,
         holder: &Holder,
     ) -> Result<Grant> {
-        self.inner
-            .acquire(namespace, max_worker_id, token, ttl, holder)
-            .await
+        let call = self
+            .inner
+            .acquire(namespace, max_worker_id, token, ttl, holder);
+        self.timed(call, lease_timeout).await
     }
     async fn renew(
         &self,
@@ -127,7 +153,11 @@ impl LeaseStore for AnyStore {
         ttl: Duration,
         watermark: u64,
     ) -> Result<()> {
-        self.inner.renew(namespace, id, token, ttl, watermark).await
+        self.timed(
+            self.inner.renew(namespace, id, token, ttl, watermark),
+            lease_timeout,
+        )
+        .await
     }
     async fn release(
         &self,
@@ -136,19 +166,26 @@ impl LeaseStore for AnyStore {
         token: &Token,
         watermark: u64,
     ) -> Result<()> {
-        self.inner.release(namespace, id, token, watermark).await
+        self.timed(
+            self.inner.release(namespace, id, token, watermark),
+            lease_timeout,
+        )
+        .await
     }
     async fn list(&self, namespace: &Namespace) -> Result<Listing> {
-        self.inner.list(namespace).await
+        self.timed(self.inner.list(namespace), lease_timeout).await
     }
     async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
-        self.inner.force_release(namespace, id).await
+        self.timed(self.inner.force_release(namespace, id), lease_timeout)
+            .await
     }
     async fn list_namespaces(&self) -> Result<Vec<NamespaceInfo>> {
-        self.inner.list_namespaces().await
+        self.timed(self.inner.list_namespaces(), lease_timeout)
+            .await
     }
     async fn remove_namespace(&self, namespace: &Namespace) -> Result<bool> {
-        self.inner.remove_namespace(namespace).await
+        self.timed(self.inner.remove_namespace(namespace), lease_timeout)
+            .await
     }
 }
 
@@ -158,15 +195,29 @@ impl SegmentStore for AnyStore {
         self.inner.segment_capabilities()
     }
     async fn create_tag(&self, tag: &Tag, first_id: u64, step: u64) -> segment::Result<bool> {
-        self.inner.create_tag(tag, first_id, step).await
+        self.timed(
+            self.inner.create_tag(tag, first_id, step),
+            segment::Error::unavailable,
+        )
+        .await
     }
     async fn reserve(&self, tag: &Tag, step: Option<u64>) -> segment::Result<Range> {
-        self.inner.reserve(tag, step).await
+        self.timed(self.inner.reserve(tag, step), segment::Error::unavailable)
+            .await
     }
     async fn give_back(&self, tag: &Tag, reserved: Range, new_max: u64) -> segment::Result<bool> {
-        self.inner.give_back(tag, reserved, new_max).await
+        self.timed(
+            self.inner.give_back(tag, reserved, new_max),
+            segment::Error::unavailable,
+        )
+        .await
     }
     async fn list_tags(&self) -> segment::Result<Vec<TagInfo>> {
-        self.inner.list_tags().await
+        self.timed(self.inner.list_tags(), segment::Error::unavailable)
+            .await
     }
+}
+
+fn lease_timeout(store: &'static str, cause: String) -> workerid_core::Error {
+    workerid_core::Error::unavailable(store, cause)
 }

@@ -184,6 +184,50 @@ async fn an_unreachable_store_is_retryable_and_prompt() {
     }
 }
 
+/// The request timeout holds on a SQL store too: a server that stops
+/// answering (frozen, or a statement waiting for a lock) fails each call
+/// with `Unavailable` once the timeout passes, rather than holding it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sql_server_that_stops_answering_fails_calls_at_the_request_timeout() {
+    let server = tokio::task::spawn_blocking(workerid_testkit::postgres::PostgresServer::start)
+        .await
+        .expect("PostgreSQL starts");
+    let store = OpenOptions::new()
+        .request_timeout(Duration::from_secs(1))
+        .open(&server.url())
+        .await
+        .expect("open");
+    let allocator = Allocator::new(store.clone(), "frozen", LeaseOptions::new().worker_bits(4))
+        .expect("allocator");
+    allocator
+        .acquire()
+        .await
+        .expect("acquire while the server answers");
+    server.process().pause();
+    let started = Instant::now();
+    let listed = store
+        .list(&workerid::Namespace::new("frozen").unwrap())
+        .await;
+    let waited = started.elapsed();
+    server.process().resume();
+    assert!(
+        matches!(listed, Err(workerid::Error::Unavailable { .. })),
+        "{listed:?}"
+    );
+    assert!(
+        waited >= Duration::from_secs(1) && waited < Duration::from_secs(5),
+        "answered after {waited:?}"
+    );
+    let tag = workerid::segment::Tag::new("frozen").unwrap();
+    server.process().pause();
+    let reserved = store.reserve(&tag, None).await;
+    server.process().resume();
+    assert!(
+        matches!(reserved, Err(workerid::segment::Error::Unavailable { .. })),
+        "{reserved:?}"
+    );
+}
+
 /// Every error and `Debug` output of `open`, for URLs that carry a password
 /// with `/` and `@` in it (percent-encoded, as a URL must), on stores that are
 /// down or refuse: the password never shows, raw or encoded.

@@ -125,8 +125,10 @@ impl OpenOptions {
         self
     }
 
-    /// How long to wait for one answer (Redis, etcd); past it, the call
-    /// fails with `Unavailable`.
+    /// How long to wait for one answer, on every store; past it, the call
+    /// fails with `Unavailable` (and may or may not have taken effect, as
+    /// any `Unavailable` call). The default: none but the store's own
+    /// (Redis and etcd have theirs; a SQL statement waits for its locks).
     pub fn request_timeout(mut self, timeout: Duration) -> OpenOptions {
         self.request_timeout = Some(timeout);
         self
@@ -176,7 +178,15 @@ impl OpenOptions {
             }),
         };
         let address = url.server_address();
-        opened.map(|store| AnyStore::from_opened(url.kind, &url.redacted, address, store))
+        opened.map(|store| {
+            AnyStore::from_opened(
+                url.kind,
+                &url.redacted,
+                address,
+                store,
+                self.request_timeout,
+            )
+        })
     }
 }
 

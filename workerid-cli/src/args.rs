@@ -32,8 +32,89 @@ pub fn parse() -> Cli {
          Stores by URL (from --store or WORKERID_STORE):\n{urls}\n\n{EXIT_CODES}"
     );
     let command = Cli::command().after_help(help);
-    let matches = command.get_matches();
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    let args: Vec<String> = std::env::args_os()
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect();
+    let parsed = command
+        .try_get_matches_from(&args)
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    parsed.unwrap_or_else(|e| usage_error(e, &args))
+}
+
+/// Exits on a usage error as clap does (2; 0 for `--help`, `--version`),
+/// but with every store URL of the command line shown without its password:
+/// clap quotes an argument it did not expect, and a URL given without
+/// `--store` is one. With `--json`, the error is a JSON document on stdout
+/// instead, as every other error is.
+fn usage_error(e: clap::Error, args: &[String]) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit()
+    }
+    let message = redact_args(&e.render().to_string(), args);
+    if args.iter().any(|arg| arg == "--json") {
+        let out = serde_json::json!({
+            "error": { "kind": "usage", "exit_code": crate::error::exit::USAGE, "message": message.trim_end() }
+        });
+        println!("{out:#}");
+    } else {
+        eprint!("{message}");
+    }
+    std::process::exit(i32::from(crate::error::exit::USAGE))
+}
+
+/// `text` with each argument that is a URL holding a password replaced by
+/// the URL with the password hidden.
+fn redact_args(text: &str, args: &[String]) -> String {
+    let mut text = text.to_owned();
+    for arg in args {
+        // `--store=URL` quotes the whole argument or the value alone.
+        let value = arg.split_once('=').map_or(arg.as_str(), |(flag, value)| {
+            if flag.starts_with("--") {
+                value
+            } else {
+                arg
+            }
+        });
+        for candidate in [arg.as_str(), value] {
+            let redacted = workerid::redact_url(candidate);
+            if redacted != candidate && !candidate.is_empty() {
+                text = text.replace(candidate, &redacted);
+            }
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod redaction_tests {
+    use super::redact_args;
+
+    #[test]
+    fn a_url_quoted_in_a_usage_error_loses_its_password() {
+        let args = [
+            "workerid".to_string(),
+            "leases".to_string(),
+            "redis://:S3cret@h:6379/".to_string(),
+            "--store=postgres://u:Pw0rd@db/ids".to_string(),
+        ];
+        let text = "error: unexpected argument 'redis://:S3cret@h:6379/' found; \
+                    a value 'postgres://u:Pw0rd@db/ids'";
+        let shown = redact_args(text, &args);
+        assert!(
+            !shown.contains("S3cret") && !shown.contains("Pw0rd"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("redis://") && shown.contains("postgres://"),
+            "{shown}"
+        );
+    }
 }
 
 /// See and manage worker-ID leases, decode snowflake IDs, manage segment tags.

@@ -175,6 +175,27 @@ fn a_password_in_the_environment_never_shows() {
     }
 }
 
+/// A URL given where clap expects none (without `--store`) is quoted in
+/// clap's usage error: without its password, and as JSON with `--json`.
+#[test]
+fn a_password_in_a_misplaced_url_never_shows() {
+    for args in [
+        vec!["leases", "redis://:S3cretPw@h:6379/", "-n", "x"],
+        vec!["segments", "postgres://ops:S3cretPw@db/ids"],
+        vec!["--json", "segments", "postgres://ops:S3cretPw@db/ids"],
+    ] {
+        let run = workerid(&args).expect(2);
+        let shown = format!("{}{}", run.stdout, run.stderr);
+        assert!(!shown.contains("S3cretPw"), "{args:?}: {shown}");
+        assert!(shown.contains("***"), "{args:?}: {shown}");
+        if args[0] == "--json" {
+            assert_eq!(run.json()["error"]["kind"], "usage", "{run:#?}");
+        }
+    }
+    let run = workerid(&["--json", "leases"]).expect(2);
+    assert_eq!(run.json()["error"]["exit_code"], 2, "{run:#?}");
+}
+
 #[test]
 fn json_errors_are_json() {
     let run = workerid(&["--json", "leases", "--store", "ftp://h/", "-n", "x"]).expect(2);
