@@ -59,7 +59,7 @@ mod store_url;
 
 pub use any_store::AnyStore;
 pub use kind::StoreKind;
-pub use open::{open, OpenOptions};
+pub use open::{open, FailureCause, OpenOptions};
 pub use open_error::OpenError;
 pub use workerid_core::*;
 

@@ -17,6 +17,7 @@ const CAUSES: [(Cause, &[&str]); 4] = [
             "access denied for user", // MySQL, MariaDB
             "wrongpass",              // Redis
             "noauth",
+            "noperm", // Redis: an ACL without the command or key
             "invalid username-password pair",
             "authentication failed", // etcd, Redis
             "authentication required",
@@ -69,13 +70,54 @@ const CAUSES: [(Cause, &[&str]); 4] = [
     ),
 ];
 
+/// What a store's `Unavailable` answer was, told apart by its driver's
+/// words, as [`open`](crate::open) tells its errors apart: for the calls
+/// after it, where a grant revoked or a table locked reads `Unavailable`
+/// like a server down.
+///
+/// ```
+/// use workerid::{Error, FailureCause};
+/// let denied = Error::unavailable("postgres", "permission denied for table workerid_leases");
+/// assert_eq!(FailureCause::of(&denied), Some(FailureCause::AccessDenied));
+/// let down = Error::unavailable("redis", "Connection refused (os error 111)");
+/// assert_eq!(FailureCause::of(&down), None);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Cause {
+#[non_exhaustive]
+pub enum FailureCause {
+    /// The store refused this user (a password, a missing grant or ACL):
+    /// no retry mends it.
     AccessDenied,
+    /// No such database (or it has not been set up).
     NotFound,
+    /// Something answered that is not this kind of store, or not over TLS.
     WrongProtocol,
     /// It answered, but a lock it waited for was held past its timeout.
     Busy,
+}
+
+use FailureCause as Cause;
+
+impl FailureCause {
+    /// The cause of a lease call's [`Error::Unavailable`]; `None` for any
+    /// other error, or one whose words say nothing more (a connection
+    /// refused, a timeout).
+    pub fn of(error: &Error) -> Option<FailureCause> {
+        match error {
+            Error::Unavailable { source, .. } => cause_of(&source_chain(source.as_ref())),
+            _ => None,
+        }
+    }
+
+    /// As [`FailureCause::of`], for a segment call's error.
+    pub fn of_segment(error: &workerid_segment::Error) -> Option<FailureCause> {
+        match error {
+            workerid_segment::Error::Unavailable { source, .. } => {
+                cause_of(&source_chain(source.as_ref()))
+            }
+            _ => None,
+        }
+    }
 }
 
 fn cause_of(message: &str) -> Option<Cause> {
@@ -191,6 +233,9 @@ mod tests {
             ("error returned from database: (code: 1142) CREATE command denied to user 'leaf'@'10.0.0.7' for table `db`.`workerid_leases`", Some(Cause::AccessDenied)),
             ("could not add the version column within 5 s (error returned from database: (code: 1205) Lock wait timeout exceeded; try restarting transaction)", Some(Cause::Busy)),
             ("error returned from database: canceling statement due to lock timeout", Some(Cause::Busy)),
+            ("NOPERM User ops has no permissions to run the 'evalsha' command", Some(Cause::AccessDenied)),
+            ("error returned from database: permission denied for table workerid_leases", Some(Cause::AccessDenied)),
+            ("etcdserver: permission denied", Some(Cause::AccessDenied)),
             ("Connection refused (os error 111)", None),
             ("no answer within 3s", None),
         ] {

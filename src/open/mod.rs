@@ -27,6 +27,7 @@ mod tls_files;
     feature = "sqlite"
 ))]
 pub(crate) use cause::connect_error;
+pub use cause::FailureCause;
 
 use std::sync::Arc;
 

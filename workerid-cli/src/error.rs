@@ -3,7 +3,7 @@
 
 use workerid::segment::Error as SegmentError;
 use workerid::snowflake::Error as SnowflakeError;
-use workerid::{Error, OpenError};
+use workerid::{Error, FailureCause, OpenError};
 
 /// Exit codes of the `workerid` binary.
 pub mod exit {
@@ -116,7 +116,7 @@ impl CliError {
                 _ => exit::USAGE,
             },
             CliError::Store(e) => match e {
-                Error::Unavailable { .. } => exit::UNREACHABLE,
+                Error::Unavailable { .. } => unavailable(FailureCause::of(e)),
                 Error::InvalidConfig { .. }
                 | Error::InvalidWorkerId { .. }
                 | Error::InvalidToken { .. } => exit::USAGE,
@@ -124,7 +124,7 @@ impl CliError {
                 _ => exit::FAILED,
             },
             CliError::Segment(e) => match e {
-                SegmentError::Unavailable { .. } => exit::UNREACHABLE,
+                SegmentError::Unavailable { .. } => unavailable(FailureCause::of_segment(e)),
                 SegmentError::InvalidConfig { .. } => exit::USAGE,
                 SegmentError::UnknownTag { .. } => exit::UNKNOWN,
                 SegmentError::Unsupported { .. } => exit::UNSUPPORTED,
@@ -135,6 +135,17 @@ impl CliError {
                 _ => exit::FAILED,
             },
         }
+    }
+}
+
+/// The exit code of a store call answered `Unavailable`: a grant missing
+/// is access denied (7), which no retry mends, not the store down (3).
+fn unavailable(cause: Option<FailureCause>) -> u8 {
+    match cause {
+        Some(FailureCause::AccessDenied) => exit::ACCESS_DENIED,
+        Some(FailureCause::WrongProtocol) => exit::WRONG_PROTOCOL,
+        Some(FailureCause::NotFound) => exit::UNKNOWN,
+        _ => exit::UNREACHABLE,
     }
 }
 
@@ -163,5 +174,31 @@ impl From<std::io::Error> for CliError {
 impl From<serde_json::Error> for CliError {
     fn from(e: serde_json::Error) -> Self {
         CliError::Output(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_grant_is_access_denied_not_the_store_down() {
+        for said in [
+            "error returned from database: permission denied for table workerid_leases",
+            "error returned from database: (code: 1142) UPDATE command denied to user 'ro'@'localhost'",
+            "NOPERM User ro has no permissions to run the 'evalsha' command",
+            "etcdserver: permission denied",
+        ] {
+            let lease = CliError::Store(Error::unavailable("store", said));
+            assert_eq!(lease.exit_code(), exit::ACCESS_DENIED, "{said}");
+            assert_eq!(lease.kind(), "access_denied");
+            let segment = CliError::Segment(SegmentError::unavailable("store", said));
+            assert_eq!(segment.exit_code(), exit::ACCESS_DENIED, "{said}");
+        }
+        let down = CliError::Store(Error::unavailable(
+            "redis",
+            "Connection refused (os error 111)",
+        ));
+        assert_eq!(down.exit_code(), exit::UNREACHABLE);
     }
 }
