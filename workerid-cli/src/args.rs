@@ -148,11 +148,14 @@ pub enum Command {
 
     /// Every namespace of the store: its worker IDs and how many are held live.
     #[command(after_help = concat!(
-        "Lists each namespace in which a worker ID was ever granted, in name order.\n\n\
+        "Lists each namespace in which a worker ID was ever granted, in name order;\n\
+         `namespaces remove NAME --force` removes one that no live lease uses.\n\n\
          Examples:\n  \
          workerid namespaces --store redis://127.0.0.1:6379/\n  \
-         workerid namespaces -s postgres://ops@db/ids --json\n\n",
-        "Exit codes: 0 ok, 2 bad usage, 3 store unreachable, 6 store cannot list."
+         workerid namespaces -s postgres://ops@db/ids --json\n  \
+         workerid namespaces remove workerid-bench --force -s redis://127.0.0.1:6379/\n\n",
+        "Exit codes: 0 ok, 2 bad usage, 3 store unreachable, 4 no such namespace (remove),\n\
+         5 refused (remove), 6 store cannot list, 7 access denied."
     ))]
     Namespaces(NamespacesArgs),
 
@@ -247,11 +250,56 @@ pub struct LeasesArgs {
 }
 
 /// `namespaces`.
-#[derive(Debug, Args)]
+#[derive(Args)]
 pub struct NamespacesArgs {
-    /// The store.
-    #[command(flatten)]
-    pub store: StoreArgs,
+    /// The store's URL (see --help for the forms); its password is never shown.
+    #[arg(
+        long,
+        short = 's',
+        env = "WORKERID_STORE",
+        hide_env_values = true,
+        value_name = "URL",
+        global = true
+    )]
+    pub store: Option<String>,
+    /// `remove`, or nothing to list the namespaces.
+    #[command(subcommand)]
+    pub action: Option<NamespacesCommand>,
+}
+
+/// `namespaces remove`.
+#[derive(Debug, Subcommand)]
+pub enum NamespacesCommand {
+    /// Removes a namespace none of whose worker IDs a live lease holds
+    /// (needs --force).
+    #[command(
+        after_help = "Forgets the namespace whole: its pool size, and each worker ID's fence,\n\
+        watermark and holder label. A worker ID leased there afterwards starts from its\n\
+        holder's clock alone, with nothing to keep it above the timestamps issued before:\n\
+        remove only a namespace whose IDs are done with (a finished test, a scratch pool\n\
+        left by an interrupted bench), never one a fleet will use again.\n\n\
+        Example:\n  \
+        workerid namespaces remove workerid-bench --force --store redis://127.0.0.1:6379/\n\n\
+        Exit codes: 0 removed, 2 bad name, 3 store unreachable, 4 no such namespace,\n\
+        5 refused (without --force, or a live lease holds one of its IDs), 6 store cannot\n\
+        remove, 7 access denied."
+    )]
+    Remove {
+        /// The namespace.
+        namespace: String,
+        /// Yes, forget its fences and watermarks.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+impl std::fmt::Debug for NamespacesArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NamespacesArgs")
+            .field("store", &self.store.as_deref().map(workerid::redact_url))
+            .field("action", &self.action)
+            .finish()
+    }
 }
 
 /// `release`.

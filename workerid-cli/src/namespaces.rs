@@ -1,9 +1,10 @@
-//! `namespaces`: every namespace of a store, its pool size and live count.
+//! `namespaces`: every namespace of a store, its pool size and live count;
+//! `namespaces remove`: forgets one that no live lease uses.
 
 use serde::Serialize;
-use workerid::LeaseStore;
+use workerid::{Error, LeaseStore, Namespace};
 
-use crate::args::NamespacesArgs;
+use crate::args::{NamespacesArgs, NamespacesCommand};
 use crate::error::CliError;
 use crate::render::table;
 use crate::store::open;
@@ -16,9 +17,62 @@ struct NamespaceJson {
     live: u32,
 }
 
-/// `workerid namespaces`.
+#[derive(Debug, Serialize)]
+struct RemovedJson {
+    namespace: String,
+    removed: bool,
+}
+
+/// `workerid namespaces [remove ...]`.
 pub async fn namespaces(args: &NamespacesArgs, json: bool) -> Result<String, CliError> {
-    let store = open(&args.store.store, true).await?;
+    let url = args.store.as_deref().ok_or_else(|| {
+        CliError::Usage("namespaces needs --store URL (or WORKERID_STORE)".into())
+    })?;
+    match &args.action {
+        None => list(url, json).await,
+        Some(NamespacesCommand::Remove { namespace, force }) => {
+            remove(url, namespace, *force, json).await
+        }
+    }
+}
+
+/// Removes `name`: refused without `force` before the store is opened, as
+/// a forced release is.
+async fn remove(url: &str, name: &str, force: bool, json: bool) -> Result<String, CliError> {
+    let namespace = Namespace::new(name)?;
+    if !force {
+        return Err(CliError::Refused(format!(
+            "removing namespace {name} forgets the fences and watermarks that keep its worker \
+             IDs' next holders above the IDs issued before: add --force to remove it"
+        )));
+    }
+    let store = open(url, false).await?;
+    if !store.capabilities().list {
+        return Err(CliError::Unsupported {
+            store: store.kind().name(),
+            operation: "remove a namespace",
+        });
+    }
+    match store.remove_namespace(&namespace).await {
+        Ok(true) if json => Ok(serde_json::to_string_pretty(&RemovedJson {
+            namespace: name.into(),
+            removed: true,
+        })? + "\n"),
+        Ok(true) => Ok(format!(
+            "removed namespace {name} from {}\n",
+            store.kind().name()
+        )),
+        Ok(false) => Err(CliError::UnknownNamespace(name.into())),
+        Err(Error::NamespaceInUse { live, .. }) => Err(CliError::Refused(format!(
+            "namespace {name} has {live} live lease(s): stop their processes (or let the \
+             leases expire) first; nothing was removed"
+        ))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn list(url: &str, json: bool) -> Result<String, CliError> {
+    let store = open(url, true).await?;
     if !store.capabilities().list {
         return Err(CliError::Unsupported {
             store: store.kind().name(),

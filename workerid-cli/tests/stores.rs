@@ -253,6 +253,28 @@ async fn exercise(url: &str) {
     let run = workerid(&["bench", "--store", url, "--namespace", &ns]).expect(5);
     assert!(run.stderr.contains("exists"), "{run:#?}");
     assert_eq!(fences(url), before);
+
+    // Removing a namespace: refused without --force and while a lease in it
+    // is live, nothing changed; then removed, and unknown afterwards.
+    let gone = unique("gone.");
+    let pool = allocator(&store, &gone, Duration::from_secs(60));
+    let lease = pool.acquire().await.expect("acquire");
+    let remove = |extra: &[&str]| {
+        let mut args = vec!["namespaces", "remove", &gone, "--store", url];
+        args.extend_from_slice(extra);
+        workerid(&args)
+    };
+    let run = remove(&[]).expect(5);
+    assert!(run.stderr.contains("--force"), "{run:#?}");
+    let run = remove(&["--force"]).expect(5);
+    assert!(run.stderr.contains("1 live lease"), "{run:#?}");
+    assert_eq!(listed(url, &gone).len(), 1, "nothing was removed");
+    pool.release(&lease).await.expect("release");
+    let run = remove(&["--force", "--json"]).expect(0);
+    assert_eq!(run.json()["removed"], true, "{run:#?}");
+    workerid(&["leases", "-s", url, "-n", &gone]).expect(4);
+    remove(&["--force"]).expect(4);
+    workerid(&["namespaces", "remove", "has space", "--force", "-s", url]).expect(2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
