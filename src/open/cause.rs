@@ -59,6 +59,7 @@ const CAUSES: [(Cause, &[&str]); 4] = [
             "invalid content type",
             "corrupt message",
             "packet out of order",
+            "does not support tls", // sqlx: TLS asked of a server without it
         ],
     ),
     (
@@ -236,6 +237,7 @@ mod tests {
             ("NOPERM User ops has no permissions to run the 'evalsha' command", Some(Cause::AccessDenied)),
             ("error returned from database: permission denied for table workerid_leases", Some(Cause::AccessDenied)),
             ("etcdserver: permission denied", Some(Cause::AccessDenied)),
+            ("error occurred while attempting to establish a TLS connection: server does not support TLS", Some(Cause::WrongProtocol)),
             ("Connection refused (os error 111)", None),
             ("no answer within 3s", None),
         ] {

@@ -141,8 +141,8 @@ pub enum Command {
          Examples:\n  \
          workerid leases --store redis://127.0.0.1:6379/ --namespace orders\n  \
          workerid leases -s sqlite:///var/lib/ids.db -n orders --json | jq '.leases[] | select(.state == \"live\")'\n\n",
-        "Exit codes: 0 ok, 2 bad usage, 3 store unreachable, 4 unknown namespace, 6 store cannot list\n\
-         (workerid --help lists them all)."
+        "Exit codes: 0 ok, 2 bad usage, 3 store unreachable, 4 unknown namespace, 6 store cannot list,\n\
+         7 access denied, 8 not this store at the address (workerid --help lists them all)."
     ))]
     Leases(LeasesArgs),
 
@@ -169,7 +169,8 @@ pub enum Command {
          workerid release --store redis://127.0.0.1:6379/ --namespace orders --id 17 --force\n  \
          WORKERID_STORE=postgres://ops@db/ids workerid release -n orders --id 17 --force --json\n\n",
         "Exit codes: 0 ok (released, or not held live), 2 bad usage or ID outside the pool,\n\
-         3 store unreachable, 4 unknown namespace, 5 refused without --force, 6 store cannot release."
+         3 store unreachable, 4 unknown namespace, 5 refused without --force, 6 store cannot release,\n\
+         7 access denied, 8 not this store at the address."
     ))]
     Release(ReleaseArgs),
 
@@ -198,7 +199,8 @@ pub enum Command {
         "Examples:\n  \
          workerid segments --store sqlite:///var/lib/ids.db\n  \
          workerid segments create orders --first-id 1 --step 1000 --store redis://127.0.0.1:6379/\n\n",
-        "Exit codes: 0 ok, 2 bad usage, 3 store unreachable, 5 the tag exists already (unchanged)."
+        "Exit codes: 0 ok, 2 bad usage, 3 store unreachable, 4 no such database, 5 the tag exists\n\
+         already (unchanged), 6 store cannot list, 7 access denied, 8 not this store at the address."
     ))]
     Segments(SegmentsArgs),
 
@@ -210,7 +212,8 @@ pub enum Command {
          Examples:\n  \
          workerid bench --store redis://127.0.0.1:6379/\n  \
          workerid bench --store postgres://ops@db/ids --rounds 500 --json\n\n",
-        "Exit codes: 0 ok, 2 bad usage, 3 store unreachable."
+        "Exit codes: 0 ok, 2 bad usage, 3 store unreachable, 4 no such database, 5 the namespace\n\
+         exists already, 7 access denied, 8 not this store at the address."
     ))]
     Bench(BenchArgs),
 

@@ -156,6 +156,20 @@ pub fn decode(args: &DecodeArgs, json: bool) -> Result<String, CliError> {
 /// looks like another layout's (clocks of a fleet differ by far less).
 const FUTURE_SLACK_MS: u64 = 60_000;
 
+/// How far ahead a time is, in the largest unit that reads well: years
+/// for the decades a wrong layout gives.
+fn ahead(by: Duration) -> String {
+    const DAY: u64 = 86_400;
+    let secs = by.as_secs();
+    if secs >= 365 * DAY {
+        format!("{:.1} years", secs as f64 / (365.25 * DAY as f64))
+    } else if secs >= DAY {
+        format!("{} days", secs / DAY)
+    } else {
+        crate::render::time_left(by)
+    }
+}
+
 /// Signs that an ID was made with another layout: a time in the future, or
 /// exactly at the layout's epoch (a timestamp of zero).
 fn warnings(layout: &Layout, timestamp: u64, unix_ms: u64, now_ms: u64) -> Vec<String> {
@@ -163,7 +177,7 @@ fn warnings(layout: &Layout, timestamp: u64, unix_ms: u64, now_ms: u64) -> Vec<S
     if unix_ms > now_ms.saturating_add(FUTURE_SLACK_MS) {
         said.push(format!(
             "the time is {} in the future: is this ID of another layout (--layout)?",
-            crate::render::time_left(Duration::from_millis(unix_ms - now_ms))
+            ahead(Duration::from_millis(unix_ms - now_ms))
         ));
     }
     if timestamp == 0 {

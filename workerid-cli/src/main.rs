@@ -32,8 +32,11 @@ async fn run(cli: &Cli) -> Result<String, CliError> {
 fn main() -> ExitCode {
     // Usage errors exit 2, --help and --version 0 (clap's codes, as documented).
     let cli = args::parse();
+    // No colour codes in logs piped to a file or another program.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )

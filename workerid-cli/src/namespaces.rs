@@ -92,7 +92,8 @@ async fn list(url: &str, json: bool) -> Result<String, CliError> {
         return Ok(serde_json::to_string_pretty(&out)? + "\n");
     }
     if all.is_empty() {
-        return Ok(format!("no namespace on {}\n", store.kind().name()));
+        // The URL names the database or prefix: a typo there reads as empty.
+        return Ok(format!("no namespace on {}\n", store.url()));
     }
     let mut rows = vec![vec![
         "NAMESPACE".to_string(),
