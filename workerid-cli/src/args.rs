@@ -164,9 +164,12 @@ pub enum Command {
         "Frees the ID whatever token holds it, as if its holder had released it: the fence\n\
          and the watermark are kept, so the next holder gets a higher fence and never goes\n\
          back in time. The former holder's next renewal fails with NotAssigned and a\n\
-         snowflake worker then stops issuing IDs. Without --force nothing is done.\n\n\
+         snowflake worker then stops issuing IDs (a supervised one joins again, maybe on\n\
+         the same ID: stop the process to evict it). With --fence, only while the ID's\n\
+         fence is the one given. Without --force nothing is done.\n\n\
          Examples:\n  \
          workerid release --store redis://127.0.0.1:6379/ --namespace orders --id 17 --force\n  \
+         workerid release -s redis://127.0.0.1:6379/ -n orders --id 17 --fence 42 --force\n  \
          WORKERID_STORE=postgres://ops@db/ids workerid release -n orders --id 17 --force --json\n\n",
         "Exit codes: 0 ok (released, or not held live), 2 bad usage or ID outside the pool,\n\
          3 store unreachable, 4 unknown namespace, 5 refused without --force, 6 store cannot release,\n\
@@ -320,6 +323,10 @@ pub struct ReleaseArgs {
     /// Yes, free it even if a live process holds it.
     #[arg(long)]
     pub force: bool,
+    /// Only while the ID's fence is still this one (as `leases` showed it):
+    /// a release sent again never frees a grant made since.
+    #[arg(long, value_name = "FENCE")]
+    pub fence: Option<u64>,
 }
 
 /// `decode`.

@@ -179,6 +179,18 @@ pub async fn release(args: &ReleaseArgs, json: bool) -> Result<String, CliError>
     let before = u32::try_from(args.id)
         .ok()
         .and_then(|id| listing.get(id.into()).cloned());
+    if let Some(expected) = args.fence {
+        let fence = before.as_ref().map(|l| l.fence);
+        if fence != Some(expected) {
+            return Err(CliError::Refused(format!(
+                "worker ID {} of namespace {:?} has fence {} now, not {expected}: it was \
+                 granted again since (or never); nothing was changed",
+                args.id,
+                args.namespace,
+                fence.map_or_else(|| "none".to_string(), |f| f.to_string())
+            )));
+        }
+    }
     let released = allocator.force_release(args.id).await?;
     let was = before.as_ref().map_or("never granted", |l| l.state.name());
     if json {

@@ -136,7 +136,15 @@ async fn exercise(url: &str) {
         .await
         .expect("still held after a refused release");
 
-    let run = release(&["--force", "--json"]).expect(0);
+    // A fence that is not the ID's: refused, nothing changes.
+    let stale = (held.fence() + 1).to_string();
+    let run = release(&["--force", "--fence", &stale]).expect(5);
+    assert!(run.stderr.contains("granted again"), "{run:#?}");
+    long.renew(&mut held)
+        .await
+        .expect("still held after a release with a stale fence");
+    let fence = held.fence().to_string();
+    let run = release(&["--force", "--json", "--fence", &fence]).expect(0);
     let answer = run.json();
     assert_eq!(
         (&answer["released"], &answer["was"]),
