@@ -57,6 +57,37 @@ pub struct DecodedId {
     #[prost(uint64, tag = "3")]
     pub sequence: u64,
 }
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LayoutRequest {}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SnowflakeLayout {
+    /// The `\[snowflake\] layout` setting: classic, twitter, sonyflake,
+    /// sonyflake-v2, discord, instagram or js-safe.
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "2")]
+    pub timestamp_bits: u32,
+    #[prost(uint32, tag = "3")]
+    pub worker_bits: u32,
+    #[prost(uint32, tag = "4")]
+    pub sequence_bits: u32,
+    /// A timestamp counts units of this many milliseconds...
+    #[prost(uint64, tag = "5")]
+    pub unit_ms: u64,
+    /// ...since this instant, in milliseconds since the Unix epoch.
+    #[prost(uint64, tag = "6")]
+    pub epoch_unix_ms: u64,
+    /// From the top bit: timestamp, worker ID, sequence (false); timestamp,
+    /// sequence, worker ID (true, Sonyflake's order).
+    #[prost(bool, tag = "7")]
+    pub sequence_then_worker: bool,
+    /// The namespace the server's worker IDs are leased in, and its pool
+    /// (0..=max_worker_id); empty and 0 when the server makes no snowflake IDs.
+    #[prost(string, tag = "8")]
+    pub namespace: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "9")]
+    pub max_worker_id: u32,
+}
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 #[prost(skip_debug)]
 pub struct AcquireRequest {
@@ -549,6 +580,32 @@ pub mod ids_client {
             req.extensions_mut().insert(GrpcMethod::new("workerid.v1.Ids", "Decode"));
             self.inner.unary(req, path, codec).await
         }
+        /// The layout of this server's snowflake IDs, and the namespace and pool
+        /// its worker IDs are leased from: what a program that makes snowflake
+        /// IDs itself beside this server's, on a worker ID leased from that pool
+        /// through Leases, must use (IDs of two layouts can be equal whatever
+        /// their worker IDs).
+        pub async fn layout(
+            &mut self,
+            request: impl tonic::IntoRequest<super::LayoutRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::SnowflakeLayout>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/workerid.v1.Ids/Layout");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("workerid.v1.Ids", "Layout"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -595,6 +652,15 @@ pub mod ids_server {
             &self,
             request: tonic::Request<super::DecodeRequest>,
         ) -> std::result::Result<tonic::Response<super::DecodedId>, tonic::Status>;
+        /// The layout of this server's snowflake IDs, and the namespace and pool
+        /// its worker IDs are leased from: what a program that makes snowflake
+        /// IDs itself beside this server's, on a worker ID leased from that pool
+        /// through Leases, must use (IDs of two layouts can be equal whatever
+        /// their worker IDs).
+        async fn layout(
+            &self,
+            request: tonic::Request<super::LayoutRequest>,
+        ) -> std::result::Result<tonic::Response<super::SnowflakeLayout>, tonic::Status>;
     }
     /// IDs from the server's buffers: the same tags, buffers and metrics as the
     /// HTTP API.
@@ -836,6 +902,49 @@ pub mod ids_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = DecodeSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/workerid.v1.Ids/Layout" => {
+                    #[allow(non_camel_case_types)]
+                    struct LayoutSvc<T: Ids>(pub Arc<T>);
+                    impl<T: Ids> tonic::server::UnaryService<super::LayoutRequest>
+                    for LayoutSvc<T> {
+                        type Response = super::SnowflakeLayout;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::LayoutRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Ids>::layout(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = LayoutSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

@@ -341,6 +341,16 @@ async fn run(config: Config) -> Result<(), Failure> {
     });
     tracing::info!("listening on {}", config.listen);
     let layout = config.snowflake.layout().map_err(Failure::Config)?;
+    let snowflake_layout = grpc::SnowflakeLayout {
+        name: config.snowflake.layout.clone(),
+        layout,
+        pool: config.snowflake.enabled.then(|| {
+            (
+                config.snowflake.namespace.clone(),
+                config.snowflake.max_worker_id(&layout),
+            )
+        }),
+    };
     let grpc = grpc_listener.map(|listener| {
         if let Some(address) = &config.grpc_listen {
             tracing::info!("gRPC listening on {address}");
@@ -355,7 +365,7 @@ async fn run(config: Config) -> Result<(), Failure> {
                 tls: grpc_tls,
                 keepalive: std::time::Duration::from_millis(config.grpc_keepalive_ms),
                 give_back_key: config.give_back_key.clone(),
-                layout,
+                layout: snowflake_layout,
                 max_open_connections: config.max_open_connections,
                 write_timeout: Duration::from_millis(config.idle_timeout_ms),
                 operator_token: config.operator_token.clone(),

@@ -184,6 +184,32 @@ async fn ids_come_from_the_same_buffers_as_over_http() {
         .expect_err("2^63 is past the classic layout's 63 bits");
     assert_eq!(refused.code(), tonic::Code::InvalidArgument);
     assert_eq!(code_of(&refused), "invalid_id");
+    // The layout and pool a client making its own snowflake IDs uses.
+    let layout = ids
+        .layout(workerid_proto::v1::LayoutRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(layout.name, "classic");
+    assert_eq!(
+        (
+            layout.timestamp_bits,
+            layout.worker_bits,
+            layout.sequence_bits
+        ),
+        (41, 10, 12)
+    );
+    assert_eq!(
+        (layout.unit_ms, layout.epoch_unix_ms),
+        (1, 1_704_067_200_000)
+    );
+    assert!(!layout.sequence_then_worker);
+    assert_eq!(
+        (layout.namespace.as_str(), layout.max_worker_id),
+        ("workerid-server", 1023)
+    );
+    let ms = decoded.unix_ms - layout.epoch_unix_ms;
+    assert_eq!(all[0] >> 22, ms, "the layout reads the server's own IDs");
 
     let mut stream = ids
         .stream_ids(StreamIdsRequest {

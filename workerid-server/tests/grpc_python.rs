@@ -68,6 +68,7 @@ fn a_python_client_takes_ids_a_stream_and_a_lease() {
             .collect::<Vec<Vec<u64>>>()
     );
     assert!(got["decoded_unix_ms"].as_u64().unwrap() > 1_700_000_000_000);
+    assert_eq!(got["layout_unix_ms"], got["decoded_unix_ms"]);
     assert_eq!(
         got["bad_count"],
         serde_json::json!({"status": "INVALID_ARGUMENT", "code": "invalid_count"})

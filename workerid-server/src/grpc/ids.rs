@@ -8,14 +8,14 @@ use std::time::UNIX_EPOCH;
 use tokio::sync::{mpsc, watch};
 use tonic::codegen::tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
-use workerid::snowflake::Layout;
+use workerid::snowflake::FieldOrder;
 
-use super::{observed, status};
+use super::{observed, status, SnowflakeLayout as SnowflakeLayoutSetting};
 use crate::routes::{App, Failure};
 use workerid_proto::v1::ids_server::Ids;
 use workerid_proto::v1::{
-    DecodeRequest, DecodedId, IdBatch, IdRange, NextIdsRequest, NextSnowflakesRequest,
-    StreamIdsRequest,
+    DecodeRequest, DecodedId, IdBatch, IdRange, LayoutRequest, NextIdsRequest,
+    NextSnowflakesRequest, SnowflakeLayout, StreamIdsRequest,
 };
 
 /// Batches a stream keeps ready ahead of its client.
@@ -23,8 +23,8 @@ const STREAM_AHEAD: usize = 2;
 
 pub struct IdsService {
     pub app: Arc<App>,
-    /// The snowflake IDs' layout, for `Decode`.
-    pub layout: Layout,
+    /// The snowflake IDs' layout, for `Decode` and `Layout`.
+    pub layout: super::SnowflakeLayout,
     /// Turns true when the server shuts down: streams end.
     pub shutdown: watch::Receiver<bool>,
 }
@@ -126,7 +126,7 @@ impl Ids for IdsService {
         let (tx, rx) = mpsc::channel(STREAM_AHEAD);
         let service = IdsService {
             app: self.app.clone(),
-            layout: self.layout,
+            layout: self.layout.clone(),
             shutdown: self.shutdown.clone(),
         };
         let tag = (!request.tag.is_empty()).then_some(request.tag);
@@ -171,16 +171,16 @@ impl Ids for IdsService {
 
     async fn decode(&self, request: Request<DecodeRequest>) -> Result<Response<DecodedId>, Status> {
         let id = request.into_inner().id;
-        let decoded = if id > self.layout.max_id() {
+        let decoded = if id > self.layout.layout.max_id() {
             Err(status::invalid(
                 "invalid_id",
                 format!(
                     "{id} is larger than the largest ID of this server's layout, {}",
-                    self.layout.max_id()
+                    self.layout.layout.max_id()
                 ),
             ))
         } else {
-            let parts = self.layout.decompose(id);
+            let parts = self.layout.layout.decompose(id);
             let unix_ms = parts
                 .time
                 .duration_since(UNIX_EPOCH)
@@ -192,5 +192,26 @@ impl Ids for IdsService {
             })
         };
         observed("/workerid.v1.Ids/Decode", std::future::ready(decoded)).await
+    }
+
+    async fn layout(
+        &self,
+        _request: Request<LayoutRequest>,
+    ) -> Result<Response<SnowflakeLayout>, Status> {
+        let SnowflakeLayoutSetting { name, layout, pool } = &self.layout;
+        let (namespace, max_worker_id) = pool.clone().unwrap_or_default();
+        let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let answer = SnowflakeLayout {
+            name: name.clone(),
+            timestamp_bits: layout.timestamp_bits().into(),
+            worker_bits: layout.worker_bits().into(),
+            sequence_bits: layout.sequence_bits().into(),
+            unit_ms: ms(layout.unit()),
+            epoch_unix_ms: ms(layout.epoch()),
+            sequence_then_worker: layout.field_order() == FieldOrder::SequenceThenWorker,
+            namespace,
+            max_worker_id,
+        };
+        observed("/workerid.v1.Ids/Layout", std::future::ready(Ok(answer))).await
     }
 }

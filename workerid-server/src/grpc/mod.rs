@@ -81,6 +81,18 @@ impl Tls {
 const HEALTH_EVERY: Duration = Duration::from_secs(1);
 
 /// How the gRPC port serves, from the config.
+/// The layout of the server's snowflake IDs, as `Ids.Layout` tells it.
+#[derive(Debug, Clone)]
+pub struct SnowflakeLayout {
+    /// The `[snowflake] layout` setting.
+    pub name: String,
+    /// The layout itself.
+    pub layout: Layout,
+    /// The namespace and `max_worker_id` its worker IDs are leased from;
+    /// `None` with snowflake off.
+    pub pool: Option<(String, u32)>,
+}
+
 pub struct Options {
     /// TLS, if any.
     pub tls: Option<Tls>,
@@ -90,8 +102,8 @@ pub struct Options {
     pub keepalive: Duration,
     /// The key give-back receipts are signed with (none: a random one).
     pub give_back_key: Option<String>,
-    /// The snowflake IDs' layout, for `Decode`.
-    pub layout: Layout,
+    /// The snowflake IDs' layout, for `Decode` and `Layout`.
+    pub layout: SnowflakeLayout,
     /// The most connections open at once.
     pub max_open_connections: usize,
     /// How long a write to a client may make no progress.

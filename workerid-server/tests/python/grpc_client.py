@@ -51,6 +51,10 @@ def main():
     got["stream"] = [ids_of(batch) for batch in stream]
     decoded = ids.Decode(pb.DecodeRequest(id=got["snowflakes"][0]))
     got["decoded_unix_ms"] = decoded.unix_ms
+    layout = ids.Layout(pb.LayoutRequest())
+    # The time of an ID from the layout alone, as a client making its own reads it.
+    shift = layout.worker_bits + layout.sequence_bits
+    got["layout_unix_ms"] = (got["snowflakes"][0] >> shift) * layout.unit_ms + layout.epoch_unix_ms
     got["bad_count"] = refusal(lambda: ids.NextIds(pb.NextIdsRequest(tag="test", count=0)))
 
     mine = token()
