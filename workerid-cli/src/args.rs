@@ -12,7 +12,8 @@ const EXIT_CODES: &str = "Exit codes:
   5  refused, nothing changed (release without --force, a tag that exists)
   6  the store cannot do this (a store without listing)
   7  the store denied access (user, password, certificate, a grant)
-  8  something else answers at the address (or not over TLS)";
+  8  something else answers at the address (or not over TLS)
+  130  interrupted by Ctrl-C, after cleaning up";
 
 /// Parses the command line; the accepted store URLs in `--help` are the
 /// facade's own list, so they are written in one place.

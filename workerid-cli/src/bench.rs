@@ -1,5 +1,7 @@
 //! `bench`: acquire / renew / release latency from where the operator sits.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::CliError;
@@ -68,7 +70,19 @@ pub async fn bench(args: &BenchArgs, json: bool) -> Result<String, CliError> {
         )));
     }
     let made_here = listing.is_ok();
-    let measured = cycles(&allocator, args.rounds as usize).await;
+    // Ctrl-C ends the run after the cycle in flight, which releases its ID,
+    // so that the namespace is still removed.
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let watch = tokio::spawn({
+        let interrupted = interrupted.clone();
+        async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                interrupted.store(true, Ordering::Relaxed);
+            }
+        }
+    });
+    let measured = cycles(&allocator, args.rounds as usize, &interrupted).await;
+    watch.abort();
     let cleanup = if made_here {
         match allocator
             .store()
@@ -84,7 +98,13 @@ pub async fn bench(args: &BenchArgs, json: bool) -> Result<String, CliError> {
             args.namespace
         )
     };
-    let [acquire, renew, release] = measured?.map(|mut samples| stats(&mut samples));
+    let measured = match measured {
+        Err(CliError::Interrupted(said)) => {
+            return Err(CliError::Interrupted(format!("{said}; {cleanup}")))
+        }
+        measured => measured?,
+    };
+    let [acquire, renew, release] = measured.map(|mut samples| stats(&mut samples));
     let scheme = stores.kind().name();
     if json {
         let to_json = |(p50, p99, max): (Duration, Duration, Duration)| Stats {
@@ -122,7 +142,11 @@ pub async fn bench(args: &BenchArgs, json: bool) -> Result<String, CliError> {
 
 /// Acquire, renew and release `rounds` times (after one warm-up cycle for
 /// connections and server-side script caches): the three latencies of each.
-async fn cycles(allocator: &Allocator, rounds: usize) -> Result<[Vec<Duration>; 3], CliError> {
+async fn cycles(
+    allocator: &Allocator,
+    rounds: usize,
+    interrupted: &AtomicBool,
+) -> Result<[Vec<Duration>; 3], CliError> {
     let mut times = [
         Vec::with_capacity(rounds),
         Vec::with_capacity(rounds),
@@ -139,6 +163,12 @@ async fn cycles(allocator: &Allocator, rounds: usize) -> Result<[Vec<Duration>; 
         )
         .with_finish(indicatif::ProgressFinish::AndClear);
     for round in 0..=rounds {
+        if interrupted.load(Ordering::Relaxed) {
+            return Err(CliError::Interrupted(format!(
+                "bench stopped after {round} of {} cycles",
+                rounds + 1
+            )));
+        }
         progress.inc(1);
         let start = Instant::now();
         let mut lease = allocator.acquire().await?;

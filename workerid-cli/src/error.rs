@@ -30,6 +30,9 @@ pub mod exit {
     /// Something answered at the address, but not that kind of store (or
     /// not over TLS when the URL asks for it).
     pub const WRONG_PROTOCOL: u8 = 8;
+    /// Stopped by Ctrl-C (SIGINT), after cleaning up: 128 + the signal's
+    /// number, as shells report it.
+    pub const INTERRUPTED: u8 = 130;
 }
 
 /// An error of the `workerid` binary; [`CliError::exit_code`] says how it exits.
@@ -91,6 +94,10 @@ pub enum CliError {
     #[error(transparent)]
     Snowflake(#[from] SnowflakeError),
 
+    /// Stopped by Ctrl-C, after cleaning up (exit 130).
+    #[error("interrupted: {0}")]
+    Interrupted(String),
+
     /// The output could not be written or encoded (exit 1).
     #[error("cannot write the output: {0}")]
     Output(String),
@@ -107,6 +114,7 @@ impl CliError {
             CliError::Refused(_) => exit::REFUSED,
             CliError::Unsupported { .. } => exit::UNSUPPORTED,
             CliError::Output(_) => exit::FAILED,
+            CliError::Interrupted(_) => exit::INTERRUPTED,
             CliError::Open(e) => match e {
                 OpenError::Unreachable { .. } => exit::UNREACHABLE,
                 OpenError::AccessDenied { .. } => exit::ACCESS_DENIED,
@@ -160,6 +168,7 @@ impl CliError {
             exit::UNSUPPORTED => "unsupported",
             exit::ACCESS_DENIED => "access_denied",
             exit::WRONG_PROTOCOL => "wrong_protocol",
+            exit::INTERRUPTED => "interrupted",
             _ => "failed",
         }
     }

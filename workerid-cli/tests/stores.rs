@@ -405,3 +405,58 @@ async fn failures_to_open_exit_by_cause() {
         }
     }
 }
+
+/// Ctrl-C stops a bench after the cycle in flight, and it still removes
+/// its namespace: exit 130, and no scratch namespace left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_bench_removes_its_namespace() {
+    let url = workerid_testkit::redis::shared_url();
+    let ns = unique("bench.");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_workerid"))
+        .args([
+            "bench",
+            "--store",
+            &url,
+            "--namespace",
+            &ns,
+            "--rounds",
+            "100000",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the workerid binary");
+    // Until the bench has made its namespace.
+    let made = std::time::Instant::now();
+    while !workerid(&["namespaces", "--store", &url])
+        .stdout
+        .contains(&ns)
+    {
+        if made.elapsed() > Duration::from_secs(20) || child.try_wait().ok().flatten().is_some() {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("the bench's output");
+            panic!("no namespace {ns}: {out:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill -INT");
+    assert!(killed.success());
+    let out = tokio::task::spawn_blocking(move || {
+        let status = child.wait().expect("the bench ends");
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+        (status, stderr)
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.0.code(), Some(130), "{out:?}");
+    assert!(
+        out.1.contains(&format!("namespace {ns} removed")),
+        "{out:?}"
+    );
+    let run = workerid(&["namespaces", "--store", &url]).expect(0);
+    assert!(!run.stdout.contains(&ns), "{run:#?}");
+}
