@@ -217,7 +217,8 @@ pub enum Command {
          workerid bench --store redis://127.0.0.1:6379/\n  \
          workerid bench --store postgres://ops@db/ids --rounds 500 --json\n\n",
         "Exit codes: 0 ok, 2 bad usage, 3 store unreachable, 4 no such database, 5 the namespace\n\
-         exists already, 7 access denied, 8 not this store at the address."
+         exists already, 7 access denied, 8 not this store at the address, 130 stopped by\n\
+         Ctrl-C (the namespace removed all the same)."
     ))]
     Bench(BenchArgs),
 
