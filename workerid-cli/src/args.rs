@@ -257,9 +257,10 @@ pub struct LeasesArgs {
     pub namespace: String,
 }
 
-/// `namespaces`.
+/// The store of a command with subcommands: `--store` may come before or
+/// after the subcommand. Its `Debug` hides the URL's password.
 #[derive(Args)]
-pub struct NamespacesArgs {
+pub struct OptionalStoreArgs {
     /// The store's URL (see --help for the forms); its password is never shown.
     #[arg(
         long,
@@ -270,6 +271,36 @@ pub struct NamespacesArgs {
         global = true
     )]
     pub store: Option<String>,
+}
+
+impl OptionalStoreArgs {
+    /// The URL.
+    ///
+    /// # Errors
+    /// [`CliError::Usage`] naming `command` when no store is given.
+    pub fn url(&self, command: &str) -> Result<&str, crate::error::CliError> {
+        self.store.as_deref().ok_or_else(|| {
+            crate::error::CliError::Usage(format!(
+                "{command} needs --store URL (or WORKERID_STORE)"
+            ))
+        })
+    }
+}
+
+impl std::fmt::Debug for OptionalStoreArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OptionalStoreArgs")
+            .field("store", &self.store.as_deref().map(workerid::redact_url))
+            .finish()
+    }
+}
+
+/// `namespaces`.
+#[derive(Debug, Args)]
+pub struct NamespacesArgs {
+    /// The store.
+    #[command(flatten)]
+    pub store: OptionalStoreArgs,
     /// `remove`, or nothing to list the namespaces.
     #[command(subcommand)]
     pub action: Option<NamespacesCommand>,
@@ -299,15 +330,6 @@ pub enum NamespacesCommand {
         #[arg(long)]
         force: bool,
     },
-}
-
-impl std::fmt::Debug for NamespacesArgs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NamespacesArgs")
-            .field("store", &self.store.as_deref().map(workerid::redact_url))
-            .field("action", &self.action)
-            .finish()
-    }
 }
 
 /// `release`.
@@ -342,20 +364,13 @@ pub struct DecodeArgs {
     pub layout: String,
 }
 
-/// `segments`. Its `Debug` hides the URL's password.
-#[derive(Args)]
+/// `segments`.
+#[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = false)]
 pub struct SegmentsArgs {
-    /// The store's URL (see --help for the forms); its password is never shown.
-    #[arg(
-        long,
-        short = 's',
-        env = "WORKERID_STORE",
-        hide_env_values = true,
-        value_name = "URL",
-        global = true
-    )]
-    pub store: Option<String>,
+    /// The store.
+    #[command(flatten)]
+    pub store: OptionalStoreArgs,
     /// `create`, or nothing to list the tags.
     #[command(subcommand)]
     pub action: Option<SegmentsCommand>,
@@ -399,15 +414,6 @@ impl std::fmt::Debug for StoreArgs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StoreArgs")
             .field("store", &workerid::redact_url(&self.store))
-            .finish()
-    }
-}
-
-impl std::fmt::Debug for SegmentsArgs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SegmentsArgs")
-            .field("store", &self.store.as_deref().map(workerid::redact_url))
-            .field("action", &self.action)
             .finish()
     }
 }

@@ -25,9 +25,7 @@ struct RemovedJson {
 
 /// `workerid namespaces [remove ...]`.
 pub async fn namespaces(args: &NamespacesArgs, json: bool) -> Result<String, CliError> {
-    let url = args.store.as_deref().ok_or_else(|| {
-        CliError::Usage("namespaces needs --store URL (or WORKERID_STORE)".into())
-    })?;
+    let url = args.store.url("namespaces")?;
     match &args.action {
         None => list(url, json).await,
         Some(NamespacesCommand::Remove { namespace, force }) => {

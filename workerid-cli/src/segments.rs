@@ -25,10 +25,7 @@ struct CreatedJson {
 
 /// `workerid segments [create ...]`.
 pub async fn segments(args: &SegmentsArgs, json: bool) -> Result<String, CliError> {
-    let url = args
-        .store
-        .as_deref()
-        .ok_or_else(|| CliError::Usage("segments needs --store URL (or WORKERID_STORE)".into()))?;
+    let url = args.store.url("segments")?;
     match &args.action {
         None => list(url, json).await,
         Some(SegmentsCommand::Create {
