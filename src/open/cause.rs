@@ -2,8 +2,24 @@
 
 use workerid_core::Error;
 
-use crate::store_url::StoreUrl;
-use crate::OpenError;
+/// Whether this build opens any store with a driver whose words are read.
+macro_rules! with_drivers {
+    ($($item:item)*) => {$(
+        #[cfg(any(
+            feature = "redis",
+            feature = "etcd",
+            feature = "postgres",
+            feature = "mysql",
+            feature = "sqlite"
+        ))]
+        $item
+    )*};
+}
+
+with_drivers! {
+    use crate::store_url::StoreUrl;
+    use crate::OpenError;
+}
 
 /// What the driver's words show, in the order they are checked: the first
 /// list that has a phrase in the (lower-cased) message wins.
@@ -129,6 +145,7 @@ fn cause_of(message: &str) -> Option<Cause> {
         .map(|(cause, _)| *cause)
 }
 
+with_drivers! {
 /// Maps a store's connect error to an [`OpenError`], password scrubbed.
 pub(crate) fn connect_error(url: &StoreUrl, error: Error) -> OpenError {
     let said = match &error {
@@ -191,6 +208,7 @@ fn without_noise(message: &str) -> String {
     }
     out
 }
+}
 
 /// An error and its causes, `: `-separated, each said once.
 fn source_chain(error: &(dyn std::error::Error + 'static)) -> String {
@@ -212,6 +230,13 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(any(
+        feature = "redis",
+        feature = "etcd",
+        feature = "postgres",
+        feature = "mysql",
+        feature = "sqlite"
+    ))]
     fn source_lines_are_dropped() {
         assert_eq!(
             without_noise("password authentication failed for user \"w\" at line 334"),

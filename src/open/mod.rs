@@ -2,13 +2,6 @@
 
 use std::time::Duration;
 
-#[cfg(any(
-    feature = "redis",
-    feature = "etcd",
-    feature = "postgres",
-    feature = "mysql",
-    feature = "sqlite"
-))]
 mod cause;
 #[cfg(feature = "etcd")]
 mod etcd;
