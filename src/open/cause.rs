@@ -2,7 +2,7 @@
 
 use workerid_core::Error;
 
-/// Whether this build opens any store with a driver whose words are read.
+/// Items only a build with a store driver (whose words are read) uses.
 macro_rules! with_drivers {
     ($($item:item)*) => {$(
         #[cfg(any(
@@ -229,20 +229,15 @@ fn source_chain(error: &(dyn std::error::Error + 'static)) -> String {
 mod tests {
     use super::*;
 
+    with_drivers! {
     #[test]
-    #[cfg(any(
-        feature = "redis",
-        feature = "etcd",
-        feature = "postgres",
-        feature = "mysql",
-        feature = "sqlite"
-    ))]
     fn source_lines_are_dropped() {
         assert_eq!(
             without_noise("password authentication failed for user \"w\" at line 334"),
             "password authentication failed for user \"w\""
         );
         assert_eq!(without_noise("at line nine"), "at line nine");
+    }
     }
 
     #[test]

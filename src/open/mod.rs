@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+#[macro_use]
 mod cause;
 #[cfg(feature = "etcd")]
 mod etcd;
@@ -12,14 +13,9 @@ mod sql;
 #[cfg(any(feature = "redis", feature = "etcd"))]
 mod tls_files;
 
-#[cfg(any(
-    feature = "redis",
-    feature = "etcd",
-    feature = "postgres",
-    feature = "mysql",
-    feature = "sqlite"
-))]
-pub(crate) use cause::connect_error;
+with_drivers! {
+    pub(crate) use cause::connect_error;
+}
 pub use cause::FailureCause;
 
 use std::sync::Arc;
