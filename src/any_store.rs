@@ -143,7 +143,7 @@ impl LeaseStore for AnyStore {
         let call = self
             .inner
             .acquire(namespace, max_worker_id, token, ttl, holder);
-        self.timed(call, lease_timeout).await
+        self.timed(call, workerid_core::Error::unavailable).await
     }
     async fn renew(
         &self,
@@ -155,7 +155,7 @@ impl LeaseStore for AnyStore {
     ) -> Result<()> {
         self.timed(
             self.inner.renew(namespace, id, token, ttl, watermark),
-            lease_timeout,
+            workerid_core::Error::unavailable,
         )
         .await
     }
@@ -168,24 +168,37 @@ impl LeaseStore for AnyStore {
     ) -> Result<()> {
         self.timed(
             self.inner.release(namespace, id, token, watermark),
-            lease_timeout,
+            workerid_core::Error::unavailable,
         )
         .await
     }
     async fn list(&self, namespace: &Namespace) -> Result<Listing> {
-        self.timed(self.inner.list(namespace), lease_timeout).await
+        self.timed(
+            self.inner.list(namespace),
+            workerid_core::Error::unavailable,
+        )
+        .await
     }
     async fn force_release(&self, namespace: &Namespace, id: WorkerId) -> Result<bool> {
-        self.timed(self.inner.force_release(namespace, id), lease_timeout)
-            .await
+        self.timed(
+            self.inner.force_release(namespace, id),
+            workerid_core::Error::unavailable,
+        )
+        .await
     }
     async fn list_namespaces(&self) -> Result<Vec<NamespaceInfo>> {
-        self.timed(self.inner.list_namespaces(), lease_timeout)
-            .await
+        self.timed(
+            self.inner.list_namespaces(),
+            workerid_core::Error::unavailable,
+        )
+        .await
     }
     async fn remove_namespace(&self, namespace: &Namespace) -> Result<bool> {
-        self.timed(self.inner.remove_namespace(namespace), lease_timeout)
-            .await
+        self.timed(
+            self.inner.remove_namespace(namespace),
+            workerid_core::Error::unavailable,
+        )
+        .await
     }
 }
 
@@ -216,8 +229,4 @@ impl SegmentStore for AnyStore {
         self.timed(self.inner.list_tags(), segment::Error::unavailable)
             .await
     }
-}
-
-fn lease_timeout(store: &'static str, cause: String) -> workerid_core::Error {
-    workerid_core::Error::unavailable(store, cause)
 }
