@@ -198,12 +198,13 @@ pub enum Command {
     Decode(DecodeArgs),
 
     /// Segment tags: their max_id (the first ID not handed out yet) and step;
-    /// `segments create` makes one.
+    /// `segments show` shows one, `segments create` makes one.
     #[command(after_help = concat!(
         "Examples:\n  \
          workerid segments --store sqlite:///var/lib/ids.db\n  \
-         workerid segments create orders --first-id 1 --step 1000 --store redis://127.0.0.1:6379/\n\n",
-        "Exit codes: 0 ok, 2 bad usage, 3 store unreachable, 4 no such database, 5 the tag exists\n\
+         workerid segments create orders --first-id 1 --step 1000 --store redis://127.0.0.1:6379/\n  \
+         workerid segments show orders --store redis://127.0.0.1:6379/ --json\n\n",
+        "Exit codes: 0 ok, 2 bad usage, 3 store unreachable, 4 no such database or tag (show), 5 the tag exists\n\
          already (unchanged), 6 store cannot list, 7 access denied, 8 not this store at the address."
     ))]
     Segments(SegmentsArgs),
@@ -244,6 +245,112 @@ pub struct StoreArgs {
         value_name = "URL"
     )]
     pub store: String,
+    /// How long to wait for the store.
+    #[command(flatten)]
+    pub timeout: TimeoutArgs,
+}
+
+impl StoreArgs {
+    /// The store to open.
+    pub fn target(&self) -> Target<'_> {
+        Target {
+            url: &self.store,
+            timeout: self.timeout.timeout,
+        }
+    }
+}
+
+/// How long a command waits for the store: to connect, and for each answer.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct TimeoutArgs {
+    /// How long to wait to connect to the store, and for each of its
+    /// answers: 500ms, 3s, 2m (a bare number is seconds).
+    #[arg(
+        long,
+        env = "WORKERID_TIMEOUT",
+        value_name = "DURATION",
+        default_value = "3s",
+        value_parser = parse_timeout,
+        global = true
+    )]
+    pub timeout: std::time::Duration,
+}
+
+/// The shortest and longest `--timeout`.
+const TIMEOUTS: std::ops::RangeInclusive<std::time::Duration> =
+    std::time::Duration::from_millis(10)..=std::time::Duration::from_secs(3600);
+
+/// `--timeout`'s value: a whole number with `ms`, `s` or `m`, or none for
+/// seconds, from 10ms to 1 hour.
+fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
+    use std::time::Duration;
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration such as 500ms, 3s or 2m"))?;
+    let duration = match unit {
+        "ms" => Duration::from_millis(number),
+        "" | "s" => Duration::from_secs(number),
+        "m" => Duration::from_secs(number.saturating_mul(60)),
+        _ => {
+            return Err(format!(
+                "{text:?}: the unit must be ms, s or m (500ms, 3s, 2m)"
+            ))
+        }
+    };
+    if !TIMEOUTS.contains(&duration) {
+        return Err(format!("{text:?} is not between 10ms and 60m"));
+    }
+    Ok(duration)
+}
+
+#[cfg(test)]
+mod timeout_tests {
+    use super::parse_timeout;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_with_and_without_a_unit() {
+        assert_eq!(parse_timeout("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_timeout("3s"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_timeout("7"), Ok(Duration::from_secs(7)));
+        assert_eq!(parse_timeout("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_timeout("60m"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_timeout("10ms"), Ok(Duration::from_millis(10)));
+    }
+
+    #[test]
+    fn anything_else_is_refused_with_the_forms_named() {
+        for bad in [
+            "",
+            "s",
+            "3h",
+            "1.5s",
+            "-1s",
+            "0",
+            "9ms",
+            "61m",
+            " 3s",
+            "3 s",
+            "99999999999999999999s",
+        ] {
+            let err = parse_timeout(bad).unwrap_err();
+            assert!(err.contains("ms") || err.contains("60m"), "{bad:?}: {err}");
+        }
+        assert!(parse_timeout(&format!("{}m", u64::MAX)).is_err());
+    }
+}
+
+/// A store URL and how long to wait for it.
+#[derive(Clone, Copy)]
+pub struct Target<'a> {
+    /// The URL (with its password: never print it as it is).
+    pub url: &'a str,
+    /// How long to wait to connect, and for each answer.
+    pub timeout: std::time::Duration,
 }
 
 /// `leases`.
@@ -271,18 +378,26 @@ pub struct OptionalStoreArgs {
         global = true
     )]
     pub store: Option<String>,
+    /// How long to wait for the store.
+    #[command(flatten)]
+    pub timeout: TimeoutArgs,
 }
 
 impl OptionalStoreArgs {
-    /// The URL.
+    /// The store to open.
     ///
     /// # Errors
-    /// [`CliError::Usage`] naming `command` when no store is given.
-    pub fn url(&self, command: &str) -> Result<&str, crate::error::CliError> {
-        self.store.as_deref().ok_or_else(|| {
+    /// [`CliError::Usage`](crate::error::CliError::Usage) naming `command`
+    /// when no store is given.
+    pub fn target(&self, command: &str) -> Result<Target<'_>, crate::error::CliError> {
+        let url = self.store.as_deref().ok_or_else(|| {
             crate::error::CliError::Usage(format!(
                 "{command} needs --store URL (or WORKERID_STORE)"
             ))
+        })?;
+        Ok(Target {
+            url,
+            timeout: self.timeout.timeout,
         })
     }
 }
@@ -291,6 +406,7 @@ impl std::fmt::Debug for OptionalStoreArgs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OptionalStoreArgs")
             .field("store", &self.store.as_deref().map(workerid::redact_url))
+            .field("timeout", &self.timeout.timeout)
             .finish()
     }
 }
@@ -371,14 +487,24 @@ pub struct SegmentsArgs {
     /// The store.
     #[command(flatten)]
     pub store: OptionalStoreArgs,
-    /// `create`, or nothing to list the tags.
+    /// `create`, `show`, or nothing to list the tags.
     #[command(subcommand)]
     pub action: Option<SegmentsCommand>,
 }
 
-/// `segments create`.
+/// `segments create` and `segments show`.
 #[derive(Debug, Subcommand)]
 pub enum SegmentsCommand {
+    /// One tag: its max_id, step, and how many IDs are left before it is
+    /// exhausted.
+    #[command(after_help = "Example:\n  \
+        workerid segments show orders --store redis://127.0.0.1:6379/\n\n\
+        Exit codes: 0 ok, 2 bad tag, 3 store unreachable, 4 no such tag or database,\n\
+        6 store cannot list, 7 access denied, 8 not this store at the address.")]
+    Show {
+        /// The tag.
+        tag: String,
+    },
     /// Creates a tag; refuses (exit 5) if it exists.
     #[command(after_help = "Example:\n  \
         workerid segments create orders --first-id 1 --step 1000 --store redis://127.0.0.1:6379/\n\n\
@@ -414,6 +540,7 @@ impl std::fmt::Debug for StoreArgs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StoreArgs")
             .field("store", &workerid::redact_url(&self.store))
+            .field("timeout", &self.timeout.timeout)
             .finish()
     }
 }

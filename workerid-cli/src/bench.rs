@@ -52,7 +52,7 @@ struct BenchJson {
 /// `workerid bench`.
 pub async fn bench(args: &BenchArgs, json: bool) -> Result<String, CliError> {
     Namespace::new(args.namespace.as_str())?;
-    let stores = open(&args.store.store, false).await?;
+    let stores = open(args.store.target(), false).await?;
     let options = LeaseOptions::new()
         .worker_bits(10)
         .max_lease_time(TTL)

@@ -8,7 +8,7 @@ use workerid::StoreKind;
 
 use workerid::{Allocator, LeaseInfo, LeaseOptions, LeaseState, Listing, Namespace};
 
-use crate::args::{LeasesArgs, ReleaseArgs};
+use crate::args::{LeasesArgs, ReleaseArgs, Target};
 use crate::render::{table, time_left, watermark_date};
 
 /// One worker ID, as `--json` prints it.
@@ -59,11 +59,11 @@ struct ListingJson {
 /// An allocator on the namespace, after checking that the store can list and
 /// that the namespace exists; with its listing.
 async fn namespace(
-    url: &str,
+    target: Target<'_>,
     namespace: &str,
 ) -> Result<(Allocator, Listing, StoreKind), CliError> {
     Namespace::new(namespace)?; // a bad name is refused before any I/O
-    let stores = open(url, true).await?;
+    let stores = open(target, true).await?;
     let scheme = stores.kind();
     // The pool size comes from the store; 10 bits only to build the allocator.
     let allocator = Allocator::from_arc(stores.lease_store(), namespace, LeaseOptions::new())?;
@@ -104,7 +104,7 @@ fn describe(l: &LeaseInfo) -> Vec<String> {
 
 /// `workerid leases`.
 pub async fn leases(args: &LeasesArgs, json: bool) -> Result<String, CliError> {
-    let (allocator, listing, scheme) = namespace(&args.store.store, &args.namespace).await?;
+    let (allocator, listing, scheme) = namespace(args.store.target(), &args.namespace).await?;
     let max = allocator.max_worker_id();
     let live = listing.live().count();
     let count = |state: &str| {
@@ -175,7 +175,7 @@ pub async fn release(args: &ReleaseArgs, json: bool) -> Result<String, CliError>
             args.id, args.namespace, args.namespace
         )));
     }
-    let (allocator, listing, _) = namespace(&args.store.store, &args.namespace).await?;
+    let (allocator, listing, _) = namespace(args.store.target(), &args.namespace).await?;
     let before = u32::try_from(args.id)
         .ok()
         .and_then(|id| listing.get(id.into()).cloned());

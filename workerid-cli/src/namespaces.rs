@@ -4,7 +4,7 @@
 use serde::Serialize;
 use workerid::{Error, LeaseStore, Namespace};
 
-use crate::args::{NamespacesArgs, NamespacesCommand};
+use crate::args::{NamespacesArgs, NamespacesCommand, Target};
 use crate::error::CliError;
 use crate::render::table;
 use crate::store::open;
@@ -25,18 +25,23 @@ struct RemovedJson {
 
 /// `workerid namespaces [remove ...]`.
 pub async fn namespaces(args: &NamespacesArgs, json: bool) -> Result<String, CliError> {
-    let url = args.store.url("namespaces")?;
+    let target = args.store.target("namespaces")?;
     match &args.action {
-        None => list(url, json).await,
+        None => list(target, json).await,
         Some(NamespacesCommand::Remove { namespace, force }) => {
-            remove(url, namespace, *force, json).await
+            remove(target, namespace, *force, json).await
         }
     }
 }
 
 /// Removes `name`: refused without `force` before the store is opened, as
 /// a forced release is.
-async fn remove(url: &str, name: &str, force: bool, json: bool) -> Result<String, CliError> {
+async fn remove(
+    target: Target<'_>,
+    name: &str,
+    force: bool,
+    json: bool,
+) -> Result<String, CliError> {
     let namespace = Namespace::new(name)?;
     if !force {
         return Err(CliError::Refused(format!(
@@ -44,7 +49,7 @@ async fn remove(url: &str, name: &str, force: bool, json: bool) -> Result<String
              IDs' next holders above the IDs issued before: add --force to remove it"
         )));
     }
-    let store = open(url, false).await?;
+    let store = open(target, false).await?;
     if !store.capabilities().list {
         return Err(CliError::Unsupported {
             store: store.kind().name(),
@@ -69,8 +74,8 @@ async fn remove(url: &str, name: &str, force: bool, json: bool) -> Result<String
     }
 }
 
-async fn list(url: &str, json: bool) -> Result<String, CliError> {
-    let store = open(url, true).await?;
+async fn list(target: Target<'_>, json: bool) -> Result<String, CliError> {
+    let store = open(target, true).await?;
     if !store.capabilities().list {
         return Err(CliError::Unsupported {
             store: store.kind().name(),

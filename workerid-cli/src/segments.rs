@@ -1,11 +1,14 @@
-//! `segments` and `segments create`: the tags of a segment store.
+//! `segments`, `segments show` and `segments create`: the tags of a
+//! segment store.
 
 use crate::error::CliError;
 use crate::store::open;
 use serde::Serialize;
-use workerid::segment::{check_step, SegmentStore, Tag, MAX_SEGMENT_ID};
+use workerid::segment::{
+    check_step, Error as SegmentError, SegmentStore, Tag, TagInfo, MAX_SEGMENT_ID,
+};
 
-use crate::args::{SegmentsArgs, SegmentsCommand};
+use crate::args::{SegmentsArgs, SegmentsCommand, Target};
 use crate::render::table;
 
 #[derive(Debug, Serialize)]
@@ -13,6 +16,16 @@ struct TagJson {
     tag: String,
     max_id: u64,
     step: u64,
+}
+
+/// One tag, as `segments show --json` prints it.
+#[derive(Debug, Serialize)]
+struct ShownJson {
+    tag: String,
+    max_id: u64,
+    step: u64,
+    /// IDs not handed out yet, up to the largest (2^63 - 1).
+    ids_left: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -25,19 +38,20 @@ struct CreatedJson {
 
 /// `workerid segments [create ...]`.
 pub async fn segments(args: &SegmentsArgs, json: bool) -> Result<String, CliError> {
-    let url = args.store.url("segments")?;
+    let target = args.store.target("segments")?;
     match &args.action {
-        None => list(url, json).await,
+        None => list(target, json).await,
+        Some(SegmentsCommand::Show { tag }) => show(target, tag, json).await,
         Some(SegmentsCommand::Create {
             tag,
             first_id,
             step,
-        }) => create(url, tag, *first_id, *step, json).await,
+        }) => create(target, tag, *first_id, *step, json).await,
     }
 }
 
-async fn list(url: &str, json: bool) -> Result<String, CliError> {
-    let tags = open(url, true).await?.list_tags().await?;
+async fn list(target: Target<'_>, json: bool) -> Result<String, CliError> {
+    let tags = open(target, true).await?.list_tags().await?;
     if json {
         let tags: Vec<TagJson> = tags
             .into_iter()
@@ -60,8 +74,46 @@ async fn list(url: &str, json: bool) -> Result<String, CliError> {
     Ok(table(&rows))
 }
 
+/// One tag from the store's list: there is no call that reads one alone,
+/// and a store that cannot list answers `Unsupported` (exit 6).
+async fn show(target: Target<'_>, tag: &str, json: bool) -> Result<String, CliError> {
+    let tag = Tag::new(tag)?; // a bad name is refused before any I/O
+    let tags = open(target, true).await?.list_tags().await?;
+    let TagInfo { max_id, step, .. } =
+        tags.into_iter()
+            .find(|t| t.tag == tag)
+            .ok_or_else(|| SegmentError::UnknownTag {
+                tag: tag.to_string(),
+            })?;
+    let ids_left = (MAX_SEGMENT_ID + 1).saturating_sub(max_id);
+    if json {
+        let out = ShownJson {
+            tag: tag.to_string(),
+            max_id,
+            step,
+            ids_left,
+        };
+        return Ok(serde_json::to_string_pretty(&out)? + "\n");
+    }
+    let rows = [
+        vec![
+            "TAG".into(),
+            "MAX_ID".into(),
+            "STEP".into(),
+            "IDS_LEFT".into(),
+        ],
+        vec![
+            tag.to_string(),
+            max_id.to_string(),
+            step.to_string(),
+            ids_left.to_string(),
+        ],
+    ];
+    Ok(table(&rows))
+}
+
 async fn create(
-    url: &str,
+    target: Target<'_>,
     tag: &str,
     start: u64,
     step: u64,
@@ -75,7 +127,7 @@ async fn create(
             "--first-id {start} must be in 1..={MAX_SEGMENT_ID}"
         )));
     }
-    let created = open(url, false)
+    let created = open(target, false)
         .await?
         .create_tag(&tag, start, step)
         .await?;

@@ -1,23 +1,21 @@
 //! Opening the store a `--store` URL names, through the facade's `open`,
-//! with the CLI's timeouts and its rules for SQLite files.
-
-use std::time::Duration;
+//! with the `--timeout` and the CLI's rules for SQLite files.
 
 use workerid::{AnyStore, OpenError, OpenOptions, StoreKind};
 
+use crate::args::Target;
 use crate::error::CliError;
 
-/// How long to wait for a connection, and for each answer.
-pub const TIMEOUT: Duration = Duration::from_secs(3);
-
-/// Connects to the store `url` names. A command that only reads passes
+/// Connects to the store `target` names, waiting at most its timeout to
+/// connect and for each answer. A command that only reads passes
 /// `read_only`: it never creates tables, and a database without them is
 /// "not initialised" (exit 4) instead of silently set up.
 ///
 /// # Errors
 /// [`CliError::BadUrl`] for a URL the CLI cannot use (the memory store, a
 /// missing SQLite file); the facade's [`OpenError`]s otherwise.
-pub async fn open(url: &str, read_only: bool) -> Result<AnyStore, CliError> {
+pub async fn open(target: Target<'_>, read_only: bool) -> Result<AnyStore, CliError> {
+    let url = target.url;
     let scheme = url.split_once(':').map(|(scheme, _)| scheme).unwrap_or("");
     match StoreKind::from_scheme(scheme) {
         Some(StoreKind::Memory) => {
@@ -30,8 +28,8 @@ pub async fn open(url: &str, read_only: bool) -> Result<AnyStore, CliError> {
         _ => {}
     }
     Ok(OpenOptions::new()
-        .connect_timeout(TIMEOUT)
-        .request_timeout(TIMEOUT)
+        .connect_timeout(target.timeout)
+        .request_timeout(target.timeout)
         .max_connections(2)
         .read_only(read_only)
         .open(url)
@@ -79,6 +77,18 @@ fn check_sqlite_file(url: &str) -> Result<(), CliError> {
 mod tests {
     use super::*;
     use crate::error::exit;
+    use std::time::Duration;
+
+    fn open(
+        url: &str,
+        read_only: bool,
+    ) -> impl std::future::Future<Output = Result<AnyStore, CliError>> + '_ {
+        let target = Target {
+            url,
+            timeout: Duration::from_secs(3),
+        };
+        super::open(target, read_only)
+    }
 
     #[tokio::test]
     async fn urls_the_cli_cannot_use_are_usage_errors() {

@@ -226,6 +226,30 @@ async fn exercise(url: &str) {
         "{run:#?}"
     );
     workerid(&["segments", "create", "bad tag", "--store", url]).expect(2);
+    let run = workerid(&["segments", "show", &tag, "--store", url, "--json"]).expect(0);
+    let shown = run.json();
+    assert_eq!(
+        (&shown["max_id"], &shown["step"], &shown["ids_left"]),
+        (
+            &Value::from(100),
+            &Value::from(10),
+            &Value::from((1u64 << 63) - 100)
+        ),
+        "{run:#?}"
+    );
+    let run = workerid(&["segments", "show", &tag, "--store", url]).expect(0);
+    assert!(
+        run.stdout.lines().any(|l| l.split_whitespace().eq([
+            tag.as_str(),
+            "100",
+            "10",
+            &((1u64 << 63) - 100).to_string()
+        ])),
+        "{run:#?}"
+    );
+    let run = workerid(&["segments", "show", &unique("absent"), "--store", url]).expect(4);
+    assert!(run.stderr.contains("unknown tag"), "{run:#?}");
+    workerid(&["segments", "show", "bad tag", "--store", url]).expect(2);
 
     // The latency check.
     let run = workerid(&[

@@ -16,6 +16,7 @@ fn every_command_has_help_with_examples_and_exit_codes() {
         vec!["decode"],
         vec!["segments"],
         vec!["segments", "create"],
+        vec!["segments", "show"],
         vec!["bench"],
         vec!["completions"],
     ] {
@@ -127,6 +128,59 @@ fn unreachable_stores_exit_3_and_hide_passwords() {
     }
     let run = workerid(&["segments", "--store", "sqlite:///nonexistent/ids.db"]).expect(3);
     assert!(run.stderr.contains("no SQLite database file"), "{run:#?}");
+}
+
+/// `--timeout` bounds the wait for a store that accepts connections and
+/// never answers; a bad value is bad usage, before any I/O.
+#[test]
+fn the_timeout_bounds_the_wait_for_a_silent_store() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("redis://{}/", silent.local_addr().unwrap());
+    for (args, wait) in [
+        (
+            vec!["--timeout", "300ms"],
+            std::time::Duration::from_millis(300),
+        ),
+        (vec!["--timeout=1"], std::time::Duration::from_secs(1)),
+    ] {
+        let started = std::time::Instant::now();
+        let mut command = vec!["leases", "--store", &url, "-n", "x"];
+        command.extend(&args);
+        let run = workerid(&command).expect(3);
+        let took = started.elapsed();
+        assert!(
+            took >= wait && took < wait + std::time::Duration::from_secs(2),
+            "{args:?}: answered after {took:?}: {run:#?}"
+        );
+    }
+    // Also from the environment, and before or after a subcommand.
+    let started = std::time::Instant::now();
+    let run = support::workerid_with_env(
+        &["namespaces", "--store", &url],
+        &[("WORKERID_TIMEOUT", "200ms")],
+    )
+    .expect(3);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(2),
+        "{run:#?}"
+    );
+    for command in [
+        ["namespaces", "--timeout", "200ms", "remove", "x", "--force"],
+        ["namespaces", "remove", "x", "--force", "--timeout", "200ms"],
+    ] {
+        let started = std::time::Instant::now();
+        let mut command = command.to_vec();
+        command.extend(["--store", &url]);
+        let run = workerid(&command).expect(3);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "{command:?}: {run:#?}"
+        );
+    }
+    for bad in ["0", "3h", "fast", "61m"] {
+        let run = workerid(&["segments", "--store", &url, "--timeout", bad]).expect(2);
+        assert!(run.stderr.contains("--timeout"), "{bad}: {run:#?}");
+    }
 }
 
 #[test]

@@ -26,13 +26,22 @@ impl Run {
     }
 }
 
-/// Runs `workerid args...` with no store or namespace from the environment.
+/// Runs `workerid args...` with no store, namespace or timeout from the
+/// environment.
 pub fn workerid(args: &[&str]) -> Run {
+    workerid_with_env(args, &[])
+}
+
+/// [`workerid`] with the variables `env` set.
+#[allow(dead_code)] // not every test binary sets variables
+pub fn workerid_with_env(args: &[&str], env: &[(&str, &str)]) -> Run {
     let out = Command::new(env!("CARGO_BIN_EXE_workerid"))
         .args(args)
         .env_remove("WORKERID_STORE")
         .env_remove("WORKERID_NAMESPACE")
+        .env_remove("WORKERID_TIMEOUT")
         .env("RUST_LOG", "warn")
+        .envs(env.iter().copied())
         .output()
         .expect("run the workerid binary");
     Run {
