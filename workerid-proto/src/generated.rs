@@ -143,6 +143,10 @@ pub struct RenewRequest {
     /// epoch: the last one the holder may put in an ID. A value there far
     /// ahead of the clock makes the ID useless until then: workerid's workers
     /// pass over an ID whose watermark is further ahead than they may wait.
+    /// In the server's own namespace a watermark outside the times its
+    /// layout carries (before the epoch, past the last timestamp; see
+    /// Ids.Layout) is refused (invalid_watermark) and nothing changes: it is
+    /// a value in the wrong unit or no time at all.
     #[prost(uint64, tag = "5")]
     pub watermark: u64,
 }
@@ -159,7 +163,9 @@ pub struct ReleaseRequest {
     pub token: ::prost::alloc::string::String,
     /// The holder's final word: above 0 it replaces the stored watermark, even
     /// a higher one a renewal stored (never send one below the Grant's
-    /// `previous_watermark`); 0 leaves the stored one as it is.
+    /// `previous_watermark`); 0 leaves the stored one as it is. Checked as
+    /// RenewRequest's: refused, the lease still held, when out of the
+    /// layout's times in the server's own namespace.
     #[prost(uint64, tag = "4")]
     pub watermark: u64,
 }

@@ -23,6 +23,7 @@ use hyper::body::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::guarded::Guarded;
 use crate::routes::{self, App};
@@ -210,7 +211,11 @@ pub async fn serve(
                     // memory.
                     answered = answered.wrapping_add(1);
                     let started = (answered % TIME_ONE_IN == 1).then(std::time::Instant::now);
-                    let (status, body) = routes::alloc(app, target.query()).await;
+                    let span = crate::telemetry::request_span("/alloc");
+                    let (status, body) = routes::alloc(app, target.query())
+                        .instrument(span.clone())
+                        .await;
+                    crate::telemetry::end_request_span(&span, status.as_u16());
                     app.metrics.record_alloc(status.as_u16(), started);
                     close = asked || *shutdown.borrow();
                     write_response(&mut out, status, &body, close, &mut date);

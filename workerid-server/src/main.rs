@@ -204,7 +204,38 @@ async fn snowflake_allocator(config: &Config) -> Result<(Allocator, workerid::Ho
         .lease_store();
     let allocator = Allocator::from_arc(lease_store, &s.namespace, options)
         .map_err(|e| Failure::Config(format!("snowflake: {e}")))?;
+    check_stored_pool(&allocator).await?;
     Ok((allocator, holder))
+}
+
+/// Refuses a pool that contradicts the one the namespace was first used
+/// with: every join would fail with `ConfigMismatch`, so the server would
+/// retry without end instead of saying so. A store that cannot list, or
+/// does not answer now, leaves it to the joins (which log the error).
+///
+/// # Errors
+/// [`Failure::Config`] naming both pools.
+async fn check_stored_pool(allocator: &Allocator) -> Result<(), Failure> {
+    if !allocator.store().capabilities().list {
+        return Ok(());
+    }
+    let stored = match allocator.store().list(allocator.namespace()).await {
+        Ok(listing) => listing.max_worker_id,
+        Err(e) => {
+            tracing::warn!("snowflake: could not read the namespace's pool at start: {e}");
+            return Ok(());
+        }
+    };
+    match stored {
+        Some(stored) if stored != allocator.max_worker_id() => Err(Failure::Config(format!(
+            "snowflake.max_worker_id {} contradicts namespace {:?}, whose pool is 0..={stored}: \
+             every holder of a namespace uses one pool (set max_worker_id = {stored}, or use \
+             another namespace)",
+            allocator.max_worker_id(),
+            allocator.namespace().as_str()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Binds `address`: [`Failure::Config`] when it is not an address (exit
@@ -375,20 +406,32 @@ async fn run(config: Config) -> Result<(), Failure> {
             shutdown,
         ))
     });
-    let shutdown = async move {
-        let _ = signalled.wait_for(|&s| s).await;
+    // HTTP and gRPC drain at once, from the signal, within one
+    // DRAIN_TIMEOUT: the shutdown's whole budget is documented from it.
+    let signalled_at = Arc::new(std::sync::OnceLock::new());
+    let shutdown = {
+        let signalled_at = signalled_at.clone();
+        async move {
+            let _ = signalled.wait_for(|&s| s).await;
+            let _ = signalled_at.set(tokio::time::Instant::now());
+        }
     };
     serve::serve(listener, app.clone(), config.limits(), shutdown).await;
     if let Some(mut grpc) = grpc {
         // It waits for every connection to close; one whose peer vanished
         // or stopped reading must not hold the release of the worker ID.
-        match tokio::time::timeout(serve::DRAIN_TIMEOUT, &mut grpc).await {
+        let drained_by = signalled_at
+            .get()
+            .copied()
+            .unwrap_or_else(tokio::time::Instant::now)
+            + serve::DRAIN_TIMEOUT;
+        match tokio::time::timeout_at(drained_by, &mut grpc).await {
             Ok(Ok(Err(e))) => tracing::warn!("{e}"),
             Ok(Err(e)) => tracing::warn!("the gRPC server ended badly: {e}"),
             Ok(Ok(Ok(()))) => {}
             Err(_) => {
                 tracing::warn!(
-                    "gRPC connections still open after {:?}: closing them",
+                    "gRPC connections still open {:?} after the signal: closing them",
                     serve::DRAIN_TIMEOUT
                 );
                 grpc.abort();

@@ -13,6 +13,7 @@ use axum::routing::{any, get};
 use axum::{Json, Router};
 use percent_encoding::percent_decode_str;
 use serde::Serialize;
+use tracing::Instrument;
 use workerid::segment::{self, SegmentAllocator};
 use workerid::snowflake;
 
@@ -255,8 +256,8 @@ pub fn authorized(token: &str, header: Option<&[u8]>) -> bool {
     std::hint::black_box(diff) == 0
 }
 
-/// Counts and times every request by its route (the `/alloc` fast path
-/// records its own).
+/// Counts and times every request by its route, in its request span (the
+/// `/alloc` fast path records its own).
 async fn record_request(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
     // The route's template (`/api/segment/get/{key}`): a label of bounded
     // cardinality, whatever the paths asked for.
@@ -267,8 +268,11 @@ async fn record_request(request: axum::extract::Request, next: axum::middleware:
             p.as_str().to_owned().into()
         });
     let started = std::time::Instant::now();
-    let response = next.run(request).await;
-    crate::telemetry::record_request(endpoint, response.status().as_u16(), started);
+    let span = crate::telemetry::request_span(&endpoint);
+    let response = next.run(request).instrument(span.clone()).await;
+    let status = response.status().as_u16();
+    crate::telemetry::end_request_span(&span, status);
+    crate::telemetry::record_request(endpoint, status, started);
     response
 }
 
@@ -291,7 +295,7 @@ async fn require_token(
 }
 
 fn failure(app: &App, endpoint: Endpoint, errno: i32, code: &'static str, msg: String) -> Failed {
-    app.metrics.request_errors.fetch_add(1, Ordering::Relaxed);
+    app.metrics.request_error(code);
     Failed::new(endpoint, errno, code, msg)
 }
 
@@ -466,15 +470,15 @@ pub fn public(e: &Failure) -> (&'static str, String) {
 /// Leaf's error answer: HTTP 500, as Leaf answers every failure, and
 /// `code: message` as plain text.
 fn plain_error(app: &App, e: &Failure) -> Response {
-    app.metrics.request_errors.fetch_add(1, Ordering::Relaxed);
     let (code, msg) = public(e);
+    app.metrics.request_error(code);
     (StatusCode::INTERNAL_SERVER_ERROR, format!("{code}: {msg}")).into_response()
 }
 
 /// A refused `count` or `format` on Leaf's endpoints: HTTP 400, `code:
 /// message` as plain text.
 fn bad_batch(app: &App, BadBatch { code, msg }: BadBatch) -> Response {
-    app.metrics.request_errors.fetch_add(1, Ordering::Relaxed);
+    app.metrics.request_error(code);
     (StatusCode::BAD_REQUEST, format!("{code}: {msg}")).into_response()
 }
 

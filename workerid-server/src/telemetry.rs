@@ -21,6 +21,19 @@ const SECONDS_BUCKETS: &[f64] = &[
 pub const HTTP_REQUESTS: &str = "workerid_http_requests_total";
 /// Time to answer a request, by `endpoint`.
 pub const HTTP_REQUEST_SECONDS: &str = "workerid_http_request_duration_seconds";
+/// Requests answered with an error, by its `code`.
+const REQUEST_ERRORS: &str = "workerid_request_errors_total";
+/// The error codes that are the server's failures rather than a client's
+/// mistakes (an unknown tag, a bad count): the ones to alert on, shown
+/// with 0 from the start so that a dashboard has their series.
+pub const SERVER_FAILURE_CODES: [&str; 6] = [
+    "store_unavailable",
+    "not_ready",
+    "clock_drift",
+    "tag_exhausted",
+    "shutting_down",
+    "internal",
+];
 
 /// The server's metrics: the exporter's handle and the counters the
 /// request paths add to (plain atomics, published at each scrape).
@@ -29,7 +42,6 @@ pub struct Metrics {
     handle: PrometheusHandle,
     pub segment_ids: AtomicU64,
     pub snowflake_ids: AtomicU64,
-    pub request_errors: AtomicU64,
     pub store_errors: AtomicU64,
     pub tag_lists: AtomicU64,
     pub fast_path_requests: AtomicU64,
@@ -65,7 +77,6 @@ impl Metrics {
             handle,
             segment_ids: AtomicU64::new(0),
             snowflake_ids: AtomicU64::new(0),
-            request_errors: AtomicU64::new(0),
             store_errors: AtomicU64::new(0),
             tag_lists: AtomicU64::new(0),
             fast_path_requests: AtomicU64::new(0),
@@ -75,6 +86,12 @@ impl Metrics {
             ),
             lease_info: Mutex::new(None),
         })
+    }
+
+    /// Counts a request answered with the error `code` (the answer's
+    /// stable code: `unknown_tag`, `store_unavailable`, ...).
+    pub fn request_error(&self, code: &'static str) {
+        metrics::counter!(REQUEST_ERRORS, "code" => code).increment(1);
     }
 
     /// Records one `/alloc` request of the fast path (its hot path): always
@@ -119,7 +136,6 @@ impl Metrics {
             .absolute(get(&self.segment_ids));
         metrics::counter!("workerid_ids_served_total", "kind" => "snowflake")
             .absolute(get(&self.snowflake_ids));
-        metrics::counter!("workerid_request_errors_total").absolute(get(&self.request_errors));
         metrics::counter!("workerid_store_errors_total").absolute(get(&self.store_errors));
         metrics::counter!("workerid_tag_lists_total").absolute(get(&self.tag_lists));
         metrics::counter!("workerid_fast_path_requests_total")
@@ -196,6 +212,29 @@ pub fn spawn_pool_watch(
     });
 }
 
+/// The span of one request to `endpoint` (the metrics' label: a route
+/// template or a gRPC method), at DEBUG under the target
+/// `workerid::request`, so that it is off, at the cost of one cached
+/// check, unless the filter names it (`RUST_LOG=info,workerid::request=debug`).
+/// The store spans the request causes are its children; its status is
+/// recorded by [`end_request_span`].
+pub fn request_span(endpoint: &str) -> tracing::Span {
+    tracing::debug_span!(
+        target: "workerid::request",
+        "workerid.request",
+        "otel.name" = endpoint,
+        "otel.kind" = "server",
+        "workerid.endpoint" = endpoint,
+        "http.response.status_code" = tracing::field::Empty,
+    )
+}
+
+/// Records the status (the HTTP one, or the one a gRPC status stands for)
+/// on a span of [`request_span`].
+pub fn end_request_span(span: &tracing::Span, status: u16) {
+    span.record("http.response.status_code", status);
+}
+
 /// Records one answered request.
 pub fn record_request(endpoint: metrics::SharedString, status: u16, started: Instant) {
     metrics::histogram!(HTTP_REQUEST_SECONDS, "endpoint" => endpoint.clone())
@@ -222,9 +261,12 @@ fn status_label(status: u16) -> metrics::SharedString {
 fn describe_server_metrics() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
     describe_counter!("workerid_ids_served_total", "IDs served, by kind.");
+    for code in SERVER_FAILURE_CODES {
+        metrics::counter!(REQUEST_ERRORS, "code" => code).absolute(0);
+    }
     describe_counter!(
-        "workerid_request_errors_total",
-        "Requests answered with an error."
+        REQUEST_ERRORS,
+        "Requests answered with an error, by its code."
     );
     describe_counter!(
         "workerid_store_errors_total",

@@ -459,3 +459,23 @@ fn a_server_without_any_tag_says_so() {
     assert!(printed.contains("listening on"), "{printed}");
     assert!(printed.contains("no tag: the store has none"), "{printed}");
 }
+
+/// A pool that contradicts the one the namespace was first used with is
+/// refused at start (exit 2), rather than joined again and again.
+#[test]
+fn a_pool_the_namespace_contradicts_exits_2() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let first = common::Server::start(dir.path());
+    assert!(first.terminate().success());
+    let top = format!(
+        "store = \"{}\"\nlisten = \"127.0.0.1:{}\"\n",
+        common::sqlite(dir.path()),
+        workerid_testkit::free_port()
+    );
+    let (code, printed) = exit_of(dir.path(), &top, &["--snowflake-max-worker-id", "7"]);
+    assert_eq!(code, Some(2), "{printed}");
+    assert!(
+        printed.contains("snowflake.max_worker_id 7 contradicts") && printed.contains("0..=1023"),
+        "{printed}"
+    );
+}

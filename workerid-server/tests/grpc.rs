@@ -1,7 +1,8 @@
 //! The gRPC API of the real server: IDs one at a time, in batches and as a
 //! stream, from the buffers the HTTP API serves too; `Decode`; the health
 //! service, by what each service needs; leases with the library's contract (a resent acquire answered
-//! with its own grant, fences, tokens); the bearer token; and bad input
+//! with its own grant, fences, tokens) and watermarks checked in the
+//! server's own namespace; the bearer token; and bad input
 //! refused with the status that says so, changing nothing.
 
 #[path = "grpc/by_hand.rs"]
@@ -11,6 +12,8 @@ mod common;
 mod give_back;
 #[path = "grpc/pages.rs"]
 mod pages;
+#[path = "grpc/watermarks.rs"]
+mod watermarks;
 
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};

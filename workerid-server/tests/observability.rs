@@ -161,6 +161,10 @@ fn every_dashboard_and_alert_query_names_a_metric_the_server_exports() {
         "workerid_http_requests_total{endpoint=\"/api/segment/get/{key}\",status=\"200\"} 1",
         "workerid_http_requests_total{endpoint=\"/api/segment/get/{key}\",status=\"500\"} 1",
         "workerid_http_requests_total{endpoint=\"/api/snowflake/get/{key}\",status=\"200\"} 1",
+        // A client's unknown tag is told apart from the server's failures,
+        // which are there from the start for the alert and the dashboard.
+        "workerid_request_errors_total{code=\"unknown_tag\"} 1",
+        "workerid_request_errors_total{code=\"store_unavailable\"} 0",
         // One worker ID of the default pool of 1024.
         "workerid_pool_usage_ratio{namespace=\"workerid-server\"} 0.0009765625",
         "# TYPE workerid_lease_renewal_seconds histogram",

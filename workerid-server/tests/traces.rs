@@ -1,7 +1,8 @@
 //! Traces over OTLP: a real server with `--otlp-endpoint` sends its spans
 //! to a collector (here OpenTelemetry's own gRPC trace service, served by
 //! the test), with the store's fields and no secret in any attribute; a
-//! bad endpoint is a configuration error.
+//! span per request when the filter asks for them, parent of the store
+//! spans the request caused; a bad endpoint is a configuration error.
 
 mod common;
 
@@ -14,6 +15,8 @@ use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
+use workerid_proto::v1::leases_client::LeasesClient;
+use workerid_proto::v1::AcquireRequest;
 
 /// Every export request the collector received.
 #[derive(Clone, Default)]
@@ -30,11 +33,37 @@ impl TraceService for Collector {
     }
 }
 
-/// A span as the collector got it: its name and attributes as text.
+/// A span as the collector got it: its name, attributes as text, and
+/// place in its trace.
 #[derive(Debug)]
 struct Got {
     name: String,
     attributes: Vec<(String, String)>,
+    trace_id: Vec<u8>,
+    span_id: Vec<u8>,
+    parent_span_id: Vec<u8>,
+}
+
+impl Got {
+    fn attribute(&self, key: &str) -> Option<&str> {
+        self.attributes
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A collector served on a free port, and its endpoint.
+async fn collector() -> (Collector, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let collector = Collector::default();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(TraceServiceServer::new(collector.clone()))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    (collector, endpoint)
 }
 
 fn spans(requests: &[ExportTraceServiceRequest]) -> (Vec<Got>, Vec<(String, String)>) {
@@ -54,6 +83,9 @@ fn spans(requests: &[ExportTraceServiceRequest]) -> (Vec<Got>, Vec<(String, Stri
                     got.push(Got {
                         name: span.name.clone(),
                         attributes: span.attributes.iter().map(text).collect(),
+                        trace_id: span.trace_id.clone(),
+                        span_id: span.span_id.clone(),
+                        parent_span_id: span.parent_span_id.clone(),
                     });
                 }
             }
@@ -64,14 +96,7 @@ fn spans(requests: &[ExportTraceServiceRequest]) -> (Vec<Got>, Vec<(String, Stri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spans_reach_an_otlp_collector_without_secrets() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let endpoint = format!("http://{}", listener.local_addr().unwrap());
-    let collector = Collector::default();
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(TraceServiceServer::new(collector.clone()))
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-    );
+    let (collector, endpoint) = collector().await;
     let dir = tempfile::tempdir().unwrap();
     let token = "tr4ces-must-not-show-this";
     let server = tokio::task::spawn_blocking({
@@ -101,15 +126,16 @@ async fn spans_reach_an_otlp_collector_without_secrets() {
     let named = |name: &'static str| got.iter().filter(move |s| s.name == name);
     let store_spans: Vec<&Got> = named("workerid.store").collect();
     assert!(!store_spans.is_empty(), "no store span in {got:#?}");
-    let attribute = |s: &Got, key: &str| {
-        s.attributes
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.clone())
-    };
-    assert!(store_spans.iter().any(|s| attribute(s, "db.system.name")
+    assert!(store_spans.iter().any(|s| s
+        .attribute("db.system.name")
         .is_some_and(|v| v.contains("sqlite"))
-        && attribute(s, "db.operation.name").is_some_and(|v| v.contains("reserve"))));
+        && s.attribute("db.operation.name")
+            .is_some_and(|v| v.contains("reserve"))));
+    assert!(
+        got.iter()
+            .all(|s| s.attribute("workerid.endpoint").is_none()),
+        "no request span unless the filter asks for them: {got:#?}"
+    );
     assert!(
         named("workerid.segment.refill").next().is_some(),
         "{got:#?}"
@@ -126,6 +152,90 @@ async fn spans_reach_an_otlp_collector_without_secrets() {
             );
         }
     }
+}
+
+/// With `workerid::request=debug` each request has a span named after its
+/// endpoint, with its status, and the store spans it caused are its
+/// children: over HTTP through the router and the `/alloc` fast path, and
+/// over gRPC.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_request_has_a_span_when_the_filter_asks() {
+    let (collector, endpoint) = collector().await;
+    let dir = tempfile::tempdir().unwrap();
+    let grpc = workerid_testkit::free_port();
+    let server = tokio::task::spawn_blocking({
+        let dir = dir.path().to_path_buf();
+        move || {
+            let top = format!("grpc_listen = \"127.0.0.1:{grpc}\"\n");
+            let server = Server::launch(
+                &dir,
+                &sqlite(&dir),
+                &Launch {
+                    top: &top,
+                    args: &["--otlp-endpoint", &endpoint],
+                    env: &[("RUST_LOG", "info,workerid::request=debug")],
+                    ..Launch::default()
+                },
+            );
+            for path in ["/alloc?biz_tag=test", "/api/segment/get/test"] {
+                assert_eq!(server.get(path).0, 200, "{path}");
+            }
+            assert_eq!(server.get("/api/segment/get/absent").0, 500);
+            server
+        }
+    })
+    .await
+    .unwrap();
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{grpc}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut leases = LeasesClient::new(channel);
+    leases
+        .acquire(AcquireRequest {
+            namespace: "traced".into(),
+            max_worker_id: 3,
+            token: workerid::Token::generate().to_string(),
+            ttl_ms: 10_000,
+            holder: "traces-test".into(),
+        })
+        .await
+        .unwrap();
+    let exit = tokio::task::spawn_blocking(move || server.terminate());
+    assert!(exit.await.unwrap().success());
+
+    let requests = collector.0.lock().unwrap().clone();
+    let (got, _) = spans(&requests);
+    let request = |endpoint: &str, status: &str| {
+        got.iter()
+            .find(|s| {
+                s.attribute("workerid.endpoint")
+                    .is_some_and(|v| v.contains(endpoint))
+                    && s.attribute("http.response.status_code")
+                        .is_some_and(|v| v.contains(status))
+            })
+            .unwrap_or_else(|| panic!("no span of {endpoint} answered {status}: {got:#?}"))
+    };
+    request("/alloc", "200");
+    let leaf = request("/api/segment/get/{key}", "200");
+    assert_eq!(leaf.name, "/api/segment/get/{key}", "named after its route");
+    request("/api/segment/get/{key}", "500");
+    let acquire = request("/workerid.v1.Leases/Acquire", "200");
+    let child = got
+        .iter()
+        .find(|s| {
+            s.attribute("db.operation.name")
+                .is_some_and(|v| v.contains("acquire"))
+                && s.attribute("workerid.target")
+                    .is_some_and(|v| v.contains("traced"))
+        })
+        .unwrap_or_else(|| panic!("no store span of the acquire: {got:#?}"));
+    assert_eq!(
+        (&child.trace_id, &child.parent_span_id),
+        (&acquire.trace_id, &acquire.span_id),
+        "the store span is the request span's child"
+    );
 }
 
 #[test]

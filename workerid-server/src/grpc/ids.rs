@@ -58,10 +58,7 @@ impl IdsService {
         match runs {
             Ok(runs) => Ok(id_batch(&runs)),
             Err(e) => {
-                self.app
-                    .metrics
-                    .request_errors
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.app.metrics.request_error(crate::routes::public(&e).0);
                 Err(status::of_failure(&e))
             }
         }

@@ -24,6 +24,52 @@ pub struct LeasesService {
     pub store: Arc<dyn LeaseStore>,
     /// ForceRelease and RemoveNamespace take the operator's token.
     pub tokens: super::Tokens,
+    /// The server's own snowflake namespace, whose watermarks are checked.
+    pub snowflake: Option<SnowflakeWatermarks>,
+}
+
+/// What a watermark may be in the server's own snowflake namespace: a time
+/// its layout can carry, in Unix milliseconds. Anything else is a client's
+/// mistake of unit (seconds, microseconds, nanoseconds) or a garbage value,
+/// and stored it would either leave the holder's IDs unprotected (too low)
+/// or take the worker ID out of the pool for good (past the layout's end).
+pub struct SnowflakeWatermarks {
+    namespace: String,
+    layout: String,
+    first_ms: u64,
+    last_ms: u64,
+}
+
+impl SnowflakeWatermarks {
+    /// The bounds of `layout`'s timestamps in `namespace`.
+    pub fn new(namespace: &str, name: &str, layout: &workerid::snowflake::Layout) -> Self {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        SnowflakeWatermarks {
+            namespace: namespace.to_string(),
+            layout: name.to_string(),
+            first_ms: ms(layout.epoch()),
+            last_ms: ms(layout.epoch().saturating_add(layout.span())),
+        }
+    }
+
+    /// `Ok` for 0 (the stored watermark stays), any watermark of another
+    /// namespace, and a time of the layout in this one.
+    fn check(&self, namespace: &Namespace, watermark: u64) -> Result<(), Status> {
+        if watermark == 0
+            || namespace.as_str() != self.namespace
+            || (self.first_ms..=self.last_ms).contains(&watermark)
+        {
+            return Ok(());
+        }
+        Err(status::invalid(
+            "invalid_watermark",
+            format!(
+                "watermark {watermark} is not a time of this server's snowflake layout ({}): \
+                 in namespace {:?} a watermark is Unix milliseconds from {} to {}",
+                self.layout, self.namespace, self.first_ms, self.last_ms
+            ),
+        ))
+    }
 }
 
 fn namespace(name: String) -> Result<Namespace, Status> {
@@ -44,6 +90,14 @@ impl LeasesService {
             .check_ttl(ttl, &self.store.capabilities())
             .map_err(|e| status::invalid("invalid_ttl", e.to_string()))?;
         Ok(ttl)
+    }
+
+    /// A renewal's or release's watermark, checked in the server's own
+    /// snowflake namespace (see [`SnowflakeWatermarks`]).
+    fn check_watermark(&self, namespace: &Namespace, watermark: u64) -> Result<(), Status> {
+        self.snowflake
+            .as_ref()
+            .map_or(Ok(()), |bounds| bounds.check(namespace, watermark))
     }
 }
 
@@ -80,6 +134,7 @@ impl Leases for LeasesService {
             let namespace = namespace(r.namespace)?;
             let token = token(&r.token)?;
             let ttl = self.ttl(r.ttl_ms)?;
+            self.check_watermark(&namespace, r.watermark)?;
             let id = WorkerId::from(r.worker_id);
             self.store
                 .renew(&namespace, id, &token, ttl, r.watermark)
@@ -98,6 +153,7 @@ impl Leases for LeasesService {
             let r = request.into_inner();
             let namespace = namespace(r.namespace)?;
             let token = token(&r.token)?;
+            self.check_watermark(&namespace, r.watermark)?;
             let id = WorkerId::from(r.worker_id);
             self.store
                 .release(&namespace, id, &token, r.watermark)

@@ -25,6 +25,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 use tonic_health::ServingStatus;
+use tracing::Instrument;
 use workerid::snowflake::Layout;
 use workerid::LeaseStore;
 
@@ -127,6 +128,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), String> {
     let receipts = receipts::Receipts::new(options.give_back_key.as_deref());
+    let snowflake = options.layout.pool.as_ref().map(|(namespace, _)| {
+        leases::SnowflakeWatermarks::new(namespace, &options.layout.name, &options.layout.layout)
+    });
     let (stop_streams, streams_stop) = watch::channel(false);
     let ids = IdsService {
         app: app.clone(),
@@ -167,6 +171,7 @@ pub async fn serve(
             LeasesService {
                 store: leases,
                 tokens: tokens.clone(),
+                snowflake,
             },
             check.clone(),
         ))
@@ -260,22 +265,21 @@ fn authorize(tokens: &Tokens, request: Request<()>) -> Result<Request<()>, Statu
     ))
 }
 
-/// Runs a call's `answer`, counting and timing it under its method with
-/// the HTTP status its gRPC status stands for.
+/// Runs a call's `answer` in its request span, counting and timing it
+/// under its method with the HTTP status its gRPC status stands for.
 async fn observed<T>(
     method: &'static str,
     answer: impl Future<Output = Result<T, Status>>,
 ) -> Result<Response<T>, Status> {
     let started = Instant::now();
-    let answer = answer.await;
+    let span = crate::telemetry::request_span(method);
+    let answer = answer.instrument(span.clone()).await;
     let code = answer
         .as_ref()
         .map_or_else(Status::code, |_| tonic::Code::Ok);
-    crate::telemetry::record_request(
-        metrics::SharedString::const_str(method),
-        status::http_equivalent(code),
-        started,
-    );
+    let status = status::http_equivalent(code);
+    crate::telemetry::end_request_span(&span, status);
+    crate::telemetry::record_request(metrics::SharedString::const_str(method), status, started);
     answer.map(Response::new)
 }
 
