@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 
+use crate::auth::BearerTokens;
 use crate::config::Config;
 
 /// How log lines are written.
@@ -38,13 +39,15 @@ pub struct Cli {
     /// Threads serving requests, 1 to 1024 (default: one per CPU).
     #[arg(long, env = "WORKERID_WORKERS")]
     pub workers: Option<usize>,
-    /// A bearer token every request must carry (`Authorization: Bearer ...`).
+    /// A bearer token every request must carry (`Authorization: Bearer
+    /// ...`); given more than once, any of them, to rotate tokens (the
+    /// variable holds one).
     #[arg(long, env = "WORKERID_AUTH_TOKEN", hide_env_values = true)]
-    pub auth_token: Option<String>,
+    pub auth_token: Vec<String>,
     /// The bearer token gRPC's operator calls must carry (ForceRelease,
-    /// RemoveNamespace, CreateTag).
+    /// RemoveNamespace, CreateTag); more than one as for --auth-token.
     #[arg(long, env = "WORKERID_OPERATOR_TOKEN", hide_env_values = true)]
-    pub operator_token: Option<String>,
+    pub operator_token: Vec<String>,
     /// The secret gRPC give-back receipts are signed with, shared by the
     /// servers of one store (at least 16 bytes).
     #[arg(long, env = "WORKERID_GIVE_BACK_KEY", hide_env_values = true)]
@@ -151,8 +154,15 @@ impl Cli {
         set(&mut config.store, &self.store);
         set(&mut config.listen, &self.listen);
         set_some(&mut config.workers, &self.workers);
-        set_some(&mut config.auth_token, &self.auth_token);
-        set_some(&mut config.operator_token, &self.operator_token);
+        // Tokens given here replace the file's, as every other setting does.
+        for (to, from) in [
+            (&mut config.auth_token, &self.auth_token),
+            (&mut config.operator_token, &self.operator_token),
+        ] {
+            if !from.is_empty() {
+                *to = BearerTokens::new(from.clone());
+            }
+        }
         set_some(&mut config.give_back_key, &self.give_back_key);
         set(&mut config.store_timeout_ms, &self.store_timeout_ms);
         set(&mut config.tags_refresh_ms, &self.tags_refresh_ms);

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::auth::BearerTokens;
 use serde::Deserialize;
 
 mod snowflake;
@@ -134,16 +135,17 @@ pub struct Config {
     /// closes the connection.
     #[serde(default = "default_max_buffer_bytes")]
     pub max_buffer_bytes: usize,
-    /// A bearer token every request must carry (none: no check); visible
+    /// The bearer token every request must carry, or a list of tokens of
+    /// which it must carry one (to rotate them); none: no check. Visible
     /// ASCII only, as a header or gRPC metadata carries nothing else.
     #[serde(default)]
-    pub auth_token: Option<String>,
-    /// The bearer token the operator's gRPC calls must carry
+    pub auth_token: BearerTokens,
+    /// The bearer token (or tokens) the operator's gRPC calls must carry
     /// (`Leases.ForceRelease`, `Leases.RemoveNamespace`,
     /// `Segments.CreateTag`); none: those calls take `auth_token` as every
     /// other does. Visible ASCII only.
     #[serde(default)]
-    pub operator_token: Option<String>,
+    pub operator_token: BearerTokens,
     /// The most IDs one request may ask for with `count` (default 10 000,
     /// at most 1 000 000).
     #[serde(default = "default_max_batch")]
@@ -282,10 +284,10 @@ impl Config {
                 return Err(format!("workers must be 1 to 1024, not {n}").into());
             }
         }
-        if let Some(token) = &self.auth_token {
+        for token in self.auth_token.iter() {
             check_auth_token("auth_token", token)?;
         }
-        if let Some(token) = &self.operator_token {
+        for token in self.operator_token.iter() {
             check_auth_token("operator_token", token)?;
         }
         if self
@@ -411,11 +413,8 @@ impl std::fmt::Debug for Config {
                 "otlp_endpoint",
                 &self.otlp_endpoint.as_deref().map(workerid::redact_url),
             )
-            .field("auth_token", &self.auth_token.as_ref().map(|_| "***"))
-            .field(
-                "operator_token",
-                &self.operator_token.as_ref().map(|_| "***"),
-            )
+            .field("auth_token", &self.auth_token)
+            .field("operator_token", &self.operator_token)
             .field("give_back_key", &self.give_back_key.as_ref().map(|_| "***"))
             .field("allow_volatile_segments", &self.allow_volatile_segments)
             .field("tags", &self.tags)
@@ -440,8 +439,8 @@ impl Default for Config {
             tags_refresh_ms: default_tags_refresh(),
             allow_volatile_segments: false,
             fast_path: true,
-            auth_token: None,
-            operator_token: None,
+            auth_token: BearerTokens::default(),
+            operator_token: BearerTokens::default(),
             idle_timeout_ms: default_idle_timeout(),
             max_open_connections: default_max_open_connections(),
             max_buffer_bytes: default_max_buffer_bytes(),

@@ -25,6 +25,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::auth::BearerTokens;
 use crate::guarded::Guarded;
 use crate::routes::{self, App};
 use crate::serve::Limits;
@@ -69,9 +70,9 @@ enum Parsed {
     Other,
 }
 
-/// Classifies the request at the front of `buf`; with a `token`, a request
-/// without it is hyper's (which answers 401).
-fn parse(buf: &[u8], token: Option<&str>) -> Parsed {
+/// Classifies the request at the front of `buf`; with `tokens` required, a
+/// request without one of them is hyper's (which answers 401).
+fn parse(buf: &[u8], tokens: &BearerTokens) -> Parsed {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut request = httparse::Request::new(&mut headers);
     let len = match request.parse(buf) {
@@ -111,7 +112,7 @@ fn parse(buf: &[u8], token: Option<&str>) -> Parsed {
             }
         }
     }
-    if token.is_some_and(|token| !routes::authorized(token, authorization)) {
+    if tokens.is_required() && !tokens.accept(authorization) {
         return Parsed::Other;
     }
     Parsed::Alloc { len, target, close }
@@ -196,7 +197,7 @@ pub async fn serve(
                 more = true;
                 break;
             }
-            match parse(&buf, app.auth_token.as_deref()) {
+            match parse(&buf, &app.auth_tokens) {
                 Parsed::Alloc {
                     len,
                     target,
@@ -315,25 +316,28 @@ mod tests {
     fn plain_alloc_requests_are_taken() {
         let one = b"GET /alloc?biz_tag=test HTTP/1.1\r\nHost: x\r\n\r\n";
         assert_eq!(
-            parse(one, None),
+            parse(one, &BearerTokens::default()),
             alloc(one.len(), "/alloc?biz_tag=test", false)
         );
         let mut two = one.to_vec();
         two.extend_from_slice(b"GET /alloc HTTP/1.1\r\n\r\n");
         assert_eq!(
-            parse(&two, None),
+            parse(&two, &BearerTokens::default()),
             alloc(one.len(), "/alloc?biz_tag=test", false)
         );
         let bare = b"GET /alloc HTTP/1.1\r\ncontent-length: 0\r\n\r\n";
-        assert_eq!(parse(bare, None), alloc(bare.len(), "/alloc", false));
+        assert_eq!(
+            parse(bare, &BearerTokens::default()),
+            alloc(bare.len(), "/alloc", false)
+        );
         let close = b"GET /alloc?biz_tag=a HTTP/1.1\r\nConnection: keep-alive, Close\r\n\r\n";
         assert_eq!(
-            parse(close, None),
+            parse(close, &BearerTokens::default()),
             alloc(close.len(), "/alloc?biz_tag=a", true)
         );
         // Read as hyper reads it: the fragment is not part of the query.
         let fragment = b"GET /alloc?biz_tag=a#f HTTP/1.1\r\n\r\n";
-        let Parsed::Alloc { target, .. } = parse(fragment, None) else {
+        let Parsed::Alloc { target, .. } = parse(fragment, &BearerTokens::default()) else {
             panic!("not taken")
         };
         assert_eq!(target.query(), Some("biz_tag=a"));
@@ -341,14 +345,35 @@ mod tests {
 
     #[test]
     fn incomplete_heads_wait_for_more() {
-        assert_eq!(parse(b"", None), Parsed::Partial);
+        assert_eq!(parse(b"", &BearerTokens::default()), Parsed::Partial);
         assert_eq!(
-            parse(b"GET /alloc?biz_tag=test HTTP/1.1\r\nHo", None),
+            parse(
+                b"GET /alloc?biz_tag=test HTTP/1.1\r\nHo",
+                &BearerTokens::default()
+            ),
             Parsed::Partial
         );
         let mut long = b"GET /alloc HTTP/1.1\r\nx: ".to_vec();
         long.resize(MAX_HEAD + 1, b'a');
-        assert_eq!(parse(&long, None), Parsed::TooLong);
+        assert_eq!(parse(&long, &BearerTokens::default()), Parsed::TooLong);
+    }
+
+    #[test]
+    fn a_request_without_one_of_the_tokens_goes_to_hyper() {
+        let tokens = BearerTokens::new(vec!["new-t0ken".into(), "old-t0ken".into()]);
+        for token in ["new-t0ken", "old-t0ken"] {
+            let head = format!("GET /alloc HTTP/1.1\r\nAuthorization: Bearer {token}\r\n\r\n");
+            assert!(
+                matches!(parse(head.as_bytes(), &tokens), Parsed::Alloc { .. }),
+                "{token}"
+            );
+        }
+        for head in [
+            &b"GET /alloc HTTP/1.1\r\n\r\n"[..],
+            b"GET /alloc HTTP/1.1\r\nAuthorization: Bearer other\r\n\r\n",
+        ] {
+            assert_eq!(parse(head, &tokens), Parsed::Other);
+        }
     }
 
     #[test]
@@ -368,7 +393,7 @@ mod tests {
             b"NONSENSE\r\n\r\n",
         ] {
             assert_eq!(
-                parse(other, None),
+                parse(other, &BearerTokens::default()),
                 Parsed::Other,
                 "{}",
                 String::from_utf8_lossy(other)
@@ -379,7 +404,11 @@ mod tests {
             many.extend_from_slice(format!("x-{i}: 1\r\n").as_bytes());
         }
         many.extend_from_slice(b"\r\n");
-        assert_eq!(parse(&many, None), Parsed::Other, "more headers than room");
+        assert_eq!(
+            parse(&many, &BearerTokens::default()),
+            Parsed::Other,
+            "more headers than room"
+        );
     }
 
     #[test]

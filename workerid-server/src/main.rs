@@ -25,8 +25,8 @@
 //! | `max_buffer_bytes` | 65536 | read-ahead and pending answers per connection |
 //! | `give_back_key` | random | the secret gRPC ranges are signed with, so a give-back is taken only for a client's own range |
 //! | `grpc_keepalive_ms` | 10000 | a silent gRPC connection is pinged, and closed when the ping goes unanswered as long |
-//! | `auth_token` | none | every request needs `Authorization: Bearer <token>`; visible ASCII only |
-//! | `operator_token` | none | gRPC's operator calls take this token alone |
+//! | `auth_token` | none | every request needs `Authorization: Bearer <token>`, the token or one of a list of them (to rotate them); visible ASCII only |
+//! | `operator_token` | none | gRPC's operator calls take this token (or one of a list) alone |
 //! | `[snowflake] ttl_secs` | 10 | the lease ttl, 1 to 86 400 (a day) |
 //! | `[snowflake] renew_every_ms` | ttl/3 | |
 //! | `[snowflake] renew_timeout_ms` | renew_every/2 | must be shorter than renew_every |
@@ -48,6 +48,7 @@
 //! Error bodies carry a stable code and message; store details go to the
 //! log only.
 
+mod auth;
 mod batch;
 mod cli;
 mod config;
@@ -367,7 +368,7 @@ async fn run(config: Config) -> Result<(), Failure> {
         snowflake,
         metrics,
         tags,
-        auth_token: config.auth_token.clone(),
+        auth_tokens: config.auth_token.clone(),
         max_batch: config.max_batch,
     });
     tracing::info!("listening on {}", config.listen);

@@ -466,9 +466,10 @@ async fn a_tag_created_over_grpc_is_served_at_once() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn without_the_bearer_token_every_call_is_refused() {
+async fn without_a_bearer_token_every_call_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let (_server, port) = start(dir.path(), "auth_token = \"s3cret\"\n");
+    // Two tokens, as while one is rotated out: either is taken.
+    let (_server, port) = start(dir.path(), "auth_token = [\"s3cret\", \"older\"]\n");
     let mut ids = IdsClient::new(channel(port).await);
     let ask = || NextIdsRequest {
         tag: "test".into(),
@@ -494,6 +495,12 @@ async fn without_the_bearer_token_every_call_is_refused() {
         .insert("authorization", "Bearer s3cret".parse().unwrap());
     let batch = ids.next_ids(right).await.unwrap().into_inner();
     assert_eq!(batch.ranges, vec![range(1, 1)], "refused calls took no ID");
+    let mut older = tonic::Request::new(ask());
+    older
+        .metadata_mut()
+        .insert("authorization", "Bearer older".parse().unwrap());
+    let batch = ids.next_ids(older).await.unwrap().into_inner();
+    assert_eq!(batch.ranges, vec![range(2, 2)]);
 
     // workerid-client: a refusal, which no retry mends, not an outage.
     let url = format!("http://127.0.0.1:{port}");

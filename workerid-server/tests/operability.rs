@@ -41,17 +41,19 @@ fn version_and_help_without_secrets() {
 }
 
 #[test]
-fn a_bearer_token_guards_every_endpoint_but_the_probes() {
+fn bearer_tokens_guard_every_endpoint_but_the_probes() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::launch(
         dir.path(),
         &sqlite(dir.path()),
         &Launch {
-            env: &[("WORKERID_AUTH_TOKEN", "s3cret")],
+            // Two tokens, as while one is rotated out: either is taken.
+            args: &["--auth-token", "s3cret", "--auth-token", "older-s3cret"],
             ..Launch::default()
         },
     );
     let token = ["Authorization: Bearer s3cret"];
+    let older = ["Authorization: Bearer older-s3cret"];
     let wrong = ["Authorization: Bearer s3cres"];
     for path in [
         "/alloc?biz_tag=test",
@@ -62,8 +64,10 @@ fn a_bearer_token_guards_every_endpoint_but_the_probes() {
     ] {
         assert_eq!(server.try_get(path, &[]).unwrap().0, 401, "{path}");
         assert_eq!(server.try_get(path, &wrong).unwrap().0, 401, "{path}");
-        let (status, body) = server.try_get(path, &token).unwrap();
-        assert_eq!(status, 200, "{path}: {body}");
+        for token in [&token, &older] {
+            let (status, body) = server.try_get(path, token).unwrap();
+            assert_eq!(status, 200, "{path}: {body}");
+        }
     }
     // The scheme's name in any case.
     let lower = ["Authorization: bearer s3cret"];
@@ -77,7 +81,7 @@ fn a_bearer_token_guards_every_endpoint_but_the_probes() {
     for line in [
         "workerid_http_requests_total{endpoint=\"/alloc\",status=\"401\"} 2",
         "workerid_http_requests_total{endpoint=\"/api/segment/get/{key}\",status=\"401\"} 2",
-        "workerid_http_requests_total{endpoint=\"/api/segment/get/{key}\",status=\"200\"} 1",
+        "workerid_http_requests_total{endpoint=\"/api/segment/get/{key}\",status=\"200\"} 2",
     ] {
         assert!(metrics.contains(line), "no {line:?} in:\n{metrics}");
     }

@@ -1,10 +1,11 @@
 use super::*;
+use crate::auth::BearerTokens;
 
 #[test]
 fn debug_hides_the_password_and_the_token() {
     let config = Config {
         store: "postgres://ops:s3cret@db/ids".into(),
-        auth_token: Some("t0ken".into()),
+        auth_token: BearerTokens::new(vec!["t0ken".into(), "older-t0ken".into()]),
         otlp_endpoint: Some("http://u:hunter22@c:4317".into()),
         give_back_key: Some("fleet-secret-0123456789".into()),
         ..Config::default()
@@ -27,7 +28,7 @@ fn the_example_config_loads() {
         config.snowflake.renew_timeout(),
         Duration::from_millis(1666)
     );
-    assert!(config.auth_token.is_some() && config.workers == Some(4));
+    assert!(config.auth_token.is_required() && config.workers == Some(4));
 }
 
 #[test]
@@ -89,7 +90,7 @@ fn the_ttl_is_one_second_to_one_day() {
 #[test]
 fn an_auth_token_must_be_sendable_and_is_never_shown() {
     let with_token = |token: &str| Config {
-        auth_token: Some(token.into()),
+        auth_token: BearerTokens::new(vec!["a-good-one".into(), token.into()]),
         ..Config::default()
     };
     let every_visible: String = ('!'..='~').collect();

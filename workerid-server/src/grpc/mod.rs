@@ -29,7 +29,8 @@ use tracing::Instrument;
 use workerid::snowflake::Layout;
 use workerid::LeaseStore;
 
-use crate::routes::{self, App};
+use crate::auth::BearerTokens;
+use crate::routes::App;
 use workerid_proto::v1::ids_server::IdsServer;
 use workerid_proto::v1::leases_server::LeasesServer;
 use workerid_proto::v1::segments_server::SegmentsServer;
@@ -110,7 +111,7 @@ pub struct Options {
     /// How long a write to a client may make no progress.
     pub write_timeout: Duration,
     /// The bearer token of the operator's calls, if one is set.
-    pub operator_token: Option<String>,
+    pub operator_token: BearerTokens,
 }
 
 /// Serves the gRPC API on `listener` until `shutdown` completes: streams
@@ -140,7 +141,7 @@ pub async fn serve(
     let (reporter, health) = tonic_health::server::health_reporter();
     let watch_health = tokio::spawn(follow_readiness(app.clone(), reporter));
     let tokens = Tokens {
-        auth: app.auth_token.clone(),
+        auth: app.auth_tokens.clone(),
         operator: options.operator_token.clone(),
     };
     let check = {
@@ -194,23 +195,14 @@ use ids::IdsService;
 use leases::LeasesService;
 use segments::SegmentsService;
 
-/// The bearer tokens calls are checked against.
-#[derive(Clone, Default)]
+/// The bearer tokens calls are checked against (their `Debug` shows none).
+#[derive(Clone, Debug, Default)]
 pub struct Tokens {
     /// Every call's (`auth_token`), if set.
-    pub auth: Option<String>,
-    /// The operator's calls' (`operator_token`), if set: they take it alone,
-    /// and any call may carry it.
-    pub operator: Option<String>,
-}
-
-impl std::fmt::Debug for Tokens {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tokens")
-            .field("auth", &self.auth.as_ref().map(|_| "***"))
-            .field("operator", &self.operator.as_ref().map(|_| "***"))
-            .finish()
-    }
+    pub auth: BearerTokens,
+    /// The operator's calls' (`operator_token`), if set: they take one of
+    /// these alone, and any call may carry one.
+    pub operator: BearerTokens,
 }
 
 impl Tokens {
@@ -219,16 +211,14 @@ impl Tokens {
     /// `PERMISSION_DENIED`. Every call passed [`authorize`] already.
     #[allow(clippy::result_large_err)]
     pub fn operator<T>(&self, request: &Request<T>) -> Result<(), Status> {
-        match &self.operator {
-            Some(token) if !routes::authorized(token, bearer(request.metadata())) => {
-                Err(status::status(
-                    tonic::Code::PermissionDenied,
-                    "operator_token_required",
-                    "this call needs the operator token",
-                ))
-            }
-            _ => Ok(()),
+        if self.operator.is_required() && !self.operator.accept(bearer(request.metadata())) {
+            return Err(status::status(
+                tonic::Code::PermissionDenied,
+                "operator_token_required",
+                "this call needs the operator token",
+            ));
         }
+        Ok(())
     }
 }
 
@@ -242,15 +232,11 @@ fn bearer(metadata: &tonic::metadata::MetadataMap) -> Option<&[u8]> {
 /// request metrics.
 #[allow(clippy::result_large_err)]
 fn authorize(tokens: &Tokens, request: Request<()>) -> Result<Request<()>, Status> {
-    let Some(token) = &tokens.auth else {
+    if !tokens.auth.is_required() {
         return Ok(request);
-    };
+    }
     let header = bearer(request.metadata());
-    let operator = tokens
-        .operator
-        .as_deref()
-        .is_some_and(|operator| routes::authorized(operator, header));
-    if operator || routes::authorized(token, header) {
+    if tokens.operator.accept(header) || tokens.auth.accept(header) {
         return Ok(request);
     }
     crate::telemetry::record_request(
