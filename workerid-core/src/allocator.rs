@@ -127,6 +127,12 @@ impl Allocator {
 
     /// Leases a free worker ID for the default ttl.
     ///
+    /// # Cancellation
+    /// Safe to drop before it returns (under a timeout, in a `select!`):
+    /// the store may grant the call all the same, so its token is sent
+    /// again by this allocator's (or a clone's) next acquire, which adopts
+    /// that grant. A grant no later acquire adopts expires with its ttl.
+    ///
     /// # Errors
     /// [`Error::NoAvailableId`] when every ID is held;
     /// [`Error::ConfigMismatch`] when the namespace was created with another pool
@@ -145,6 +151,10 @@ impl Allocator {
         let unanswered = self.unanswered().pop();
         let token = unanswered.unwrap_or_else(Token::generate);
         let sent = Instant::now();
+        let in_flight = InFlight {
+            allocator: self,
+            token: Some(token),
+        };
         let answer = self
             .call(self.store.acquire(
                 &self.namespace,
@@ -155,6 +165,7 @@ impl Allocator {
             ))
             .await
             .and_then(|grant| self.check_grant(grant));
+        in_flight.answered();
         let grant = match answer {
             Ok(grant) => grant,
             Err(err) => {
@@ -394,6 +405,30 @@ impl Allocator {
         match tokio::time::timeout(timeout, request).await {
             Ok(answer) => answer,
             Err(_) => Err(Error::timed_out("lease store", timeout)),
+        }
+    }
+}
+
+/// The token of an acquire sent and not answered yet. Dropped unanswered
+/// (the caller's timeout or a cancelled task dropped the call), it is kept
+/// for the next acquire: the store may have granted it all the same, and
+/// that grant is then adopted rather than held by nobody for a ttl.
+struct InFlight<'a> {
+    allocator: &'a Allocator,
+    token: Option<Token>,
+}
+
+impl InFlight<'_> {
+    /// The call returned: its answer decides what becomes of the token.
+    fn answered(mut self) {
+        self.token = None;
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if let Some(token) = self.token.take() {
+            self.allocator.keep_token(token);
         }
     }
 }

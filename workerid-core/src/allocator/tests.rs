@@ -317,6 +317,33 @@ async fn a_lease_kept_for_the_next_acquire_is_asked_for_again() {
     );
 }
 
+/// An acquire dropped while the store works on it (a caller's timeout, a
+/// cancelled task) may be granted all the same: its token is sent again by
+/// the next acquire, which adopts that grant instead of leaving it held by
+/// nobody for a ttl.
+#[tokio::test]
+async fn an_acquire_dropped_before_its_answer_is_sent_again_with_its_token() {
+    let (store, _) = Scripted::new(Duration::from_millis(300), 3, 1);
+    let tokens = store.tokens.clone();
+    let allocator = allocator(store);
+    for _ in 0..3 {
+        let cancelled = tokio::time::timeout(Duration::from_millis(20), allocator.acquire()).await;
+        assert!(cancelled.is_err(), "the caller gave up first");
+    }
+    let lease = allocator.acquire().await.unwrap();
+    let sent = tokens.lock().unwrap().clone();
+    assert_eq!(sent.len(), 4);
+    assert!(
+        sent.iter().all(|token| *token == lease.token),
+        "every acquire carried the first one's token until one was answered"
+    );
+    let next = allocator.acquire().await.unwrap();
+    assert_ne!(
+        next.token, lease.token,
+        "a token answered is never sent again"
+    );
+}
+
 #[test]
 fn bad_namespace_or_options_make_no_allocator() {
     let (store, _) = Scripted::new(Duration::ZERO, 0, 1);
