@@ -14,7 +14,10 @@ const SECRET_WORDS: [&str; 4] = ["pass", "secret", "token", "key"];
 /// It works on text, not on a parsed URL, so that a URL too broken to parse
 /// (a raw `/` or `@` in the password, no `//` after the scheme) is hidden
 /// too: everything between the first `:` after `scheme://` (or `scheme:`)
-/// and the last `@` is taken as the password.
+/// and the last `@` is taken as the password. It fails closed: text that
+/// does not start with a scheme (a quoted URL, `REDIS_URL=redis://...`, a
+/// stray `/`) has everything between its first `:` and its last `@`
+/// hidden, whatever that was.
 ///
 /// ```
 /// use workerid_core::redact_url;
@@ -23,6 +26,7 @@ const SECRET_WORDS: [&str; 4] = ["pass", "secret", "token", "key"];
 /// assert_eq!(redact_url("mysql://h/db?user=me&password=pw"), "mysql://h/db?user=me&password=***");
 /// assert_eq!(redact_url("postgres://h/db?SSLPass%77ord=pw"), "postgres://h/db?SSLPass%77ord=***");
 /// assert_eq!(redact_url("etcd://a:2379,b:2379/ids"), "etcd://a:2379,b:2379/ids");
+/// assert_eq!(redact_url("\"redis://:pw@h/\""), "\"redis:***@h/\"");
 /// ```
 pub fn redact_url(url: &str) -> String {
     // Secret parameters first: an '@' in their values must not be taken
@@ -43,16 +47,27 @@ pub fn redact_url(url: &str) -> String {
         };
         is_scheme.then_some(at + 1 + slashes)
     }) else {
-        return url;
+        return hide_between_first_colon_and_last_at(url);
     };
     let (scheme, rest) = url.split_at(scheme_end);
     let Some((user_info, host_on)) = rest.rsplit_once('@') else {
         return url;
     };
     match user_info.split_once(':') {
-        Some((user, _)) if !user.contains(['/', '?']) => format!("{scheme}{user}:***@{host_on}"),
-        // No password; or the '@' is in a path (`sqlite:///a@b.db`) or a query.
-        _ => url,
+        Some((user, _)) => format!("{scheme}{user}:***@{host_on}"),
+        // No password; or the '@' is in a path (`sqlite:///a@b.db`).
+        None => url,
+    }
+}
+
+/// `text` with everything between its first `:` and its last `@` (when
+/// the `@` comes after the `:`) replaced by `***`.
+fn hide_between_first_colon_and_last_at(text: String) -> String {
+    match (text.find(':'), text.rfind('@')) {
+        (Some(colon), Some(at)) if colon < at => {
+            format!("{}:***{}", &text[..colon], &text[at..])
+        }
+        _ => text,
     }
 }
 
@@ -130,6 +145,23 @@ mod tests {
     }
 
     #[test]
+    fn text_that_is_not_quite_a_url_hides_its_password_too() {
+        for url in [
+            "redis:/:hunter2@localhost",
+            "redis//:hunter2@localhost",
+            "\"redis://:hunter2@localhost\"",
+            "REDIS_URL=redis://:hunter2@localhost",
+            "<redis://:hunter2@localhost>",
+            " redis://:hunter2@localhost",
+            "redis:/u:hunter2@localhost/0",
+        ] {
+            let shown = redact_url(url);
+            assert!(!shown.contains("hunter2"), "{url} -> {shown}");
+            assert!(shown.contains("***@localhost"), "{url} -> {shown}");
+        }
+    }
+
+    #[test]
     fn no_password_survives() {
         let secrets = ["s3cr3t", "a/b@c", "p@ss:w/rd", "%2F%40", "x?y=z", "::@@//"];
         for secret in secrets {
@@ -168,6 +200,9 @@ mod tests {
                 format!("{scheme}:me:{secret}@{host}{path}"),
                 format!("{scheme}://{host}{path}?password={secret}"),
                 format!("{scheme}://u@{host}{path}?sslpassword={secret}&mode=x"),
+                format!("\"{scheme}://me:{secret}@{host}{path}\""),
+                format!("URL={scheme}://:{secret}@{host}{path}"),
+                format!("{scheme}:/me:{secret}@{host}{path}"),
             ] {
                 let shown = redact_url(&url);
                 proptest::prop_assert!(!shown.contains(&secret), "{} -> {}", url, shown);
