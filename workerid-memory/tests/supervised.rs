@@ -112,11 +112,14 @@ async fn stop_releases_the_worker_id_and_ends_the_ids() {
     let ids = SupervisedWorker::spawn(allocator(&store), options());
     assert!(ids.wait_first_join(PATIENCE).await);
     ids.next_id().unwrap();
+    assert!(!ids.is_ended());
     assert!(ids.stop(PATIENCE).await, "stopped in time");
     assert!(
-        matches!(ids.next_id(), Err(NextIdError::NotReady { .. })),
-        "no ID after stop"
+        matches!(ids.next_id(), Err(NextIdError::NotReady { reason }) if reason.contains("stopped")),
+        "no ID after stop, and no promise of one: {:?}",
+        ids.next_id()
     );
+    assert!(ids.is_ended(), "a retry loop ends on it");
     assert!(ids.stop(PATIENCE).await, "a second stop returns at once");
     // Released at once, not left to expire: the next holder joins now.
     let next = allocator(&store)
@@ -235,4 +238,46 @@ async fn a_next_worker_on_another_id_issues_above_the_last_one_whatever_the_cloc
     assert_eq!(worker.worker_id(), other.id().get(), "the other worker ID");
     assert!(next > last, "{next} after {last}: back in time");
     assert!(ids.stop(PATIENCE).await);
+}
+
+/// A join its settings make fail whenever it is tried (a pool wider than
+/// the layout's worker bits; the namespace's pool recorded as another
+/// size) is tried once, not again and again: the supervisor ends and says
+/// why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_its_settings_refuse_is_not_tried_again() {
+    let store = MemoryStore::new();
+    let wide = LeaseOptions::new()
+        .max_worker_id(1023)
+        .max_lease_time(TTL)
+        .ttl(TTL);
+    let layouts = [
+        (
+            Allocator::new(store.clone(), "too-wide", wide.clone()).unwrap(),
+            options().layout(workerid_snowflake::Layout::javascript_safe()),
+            "worker bits",
+        ),
+        // The namespace "supervised" holds a pool of one; this asks 1024.
+        (
+            Allocator::new(store.clone(), "supervised", wide).unwrap(),
+            options(),
+            "created with max_worker_id 0",
+        ),
+    ];
+    allocator(&store).acquire().await.unwrap();
+    for (allocator, options, said) in layouts {
+        let ids = SupervisedWorker::spawn(allocator, options);
+        assert!(!ids.wait_first_join(PATIENCE).await);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(ids.is_ended());
+        assert_eq!(ids.counts().join_failures, 1, "tried once");
+        let error = ids.last_join_error().expect("the join's error");
+        assert!(error.contains(said), "{error}");
+        assert!(
+            matches!(ids.next_id(), Err(NextIdError::NotReady { reason }) if reason.contains("settings")),
+            "{:?}",
+            ids.next_id()
+        );
+        assert!(ids.stop(PATIENCE).await, "nothing was held");
+    }
 }

@@ -340,13 +340,9 @@ async fn run(config: Config) -> Result<(), Failure> {
         // A clock that stepped back is answered at once (try later), never
         // waited out: the wait would block a thread serving requests, and
         // with `--workers 1` the only one, lease renewals included.
-        let drift = DriftPolicy {
-            block_below: Duration::ZERO,
-            ..DriftPolicy::default()
-        };
         let options = WorkerOptions::new()
             .layout(s.layout().map_err(Failure::Config)?)
-            .drift(drift)
+            .drift(DriftPolicy::never_wait())
             .renew_every(s.renew_every());
         let pool_watch = allocator.clone();
         let snowflake = Arc::new(Snowflake::spawn(allocator, holder, options));

@@ -127,7 +127,9 @@ impl NextIdError {
     /// Whether retrying can succeed: [`NextIdError::NotReady`] and
     /// [`NextIdError::ClockDriftTryLater`]. On a
     /// [`SupervisedWorker`](crate::SupervisedWorker), the next worker
-    /// answers a retry; a [`Worker`](crate::Worker) that lost its lease or
+    /// answers a retry, until it
+    /// [`is_ended`](crate::SupervisedWorker::is_ended) (stopped, or its
+    /// settings refused); a [`Worker`](crate::Worker) that lost its lease or
     /// stopped answers `NotReady` for good (its
     /// [`state`](crate::Worker::state) says so), so a retry loop on a bare
     /// worker checks it.

@@ -47,6 +47,28 @@ impl Default for DriftPolicy {
     }
 }
 
+impl DriftPolicy {
+    /// The default with nothing waited out: a clock behind the last
+    /// timestamp is answered with [`Error::ClockDriftTryLater`] at once
+    /// (until `give_up_at`), for async code whose runtime threads must
+    /// never block on a step back (the server's policy). A used-up
+    /// sequence still waits for the next time unit.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use workerid_snowflake::{DriftPolicy, WorkerOptions};
+    /// let policy = DriftPolicy::never_wait();
+    /// assert_eq!(policy.block_below, Duration::ZERO);
+    /// let options = WorkerOptions::new().drift(policy);
+    /// ```
+    pub fn never_wait() -> Self {
+        DriftPolicy {
+            block_below: Duration::ZERO,
+            ..DriftPolicy::default()
+        }
+    }
+}
+
 /// Issues snowflake IDs for one worker ID. Lock-free (one atomic
 /// read-modify-write per ID: a fetch-and-add, or a compare-and-swap where a
 /// new time unit starts), shared freely across threads; never wraps its

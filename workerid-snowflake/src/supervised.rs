@@ -22,19 +22,24 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Why there is no worker, by the last join's outcome, in fixed words: the
 /// store's own message, which may name its addresses, goes to the log only.
-const JOINING: [&str; 5] = [
+const JOINING: [&str; 7] = [
     "no worker holds a lease (joining)",
     "no worker holds a lease: every worker ID of the pool is held (joining)",
     "no worker holds a lease: the store is unavailable (joining)",
     "no worker holds a lease: this clock is too far behind the watermarks of the worker IDs \
      offered (joining)",
     "no worker holds a lease: the last join failed, the log says why (joining)",
+    "no worker holds a lease: the settings contradict the layout or the namespace's pool, \
+     the log says why (not joining again)",
+    "no worker holds a lease: stopped",
 ];
 const JOINED: u8 = 0;
 const POOL_HELD: u8 = 1;
 const STORE_UNAVAILABLE: u8 = 2;
 const CLOCK_BEHIND: u8 = 3;
 const JOIN_FAILED: u8 = 4;
+const GAVE_UP: u8 = 5;
+const STOPPED: u8 = 6;
 
 /// A [`Worker`] kept joined: what a service that must go on issuing IDs
 /// through store outages and lost leases holds, rather than a `Worker`,
@@ -57,10 +62,18 @@ const JOIN_FAILED: u8 = 4;
 ///   reason in fixed words (joining; every worker ID held; the store
 ///   unavailable; the clock too far behind the IDs offered; another
 ///   failure, which the log names), never a store's message.
+/// - A join refused for its settings ([`Error::InvalidConfig`]: a pool
+///   wider than the layout's worker bits, say; or the namespace's pool
+///   recorded as another size, `ConfigMismatch`) is not tried again, as no
+///   retry can mend it: the task ends, logs the error, and
+///   [`is_ended`](SupervisedWorker::is_ended) turns true;
+///   [`last_join_error`](SupervisedWorker::last_join_error) has it.
 /// - [`stop`](SupervisedWorker::stop) ends the task: a join in progress is
 ///   abandoned and its worker ID released, the current worker is stopped
 ///   and releases its worker ID. Dropping it does the same in the
-///   background while the runtime runs.
+///   background while the runtime runs (not once the runtime shuts down:
+///   call `stop` before, or the worker ID stays held until its ttl ends).
+///   `next_id` then answers `NotReady` ("stopped") for good.
 ///
 /// ```
 /// use std::time::Duration;
@@ -97,6 +110,10 @@ struct Shared {
     last_join: AtomicU8,
     /// False once a stopped worker's release was not taken by the store.
     released: AtomicBool,
+    /// The last failed join's error, for [`SupervisedWorker::last_join_error`].
+    last_error: std::sync::Mutex<Option<String>>,
+    /// True once no worker will join any more: stopped, or given up.
+    ended: AtomicBool,
 }
 
 /// What a [`SupervisedWorker`] has done since it was spawned.
@@ -189,6 +206,25 @@ impl SupervisedWorker {
         self.shared.current.load().is_some()
     }
 
+    /// Whether no worker will join any more: after [`stop`](Self::stop),
+    /// or once a join was refused for its settings (see the type's
+    /// Behavior). A retry loop on [`next_id`](Self::next_id), whose
+    /// `NotReady` is retryable while a next worker may come, ends on it.
+    pub fn is_ended(&self) -> bool {
+        self.shared.ended.load(Ordering::Acquire)
+    }
+
+    /// The error of the last join that failed, as text (the log has it
+    /// too), or `None` when none failed since the last join succeeded: for
+    /// a health page, where `next_id`'s fixed words say only the kind.
+    pub fn last_join_error(&self) -> Option<String> {
+        self.shared
+            .last_error
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     /// The joins, losses and failed joins so far.
     pub fn counts(&self) -> SupervisorCounts {
         let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
@@ -207,6 +243,7 @@ impl SupervisedWorker {
     /// warning is logged); a worker ID left so expires with its ttl.
     /// Calling it again waits again.
     pub async fn stop(&self, timeout: Duration) -> bool {
+        self.shared.end(STOPPED);
         self.stop.send_replace(true);
         let mut done = self.done.clone();
         let ended = tokio::time::timeout(timeout, done.wait_for(|&done| done)).await;
@@ -216,6 +253,7 @@ impl SupervisedWorker {
 
 impl Drop for SupervisedWorker {
     fn drop(&mut self) {
+        self.shared.end(STOPPED);
         self.stop.send_replace(true);
     }
 }
@@ -231,6 +269,16 @@ impl Shared {
             join_failures: AtomicU64::new(0),
             last_join: AtomicU8::new(JOINED),
             released: AtomicBool::new(true),
+            last_error: std::sync::Mutex::new(None),
+            ended: AtomicBool::new(false),
+        }
+    }
+
+    /// No worker will join any more, for the reason `why` (an index of
+    /// [`JOINING`]); the first reason stays.
+    fn end(&self, why: u8) {
+        if !self.ended.swap(true, Ordering::AcqRel) {
+            self.last_join.store(why, Ordering::Relaxed);
         }
     }
 
@@ -262,6 +310,15 @@ impl Shared {
                 Err(e) => {
                     self.joined(Err(&e));
                     self.join_failures.fetch_add(1, Ordering::Relaxed);
+                    if is_final(&e) {
+                        self.end(GAVE_UP);
+                        self.tried.send_replace(true);
+                        tracing::error!(
+                            "the snowflake worker cannot join with these settings, and stops \
+                             trying: {e}"
+                        );
+                        return;
+                    }
                     self.tried.send_replace(true);
                     let wait = jittered(backoff);
                     tracing::warn!(
@@ -310,8 +367,16 @@ impl Shared {
         JOINING.get(last).copied().unwrap_or(JOINING[0])
     }
 
-    /// Records how a join ended.
+    /// Records how a join ended (unless no worker will join any more).
     fn joined(&self, outcome: Result<(), &Error>) {
+        *self
+            .last_error
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            outcome.err().map(ToString::to_string);
+        if self.ended.load(Ordering::Acquire) {
+            return;
+        }
         let last = match outcome {
             Ok(()) => JOINED,
             Err(Error::Lease(workerid_core::Error::NoAvailableId { .. })) => POOL_HELD,
@@ -321,6 +386,19 @@ impl Shared {
         };
         self.last_join.store(last, Ordering::Relaxed);
     }
+}
+
+/// Whether a join that failed with `e` fails the same way whenever it is
+/// tried again: its settings contradict the layout or the namespace.
+fn is_final(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::InvalidConfig { .. }
+            | Error::Lease(
+                workerid_core::Error::InvalidConfig { .. }
+                    | workerid_core::Error::ConfigMismatch { .. }
+            )
+    )
 }
 
 /// Resolves once `stop` turns true (or its sender is gone).

@@ -53,6 +53,7 @@ impl Drop for AbandonedJoin {
 
 /// Where a [`Worker`] is in its life.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WorkerState {
     /// Acquiring a worker ID, waiting for the clock to pass the previous
     /// holder's watermark, reserving the first time window.
