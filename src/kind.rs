@@ -33,8 +33,9 @@ pub enum StoreKind {
 }
 
 impl StoreKind {
-    /// Every kind, in the order the documentation lists them.
-    pub const ALL: [StoreKind; 8] = [
+    /// Every kind, in the order the documentation lists them (a slice, so
+    /// that a kind added later changes no type).
+    pub const ALL: &'static [StoreKind] = &[
         StoreKind::Memory,
         StoreKind::Redis,
         StoreKind::RedisCluster,
@@ -63,7 +64,8 @@ impl StoreKind {
     pub fn from_scheme(scheme: &str) -> Option<StoreKind> {
         let scheme = scheme.to_ascii_lowercase();
         StoreKind::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .find(|kind| kind.schemes().contains(&scheme.as_str()))
     }
 
@@ -114,7 +116,8 @@ impl StoreKind {
     /// The kinds this build can open.
     pub fn compiled_in() -> impl Iterator<Item = StoreKind> {
         StoreKind::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .filter(|kind| kind.is_compiled_in())
     }
 
@@ -185,7 +188,7 @@ mod tests {
 
     #[test]
     fn every_scheme_names_its_kind() {
-        for kind in StoreKind::ALL {
+        for &kind in StoreKind::ALL {
             for scheme in kind.schemes() {
                 assert_eq!(StoreKind::from_scheme(scheme), Some(kind));
                 assert_eq!(StoreKind::from_scheme(&scheme.to_uppercase()), Some(kind));
